@@ -1,0 +1,143 @@
+// Package model is the proxy's own plain description of the cluster: service
+// ports, their endpoints and the nodes, already validated and converted from
+// the Kubernetes API objects. It holds data only; it never talks to the API
+// server or to the kernel.
+package model
+
+import (
+	"fmt"
+	"net/netip"
+)
+
+// Protocol is a transport protocol as IPVS and ipset name it.
+type Protocol string
+
+// The protocols a service port may use.
+const (
+	TCP  Protocol = "tcp"
+	UDP  Protocol = "udp"
+	SCTP Protocol = "sctp"
+)
+
+// ServicePortName identifies one port of one Service: "namespace/name:port".
+// Port is the port's name; it is empty for a single unnamed port.
+type ServicePortName struct {
+	Namespace string
+	Name      string
+	Port      string
+}
+
+// ServiceKey is "namespace/name", the informer cache key of the Service.
+func (n ServicePortName) ServiceKey() string { return n.Namespace + "/" + n.Name }
+
+// String renders the name as "namespace/name:port", or "namespace/name"
+// when the port has no name.
+func (n ServicePortName) String() string {
+	if n.Port == "" {
+		return n.ServiceKey()
+	}
+	return fmt.Sprintf("%s/%s:%s", n.Namespace, n.Name, n.Port)
+}
+
+// ServicePort is one port of one Service, with every address it is reachable on.
+// Addresses that failed validation are not here: they became Refusals.
+type ServicePort struct {
+	Name     ServicePortName
+	Protocol Protocol
+	Port     uint16
+	// NodePort is 0 when the service has none.
+	NodePort uint16
+
+	ClusterIPs      []netip.Addr
+	ExternalIPs     []netip.Addr
+	LoadBalancerIPs []netip.Addr
+	// LoadBalancerSourceRanges restricts who may reach the LoadBalancer IPs;
+	// empty means everyone.
+	LoadBalancerSourceRanges []netip.Prefix
+
+	// ExternalPolicyLocal is externalTrafficPolicy: Local.
+	ExternalPolicyLocal bool
+	// InternalPolicyLocal is internalTrafficPolicy: Local.
+	InternalPolicyLocal bool
+	// HealthCheckNodePort is 0 when the service has none.
+	HealthCheckNodePort uint16
+
+	// AffinityTimeout is the ClientIP session affinity timeout in seconds;
+	// 0 means no session affinity.
+	AffinityTimeout uint32
+	// Scheduler is the per-service IPVS scheduler (annotation
+	// ipvs-proxy.io/scheduler); empty means the proxy's default.
+	Scheduler string
+	// TrafficDistribution is spec.trafficDistribution ("" when unset).
+	TrafficDistribution string
+}
+
+// Endpoint is one backend address and port for one ServicePort.
+type Endpoint struct {
+	Address     netip.Addr
+	Port        uint16
+	NodeName    string
+	Zone        string
+	Ready       bool
+	Serving     bool
+	Terminating bool
+	// ZoneHints and NodeHints are the EndpointSlice topology hints.
+	ZoneHints []string
+	NodeHints []string
+}
+
+// Node is what the proxy needs of a Node object.
+type Node struct {
+	Name string
+	// Addresses are every address in status.addresses.
+	Addresses []netip.Addr
+	Labels    map[string]string
+}
+
+// Reason is a machine-readable refusal code; it is the Event reason and a
+// metric label.
+type Reason string
+
+// Refusal codes. Every refusal names one of them.
+const (
+	ReasonNodeIP             Reason = "NodeIP"
+	ReasonLocalAddress       Reason = "LocalAddress"
+	ReasonAPIServer          Reason = "APIServer"
+	ReasonGateway            Reason = "Gateway"
+	ReasonProtectedCIDR      Reason = "ProtectedCIDR"
+	ReasonLoopback           Reason = "Loopback"
+	ReasonUnspecified        Reason = "Unspecified"
+	ReasonMulticast          Reason = "Multicast"
+	ReasonBroadcast          Reason = "Broadcast"
+	ReasonLinkLocal          Reason = "LinkLocal"
+	ReasonIPv4Mapped         Reason = "IPv4MappedIPv6"
+	ReasonPodCIDR            Reason = "PodCIDR"
+	ReasonInvalidAddress     Reason = "InvalidAddress"
+	ReasonInvalidPort        Reason = "InvalidPort"
+	ReasonInvalidProtocol    Reason = "InvalidProtocol"
+	ReasonUnknownScheduler   Reason = "UnknownScheduler"
+	ReasonInvalidField       Reason = "InvalidField"
+	ReasonDuplicateVirtual   Reason = "DuplicateVirtualServer"
+	ReasonExcludedCIDR       Reason = "ExcludedCIDR"
+	ReasonInvalidEndpoint    Reason = "InvalidEndpoint"
+	ReasonUnsupportedFamily  Reason = "UnsupportedFamily"
+	ReasonInvalidSourceRange Reason = "InvalidSourceRange"
+)
+
+// Refusal records one thing the proxy would not do, and why.
+type Refusal struct {
+	// Service is "namespace/name".
+	Service string
+	// Field is the API field path, e.g. "spec.externalIPs".
+	Field string
+	// Address is the offending value as written in the object.
+	Address string
+	Reason  Reason
+	// Message says why, and what was done instead.
+	Message string
+}
+
+// String renders the refusal in the `plan` text layout.
+func (r Refusal) String() string {
+	return fmt.Sprintf("%s %s %s %s: %s", r.Service, r.Field, r.Address, r.Reason, r.Message)
+}

@@ -1,0 +1,56 @@
+// Package ipvs owns the node's IPVS table: it plans the virtual servers a
+// service needs (pure) and reconciles the kernel to them through
+// github.com/moby/ipvs. It deletes only virtual servers it owns — those on
+// addresses it binds on kube-ipvs0 and NodePort servers on node addresses —
+// and never touches foreign ones (keepalived, kube-vip) or excluded CIDRs.
+package ipvs
+
+import (
+	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// Flags are IPVS virtual server flags (ip_vs.h IP_VS_SVC_F_*).
+type Flags uint32
+
+// Virtual server flags.
+const (
+	// FlagPersistent is IP_VS_SVC_F_PERSISTENT: ipvsadm -p.
+	FlagPersistent Flags = 0x1
+	// FlagHashed is IP_VS_SVC_F_HASHED, set by the kernel on every service.
+	FlagHashed Flags = 0x2
+	// FlagSchedSH1 is IP_VS_SVC_F_SCHED1: ipvsadm -b sh-fallback / mh-fallback.
+	FlagSchedSH1 Flags = 0x8
+	// FlagSchedSH2 is IP_VS_SVC_F_SCHED2: ipvsadm -b sh-port / mh-port.
+	FlagSchedSH2 Flags = 0x10
+)
+
+// Key identifies a virtual server: ipvsadm's "-t 10.96.0.10:80".
+type Key struct {
+	Protocol model.Protocol
+	Address  netip.Addr
+	Port     uint16
+}
+
+// VirtualServer is one IPVS virtual service and its real servers, as
+// `ipvsadm -A` and `ipvsadm -a` would create them.
+type VirtualServer struct {
+	Key
+	// Scheduler is ipvsadm -s (rr, wrr, lc, sh, mh, ...).
+	Scheduler string
+	Flags     Flags
+	// PersistenceTimeout is ipvsadm -p SECONDS; 0 when not persistent.
+	PersistenceTimeout uint32
+	// Service is "namespace/name:port": who asked for this server.
+	Service     string
+	RealServers []RealServer
+}
+
+// RealServer is one backend of a virtual server: ipvsadm -a -r ADDR:PORT -m -w WEIGHT.
+// Forwarding is always masquerading (-m).
+type RealServer struct {
+	Address netip.Addr
+	Port    uint16
+	Weight  int
+}
