@@ -141,3 +141,16 @@ type Refusal struct {
 func (r Refusal) String() string {
 	return fmt.Sprintf("%s %s %s %s: %s", r.Service, r.Field, r.Address, r.Reason, r.Message)
 }
+
+// Cluster is the converted view of every Service, EndpointSlice and Node the
+// proxy watches, plus what the conversion refused.
+type Cluster struct {
+	// Services is sorted by Name.
+	Services []ServicePort
+	// Endpoints maps a service port to its endpoints, in a stable order.
+	Endpoints map[ServicePortName][]Endpoint
+	// Nodes is sorted by Name.
+	Nodes []Node
+	// Refusals are what the conversion could not use, sorted.
+	Refusals []Refusal
+}

@@ -1,0 +1,35 @@
+package planner
+
+import "net/netip"
+
+// Options are the node's identity and the planning flags `run` and `plan` share.
+type Options struct {
+	// NodeName is this node's name (--hostname-override, or --node-name for plan).
+	NodeName string
+	// LocalAddrs are this node's addresses on interfaces other than kube-ipvs0
+	// (--node-ip for plan; read from the kernel by run).
+	LocalAddrs []netip.Addr
+	// NodePortAddresses is --nodeport-addresses; empty means every local
+	// address except loopback.
+	NodePortAddresses []netip.Prefix
+	// Scheduler is --ipvs-scheduler (default "rr").
+	Scheduler string
+	// ClusterCIDRs is --cluster-cidr: pod addresses, never a VIP, and the
+	// source range treated as local traffic.
+	ClusterCIDRs []netip.Prefix
+	// ProtectedCIDRs is --protected-cidrs: never bound on kube-ipvs0.
+	ProtectedCIDRs []netip.Prefix
+	// APIServerAddrs are the API server endpoints the proxy talks to.
+	APIServerAddrs []netip.Addr
+	// Gateways are the node's default gateways.
+	Gateways []netip.Addr
+	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
+	// planned or touched.
+	ExcludeCIDRs []netip.Prefix
+	// RefuseNodeExternalIPs is --refuse-node-external-ips.
+	RefuseNodeExternalIPs bool
+	// MasqueradeAll is --masquerade-all.
+	MasqueradeAll bool
+	// MasqueradeBit is --masquerade-bit (default 14: mark 0x4000).
+	MasqueradeBit int
+}
