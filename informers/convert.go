@@ -345,7 +345,11 @@ func convertClusterIPs(r *refuser, svc *corev1.Service) []netip.Addr {
 		}
 		out = append(out, a)
 	}
-	if len(out) == 0 && len(raw) > 0 {
+	switch {
+	case len(out) > 0:
+	case len(raw) == 1:
+		r.out[len(r.out)-1].Message = "not an IP address; service not proxied"
+	default:
 		r.add(field, strings.Join(raw, ","), model.ReasonInvalidAddress, "no usable cluster IP; service not proxied")
 	}
 	return out
