@@ -166,8 +166,8 @@ func TestServicePorts(t *testing.T) {
 			},
 		},
 		{
-			name: "no usable cluster IP: service refused as a whole",
-			svc:  svc("bad", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.300", nil }),
+			name:     "no usable cluster IP: service refused as a whole",
+			svc:      svc("bad", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.300", nil }),
 			refusals: []string{`default/bad spec.clusterIP "10.96.0.300" InvalidAddress`},
 		},
 		{
