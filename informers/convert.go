@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -138,7 +139,13 @@ type refuser struct {
 	out     []model.Refusal
 }
 
+// add records one refusal. An empty value, or one with spaces or control
+// characters, is Go-quoted, so that a refusal always has four words before
+// its message.
 func (r *refuser) add(field, value string, reason model.Reason, format string, args ...any) {
+	if value == "" || strings.IndexFunc(value, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) >= 0 {
+		value = strconv.Quote(value)
+	}
 	r.out = append(r.out, model.Refusal{
 		Service: r.service,
 		Field:   field,
@@ -414,7 +421,7 @@ func convertSourceRanges(r *refuser, svc *corev1.Service) (ranges []netip.Prefix
 		}
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil || p.Addr().Zone() != "" {
-			r.add(f, s, model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")
+			r.add(f, strings.TrimSpace(s), model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")
 			continue
 		}
 		p = p.Masked()

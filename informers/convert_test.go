@@ -34,7 +34,7 @@ func svc(name string, mut func(*corev1.Service)) *corev1.Service {
 func refusalStrings(rs []model.Refusal) []string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("%s %s %q %s", r.Service, r.Field, r.Address, r.Reason))
+		out = append(out, fmt.Sprintf("%s %s %s %s", r.Service, r.Field, r.Address, r.Reason))
 	}
 	return out
 }
@@ -153,30 +153,30 @@ func TestServicePorts(t *testing.T) {
 					ClusterIPs: addrs("10.96.0.10"), ExternalIPs: addrs("192.0.2.1", "::ffff:192.0.2.9"), AffinityTimeout: 10800},
 			},
 			refusals: []string{
-				`default/junk spec.clusterIPs[1] "10.96.0.11" InvalidField`,
-				`default/junk spec.clusterIPs[2] "fe80::1%eth0" InvalidAddress`,
-				`default/junk spec.externalIPs[1] "300.1.1.1" InvalidAddress`,
+				`default/junk spec.clusterIPs[1] 10.96.0.11 InvalidField`,
+				`default/junk spec.clusterIPs[2] fe80::1%eth0 InvalidAddress`,
+				`default/junk spec.externalIPs[1] 300.1.1.1 InvalidAddress`,
 				`default/junk spec.externalIPs[2] "" InvalidAddress`,
-				`default/junk spec.externalTrafficPolicy "Nearby" InvalidField`,
-				`default/junk spec.sessionAffinityConfig.clientIP.timeoutSeconds "86401" InvalidField`,
-				`default/junk spec.ports[0].nodePort "70000" InvalidPort`,
-				`default/junk spec.ports[1].port "0" InvalidPort`,
-				`default/junk spec.ports[2].protocol "ICMP" InvalidProtocol`,
-				`default/junk spec.ports[3].name "a" InvalidField`,
+				`default/junk spec.externalTrafficPolicy Nearby InvalidField`,
+				`default/junk spec.sessionAffinityConfig.clientIP.timeoutSeconds 86401 InvalidField`,
+				`default/junk spec.ports[0].nodePort 70000 InvalidPort`,
+				`default/junk spec.ports[1].port 0 InvalidPort`,
+				`default/junk spec.ports[2].protocol ICMP InvalidProtocol`,
+				`default/junk spec.ports[3].name a InvalidField`,
 			},
 		},
 		{
 			name:     "no usable cluster IP: service refused as a whole",
 			svc:      svc("bad", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.300", nil }),
-			refusals: []string{`default/bad spec.clusterIP "10.96.0.300" InvalidAddress`},
+			refusals: []string{`default/bad spec.clusterIP 10.96.0.300 InvalidAddress`},
 		},
 		{
 			name: "two bad cluster IPs",
 			svc:  svc("bad2", func(s *corev1.Service) { s.Spec.ClusterIPs = []string{"x", "y"} }),
 			refusals: []string{
-				`default/bad2 spec.clusterIPs[0] "x" InvalidAddress`,
-				`default/bad2 spec.clusterIPs[1] "y" InvalidAddress`,
-				`default/bad2 spec.clusterIPs "x,y" InvalidAddress`,
+				`default/bad2 spec.clusterIPs[0] x InvalidAddress`,
+				`default/bad2 spec.clusterIPs[1] y InvalidAddress`,
+				`default/bad2 spec.clusterIPs x,y InvalidAddress`,
 			},
 		},
 		{
@@ -195,9 +195,9 @@ func TestServicePorts(t *testing.T) {
 			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "closed", Port: "http"}, Protocol: model.TCP, Port: 80, NodePort: 30080,
 				ClusterIPs: addrs("10.96.0.10")}},
 			refusals: []string{
-				`default/closed status.loadBalancer.ingress[1].ip "not-an-ip" InvalidAddress`,
-				`default/closed spec.loadBalancerSourceRanges[0] "10.0.0.0/33" InvalidSourceRange`,
-				`default/closed spec.loadBalancerSourceRanges "198.51.100.10" InvalidSourceRange`,
+				`default/closed status.loadBalancer.ingress[1].ip not-an-ip InvalidAddress`,
+				`default/closed spec.loadBalancerSourceRanges[0] 10.0.0.0/33 InvalidSourceRange`,
+				`default/closed spec.loadBalancerSourceRanges 198.51.100.10 InvalidSourceRange`,
 			},
 		},
 		{
@@ -210,7 +210,7 @@ func TestServicePorts(t *testing.T) {
 			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "ann", Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}},
-			refusals: []string{`default/ann metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges] " bogus" InvalidSourceRange`},
+			refusals: []string{`default/ann metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges] bogus InvalidSourceRange`},
 		},
 		{
 			name: "nodePort on a ClusterIP service, Local policy on a purely internal service",
@@ -222,8 +222,8 @@ func TestServicePorts(t *testing.T) {
 			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "internal", Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10")}},
 			refusals: []string{
-				`default/internal spec.sessionAffinity "Sticky" InvalidField`,
-				`default/internal spec.ports[0].nodePort "30080" InvalidField`,
+				`default/internal spec.sessionAffinity Sticky InvalidField`,
+				`default/internal spec.ports[0].nodePort 30080 InvalidField`,
 			},
 		},
 	}
@@ -307,6 +307,7 @@ func TestEndpoints(t *testing.T) {
 			ep("169.254.169.254", nil),
 			ep("fd00::1", nil),
 			ep("bogus", nil),
+			ep("10.0.0.1 ", nil),
 			discoveryv1.Endpoint{},
 		),
 		slice("web-v6", "web", discoveryv1.AddressTypeIPv6,
@@ -338,14 +339,15 @@ func TestEndpoints(t *testing.T) {
 		t.Errorf("endpoints:\n got %+v\nwant %+v", c.Endpoints, want)
 	}
 	wantRefusals := []string{
-		`default/web endpointSlice[web-a].endpoints[2].addresses[0] "127.0.0.1" Loopback`,
-		`default/web endpointSlice[web-a].endpoints[3].addresses[0] "169.254.169.254" LinkLocal`,
-		`default/web endpointSlice[web-a].endpoints[4].addresses[0] "fd00::1" UnsupportedFamily`,
-		`default/web endpointSlice[web-a].endpoints[5].addresses[0] "bogus" InvalidAddress`,
-		`default/web endpointSlice[web-a].endpoints[6].addresses "" InvalidEndpoint`,
+		`default/web endpointSlice[web-a].endpoints[2].addresses[0] 127.0.0.1 Loopback`,
+		`default/web endpointSlice[web-a].endpoints[3].addresses[0] 169.254.169.254 LinkLocal`,
+		`default/web endpointSlice[web-a].endpoints[4].addresses[0] fd00::1 UnsupportedFamily`,
+		`default/web endpointSlice[web-a].endpoints[5].addresses[0] bogus InvalidAddress`,
+		`default/web endpointSlice[web-a].endpoints[6].addresses[0] "10.0.0.1 " InvalidAddress`,
+		`default/web endpointSlice[web-a].endpoints[7].addresses "" InvalidEndpoint`,
 		`default/web endpointSlice[web-a].ports[4].port "" InvalidPort`,
-		`default/web endpointSlice[web-a].ports[5].port "0" InvalidPort`,
-		`default/web endpointSlice[web-v6].endpoints[1].addresses[0] "::ffff:10.0.0.9" IPv4MappedIPv6`,
+		`default/web endpointSlice[web-a].ports[5].port 0 InvalidPort`,
+		`default/web endpointSlice[web-v6].endpoints[1].addresses[0] ::ffff:10.0.0.9 IPv4MappedIPv6`,
 	}
 	if g, w := strings.Join(refusalStrings(c.Refusals), "\n"), strings.Join(wantRefusals, "\n"); g != w {
 		t.Errorf("refusals:\n got %s\nwant %s", g, w)
@@ -380,7 +382,7 @@ func TestNodeFromObject(t *testing.T) {
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
-	if g := strings.Join(refusalStrings(refusals), "\n"); g != `Node/n1 status.addresses[4] "garbage" InvalidAddress` {
+	if g := strings.Join(refusalStrings(refusals), "\n"); g != `Node/n1 status.addresses[4] garbage InvalidAddress` {
 		t.Errorf("refusals: %s", g)
 	}
 	n.Labels["x"] = "y"
