@@ -1,0 +1,227 @@
+package ipvs
+
+import (
+	"fmt"
+	"slices"
+	"sync"
+)
+
+// FakeTable is an in-memory IPVS table for unit tests. It keeps state like
+// the kernel does (adding twice fails with ErrExists, deleting what is not
+// there with ErrNotFound), counts how many calls changed it, and prints
+// itself in `ipvsadm -S -n` form. It is not a call recorder: tests assert
+// on the resulting table.
+type FakeTable struct {
+	mu  sync.Mutex
+	svc map[Key]*fakeService
+	// Mutations counts successful calls that changed the table.
+	Mutations int
+	// Dumps counts Services and RealServers calls.
+	Dumps int
+	// Fail, when set, is asked before every mutating call; a non-nil error
+	// fails the call without changing anything. op is "AddService",
+	// "UpdateService", "DelService", "AddRealServer", "UpdateRealServer" or
+	// "DelRealServer".
+	Fail func(op string, k Key) error
+}
+
+type fakeService struct {
+	vs    VirtualServer // without real servers
+	dests []RealServerStatus
+}
+
+var _ Table = (*FakeTable)(nil)
+
+// NewFakeTable returns an empty table holding vss (with their real servers).
+func NewFakeTable(vss ...VirtualServer) *FakeTable {
+	f := &FakeTable{svc: make(map[Key]*fakeService)}
+	for _, vs := range vss {
+		s := &fakeService{vs: vs}
+		s.vs.RealServers = nil
+		for _, rs := range vs.RealServers {
+			s.dests = append(s.dests, RealServerStatus{RealServer: rs})
+		}
+		f.svc[vs.Key] = s
+	}
+	return f
+}
+
+// SetConnections sets the connection counters of one real server, as
+// traffic would. It reports whether the real server exists.
+func (f *FakeTable) SetConnections(k Key, rs RealServer, active, inactive int) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	s, ok := f.svc[k]
+	if !ok {
+		return false
+	}
+	i := s.find(rs)
+	if i < 0 {
+		return false
+	}
+	s.dests[i].ActiveConns, s.dests[i].InactiveConns = active, inactive
+	return true
+}
+
+// String is the table in `ipvsadm -S -n` form.
+func (f *FakeTable) String() string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	return Save(f.snapshot())
+}
+
+func (f *FakeTable) snapshot() []VirtualServer {
+	out := make([]VirtualServer, 0, len(f.svc))
+	for _, s := range f.svc {
+		vs := s.vs
+		vs.RealServers = make([]RealServer, 0, len(s.dests))
+		for _, d := range s.dests {
+			vs.RealServers = append(vs.RealServers, d.RealServer)
+		}
+		out = append(out, vs)
+	}
+	slices.SortFunc(out, func(a, b VirtualServer) int { return CompareKeys(a.Key, b.Key) })
+	return out
+}
+
+func (s *fakeService) find(rs RealServer) int {
+	return slices.IndexFunc(s.dests, func(d RealServerStatus) bool {
+		return d.Address == rs.Address && d.Port == rs.Port
+	})
+}
+
+func (f *FakeTable) fail(op string, k Key) error {
+	if f.Fail == nil {
+		return nil
+	}
+	return f.Fail(op, k)
+}
+
+// Services implements Table.
+func (f *FakeTable) Services() ([]VirtualServer, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Dumps++
+	return f.snapshot(), nil
+}
+
+// RealServers implements Table.
+func (f *FakeTable) RealServers(k Key) ([]RealServerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Dumps++
+	s, ok := f.svc[k]
+	if !ok {
+		return nil, fmt.Errorf("ipvsadm -L -n %s: %w", k, ErrNotFound)
+	}
+	return slices.Clone(s.dests), nil
+}
+
+// AddService implements Table.
+func (f *FakeTable) AddService(vs VirtualServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail("AddService", vs.Key); err != nil {
+		return err
+	}
+	if _, ok := f.svc[vs.Key]; ok {
+		return fmt.Errorf("ipvsadm -A %s: %w", vs.Key, ErrExists)
+	}
+	vs.RealServers = nil
+	vs.Flags &^= FlagHashed
+	f.svc[vs.Key] = &fakeService{vs: vs}
+	f.Mutations++
+	return nil
+}
+
+// UpdateService implements Table.
+func (f *FakeTable) UpdateService(vs VirtualServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail("UpdateService", vs.Key); err != nil {
+		return err
+	}
+	s, ok := f.svc[vs.Key]
+	if !ok {
+		return fmt.Errorf("ipvsadm -E %s: %w", vs.Key, ErrNotFound)
+	}
+	vs.RealServers = nil
+	vs.Flags &^= FlagHashed
+	s.vs = vs
+	f.Mutations++
+	return nil
+}
+
+// DelService implements Table.
+func (f *FakeTable) DelService(k Key) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail("DelService", k); err != nil {
+		return err
+	}
+	if _, ok := f.svc[k]; !ok {
+		return fmt.Errorf("ipvsadm -D %s: %w", k, ErrNotFound)
+	}
+	delete(f.svc, k)
+	f.Mutations++
+	return nil
+}
+
+// AddRealServer implements Table.
+func (f *FakeTable) AddRealServer(k Key, rs RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail("AddRealServer", k); err != nil {
+		return err
+	}
+	s, ok := f.svc[k]
+	if !ok {
+		return fmt.Errorf("ipvsadm -a %s: %w", k, ErrNotFound)
+	}
+	if s.find(rs) >= 0 {
+		return fmt.Errorf("ipvsadm -a %s -r %s: %w", k, hostPort(rs.Address, rs.Port), ErrExists)
+	}
+	s.dests = append(s.dests, RealServerStatus{RealServer: rs})
+	f.Mutations++
+	return nil
+}
+
+// UpdateRealServer implements Table.
+func (f *FakeTable) UpdateRealServer(k Key, rs RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail("UpdateRealServer", k); err != nil {
+		return err
+	}
+	s, ok := f.svc[k]
+	if !ok {
+		return fmt.Errorf("ipvsadm -e %s: %w", k, ErrNotFound)
+	}
+	i := s.find(rs)
+	if i < 0 {
+		return fmt.Errorf("ipvsadm -e %s -r %s: %w", k, hostPort(rs.Address, rs.Port), ErrNotFound)
+	}
+	s.dests[i].Weight = rs.Weight
+	f.Mutations++
+	return nil
+}
+
+// DelRealServer implements Table.
+func (f *FakeTable) DelRealServer(k Key, rs RealServer) error {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if err := f.fail("DelRealServer", k); err != nil {
+		return err
+	}
+	s, ok := f.svc[k]
+	if !ok {
+		return fmt.Errorf("ipvsadm -d %s: %w", k, ErrNotFound)
+	}
+	i := s.find(rs)
+	if i < 0 {
+		return fmt.Errorf("ipvsadm -d %s -r %s: %w", k, hostPort(rs.Address, rs.Port), ErrNotFound)
+	}
+	s.dests = slices.Delete(s.dests, i, i+1)
+	f.Mutations++
+	return nil
+}

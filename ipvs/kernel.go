@@ -1,0 +1,387 @@
+package ipvs
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	mobyipvs "github.com/moby/ipvs"
+	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// procIPVS is the kernel's text listing of the IPVS table of the calling
+// thread's network namespace (/proc/net/ip_vs would follow the main thread's).
+const procIPVS = "/proc/thread-self/net/ip_vs"
+
+// Kernel is the IPVS table of the network namespace it was opened in, over
+// one generic netlink socket (github.com/moby/ipvs). Each call is one
+// netlink request and its acknowledgement on that socket.
+//
+// Services reads the table with one netlink dump of the virtual servers
+// plus one read of /proc/thread-self/net/ip_vs for all real servers: IPVS
+// netlink has no "all destinations" dump (IPVS_CMD_GET_DEST needs a
+// service), so moby's GetDestinations would cost one dump per service.
+// When the /proc listing is unavailable it falls back to that per-service
+// dump.
+type Kernel struct {
+	h *mobyipvs.Handle
+	// procPath is procIPVS; tests point it at a file.
+	procPath string
+}
+
+var _ Table = (*Kernel)(nil)
+
+// OpenKernel opens the IPVS table of the calling thread's network
+// namespace (moby/ipvs New("")); it loads ip_vs through modprobe if needed.
+// Call it on the thread, locked, that is in the target namespace.
+func OpenKernel() (*Kernel, error) {
+	h, err := mobyipvs.New("")
+	if err != nil {
+		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	return &Kernel{h: h, procPath: procIPVS}, nil
+}
+
+// Close closes the netlink socket.
+func (k *Kernel) Close() { k.h.Close() }
+
+// SetTimeouts is `ipvsadm --set TCP TCPFIN UDP`; a zero duration leaves
+// that timeout as it is, and all three zero does nothing.
+func (k *Kernel) SetTimeouts(tcp, tcpFin, udp time.Duration) error {
+	if tcp == 0 && tcpFin == 0 && udp == 0 {
+		return nil
+	}
+	if err := k.h.SetConfig(&mobyipvs.Config{TimeoutTCP: tcp, TimeoutTCPFin: tcpFin, TimeoutUDP: udp}); err != nil {
+		return fmt.Errorf("ipvsadm --set %s %s %s: %w", tcp, tcpFin, udp, err)
+	}
+	return nil
+}
+
+// Timeouts reads the IPVS timeouts: `ipvsadm -L --timeout`.
+func (k *Kernel) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
+	c, err := k.h.GetConfig()
+	if err != nil {
+		return 0, 0, 0, fmt.Errorf("ipvsadm -L --timeout: %w", err)
+	}
+	return c.TimeoutTCP, c.TimeoutTCPFin, c.TimeoutUDP, nil
+}
+
+// Services implements Table: one virtual server dump plus one read of the
+// /proc listing for every real server.
+func (k *Kernel) Services() ([]VirtualServer, error) {
+	svcs, err := k.h.GetServices()
+	if err != nil {
+		return nil, fmt.Errorf("dump IPVS virtual servers: %w", err)
+	}
+	dests, procErr := k.readProc()
+	out := make([]VirtualServer, 0, len(svcs))
+	for _, s := range svcs {
+		vs, ok := fromService(s)
+		if !ok {
+			continue
+		}
+		if procErr == nil {
+			for _, d := range dests[vs.Key] {
+				vs.RealServers = append(vs.RealServers, d.RealServer)
+			}
+		} else {
+			ds, err := k.h.GetDestinations(s)
+			if err != nil {
+				return nil, fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
+			}
+			for _, d := range ds {
+				vs.RealServers = append(vs.RealServers, fromDestination(d).RealServer)
+			}
+		}
+		out = append(out, vs)
+	}
+	return out, nil
+}
+
+// readProc reads the whole /proc listing with large reads: the kernel
+// restarts its walk of the service hash at every read(2).
+func (k *Kernel) readProc() (map[Key][]RealServerStatus, error) {
+	f, err := os.Open(k.procPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	return parseProcIPVS(bufio.NewReaderSize(f, 1<<20))
+}
+
+// RealServers implements Table with one IPVS_CMD_GET_DEST dump.
+func (k *Kernel) RealServers(key Key) ([]RealServerStatus, error) {
+	ds, err := k.h.GetDestinations(toService(VirtualServer{Key: key}))
+	if err != nil {
+		return nil, fmt.Errorf("ipvsadm -L -n %s: %w", key, mapErrno(err))
+	}
+	out := make([]RealServerStatus, 0, len(ds))
+	for _, d := range ds {
+		out = append(out, fromDestination(d))
+	}
+	return out, nil
+}
+
+// AddService implements Table.
+func (k *Kernel) AddService(vs VirtualServer) error {
+	if err := k.h.NewService(toService(vs)); err != nil {
+		return fmt.Errorf("ipvsadm -A %s -s %s: %w", vs.Key, vs.Scheduler, mapErrno(err))
+	}
+	return nil
+}
+
+// UpdateService implements Table.
+func (k *Kernel) UpdateService(vs VirtualServer) error {
+	if err := k.h.UpdateService(toService(vs)); err != nil {
+		return fmt.Errorf("ipvsadm -E %s -s %s: %w", vs.Key, vs.Scheduler, mapErrno(err))
+	}
+	return nil
+}
+
+// DelService implements Table.
+func (k *Kernel) DelService(key Key) error {
+	if err := k.h.DelService(toService(VirtualServer{Key: key})); err != nil {
+		return fmt.Errorf("ipvsadm -D %s: %w", key, mapErrno(err))
+	}
+	return nil
+}
+
+// AddRealServer implements Table.
+func (k *Kernel) AddRealServer(key Key, rs RealServer) error {
+	if err := k.h.NewDestination(toService(VirtualServer{Key: key}), toDestination(rs)); err != nil {
+		return fmt.Errorf("ipvsadm -a %s -r %s -m -w %d: %w", key, hostPort(rs.Address, rs.Port), rs.Weight, mapErrno(err))
+	}
+	return nil
+}
+
+// UpdateRealServer implements Table.
+func (k *Kernel) UpdateRealServer(key Key, rs RealServer) error {
+	if err := k.h.UpdateDestination(toService(VirtualServer{Key: key}), toDestination(rs)); err != nil {
+		return fmt.Errorf("ipvsadm -e %s -r %s -m -w %d: %w", key, hostPort(rs.Address, rs.Port), rs.Weight, mapErrno(err))
+	}
+	return nil
+}
+
+// DelRealServer implements Table.
+func (k *Kernel) DelRealServer(key Key, rs RealServer) error {
+	if err := k.h.DelDestination(toService(VirtualServer{Key: key}), toDestination(rs)); err != nil {
+		return fmt.Errorf("ipvsadm -d %s -r %s: %w", key, hostPort(rs.Address, rs.Port), mapErrno(err))
+	}
+	return nil
+}
+
+// mapErrno adds the package's sentinel to a kernel errno.
+func mapErrno(err error) error {
+	var errno syscall.Errno
+	if errors.As(err, &errno) {
+		switch errno {
+		case unix.EEXIST:
+			return fmt.Errorf("%w: %w", ErrExists, err)
+		case unix.ESRCH, unix.ENOENT:
+			return fmt.Errorf("%w: %w", ErrNotFound, err)
+		}
+	}
+	return err
+}
+
+func protoNumber(p model.Protocol) uint16 {
+	switch p {
+	case model.UDP:
+		return unix.IPPROTO_UDP
+	case model.SCTP:
+		return unix.IPPROTO_SCTP
+	default:
+		return unix.IPPROTO_TCP
+	}
+}
+
+func protoFromNumber(n uint16) (model.Protocol, bool) {
+	switch n {
+	case unix.IPPROTO_TCP:
+		return model.TCP, true
+	case unix.IPPROTO_UDP:
+		return model.UDP, true
+	case unix.IPPROTO_SCTP:
+		return model.SCTP, true
+	}
+	return "", false
+}
+
+// toService converts to moby's form. The netmask is always the full host
+// mask (/32, /128), as kube-proxy sets it, so persistence is per client.
+func toService(vs VirtualServer) *mobyipvs.Service {
+	s := &mobyipvs.Service{
+		Address:   net.IP(vs.Address.AsSlice()),
+		Protocol:  protoNumber(vs.Protocol),
+		Port:      vs.Port,
+		SchedName: vs.Scheduler,
+		Flags:     uint32(vs.Flags &^ FlagHashed),
+		Timeout:   vs.PersistenceTimeout,
+	}
+	if vs.Address.Is4() {
+		s.AddressFamily = unix.AF_INET
+		s.Netmask = 0xffffffff
+	} else {
+		s.AddressFamily = unix.AF_INET6
+		s.Netmask = 128
+	}
+	return s
+}
+
+func fromService(s *mobyipvs.Service) (VirtualServer, bool) {
+	if s.FWMark != 0 {
+		return VirtualServer{}, false
+	}
+	proto, ok := protoFromNumber(s.Protocol)
+	if !ok {
+		return VirtualServer{}, false
+	}
+	addr, ok := netip.AddrFromSlice(s.Address)
+	if !ok {
+		return VirtualServer{}, false
+	}
+	vs := VirtualServer{
+		Key:       Key{Protocol: proto, Address: addr.Unmap(), Port: s.Port},
+		Scheduler: s.SchedName,
+		Flags:     Flags(s.Flags) &^ FlagHashed,
+	}
+	if vs.Flags&FlagPersistent != 0 {
+		vs.PersistenceTimeout = s.Timeout
+	}
+	return vs, true
+}
+
+func toDestination(rs RealServer) *mobyipvs.Destination {
+	d := &mobyipvs.Destination{
+		Address:         net.IP(rs.Address.AsSlice()),
+		Port:            rs.Port,
+		Weight:          rs.Weight,
+		ConnectionFlags: mobyipvs.ConnectionFlagMasq,
+	}
+	if rs.Address.Is4() {
+		d.AddressFamily = unix.AF_INET
+	} else {
+		d.AddressFamily = unix.AF_INET6
+	}
+	return d
+}
+
+func fromDestination(d *mobyipvs.Destination) RealServerStatus {
+	addr, _ := netip.AddrFromSlice(d.Address)
+	return RealServerStatus{
+		RealServer:    RealServer{Address: addr.Unmap(), Port: d.Port, Weight: d.Weight},
+		ActiveConns:   d.ActiveConnections,
+		InactiveConns: d.InactiveConnections,
+	}
+}
+
+// parseProcIPVS parses the kernel's /proc/net/ip_vs listing:
+//
+//	TCP  0A60000A:0050 rr
+//	  -> 0AF40105:1F90      Masq    1      0          0
+//	UDP  [fd00:0000:...:000a]:0035 rr persistent 10800 FFFFFFFF
+//	  -> [fd00:...:0005]:0035      Masq    1      0          0
+//
+// Firewall-mark services (FWM) and their real servers are skipped.
+func parseProcIPVS(r io.Reader) (map[Key][]RealServerStatus, error) {
+	out := make(map[Key][]RealServerStatus)
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64*1024)
+	var cur *Key
+	for sc.Scan() {
+		line := sc.Bytes()
+		if bytes.HasPrefix(line, []byte("  -> ")) {
+			if cur == nil {
+				continue
+			}
+			f := strings.Fields(string(line[5:]))
+			if len(f) < 5 || f[0] == "RemoteAddress:Port" {
+				continue
+			}
+			ap, err := parseProcAddrPort(f[0])
+			if err != nil {
+				return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
+			}
+			w, err1 := strconv.Atoi(f[2])
+			act, err2 := strconv.Atoi(f[3])
+			inact, err3 := strconv.Atoi(f[4])
+			if err := errors.Join(err1, err2, err3); err != nil {
+				return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
+			}
+			out[*cur] = append(out[*cur], RealServerStatus{
+				RealServer:    RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w},
+				ActiveConns:   act,
+				InactiveConns: inact,
+			})
+			continue
+		}
+		cur = nil
+		f := strings.Fields(string(line))
+		if len(f) < 2 {
+			continue
+		}
+		var proto model.Protocol
+		switch f[0] {
+		case "TCP":
+			proto = model.TCP
+		case "UDP":
+			proto = model.UDP
+		case "SCTP":
+			proto = model.SCTP
+		default:
+			continue // header lines, FWM and protocols the proxy never uses
+		}
+		ap, err := parseProcAddrPort(f[1])
+		if err != nil {
+			return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
+		}
+		k := Key{Protocol: proto, Address: ap.Addr(), Port: ap.Port()}
+		cur = &k
+		if _, ok := out[k]; !ok {
+			out[k] = nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		return nil, fmt.Errorf("read %s: %w", procIPVS, err)
+	}
+	return out, nil
+}
+
+// parseProcAddrPort parses "0A60000A:0050" (IPv4 as big-endian hex) or
+// "[fd00:0000:0000:0000:0000:0000:0000:000a]:0035"; the port is hex.
+func parseProcAddrPort(s string) (netip.AddrPort, error) {
+	i := strings.LastIndexByte(s, ':')
+	if i < 0 {
+		return netip.AddrPort{}, fmt.Errorf("no port in %q", s)
+	}
+	port, err := strconv.ParseUint(s[i+1:], 16, 16)
+	if err != nil {
+		return netip.AddrPort{}, fmt.Errorf("port in %q: %w", s, err)
+	}
+	host := s[:i]
+	var addr netip.Addr
+	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
+		addr, err = netip.ParseAddr(host[1 : len(host)-1])
+		if err != nil {
+			return netip.AddrPort{}, err
+		}
+	} else {
+		v, err := strconv.ParseUint(host, 16, 32)
+		if err != nil || len(host) != 8 {
+			return netip.AddrPort{}, fmt.Errorf("IPv4 address in %q", s)
+		}
+		addr = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return netip.AddrPortFrom(addr, uint16(port)), nil
+}

@@ -1,0 +1,575 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// DefaultGracefulPeriod is how long a removed TCP real server may keep
+// connections at weight 0 before it is deleted anyway (kube-proxy's 15m).
+const DefaultGracefulPeriod = 15 * time.Minute
+
+// PortRange is an inclusive port range, --service-node-port-range.
+type PortRange struct{ Min, Max uint16 }
+
+// DefaultNodePortRange is Kubernetes' default 30000-32767.
+var DefaultNodePortRange = PortRange{Min: 30000, Max: 32767}
+
+// Contains reports whether p is in the range.
+func (r PortRange) Contains(p uint16) bool { return p >= r.Min && p <= r.Max }
+
+// Options configure a Reconciler.
+type Options struct {
+	// GracefulPeriod is --ipvs-graceful-period; 0 means DefaultGracefulPeriod.
+	GracefulPeriod time.Duration
+	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
+	// created, changed or deleted.
+	ExcludeCIDRs []netip.Prefix
+	// NodePortRange decides which virtual servers on node addresses are
+	// NodePort servers, and so ours; zero means DefaultNodePortRange.
+	NodePortRange PortRange
+	// Conntrack deletes the flows of removed UDP and SCTP real servers; nil
+	// skips that.
+	Conntrack Conntrack
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
+	// Log is the logger; nil means zap.NewNop().
+	Log *zap.Logger
+}
+
+// Ownership says which virtual servers found in the kernel are the proxy's,
+// so that a restarted proxy adopts what an earlier one created and deletes
+// it once it is no longer desired. The rule, derived from kernel state only:
+//
+//   - a virtual server on an address bound on kube-ipvs0 is ours (every
+//     address there is the proxy's: ClusterIPs, externalIPs, LoadBalancer
+//     IPs; anything else there is removed by the address manager);
+//   - a virtual server on one of the node's own addresses whose port lies in
+//     the NodePort range is a NodePort server, and ours;
+//   - everything inside --ipvs-exclude-cidrs is never ours;
+//   - anything else (keepalived or kube-vip on another address, a manual
+//     ipvsadm entry on a node address outside the NodePort range) is
+//     foreign and never touched.
+//
+// A virtual server the planner desires is managed whatever its address.
+// Known gap: an L4-only virtual server on a node address for a protected
+// externalIP (not bound, port outside the NodePort range) is not adopted
+// after a restart; if its Service is deleted while the proxy is down it
+// stays until `ipvs-proxy cleanup`.
+type Ownership struct {
+	// BoundAddrs are the addresses on kube-ipvs0 (as dumped before this
+	// sync's unbinds) and those about to be bound.
+	BoundAddrs []netip.Addr
+	// NodeAddrs are the node's own addresses that NodePorts listen on.
+	NodeAddrs []netip.Addr
+}
+
+// Failure is one change the reconciler could not make.
+type Failure struct {
+	// Service is "namespace/name:port", or "" for a virtual server no
+	// Service asks for any more.
+	Service string
+	Key     Key
+	Err     error
+}
+
+func (f Failure) Error() string {
+	if f.Service == "" {
+		return fmt.Sprintf("virtual server %s: %v", f.Key, f.Err)
+	}
+	return fmt.Sprintf("service %s virtual server %s: %v", f.Service, f.Key, f.Err)
+}
+
+func (f Failure) Unwrap() error { return f.Err }
+
+// Result counts what one sync changed and lists what failed.
+type Result struct {
+	ServicesAdded, ServicesUpdated, ServicesDeleted          int
+	RealServersAdded, RealServersUpdated, RealServersDeleted int
+	// Quiesced counts TCP real servers set to weight 0 for graceful
+	// termination.
+	Quiesced int
+	// ConntrackDeleted counts conntrack flushes for removed UDP/SCTP real
+	// servers.
+	ConntrackDeleted int
+	Failures         []Failure
+}
+
+// Changes is the number of kernel changes the sync made.
+func (r *Result) Changes() int {
+	return r.ServicesAdded + r.ServicesUpdated + r.ServicesDeleted +
+		r.RealServersAdded + r.RealServersUpdated + r.RealServersDeleted
+}
+
+// Err joins the failures, or is nil.
+func (r *Result) Err() error {
+	errs := make([]error, len(r.Failures))
+	for i, f := range r.Failures {
+		errs[i] = f
+	}
+	return errors.Join(errs...)
+}
+
+// FailedServices lists the services with at least one failure, sorted.
+func (r *Result) FailedServices() []string {
+	var out []string
+	for _, f := range r.Failures {
+		out = append(out, f.Service)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (r *Result) fail(service string, k Key, err error) {
+	r.Failures = append(r.Failures, Failure{Service: service, Key: k, Err: err})
+}
+
+// mirrorVS is what the reconciler believes a virtual server in the kernel
+// looks like.
+type mirrorVS struct {
+	vs      VirtualServer // real servers with kernel weights
+	service string
+}
+
+type graceKey struct {
+	Key
+	Addr netip.Addr
+	Port uint16
+}
+
+// Reconciler makes the kernel's IPVS table hold the desired virtual
+// servers, touching only what it owns. It keeps a mirror of the owned part
+// of the table: Full refreshes it with one table dump; Partial trusts it and
+// reads nothing, except the connection counters of real servers that wait
+// for graceful termination. It is not safe for concurrent use.
+type Reconciler struct {
+	t      Table
+	opts   Options
+	log    *zap.Logger
+	mirror map[Key]*mirrorVS
+	// grace holds removed TCP real servers at weight 0 and when they were
+	// quiesced.
+	grace  map[graceKey]time.Time
+	synced bool
+}
+
+// NewReconciler returns a reconciler over t. Call Full before Partial.
+func NewReconciler(t Table, opts Options) *Reconciler {
+	if opts.GracefulPeriod == 0 {
+		opts.GracefulPeriod = DefaultGracefulPeriod
+	}
+	if opts.NodePortRange == (PortRange{}) {
+		opts.NodePortRange = DefaultNodePortRange
+	}
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Log == nil {
+		opts.Log = zap.NewNop()
+	}
+	return &Reconciler{t: t, opts: opts, log: opts.Log, mirror: make(map[Key]*mirrorVS), grace: make(map[graceKey]time.Time)}
+}
+
+// ErrNotSynced is returned by Partial before the first Full.
+var ErrNotSynced = errors.New("ipvs reconciler: Partial before the first Full")
+
+func (r *Reconciler) excluded(a netip.Addr) bool {
+	for _, p := range r.opts.ExcludeCIDRs {
+		if p.Contains(a) {
+			return true
+		}
+	}
+	return false
+}
+
+// Full dumps the table once, adopts the virtual servers the ownership rule
+// says are ours, creates and updates every desired virtual server, deletes
+// owned ones no longer desired, and runs the graceful-termination queue.
+// The error is non-nil only when the table could not be read; per-service
+// failures are in the Result.
+func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
+	kernel, err := r.t.Services()
+	if err != nil {
+		return nil, err
+	}
+	bound := make(map[netip.Addr]bool, len(own.BoundAddrs))
+	for _, a := range own.BoundAddrs {
+		bound[a] = true
+	}
+	node := make(map[netip.Addr]bool, len(own.NodeAddrs))
+	for _, a := range own.NodeAddrs {
+		node[a] = true
+	}
+	want := make(map[Key]*VirtualServer, len(desired))
+	for i := range desired {
+		want[desired[i].Key] = &desired[i]
+	}
+	start := r.opts.Now()
+	r.mirror = make(map[Key]*mirrorVS, len(kernel))
+	for _, vs := range kernel {
+		if r.excluded(vs.Address) {
+			continue
+		}
+		owned := bound[vs.Address] || (node[vs.Address] && r.opts.NodePortRange.Contains(vs.Port))
+		if !owned && want[vs.Key] == nil {
+			continue
+		}
+		r.mirror[vs.Key] = &mirrorVS{vs: vs}
+	}
+	// Forget queued real servers the kernel no longer has.
+	for g := range r.grace {
+		if m := r.mirror[g.Key]; m == nil || m.findRS(g.Addr, g.Port) < 0 {
+			delete(r.grace, g)
+		}
+	}
+	res := &Result{}
+	for i := range desired {
+		r.apply(&desired[i], res)
+	}
+	var stale []Key
+	for k := range r.mirror {
+		if want[k] == nil {
+			stale = append(stale, k)
+		}
+	}
+	slices.SortFunc(stale, CompareKeys)
+	for _, k := range stale {
+		r.deleteVS(k, res)
+	}
+	r.synced = true
+	r.processGrace(start, res)
+	r.logResult("full", res)
+	return res, nil
+}
+
+// Partial applies only the virtual servers of the changed services, with
+// no dump: it creates and updates those in desired whose Service is one of
+// changed, and deletes mirrored virtual servers of those services that are
+// no longer desired. changed holds Service keys "namespace/name" (every
+// port of the Service) or port names "namespace/name:port"; desired may be
+// the whole desired state. It then runs the graceful-termination queue.
+func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Result, error) {
+	if !r.synced {
+		return nil, ErrNotSynced
+	}
+	start := r.opts.Now()
+	match := changedMatcher(changed)
+	res := &Result{}
+	want := make(map[Key]bool)
+	for i := range desired {
+		if !match(desired[i].Service) {
+			continue
+		}
+		want[desired[i].Key] = true
+		r.apply(&desired[i], res)
+	}
+	var stale []Key
+	for k, m := range r.mirror {
+		if !want[k] && match(m.service) {
+			stale = append(stale, k)
+		}
+	}
+	slices.SortFunc(stale, CompareKeys)
+	for _, k := range stale {
+		r.deleteVS(k, res)
+	}
+	r.processGrace(start, res)
+	r.logResult("partial", res)
+	return res, nil
+}
+
+func changedMatcher(changed []string) func(string) bool {
+	set := make(map[string]bool, len(changed))
+	for _, c := range changed {
+		set[c] = true
+	}
+	return func(service string) bool {
+		if service == "" {
+			return false
+		}
+		if set[service] {
+			return true
+		}
+		if i := strings.LastIndexByte(service, ':'); i >= 0 {
+			return set[service[:i]]
+		}
+		return false
+	}
+}
+
+// Has reports whether the virtual server is in the kernel as far as the
+// mirror knows (created or adopted, and not deleted).
+func (r *Reconciler) Has(k Key) bool { return r.mirror[k] != nil }
+
+// Owned returns the mirrored (owned) virtual servers with their real
+// servers at the weights last programmed, sorted.
+func (r *Reconciler) Owned() []VirtualServer {
+	out := make([]VirtualServer, 0, len(r.mirror))
+	for _, m := range r.mirror {
+		vs := m.vs
+		vs.Service = m.service
+		vs.RealServers = slices.Clone(vs.RealServers)
+		out = append(out, vs)
+	}
+	slices.SortFunc(out, func(a, b VirtualServer) int { return CompareKeys(a.Key, b.Key) })
+	return out
+}
+
+// Graceful returns how many real servers wait for graceful termination.
+func (r *Reconciler) Graceful() int { return len(r.grace) }
+
+func (m *mirrorVS) findRS(a netip.Addr, port uint16) int {
+	return slices.IndexFunc(m.vs.RealServers, func(rs RealServer) bool { return rs.Address == a && rs.Port == port })
+}
+
+func sameService(a, b VirtualServer) bool {
+	if a.Scheduler != b.Scheduler || (a.Flags&^FlagHashed) != (b.Flags&^FlagHashed) {
+		return false
+	}
+	return a.Flags&FlagPersistent == 0 || a.PersistenceTimeout == b.PersistenceTimeout
+}
+
+// apply makes one desired virtual server and its real servers true.
+func (r *Reconciler) apply(d *VirtualServer, res *Result) {
+	if r.excluded(d.Address) {
+		res.fail(d.Service, d.Key, ErrExcluded)
+		return
+	}
+	m := r.mirror[d.Key]
+	if m == nil {
+		if err := r.t.AddService(*d); err != nil && !errors.Is(err, ErrExists) {
+			res.fail(d.Service, d.Key, err)
+			return
+		} else if err != nil {
+			// Someone else created it since the dump: take it over.
+			if err := r.t.UpdateService(*d); err != nil {
+				res.fail(d.Service, d.Key, err)
+				return
+			}
+			res.ServicesUpdated++
+		} else {
+			res.ServicesAdded++
+		}
+		vs := *d
+		vs.RealServers = nil
+		m = &mirrorVS{vs: vs}
+		r.mirror[d.Key] = m
+	} else if !sameService(m.vs, *d) {
+		if err := r.t.UpdateService(*d); err != nil {
+			if !errors.Is(err, ErrNotFound) {
+				res.fail(d.Service, d.Key, err)
+				return
+			}
+			// Deleted behind our back: recreate it from scratch.
+			delete(r.mirror, d.Key)
+			r.apply(d, res)
+			return
+		}
+		m.vs.Scheduler, m.vs.Flags, m.vs.PersistenceTimeout = d.Scheduler, d.Flags, d.PersistenceTimeout
+		res.ServicesUpdated++
+	}
+	m.service = d.Service
+	m.vs.Service = d.Service
+
+	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
+	for _, rs := range d.RealServers {
+		wantRS[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
+		i := m.findRS(rs.Address, rs.Port)
+		g := graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port}
+		switch {
+		case i < 0:
+			err := r.t.AddRealServer(d.Key, rs)
+			if errors.Is(err, ErrExists) {
+				err = r.t.UpdateRealServer(d.Key, rs)
+			}
+			if err != nil {
+				res.fail(d.Service, d.Key, err)
+				continue
+			}
+			m.vs.RealServers = append(m.vs.RealServers, rs)
+			res.RealServersAdded++
+		case m.vs.RealServers[i].Weight != rs.Weight:
+			if err := r.t.UpdateRealServer(d.Key, rs); err != nil {
+				res.fail(d.Service, d.Key, err)
+				continue
+			}
+			m.vs.RealServers[i].Weight = rs.Weight
+			res.RealServersUpdated++
+		}
+		delete(r.grace, g) // back in service, if it was quiesced
+	}
+	// Real servers no longer desired.
+	for i := 0; i < len(m.vs.RealServers); i++ {
+		rs := m.vs.RealServers[i]
+		if _, ok := wantRS[netip.AddrPortFrom(rs.Address, rs.Port)]; ok {
+			continue
+		}
+		if d.Protocol != model.TCP {
+			if r.deleteRS(m, i, res) {
+				i--
+			}
+			continue
+		}
+		g := graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port}
+		if rs.Weight != 0 {
+			q := rs
+			q.Weight = 0
+			if err := r.t.UpdateRealServer(d.Key, q); err != nil {
+				res.fail(d.Service, d.Key, err)
+				continue
+			}
+			m.vs.RealServers[i].Weight = 0
+			res.RealServersUpdated++
+			res.Quiesced++
+		}
+		if _, ok := r.grace[g]; !ok {
+			r.grace[g] = r.opts.Now()
+		}
+	}
+}
+
+// deleteRS removes real server i of m at once (UDP, SCTP, or a TCP one
+// whose graceful termination is over) and, for UDP and SCTP, its conntrack
+// flows. It reports whether it was removed from the mirror.
+func (r *Reconciler) deleteRS(m *mirrorVS, i int, res *Result) bool {
+	rs := m.vs.RealServers[i]
+	err := r.t.DelRealServer(m.vs.Key, rs)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		res.fail(m.service, m.vs.Key, err)
+		return false
+	}
+	if err == nil {
+		res.RealServersDeleted++
+	}
+	m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
+	delete(r.grace, graceKey{Key: m.vs.Key, Addr: rs.Address, Port: rs.Port})
+	if m.vs.Protocol != model.TCP && r.opts.Conntrack != nil {
+		if err := r.opts.Conntrack.DeleteFlows(m.vs.Protocol, m.vs.Address, m.vs.Port, rs.Address); err != nil {
+			res.fail(m.service, m.vs.Key, err)
+		} else {
+			res.ConntrackDeleted++
+		}
+	}
+	return true
+}
+
+func (r *Reconciler) deleteVS(k Key, res *Result) {
+	m := r.mirror[k]
+	err := r.t.DelService(k)
+	if err != nil && !errors.Is(err, ErrNotFound) {
+		res.fail(m.service, k, err)
+		return
+	}
+	if err == nil {
+		res.ServicesDeleted++
+	}
+	delete(r.mirror, k)
+	for g := range r.grace {
+		if g.Key == k {
+			delete(r.grace, g)
+		}
+	}
+	if k.Protocol != model.TCP && r.opts.Conntrack != nil {
+		for _, rs := range m.vs.RealServers {
+			if err := r.opts.Conntrack.DeleteFlows(k.Protocol, k.Address, k.Port, rs.Address); err != nil {
+				res.fail(m.service, k, err)
+			} else {
+				res.ConntrackDeleted++
+			}
+		}
+	}
+}
+
+// processGrace deletes quiesced TCP real servers whose connections are gone
+// or whose graceful period is over. Real servers queued during this sync
+// (at or after start) are left for the next one, so a sync that only
+// quiesces reads nothing; otherwise it reads the counters of each virtual
+// server with queued real servers (one IPVS_CMD_GET_DEST dump each).
+func (r *Reconciler) processGrace(start time.Time, res *Result) {
+	if len(r.grace) == 0 {
+		return
+	}
+	now := r.opts.Now()
+	byVS := make(map[Key][]graceKey)
+	for g, since := range r.grace {
+		if !since.Before(start) {
+			continue
+		}
+		byVS[g.Key] = append(byVS[g.Key], g)
+	}
+	keys := make([]Key, 0, len(byVS))
+	for k := range byVS {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, CompareKeys)
+	for _, k := range keys {
+		m := r.mirror[k]
+		if m == nil {
+			for _, g := range byVS[k] {
+				delete(r.grace, g)
+			}
+			continue
+		}
+		var counts map[netip.AddrPort]int
+		expired := true
+		for _, g := range byVS[k] {
+			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
+				expired = false
+			}
+		}
+		if !expired {
+			st, err := r.t.RealServers(k)
+			if err != nil {
+				res.fail(m.service, k, err)
+				continue
+			}
+			counts = make(map[netip.AddrPort]int, len(st))
+			for _, s := range st {
+				counts[netip.AddrPortFrom(s.Address, s.Port)] = s.ActiveConns + s.InactiveConns
+			}
+		}
+		for _, g := range byVS[k] {
+			i := m.findRS(g.Addr, g.Port)
+			if i < 0 {
+				delete(r.grace, g)
+				continue
+			}
+			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
+				n, ok := counts[netip.AddrPortFrom(g.Addr, g.Port)]
+				if !ok {
+					// Gone from the kernel already.
+					m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
+					delete(r.grace, g)
+					continue
+				}
+				if n > 0 {
+					continue
+				}
+			}
+			r.log.Debug("graceful termination over", zap.Stringer("virtualServer", k), zap.Stringer("realServer", netip.AddrPortFrom(g.Addr, g.Port)))
+			r.deleteRS(m, i, res)
+		}
+	}
+}
+
+func (r *Reconciler) logResult(mode string, res *Result) {
+	fields := []zap.Field{
+		zap.String("mode", mode),
+		zap.Int("servicesAdded", res.ServicesAdded), zap.Int("servicesUpdated", res.ServicesUpdated), zap.Int("servicesDeleted", res.ServicesDeleted),
+		zap.Int("realServersAdded", res.RealServersAdded), zap.Int("realServersUpdated", res.RealServersUpdated), zap.Int("realServersDeleted", res.RealServersDeleted),
+		zap.Int("quiesced", res.Quiesced), zap.Int("graceful", len(r.grace)), zap.Int("failures", len(res.Failures)),
+	}
+	if len(res.Failures) > 0 {
+		r.log.Warn("ipvs sync incomplete", append(fields, zap.Error(res.Err()))...)
+		return
+	}
+	r.log.Debug("ipvs sync", fields...)
+}
