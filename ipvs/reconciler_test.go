@@ -1,0 +1,430 @@
+package ipvs
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+var (
+	vip     = netip.MustParseAddr("10.96.0.10")
+	vip6    = netip.MustParseAddr("fd00::a")
+	nodeIP  = netip.MustParseAddr("192.168.1.10")
+	foreign = netip.MustParseAddr("192.168.1.200")
+	ep1     = netip.MustParseAddr("10.244.1.5")
+	ep2     = netip.MustParseAddr("10.244.2.6")
+	ep3     = netip.MustParseAddr("10.244.3.7")
+)
+
+func vs(svc string, proto model.Protocol, a netip.Addr, port uint16, eps ...netip.Addr) VirtualServer {
+	v := VirtualServer{Key: Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: svc}
+	for _, e := range eps {
+		v.RealServers = append(v.RealServers, RealServer{Address: e, Port: 8080, Weight: 1})
+	}
+	return v
+}
+
+type fakeClock struct{ t time.Time }
+
+func (c *fakeClock) now() time.Time       { return c.t }
+func (c *fakeClock) step(d time.Duration) { c.t = c.t.Add(d) }
+func newClock() *fakeClock                { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
+func lines(s ...string) string            { return strings.Join(s, "\n") + "\n" }
+func own(addrs ...netip.Addr) Ownership {
+	return Ownership{BoundAddrs: addrs, NodeAddrs: []netip.Addr{nodeIP}}
+}
+func mustFull(t *testing.T, r *Reconciler, d []VirtualServer, o Ownership) *Result {
+	t.Helper()
+	res, err := r.Full(d, o)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		t.Fatalf("Full: %v", err)
+	}
+	return res
+}
+
+type fakeConntrack struct{ flows map[string]int }
+
+func (c *fakeConntrack) DeleteFlows(p model.Protocol, vip netip.Addr, port uint16, ep netip.Addr) error {
+	c.flows[string(p)+" "+netip.AddrPortFrom(vip, port).String()+" "+ep.String()]++
+	return nil
+}
+
+func TestFullFromEmpty(t *testing.T) {
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{})
+	tcp := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
+	tcp.Flags, tcp.PersistenceTimeout = FlagPersistent, 10800
+	udp := vs("kube-system/dns:dns", model.UDP, vip6, 53, ep1)
+	udp.RealServers[0].Address = netip.MustParseAddr("fd00:244::5")
+	res := mustFull(t, r, []VirtualServer{tcp, udp}, own(vip, vip6))
+	want := lines(
+		"-A -t 10.96.0.10:80 -s rr -p 10800",
+		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1",
+		"-a -t 10.96.0.10:80 -r 10.244.2.6:8080 -m -w 1",
+		"-A -u [fd00::a]:53 -s rr",
+		"-a -u [fd00::a]:53 -r [fd00:244::5]:8080 -m -w 1",
+	)
+	if got := ft.String(); got != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if res.ServicesAdded != 2 || res.RealServersAdded != 3 || res.Changes() != 5 {
+		t.Errorf("result %+v", res)
+	}
+	// Same state again, with a fresh reconciler (a restart): zero changes.
+	before := ft.Mutations
+	r2 := NewReconciler(ft, Options{})
+	res = mustFull(t, r2, []VirtualServer{tcp, udp}, own(vip, vip6))
+	if res.Changes() != 0 || ft.Mutations != before {
+		t.Errorf("restart made changes: %+v, mutations %d -> %d", res, before, ft.Mutations)
+	}
+}
+
+func TestOwnership(t *testing.T) {
+	keepalived := vs("", model.TCP, foreign, 443, ep3)
+	manualNode := vs("", model.TCP, nodeIP, 22, ep3)       // node address, outside NodePort range
+	staleNodePort := vs("", model.TCP, nodeIP, 30080, ep1) // ours: node address, NodePort range
+	staleVIP := vs("", model.UDP, vip, 53, ep1)            // ours: bound on kube-ipvs0
+	excluded := vs("", model.TCP, netip.MustParseAddr("10.200.0.1"), 80, ep1)
+	ft := NewFakeTable(keepalived, manualNode, staleNodePort, staleVIP, excluded)
+	ct := &fakeConntrack{flows: map[string]int{}}
+	r := NewReconciler(ft, Options{ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.200.0.0/16")}, Conntrack: ct})
+	web := vs("default/web:http", model.TCP, vip, 80, ep1)
+	res := mustFull(t, r, []VirtualServer{web}, Ownership{BoundAddrs: []netip.Addr{vip, netip.MustParseAddr("10.200.0.1")}, NodeAddrs: []netip.Addr{nodeIP}})
+	want := lines(
+		"-A -t 10.96.0.10:80 -s rr",
+		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1",
+		"-A -t 10.200.0.1:80 -s rr",
+		"-a -t 10.200.0.1:80 -r 10.244.1.5:8080 -m -w 1",
+		"-A -t 192.168.1.10:22 -s rr",
+		"-a -t 192.168.1.10:22 -r 10.244.3.7:8080 -m -w 1",
+		"-A -t 192.168.1.200:443 -s rr",
+		"-a -t 192.168.1.200:443 -r 10.244.3.7:8080 -m -w 1",
+	)
+	if got := ft.String(); got != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
+	}
+	if res.ServicesDeleted != 2 {
+		t.Errorf("deleted %d, want 2", res.ServicesDeleted)
+	}
+	if ct.flows["udp 10.96.0.10:53 10.244.1.5"] != 1 {
+		t.Errorf("conntrack of deleted UDP virtual server not flushed: %v", ct.flows)
+	}
+	// A desired virtual server inside the excluded CIDRs is refused, not made.
+	res, err := r.Full([]VirtualServer{web, vs("default/x", model.TCP, netip.MustParseAddr("10.200.0.9"), 80, ep1)}, own(vip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res.Err(), ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != "default/x" {
+		t.Errorf("want ErrExcluded for default/x, got %v", res.Err())
+	}
+}
+
+func TestUpdateServiceAttributes(t *testing.T) {
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{})
+	web := vs("default/web:http", model.TCP, vip, 80, ep1)
+	mustFull(t, r, []VirtualServer{web}, own(vip))
+	web.Scheduler = "sh"
+	web.Flags = FlagPersistent | FlagSchedSH1 | FlagSchedSH2
+	web.PersistenceTimeout = 60
+	res, err := r.Partial([]VirtualServer{web}, "default/web")
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if res.ServicesUpdated != 1 || res.Changes() != 1 {
+		t.Errorf("result %+v", res)
+	}
+	want := lines("-A -t 10.96.0.10:80 -s sh -b sh-fallback,sh-port -p 60", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1")
+	if got := ft.String(); got != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+func TestGracefulTermination(t *testing.T) {
+	clk := newClock()
+	ft := NewFakeTable()
+	ct := &fakeConntrack{flows: map[string]int{}}
+	r := NewReconciler(ft, Options{Now: clk.now, GracefulPeriod: 10 * time.Minute, Conntrack: ct})
+	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
+	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1, ep2)
+	mustFull(t, r, []VirtualServer{web, dns}, own(vip))
+	ft.SetConnections(web.Key, web.RealServers[1], 1, 0)
+
+	// ep2 goes away from both services.
+	web2 := vs("default/web:http", model.TCP, vip, 80, ep1)
+	dns2 := vs("default/dns:dns", model.UDP, vip, 53, ep1)
+	clk.step(time.Second)
+	dumps := ft.Dumps
+	res, err := r.Partial([]VirtualServer{web2, dns2}, "default/web", "default/dns")
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if ft.Dumps != dumps {
+		t.Errorf("a partial sync that only quiesces read the table")
+	}
+	want := lines(
+		"-A -t 10.96.0.10:80 -s rr",
+		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1",
+		"-a -t 10.96.0.10:80 -r 10.244.2.6:8080 -m -w 0",
+		"-A -u 10.96.0.10:53 -s rr",
+		"-a -u 10.96.0.10:53 -r 10.244.1.5:8080 -m -w 1",
+	)
+	if got := ft.String(); got != want {
+		t.Fatalf("after removal:\n%s\nwant:\n%s", got, want)
+	}
+	if ct.flows["udp 10.96.0.10:53 10.244.2.6"] != 1 || len(ct.flows) != 1 {
+		t.Errorf("conntrack flows deleted: %v", ct.flows)
+	}
+	if r.Graceful() != 1 || res.Quiesced != 1 {
+		t.Fatalf("graceful queue %d, quiesced %d", r.Graceful(), res.Quiesced)
+	}
+
+	// Still one connection: stays at weight 0.
+	clk.step(time.Minute)
+	if _, err := r.Partial(nil); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(ft.String(), "10.244.2.6:8080 -m -w 0") {
+		t.Fatalf("deleted while connections remain:\n%s", ft.String())
+	}
+	// Connections gone: deleted on the next sync.
+	ft.SetConnections(web.Key, web.RealServers[1], 0, 0)
+	clk.step(time.Second)
+	res, _ = r.Partial(nil)
+	if strings.Contains(ft.String(), "10.244.2.6:8080") || res.RealServersDeleted != 1 || r.Graceful() != 0 {
+		t.Fatalf("not deleted after connections ended (%+v):\n%s", res, ft.String())
+	}
+}
+
+func TestGracefulPeriodAndComeback(t *testing.T) {
+	clk := newClock()
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{Now: clk.now, GracefulPeriod: 10 * time.Minute})
+	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2, ep3)
+	mustFull(t, r, []VirtualServer{web}, own(vip))
+	ft.SetConnections(web.Key, web.RealServers[1], 3, 4)
+	ft.SetConnections(web.Key, web.RealServers[2], 3, 4)
+	clk.step(time.Second)
+	mustPartial := func(d ...VirtualServer) *Result {
+		t.Helper()
+		res, err := r.Partial(d, "default/web:http")
+		if err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+		return res
+	}
+	mustPartial(vs("default/web:http", model.TCP, vip, 80, ep1))
+	// ep3 comes back: restored to weight 1 and out of the queue.
+	clk.step(time.Minute)
+	res := mustPartial(vs("default/web:http", model.TCP, vip, 80, ep1, ep3))
+	if res.RealServersUpdated != 1 || r.Graceful() != 1 {
+		t.Fatalf("comeback: %+v, queue %d", res, r.Graceful())
+	}
+	// The period runs out: ep2 deleted despite its connections.
+	clk.step(10 * time.Minute)
+	res = mustPartial(vs("default/web:http", model.TCP, vip, 80, ep1, ep3))
+	want := lines("-A -t 10.96.0.10:80 -s rr", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1", "-a -t 10.96.0.10:80 -r 10.244.3.7:8080 -m -w 1")
+	if got := ft.String(); got != want || res.RealServersDeleted != 1 {
+		t.Fatalf("after period (%+v):\n%s\nwant:\n%s", res, got, want)
+	}
+}
+
+func TestRestartRepairsWeightZero(t *testing.T) {
+	clk := newClock()
+	// A crashed proxy left ep1 quiesced (still desired) and ep2 quiesced
+	// (not desired, no connections).
+	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
+	web.RealServers[0].Weight, web.RealServers[1].Weight = 0, 0
+	ft := NewFakeTable(web)
+	r := NewReconciler(ft, Options{Now: clk.now})
+	res := mustFull(t, r, []VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
+	if res.RealServersUpdated != 1 || r.Graceful() != 1 {
+		t.Fatalf("restart: %+v queue %d", res, r.Graceful())
+	}
+	clk.step(time.Second)
+	res = mustFull(t, r, []VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
+	want := lines("-A -t 10.96.0.10:80 -s rr", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1")
+	if got := ft.String(); got != want || res.RealServersDeleted != 1 {
+		t.Fatalf("(%+v):\n%s\nwant:\n%s", res, got, want)
+	}
+}
+
+func TestPartialTouchesOnlyChanged(t *testing.T) {
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{})
+	if _, err := r.Partial(nil); !errors.Is(err, ErrNotSynced) {
+		t.Fatalf("Partial before Full: %v", err)
+	}
+	a := vs("ns/a:p", model.TCP, vip, 80, ep1)
+	b := vs("ns/b:p", model.TCP, vip, 81, ep1)
+	mustFull(t, r, []VirtualServer{a, b}, own(vip))
+	// Desired says b is gone and a has a new endpoint, but only a changed:
+	// b must stay, a must change.
+	a2 := vs("ns/a:p", model.TCP, vip, 80, ep1, ep2)
+	res, err := r.Partial([]VirtualServer{a2}, "ns/a")
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if res.Changes() != 1 || !r.Has(b.Key) {
+		t.Fatalf("partial: %+v", res)
+	}
+	// Now b changed (deleted).
+	res, _ = r.Partial([]VirtualServer{a2}, "ns/b")
+	if res.ServicesDeleted != 1 || r.Has(b.Key) || strings.Contains(ft.String(), ":81") {
+		t.Fatalf("b not deleted: %+v\n%s", res, ft.String())
+	}
+}
+
+func TestFailuresDoNotStopOthers(t *testing.T) {
+	ft := NewFakeTable()
+	boom := errors.New("boom")
+	ft.Fail = func(op string, k Key) error {
+		if op == "AddService" && k.Port == 81 {
+			return boom
+		}
+		return nil
+	}
+	r := NewReconciler(ft, Options{})
+	res, err := r.Full([]VirtualServer{
+		vs("ns/a:p", model.TCP, vip, 80, ep1),
+		vs("ns/b:p", model.TCP, vip, 81, ep1),
+		vs("ns/c:p", model.TCP, vip, 82, ep1),
+	}, own(vip))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !errors.Is(res.Err(), boom) || strings.Join(res.FailedServices(), ",") != "ns/b:p" {
+		t.Fatalf("failures: %v %v", res.Err(), res.FailedServices())
+	}
+	if r.Has(Key{Protocol: model.TCP, Address: vip, Port: 81}) || res.ServicesAdded != 2 {
+		t.Fatalf("result %+v", res)
+	}
+	// Next full sync retries and succeeds.
+	ft.Fail = nil
+	res = mustFull(t, r, []VirtualServer{
+		vs("ns/a:p", model.TCP, vip, 80, ep1),
+		vs("ns/b:p", model.TCP, vip, 81, ep1),
+		vs("ns/c:p", model.TCP, vip, 82, ep1),
+	}, own(vip))
+	if res.ServicesAdded != 1 || res.RealServersAdded != 1 {
+		t.Fatalf("retry: %+v", res)
+	}
+}
+
+func TestDriftRepairedByFull(t *testing.T) {
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{})
+	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
+	mustFull(t, r, []VirtualServer{web}, own(vip))
+	// Someone deletes a real server and changes a weight by hand.
+	if err := ft.DelRealServer(web.Key, web.RealServers[0]); err != nil {
+		t.Fatal(err)
+	}
+	if err := ft.UpdateRealServer(web.Key, RealServer{Address: ep2, Port: 8080, Weight: 5}); err != nil {
+		t.Fatal(err)
+	}
+	res := mustFull(t, r, []VirtualServer{web}, own(vip))
+	if res.RealServersAdded != 1 || res.RealServersUpdated != 1 {
+		t.Fatalf("repair: %+v", res)
+	}
+	// The service itself deleted by hand, then a partial sync that updates
+	// it: recreated.
+	if err := ft.DelService(web.Key); err != nil {
+		t.Fatal(err)
+	}
+	web.Scheduler = "lc"
+	res, _ = r.Partial([]VirtualServer{web}, "default/web")
+	if res.Err() != nil || res.ServicesAdded != 1 || res.RealServersAdded != 2 {
+		t.Fatalf("recreate: %+v %v", res, res.Err())
+	}
+}
+
+func TestParseProcIPVS(t *testing.T) {
+	in := `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
+TCP  0A60000A:0050 rr 
+  -> 0AF40105:1F90      Masq    1      2          3         
+  -> 0AF40206:1F90      Masq    0      0          1         
+UDP  [fd00:0000:0000:0000:0000:0000:0000:000a]:0035 rr persistent 10800 FFFFFFFF
+  -> [fd00:0244:0000:0000:0000:0000:0000:0005]:0035      Masq    1      0          0         
+FWM  00000001 rr 
+  -> 0AF40105:1F90      Masq    1      0          0         
+TCP  C0A8010A:7530 rr 
+`
+	got, err := parseProcIPVS(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := Key{Protocol: model.TCP, Address: vip, Port: 80}
+	if rs := got[k]; len(rs) != 2 || rs[0].Address != ep1 || rs[0].Port != 8080 || rs[0].Weight != 1 || rs[0].ActiveConns != 2 || rs[0].InactiveConns != 3 || rs[1].Weight != 0 {
+		t.Errorf("tcp: %+v", rs)
+	}
+	k6 := Key{Protocol: model.UDP, Address: vip6, Port: 53}
+	if rs := got[k6]; len(rs) != 1 || rs[0].Address != netip.MustParseAddr("fd00:244::5") || rs[0].Port != 53 {
+		t.Errorf("udp6: %+v", rs)
+	}
+	if rs, ok := got[Key{Protocol: model.TCP, Address: nodeIP, Port: 30000}]; !ok || len(rs) != 0 {
+		t.Errorf("empty service: %v %v", rs, ok)
+	}
+	if len(got) != 3 {
+		t.Errorf("got %d services, want 3 (FWM skipped)", len(got))
+	}
+	if _, err := parseProcIPVS(strings.NewReader("TCP  zz:0050 rr\n")); err == nil {
+		t.Error("bad address accepted")
+	}
+}
+
+func TestKernelSysctls(t *testing.T) {
+	names := func(ss []Sysctl) string {
+		var out []string
+		for _, s := range ss {
+			out = append(out, s.Name+"="+string(rune('0'+s.Value)))
+		}
+		return strings.Join(out, " ")
+	}
+	for _, tc := range []struct {
+		release string
+		strict  bool
+		want    string
+	}{
+		{"6.1.0-56-amd64", false, "net/ipv4/vs/conntrack=1 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1"},
+		{"5.4.0-150-generic", false, "net/ipv4/vs/conntrack=1 net/ipv4/vs/conn_reuse_mode=0 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1"},
+		{"5.9.0", true, "net/ipv4/vs/conntrack=1 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1 net/ipv4/conf/all/arp_ignore=1 net/ipv4/conf/all/arp_announce=2"},
+		{"3.10.0-1160.el7", false, "net/ipv4/vs/conntrack=1 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1"},
+		{"4.19.0", false, "net/ipv4/vs/conntrack=1 net/ipv4/vs/conn_reuse_mode=0 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1"},
+	} {
+		if got := names(KernelSysctls(tc.release, tc.strict)); got != tc.want {
+			t.Errorf("%s strict=%v:\n got %s\nwant %s", tc.release, tc.strict, got, tc.want)
+		}
+	}
+}
+
+func TestWriteSysctls(t *testing.T) {
+	root := t.TempDir()
+	for name, v := range map[string]string{"net/ipv4/ip_forward": "0\n", "net/ipv4/vs/conntrack": "1\n"} {
+		if err := mkfile(root, name, v); err != nil {
+			t.Fatal(err)
+		}
+	}
+	changed, err := WriteSysctls(root, []Sysctl{{"net/ipv4/ip_forward", 1}, {"net/ipv4/vs/conntrack", 1}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(changed) != 1 || changed[0].Name != "net/ipv4/ip_forward" {
+		t.Errorf("changed %v", changed)
+	}
+	if got := readfile(t, root, "net/ipv4/ip_forward"); got != "1" {
+		t.Errorf("ip_forward = %q", got)
+	}
+	if _, err := WriteSysctls(root, []Sysctl{{"net/ipv4/vs/missing", 1}}); err == nil {
+		t.Error("missing sysctl: no error")
+	}
+}
