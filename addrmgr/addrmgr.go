@@ -1,0 +1,206 @@
+// Package addrmgr owns the kube-ipvs0 dummy device and the addresses on it:
+// it creates the device (left down), binds the service VIPs as /32 and /128
+// prefixes, checks every address against the node-IP guard immediately
+// before binding it, and removes from kube-ipvs0 whatever is protected or
+// not desired. It never touches any other interface, and never brings
+// kube-ipvs0 up.
+package addrmgr
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// Device is the dummy interface every service VIP is bound on.
+const Device = "kube-ipvs0"
+
+// Sentinel errors.
+var (
+	// ErrProtected is returned (wrapped) for an address the guard refuses.
+	ErrProtected = errors.New("protected address")
+	// ErrNotHost is returned for a prefix that is not a /32 or /128.
+	ErrNotHost = errors.New("not a /32 or /128")
+	// ErrNotDummy is returned when kube-ipvs0 exists but is not a dummy device.
+	ErrNotDummy = errors.New("kube-ipvs0 exists and is not a dummy device")
+)
+
+// Protector is the node-IP guard (addrmgr.Guard): Check says whether addr
+// may be bound on kube-ipvs0. allowed is false for a protected address, with
+// the reason code and a human message.
+type Protector interface {
+	Check(addr netip.Addr) (reason model.Reason, message string, allowed bool)
+}
+
+// Link is kube-ipvs0's address list. *KernelLink is the netlink
+// implementation; *FakeLink the in-memory one for unit tests.
+type Link interface {
+	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.
+	Addrs() ([]netip.Prefix, error)
+	// AddAddr is `ip addr add 10.96.0.10/32 dev kube-ipvs0`.
+	AddAddr(p netip.Prefix) error
+	// DelAddr is `ip addr del 10.96.0.10/32 dev kube-ipvs0`.
+	DelAddr(p netip.Prefix) error
+}
+
+// Failure is one address that could not be bound or unbound.
+type Failure struct {
+	Prefix netip.Prefix
+	// Op is "bind" or "unbind".
+	Op  string
+	Err error
+}
+
+func (f Failure) Error() string {
+	return fmt.Sprintf("%s %s on %s: %v", f.Op, f.Prefix, Device, f.Err)
+}
+
+func (f Failure) Unwrap() error { return f.Err }
+
+// Result counts what a phase changed and lists what failed.
+type Result struct {
+	Bound, Unbound int
+	// Refused are desired addresses the guard refused; they are not bound.
+	Refused  []Refusal
+	Failures []Failure
+}
+
+// Refusal is an address the guard would not let be bound.
+type Refusal struct {
+	Prefix  netip.Prefix
+	Reason  model.Reason
+	Message string
+}
+
+// Err joins the failures (refusals are not errors: they are the guard
+// working), or is nil.
+func (r *Result) Err() error {
+	errs := make([]error, len(r.Failures))
+	for i, f := range r.Failures {
+		errs[i] = f
+	}
+	return errors.Join(errs...)
+}
+
+// Manager binds and unbinds kube-ipvs0's addresses. It keeps the set found
+// by the last dump, updated by its own changes. Not safe for concurrent use.
+type Manager struct {
+	link  Link
+	guard Protector
+	log   *zap.Logger
+	cur   map[netip.Prefix]bool
+}
+
+// NewManager returns a manager of link's addresses guarded by guard; guard
+// must not be nil.
+func NewManager(link Link, guard Protector, log *zap.Logger) *Manager {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Manager{link: link, guard: guard, log: log, cur: map[netip.Prefix]bool{}}
+}
+
+// Dump reads the device's addresses once (one RTM_GETADDR dump) and
+// returns them sorted; the manager's view is replaced by it.
+func (m *Manager) Dump() ([]netip.Prefix, error) {
+	ps, err := m.link.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
+	}
+	m.cur = make(map[netip.Prefix]bool, len(ps))
+	for _, p := range ps {
+		m.cur[p] = true
+	}
+	return m.Current(), nil
+}
+
+// Current is the manager's view of the device's addresses, sorted.
+func (m *Manager) Current() []netip.Prefix {
+	out := make([]netip.Prefix, 0, len(m.cur))
+	for p := range m.cur {
+		out = append(out, p)
+	}
+	slices.SortFunc(out, comparePrefix)
+	return out
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+func isHost(p netip.Prefix) bool { return p.IsValid() && p.Bits() == p.Addr().BitLen() }
+
+// Unbind removes from the device every address that is not desired, is not
+// a host prefix, or that the guard refuses — also a protected address put
+// there by hand. Run it before the virtual servers of removed VIPs are
+// deleted, so that a VIP never stays local without its virtual server.
+func (m *Manager) Unbind(desired []netip.Prefix) *Result {
+	want := make(map[netip.Prefix]bool, len(desired))
+	for _, p := range desired {
+		want[p] = true
+	}
+	res := &Result{}
+	for _, p := range m.Current() {
+		why := "not desired"
+		remove := !want[p] || !isHost(p)
+		if !remove {
+			if reason, msg, ok := m.guard.Check(p.Addr()); !ok {
+				remove, why = true, string(reason)+": "+msg
+			}
+		} else if reason, msg, ok := m.guard.Check(p.Addr()); !ok {
+			why = string(reason) + ": " + msg
+		}
+		if !remove {
+			continue
+		}
+		if err := m.link.DelAddr(p); err != nil {
+			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "unbind", Err: err})
+			continue
+		}
+		delete(m.cur, p)
+		res.Unbound++
+		m.log.Info("unbound address", zap.String("device", Device), zap.Stringer("address", p), zap.String("why", why))
+	}
+	return res
+}
+
+// Bind adds every desired address the device lacks, asking the guard about
+// each immediately before binding it; refused ones are reported and not
+// bound. ready, when not nil, must say true for an address before it is
+// bound (the applier passes "all of its virtual servers exist").
+func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Result {
+	res := &Result{}
+	for _, p := range desired {
+		if m.cur[p] {
+			continue
+		}
+		if !isHost(p) {
+			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: ErrNotHost})
+			continue
+		}
+		if ready != nil && !ready(p.Addr()) {
+			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: errors.New("its virtual servers are not all programmed")})
+			continue
+		}
+		if reason, msg, ok := m.guard.Check(p.Addr()); !ok {
+			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: reason, Message: msg})
+			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(reason)), zap.String("message", msg))
+			continue
+		}
+		if err := m.link.AddAddr(p); err != nil {
+			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: err})
+			continue
+		}
+		m.cur[p] = true
+		res.Bound++
+	}
+	return res
+}

@@ -1,0 +1,139 @@
+package addrmgr
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// setGuard protects a fixed set of addresses.
+type setGuard map[netip.Addr]model.Reason
+
+func (g setGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+	if r, ok := g[a]; ok {
+		return r, "protected in test", false
+	}
+	return "", "", true
+}
+
+func pfx(s ...string) []netip.Prefix {
+	var out []netip.Prefix
+	for _, x := range s {
+		out = append(out, netip.MustParsePrefix(x))
+	}
+	return out
+}
+
+func TestUnbindAndBind(t *testing.T) {
+	nodeIP := netip.MustParseAddr("192.168.1.10")
+	link := NewFakeLink(pfx("10.96.0.1/32", "10.96.0.99/32", "192.168.1.10/32", "10.0.0.0/24")...)
+	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	desired := pfx("10.96.0.1/32", "10.96.0.10/32", "fd00::a/128", "192.168.1.10/32")
+	res := m.Unbind(desired)
+	if res.Err() != nil || res.Unbound != 3 {
+		t.Fatalf("unbind: %+v %v", res, res.Err())
+	}
+	if got, want := link.String(), "10.96.0.1/32\n"; got != want {
+		t.Fatalf("after unbind:\n%s\nwant:\n%s", got, want)
+	}
+	res = m.Bind(desired, nil)
+	if res.Err() != nil || res.Bound != 2 || len(res.Refused) != 1 || res.Refused[0].Reason != model.ReasonNodeIP {
+		t.Fatalf("bind: %+v %v", res, res.Err())
+	}
+	if got, want := link.String(), "10.96.0.1/32\n10.96.0.10/32\nfd00::a/128\n"; got != want {
+		t.Fatalf("after bind:\n%s\nwant:\n%s", got, want)
+	}
+	// Nothing to do the second time, and only one dump per sync.
+	dumps, muts := link.Dumps, link.Mutations
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	if r := m.Unbind(desired); r.Unbound != 0 {
+		t.Fatalf("second unbind: %+v", r)
+	}
+	if r := m.Bind(desired, nil); r.Bound != 0 {
+		t.Fatalf("second bind: %+v", r)
+	}
+	if link.Dumps != dumps+1 || link.Mutations != muts {
+		t.Fatalf("dumps %d->%d mutations %d->%d", dumps, link.Dumps, muts, link.Mutations)
+	}
+}
+
+func TestProtectedAddedByHandIsRemoved(t *testing.T) {
+	nodeIP := netip.MustParseAddr("192.168.1.10")
+	link := NewFakeLink()
+	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	desired := pfx("10.96.0.1/32")
+	m.Dump()
+	m.Unbind(desired)
+	m.Bind(desired, nil)
+	link.Put(netip.MustParsePrefix("192.168.1.10/32"))
+	m.Dump()
+	if r := m.Unbind(desired); r.Unbound != 1 {
+		t.Fatalf("%+v", r)
+	}
+	if got := link.String(); got != "10.96.0.1/32\n" {
+		t.Fatalf("got %q", got)
+	}
+	// Even a desired address is removed when the guard now protects it
+	// (a new node took that IP).
+	m2 := NewManager(link, setGuard{netip.MustParseAddr("10.96.0.1"): model.ReasonNodeIP}, nil)
+	m2.Dump()
+	if r := m2.Unbind(desired); r.Unbound != 1 || link.String() != "" {
+		t.Fatalf("%+v %q", r, link.String())
+	}
+}
+
+func TestGuardCheckedImmediatelyBeforeEachBind(t *testing.T) {
+	// The guard changes its mind between binds: each address must be asked
+	// about right before its own AddAddr.
+	link := NewFakeLink()
+	g := &flipGuard{protected: map[netip.Addr]bool{}}
+	link.OnAdd = func(p netip.Prefix) error {
+		if !g.asked[p.Addr()] {
+			return errors.New("bound without asking the guard first")
+		}
+		// Binding 10.96.0.1 makes 10.96.0.2 protected from now on.
+		g.protected[netip.MustParseAddr("10.96.0.2")] = true
+		return nil
+	}
+	m := NewManager(link, g, nil)
+	res := m.Bind(pfx("10.96.0.1/32", "10.96.0.2/32"), nil)
+	if res.Err() != nil || res.Bound != 1 || len(res.Refused) != 1 {
+		t.Fatalf("%+v %v", res, res.Err())
+	}
+}
+
+type flipGuard struct {
+	protected map[netip.Addr]bool
+	asked     map[netip.Addr]bool
+}
+
+func (g *flipGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+	if g.asked == nil {
+		g.asked = map[netip.Addr]bool{}
+	}
+	g.asked[a] = true
+	if g.protected[a] {
+		return model.ReasonNodeIP, "now protected", false
+	}
+	return "", "", true
+}
+
+func TestBindRules(t *testing.T) {
+	link := NewFakeLink()
+	m := NewManager(link, setGuard{}, nil)
+	res := m.Bind(pfx("10.96.0.0/24", "10.96.0.1/32", "10.96.0.2/32"), func(a netip.Addr) bool { return a != netip.MustParseAddr("10.96.0.2") })
+	if res.Bound != 1 || len(res.Failures) != 2 || !errors.Is(res.Err(), ErrNotHost) {
+		t.Fatalf("%+v %v", res, res.Err())
+	}
+	if !strings.Contains(res.Err().Error(), "bind 10.96.0.2/32 on kube-ipvs0") {
+		t.Errorf("error text: %v", res.Err())
+	}
+}

@@ -1,0 +1,126 @@
+package addrmgr
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// KernelLink is kube-ipvs0 in the network namespace its netlink handle was
+// opened in.
+//
+// Addresses are added as kube-proxy adds them — a host prefix with the
+// default (global) scope, which puts the VIP in the local routing table so
+// that IPVS sees packets to it as local — plus two flags kube-proxy does not
+// set: IFA_F_NOPREFIXROUTE, so no /128 prefix route appears in the main
+// table for an IPv6 VIP (an IPv4 /32 never gets one), and, for IPv6,
+// IFA_F_NODAD, so the address is usable at once instead of tentative (a
+// dummy device is NOARP, so the kernel skips DAD anyway; the flag makes it
+// explicit). The device stays down, as kube-proxy leaves it: the local
+// routes work without it being up, and a down device never answers ARP or
+// NDP on its own.
+type KernelLink struct {
+	h    *netlink.Handle
+	link netlink.Link
+}
+
+var _ Link = (*KernelLink)(nil)
+
+// EnsureDevice finds kube-ipvs0 through h, creating it as a dummy device if
+// it is missing (`ip link add kube-ipvs0 type dummy`); it never sets it up.
+// A kube-ipvs0 that exists but is no dummy is an error.
+func EnsureDevice(h *netlink.Handle) (*KernelLink, error) {
+	l, err := h.LinkByName(Device)
+	var notFound netlink.LinkNotFoundError
+	switch {
+	case errors.As(err, &notFound):
+		d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: Device}}
+		if err := h.LinkAdd(d); err != nil && !errors.Is(err, unix.EEXIST) {
+			return nil, fmt.Errorf("ip link add %s type dummy: %w", Device, err)
+		}
+		if l, err = h.LinkByName(Device); err != nil {
+			return nil, fmt.Errorf("ip link show %s: %w", Device, err)
+		}
+	case err != nil:
+		return nil, fmt.Errorf("ip link show %s: %w", Device, err)
+	}
+	if l.Type() != "dummy" {
+		return nil, fmt.Errorf("%w: type %s", ErrNotDummy, l.Type())
+	}
+	return &KernelLink{h: h, link: l}, nil
+}
+
+// DeleteDevice removes kube-ipvs0 and every address on it
+// (`ip link del kube-ipvs0`), for cleanup. A missing device is no error.
+func DeleteDevice(h *netlink.Handle) error {
+	l, err := h.LinkByName(Device)
+	var notFound netlink.LinkNotFoundError
+	if errors.As(err, &notFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("ip link show %s: %w", Device, err)
+	}
+	if l.Type() != "dummy" {
+		return fmt.Errorf("%w: type %s", ErrNotDummy, l.Type())
+	}
+	if err := h.LinkDel(l); err != nil {
+		return fmt.Errorf("ip link del %s: %w", Device, err)
+	}
+	return nil
+}
+
+// Index is the device's interface index.
+func (k *KernelLink) Index() int { return k.link.Attrs().Index }
+
+// Addrs implements Link: one RTM_GETADDR dump of the device.
+func (k *KernelLink) Addrs() ([]netip.Prefix, error) {
+	as, err := k.h.AddrList(k.link, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]netip.Prefix, 0, len(as))
+	for _, a := range as {
+		if a.IPNet == nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		out = append(out, netip.PrefixFrom(ip.Unmap(), ones))
+	}
+	return out, nil
+}
+
+func toAddr(p netip.Prefix) *netlink.Addr {
+	a := p.Addr()
+	bits := a.BitLen()
+	nl := &netlink.Addr{IPNet: &net.IPNet{IP: net.IP(a.AsSlice()), Mask: net.CIDRMask(p.Bits(), bits)}}
+	nl.Flags = unix.IFA_F_NOPREFIXROUTE
+	if a.Is6() {
+		nl.Flags |= unix.IFA_F_NODAD
+	}
+	return nl
+}
+
+// AddAddr implements Link; an address already there is no error.
+func (k *KernelLink) AddAddr(p netip.Prefix) error {
+	if err := k.h.AddrAdd(k.link, toAddr(p)); err != nil && !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("ip addr add %s dev %s: %w", p, Device, err)
+	}
+	return nil
+}
+
+// DelAddr implements Link; an address already gone is no error.
+func (k *KernelLink) DelAddr(p netip.Prefix) error {
+	if err := k.h.AddrDel(k.link, toAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
+		return fmt.Errorf("ip addr del %s dev %s: %w", p, Device, err)
+	}
+	return nil
+}
