@@ -1,9 +1,3 @@
-// Package addrmgr owns the kube-ipvs0 dummy device and the addresses on it:
-// it creates the device (left down), binds the service VIPs as /32 and /128
-// prefixes, checks every address against the node-IP guard immediately
-// before binding it, and removes from kube-ipvs0 whatever is protected or
-// not desired. It never touches any other interface, and never brings
-// kube-ipvs0 up.
 package addrmgr
 
 import (
@@ -30,12 +24,14 @@ var (
 	ErrNotDummy = errors.New("kube-ipvs0 exists and is not a dummy device")
 )
 
-// Protector is the node-IP guard (addrmgr.Guard): Check says whether addr
-// may be bound on kube-ipvs0. allowed is false for a protected address, with
-// the reason code and a human message.
+// Protector is the node-IP guard (*Guard): Check reports whether addr must
+// never be bound on kube-ipvs0 (protected true), with the reason code and a
+// human-readable detail.
 type Protector interface {
-	Check(addr netip.Addr) (reason model.Reason, message string, allowed bool)
+	Check(addr netip.Addr) (reason model.Reason, detail string, protected bool)
 }
+
+var _ Protector = (*Guard)(nil)
 
 // Link is kube-ipvs0's address list. *KernelLink is the netlink
 // implementation; *FakeLink the in-memory one for unit tests.
@@ -87,8 +83,13 @@ func (r *Result) Err() error {
 	return errors.Join(errs...)
 }
 
-// Manager binds and unbinds kube-ipvs0's addresses. It keeps the set found
-// by the last dump, updated by its own changes. Not safe for concurrent use.
+// Manager binds and unbinds kube-ipvs0's addresses: it binds the service
+// VIPs as /32 and /128 prefixes, checks every address against the node-IP
+// guard immediately before binding it, and removes from kube-ipvs0 whatever
+// is protected or not desired (everything on kube-ipvs0 is the proxy's). It
+// never touches any other interface and never brings kube-ipvs0 up. It keeps
+// the set found by the last dump, updated by its own changes. Not safe for
+// concurrent use.
 type Manager struct {
 	link  Link
 	guard Protector
@@ -151,12 +152,8 @@ func (m *Manager) Unbind(desired []netip.Prefix) *Result {
 	for _, p := range m.Current() {
 		why := "not desired"
 		remove := !want[p] || !isHost(p)
-		if !remove {
-			if reason, msg, ok := m.guard.Check(p.Addr()); !ok {
-				remove, why = true, string(reason)+": "+msg
-			}
-		} else if reason, msg, ok := m.guard.Check(p.Addr()); !ok {
-			why = string(reason) + ": " + msg
+		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
+			remove, why = true, string(reason)+": "+msg
 		}
 		if !remove {
 			continue
@@ -190,7 +187,7 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: errors.New("its virtual servers are not all programmed")})
 			continue
 		}
-		if reason, msg, ok := m.guard.Check(p.Addr()); !ok {
+		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
 			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: reason, Message: msg})
 			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(reason)), zap.String("message", msg))
 			continue

@@ -14,9 +14,9 @@ type setGuard map[netip.Addr]model.Reason
 
 func (g setGuard) Check(a netip.Addr) (model.Reason, string, bool) {
 	if r, ok := g[a]; ok {
-		return r, "protected in test", false
+		return r, "protected in test", true
 	}
-	return "", "", true
+	return "", "", false
 }
 
 func pfx(s ...string) []netip.Prefix {
@@ -121,9 +121,9 @@ func (g *flipGuard) Check(a netip.Addr) (model.Reason, string, bool) {
 	}
 	g.asked[a] = true
 	if g.protected[a] {
-		return model.ReasonNodeIP, "now protected", false
+		return model.ReasonNodeIP, "now protected", true
 	}
-	return "", "", true
+	return "", "", false
 }
 
 func TestBindRules(t *testing.T) {

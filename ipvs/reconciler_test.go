@@ -141,7 +141,7 @@ func TestUpdateServiceAttributes(t *testing.T) {
 	if res.ServicesUpdated != 1 || res.Changes() != 1 {
 		t.Errorf("result %+v", res)
 	}
-	want := lines("-A -t 10.96.0.10:80 -s sh -b sh-fallback,sh-port -p 60", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1")
+	want := lines("-A -t 10.96.0.10:80 -s sh -p 60 -b sh-fallback,sh-port", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1")
 	if got := ft.String(); got != want {
 		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
 	}
@@ -170,11 +170,11 @@ func TestGracefulTermination(t *testing.T) {
 		t.Errorf("a partial sync that only quiesces read the table")
 	}
 	want := lines(
+		"-A -u 10.96.0.10:53 -s rr",
+		"-a -u 10.96.0.10:53 -r 10.244.1.5:8080 -m -w 1",
 		"-A -t 10.96.0.10:80 -s rr",
 		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1",
 		"-a -t 10.96.0.10:80 -r 10.244.2.6:8080 -m -w 0",
-		"-A -u 10.96.0.10:53 -s rr",
-		"-a -u 10.96.0.10:53 -r 10.244.1.5:8080 -m -w 1",
 	)
 	if got := ft.String(); got != want {
 		t.Fatalf("after removal:\n%s\nwant:\n%s", got, want)

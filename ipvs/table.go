@@ -2,7 +2,6 @@ package ipvs
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 	"strings"
@@ -81,62 +80,15 @@ func hostPort(a netip.Addr, port uint16) string {
 	return netip.AddrPortFrom(a, port).String()
 }
 
-// CompareKeys orders keys by address, protocol and port.
-func CompareKeys(a, b Key) int {
-	if c := a.Address.Compare(b.Address); c != 0 {
-		return c
-	}
-	if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
-		return c
-	}
-	return int(a.Port) - int(b.Port)
-}
-
-func compareRealServers(a, b RealServer) int {
-	if c := a.Address.Compare(b.Address); c != 0 {
-		return c
-	}
-	return int(a.Port) - int(b.Port)
-}
-
-// Save renders virtual servers in `ipvsadm -S -n` form, sorted, one
-// "-A" line per virtual server followed by its "-a" lines. Persistence
-// timeout and scheduler flags are printed as ipvsadm prints them.
+// Save renders virtual servers in `ipvsadm -S -n` form, in the plan's
+// order (Sort), with the plan's formatter (WriteSave).
 func Save(vss []VirtualServer) string {
 	vss = slices.Clone(vss)
-	slices.SortFunc(vss, func(a, b VirtualServer) int { return CompareKeys(a.Key, b.Key) })
+	for i := range vss {
+		vss[i].RealServers = slices.Clone(vss[i].RealServers)
+	}
+	Sort(vss)
 	var b strings.Builder
-	for _, vs := range vss {
-		fmt.Fprintf(&b, "-A %s -s %s", vs.Key, vs.Scheduler)
-		if f := schedFlagNames(vs.Scheduler, vs.Flags); f != "" {
-			fmt.Fprintf(&b, " -b %s", f)
-		}
-		if vs.Flags&FlagPersistent != 0 {
-			fmt.Fprintf(&b, " -p %d", vs.PersistenceTimeout)
-		}
-		b.WriteByte('\n')
-		rss := slices.Clone(vs.RealServers)
-		slices.SortFunc(rss, compareRealServers)
-		for _, rs := range rss {
-			fmt.Fprintf(&b, "-a %s -r %s -m -w %d\n", vs.Key, hostPort(rs.Address, rs.Port), rs.Weight)
-		}
-	}
+	_ = WriteSave(&b, vss)
 	return b.String()
-}
-
-// schedFlagNames names scheduler flags as ipvsadm -b does: sh-fallback and
-// sh-port for sh, mh-fallback and mh-port for mh, flag-1 and flag-2 otherwise.
-func schedFlagNames(sched string, f Flags) string {
-	one, two := "flag-1", "flag-2"
-	if sched == "sh" || sched == "mh" {
-		one, two = sched+"-fallback", sched+"-port"
-	}
-	var names []string
-	if f&FlagSchedSH1 != 0 {
-		names = append(names, one)
-	}
-	if f&FlagSchedSH2 != 0 {
-		names = append(names, two)
-	}
-	return strings.Join(names, ",")
 }

@@ -1,0 +1,200 @@
+// Package applier makes the kernel hold a planner.State, in a safe order:
+//
+//  1. dump kube-ipvs0's addresses (one dump): what is bound now decides,
+//     with the node addresses, which virtual servers are ours;
+//  2. unbind addresses no longer desired, and protected ones — before their
+//     virtual servers are deleted, so a VIP is never local without one;
+//  3. reconcile IPVS (create, update, delete virtual and real servers);
+//  4. apply ipsets and iptables rules (the Rules layer itself adds set
+//     entries before the rules that refer to them);
+//  5. bind new addresses, each checked by the guard immediately before, and
+//     only once every virtual server on it exists.
+//
+// A failure of one service never stops the others: the Result lists what
+// failed, per service, and the next sync retries. The applier owns no
+// kernel access itself; it drives ipvs.Reconciler, addrmgr.Manager and the
+// Rules layer.
+package applier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// Rules is the ipset and iptables layer (package iptables). Apply must add
+// set entries before rules refer to them and remove them after.
+type Rules interface {
+	Apply(sets []iptables.IPSet, rules []iptables.Ruleset) error
+}
+
+// Applier applies planner states. Not safe for concurrent use.
+type Applier struct {
+	ipvs  *ipvs.Reconciler
+	addrs *addrmgr.Manager
+	rules Rules
+	log   *zap.Logger
+	// nodeAddrs are the node's own addresses from the last Full.
+	nodeAddrs []netip.Addr
+}
+
+// New returns an applier. rules may be nil: ipsets and iptables are then
+// left alone (until the iptables layer is plugged in).
+func New(r *ipvs.Reconciler, m *addrmgr.Manager, rules Rules, log *zap.Logger) *Applier {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Applier{ipvs: r, addrs: m, rules: rules, log: log}
+}
+
+// Result is what one sync did and what it could not do.
+type Result struct {
+	IPVS   *ipvs.Result
+	Unbind *addrmgr.Result
+	Bind   *addrmgr.Result
+	// RulesErr is the Rules layer's error, if any.
+	RulesErr error
+	// Failed maps "namespace/name:port" to why that service is not fully
+	// programmed; "" collects failures that belong to no service.
+	Failed map[string][]error
+}
+
+// Err joins every failure, or is nil. Guard refusals are not failures.
+func (r *Result) Err() error {
+	var errs []error
+	for _, s := range r.FailedServices() {
+		errs = append(errs, r.Failed[s]...)
+	}
+	return errors.Join(errs...)
+}
+
+// FailedServices lists the services that failed, sorted.
+func (r *Result) FailedServices() []string {
+	out := make([]string, 0, len(r.Failed))
+	for s := range r.Failed {
+		out = append(out, s)
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (r *Result) add(service string, err error) {
+	if r.Failed == nil {
+		r.Failed = map[string][]error{}
+	}
+	r.Failed[service] = append(r.Failed[service], err)
+}
+
+// Full applies the whole state: it dumps the IPVS table and kube-ipvs0
+// once each. nodeAddrs are the node's own addresses (NodePort servers on
+// them in the NodePort range are ours). The error is non-nil only when the
+// kernel could not be read; then nothing was changed.
+func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
+	a.nodeAddrs = slices.Clone(nodeAddrs)
+	return a.sync(st, true, nil)
+}
+
+// Partial applies the virtual servers of the changed services only (see
+// ipvs.Reconciler.Partial) and the whole address and rule state; IPVS is
+// not read. changed holds "namespace/name" or "namespace/name:port".
+func (a *Applier) Partial(st *planner.State, changed ...string) (*Result, error) {
+	return a.sync(st, false, changed)
+}
+
+func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result, error) {
+	res := &Result{}
+	bound, err := a.addrs.Dump()
+	if err != nil {
+		return nil, err
+	}
+	// Who asked for each address, to attribute address failures.
+	byAddr := make(map[netip.Addr][]*ipvs.VirtualServer)
+	for i := range st.VirtualServers {
+		vs := &st.VirtualServers[i]
+		byAddr[vs.Address] = append(byAddr[vs.Address], vs)
+	}
+	servicesOf := func(addr netip.Addr) []string {
+		var out []string
+		for _, vs := range byAddr[addr] {
+			out = append(out, vs.Service)
+		}
+		slices.Sort(out)
+		out = slices.Compact(out)
+		if len(out) == 0 {
+			out = []string{""}
+		}
+		return out
+	}
+
+	res.Unbind = a.addrs.Unbind(st.Addresses)
+	for _, f := range res.Unbind.Failures {
+		for _, s := range servicesOf(f.Prefix.Addr()) {
+			res.add(s, f)
+		}
+	}
+
+	if full {
+		own := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
+		for _, p := range bound {
+			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
+		}
+		for _, p := range st.Addresses {
+			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
+		}
+		res.IPVS, err = a.ipvs.Full(st.VirtualServers, own)
+	} else {
+		res.IPVS, err = a.ipvs.Partial(st.VirtualServers, changed...)
+	}
+	if err != nil {
+		// The table could not be read (full) or was never read (partial):
+		// addresses stay as they are rather than be bound without their
+		// virtual servers.
+		return nil, fmt.Errorf("ipvs sync: %w", err)
+	}
+	for _, f := range res.IPVS.Failures {
+		res.add(f.Service, f)
+	}
+
+	if a.rules != nil {
+		if err := a.rules.Apply(st.IPSets, st.Rulesets); err != nil {
+			res.RulesErr = err
+			res.add("", fmt.Errorf("iptables and ipsets: %w", err))
+		}
+	}
+
+	ready := func(addr netip.Addr) bool {
+		for _, vs := range byAddr[addr] {
+			if !a.ipvs.Has(vs.Key) {
+				return false
+			}
+		}
+		return true
+	}
+	res.Bind = a.addrs.Bind(st.Addresses, ready)
+	for _, f := range res.Bind.Failures {
+		for _, s := range servicesOf(f.Prefix.Addr()) {
+			res.add(s, f)
+		}
+	}
+	mode := "partial"
+	if full {
+		mode = "full"
+	}
+	fields := []zap.Field{zap.String("mode", mode), zap.Int("ipvsChanges", res.IPVS.Changes()),
+		zap.Int("bound", res.Bind.Bound), zap.Int("unbound", res.Unbind.Unbound),
+		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Strings("failedServices", res.FailedServices())}
+	if err := res.Err(); err != nil {
+		a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)
+	} else {
+		a.log.Debug("sync applied", fields...)
+	}
+	return res, nil
+}

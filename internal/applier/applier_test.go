@@ -1,0 +1,188 @@
+package applier
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+type setGuard map[netip.Addr]bool
+
+func (g setGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+	if g[a] {
+		return model.ReasonNodeIP, "node address", true
+	}
+	return "", "", false
+}
+
+// fakeRules holds the last applied state.
+type fakeRules struct {
+	sets []iptables.IPSet
+	err  error
+}
+
+func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.sets = sets
+	return nil
+}
+
+var (
+	nodeIP = netip.MustParseAddr("192.168.1.10")
+	ep1    = netip.MustParseAddr("10.244.1.5")
+)
+
+func service(name string, vip string, ports ...uint16) ([]ipvs.VirtualServer, netip.Prefix) {
+	a := netip.MustParseAddr(vip)
+	var out []ipvs.VirtualServer
+	for _, p := range ports {
+		out = append(out, ipvs.VirtualServer{
+			Key:         ipvs.Key{Protocol: model.TCP, Address: a, Port: p},
+			Scheduler:   "rr",
+			Service:     fmt.Sprintf("%s:p%d", name, p),
+			RealServers: []ipvs.RealServer{{Address: ep1, Port: 8080, Weight: 1}},
+		})
+	}
+	return out, netip.PrefixFrom(a, a.BitLen())
+}
+
+func state(svcs ...string) *planner.State {
+	st := &planner.State{}
+	for _, s := range svcs {
+		name, vip, _ := strings.Cut(s, "=")
+		vss, p := service(name, vip, 80, 443)
+		st.VirtualServers = append(st.VirtualServers, vss...)
+		st.Addresses = append(st.Addresses, p)
+	}
+	st.IPSets = []iptables.IPSet{{Name: "KUBE-CLUSTER-IP", Type: "hash:ip,port"}}
+	return st
+}
+
+type bed struct {
+	t     *testing.T
+	table *ipvs.FakeTable
+	link  *addrmgr.FakeLink
+	rules *fakeRules
+	a     *Applier
+}
+
+func newBed(t *testing.T, guard setGuard) *bed {
+	b := &bed{t: t, table: ipvs.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
+	// Order checks, on the state at the moment of each change.
+	b.link.OnAdd = func(p netip.Prefix) error {
+		if !strings.Contains(b.table.String(), "-A -t "+netip.AddrPortFrom(p.Addr(), 80).String()) {
+			t.Errorf("%s bound before its virtual servers exist", p)
+		}
+		if b.rules.sets == nil {
+			t.Errorf("%s bound before the ipsets were applied", p)
+		}
+		return nil
+	}
+	b.table.Fail = func(op string, k ipvs.Key) error {
+		if op == "DelService" && strings.Contains(b.link.String(), k.Address.String()+"/") {
+			t.Errorf("virtual server %s deleted while its address is still bound", k)
+		}
+		return nil
+	}
+	r := ipvs.NewReconciler(b.table, ipvs.Options{})
+	b.a = New(r, addrmgr.NewManager(b.link, guard, nil), b.rules, nil)
+	return b
+}
+
+func TestFullThenPartialInOrder(t *testing.T) {
+	b := newBed(t, setGuard{})
+	res, err := b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if got := b.link.String(); got != "10.96.0.1/32\n10.96.0.2/32\n" {
+		t.Fatalf("addresses %q", got)
+	}
+	if res.IPVS.ServicesAdded != 4 || res.Bind.Bound != 2 {
+		t.Fatalf("%+v %+v", res.IPVS, res.Bind)
+	}
+	// Service b deleted: unbind, then delete its virtual servers.
+	res, err = b.a.Partial(state("ns/a=10.96.0.1"), "ns/b")
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if got := b.link.String(); got != "10.96.0.1/32\n" || res.IPVS.ServicesDeleted != 2 {
+		t.Fatalf("addresses %q, %+v", got, res.IPVS)
+	}
+	if strings.Contains(b.table.String(), "10.96.0.2") {
+		t.Fatalf("b left in IPVS:\n%s", b.table)
+	}
+}
+
+func TestRestartAdoptsAndCleans(t *testing.T) {
+	b := newBed(t, setGuard{})
+	if _, err := b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP}); err != nil {
+		t.Fatal(err)
+	}
+	// A foreign virtual server on another address, added by hand.
+	if err := b.table.AddService(ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("192.168.1.200"), Port: 443}, Scheduler: "wlc"}); err != nil {
+		t.Fatal(err)
+	}
+	// Restart: a new applier over the same kernel, where b is gone.
+	mut := b.table.Mutations
+	r := ipvs.NewReconciler(b.table, ipvs.Options{})
+	a2 := New(r, addrmgr.NewManager(b.link, setGuard{}, nil), b.rules, nil)
+	res, err := a2.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP})
+	if err != nil || res.Err() != nil || res.IPVS.Changes() != 0 || b.table.Mutations != mut || res.Bind.Bound+res.Unbind.Unbound != 0 {
+		t.Fatalf("restart over the same state changed things: %+v %v", res.IPVS, err)
+	}
+	res, err = a2.Full(state("ns/a=10.96.0.1"), []netip.Addr{nodeIP})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if res.IPVS.ServicesDeleted != 2 || !strings.Contains(b.table.String(), "-A -t 192.168.1.200:443 -s wlc") {
+		t.Fatalf("%+v\n%s", res.IPVS, b.table)
+	}
+}
+
+func TestFailuresPerService(t *testing.T) {
+	b := newBed(t, setGuard{netip.MustParseAddr("10.96.0.3"): true})
+	boom := errors.New("boom")
+	old := b.table.Fail
+	b.table.Fail = func(op string, k ipvs.Key) error {
+		if op == "AddService" && k.Address == netip.MustParseAddr("10.96.0.2") && k.Port == 443 {
+			return boom
+		}
+		return old(op, k)
+	}
+	res, err := b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2", "ns/c=10.96.0.3"), []netip.Addr{nodeIP})
+	if err != nil {
+		t.Fatal(err)
+	}
+	// b:p443 failed, so b's address is not bound (b:p80 is marked too); c
+	// is refused by the guard (not a failure); a is fine.
+	if got := strings.Join(res.FailedServices(), ","); got != "ns/b:p443,ns/b:p80" {
+		t.Fatalf("failed services %q: %v", got, res.Err())
+	}
+	if !errors.Is(res.Err(), boom) {
+		t.Fatalf("err %v", res.Err())
+	}
+	if got := b.link.String(); got != "10.96.0.1/32\n" {
+		t.Fatalf("addresses %q", got)
+	}
+	if len(res.Bind.Refused) != 1 || res.Bind.Refused[0].Prefix.Addr() != netip.MustParseAddr("10.96.0.3") {
+		t.Fatalf("refused %+v", res.Bind.Refused)
+	}
+	// Rules failing is reported, and the rest still applied.
+	b.table.Fail = old
+	b.rules.err = errors.New("iptables-restore: exit 1")
+	res, err = b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP})
+	if err != nil || res.RulesErr == nil || res.IPVS.Err() != nil {
+		t.Fatalf("%v %v %v", err, res.RulesErr, res.IPVS.Err())
+	}
+}
