@@ -1,0 +1,109 @@
+package config
+
+import (
+	"errors"
+	"net/netip"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/spf13/pflag"
+)
+
+func parse(t *testing.T, args ...string) (*Config, error) {
+	t.Helper()
+	c := Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	c.AddFlags(fs)
+	if err := fs.Parse(args); err != nil {
+		t.Fatalf("parse %v: %v", args, err)
+	}
+	return c, c.Complete(fs)
+}
+
+func TestDefaults(t *testing.T) {
+	c, err := parse(t)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.SyncPeriod != 30*time.Second || c.MinSyncPeriod != 0 || c.HealthzBindAddress != "0.0.0.0:10256" ||
+		c.MetricsBindAddress != "127.0.0.1:10249" || c.StateDir != "/var/lib/ipvs-proxy" || c.IPVSScheduler != "rr" ||
+		c.MasqueradeBit != 14 {
+		t.Errorf("defaults: %+v", c)
+	}
+}
+
+func TestOwnFileAndFlagPrecedence(t *testing.T) {
+	c, err := parse(t, "--config", "testdata/own.yaml", "--ipvs-scheduler", "sh", "--sync-period", "20s")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.IPVSScheduler != "sh" || c.SyncPeriod != 20*time.Second {
+		t.Errorf("command-line flags must win: scheduler %q sync %v", c.IPVSScheduler, c.SyncPeriod)
+	}
+	if c.HostnameOverride != "node-a" || !c.IPVSStrictARP || c.IPVSTCPTimeout != 900*time.Second ||
+		c.IPVSGracefulPeriod != time.Minute || c.MinSyncPeriod != time.Second || !c.RefuseNodeExternalIPs ||
+		c.StateDir != "/tmp/x" || c.LogLevel != "debug" || c.LogFormat != "console" {
+		t.Errorf("file values not applied: %+v", c)
+	}
+	if len(c.Warnings) != 0 {
+		t.Errorf("own kind warned: %v", c.Warnings)
+	}
+	o, err := c.PlannerOptions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
+	if !reflect.DeepEqual(o.ClusterCIDRs, want) || o.Scheduler != "sh" || !o.RefuseNodeExternalIPs ||
+		len(o.ProtectedCIDRs) != 1 || len(o.ExcludeCIDRs) != 1 || len(o.NodePortAddresses) != 1 || o.MasqueradeBit != 14 {
+		t.Errorf("planner options: %+v", o)
+	}
+}
+
+func TestKubeProxyConfiguration(t *testing.T) {
+	c, err := parse(t, "--config", "testdata/kube-proxy.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if c.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || c.IPVSScheduler != "wrr" || !c.IPVSStrictARP ||
+		c.SyncPeriod != 45*time.Second || c.ClusterCIDR != "10.244.0.0/16" || c.MetricsBindAddress != "0.0.0.0:10249" {
+		t.Errorf("kube-proxy values not applied: %+v", c)
+	}
+	want := []string{"bindAddress", "clientConnection.burst", "clientConnection.contentType", "clientConnection.qps",
+		"configSyncPeriod", "conntrack.maxPerCore", "conntrack.min", "conntrack.tcpCloseWaitTimeout",
+		"conntrack.tcpEstablishedTimeout", "iptables.syncPeriod", "oomScoreAdj", "udpIdleTimeout"}
+	if !reflect.DeepEqual(c.Warnings, want) {
+		t.Errorf("warnings\n got %q\nwant %q", c.Warnings, want)
+	}
+}
+
+func TestInvalid(t *testing.T) {
+	for _, args := range [][]string{
+		{"--cluster-cidr", "10.0.0.0/33"},
+		{"--protected-cidrs", "nonsense"},
+		{"--masquerade-bit", "32"},
+		{"--sync-period", "0s"},
+		{"--min-sync-period", "1m", "--sync-period", "30s"},
+		{"--log-format", "xml"},
+		{"--healthz-bind-address", "10256"},
+		{"--config", "testdata/missing.yaml"},
+		{"--config", "config_test.go"},
+	} {
+		if _, err := parse(t, args...); err == nil {
+			t.Errorf("%v: no error", args)
+		} else if args[0] != "--config" && !errors.Is(err, ErrInvalid) {
+			t.Errorf("%v: %v does not wrap ErrInvalid", args, err)
+		}
+	}
+}
+
+func TestParseCIDRs(t *testing.T) {
+	got, err := ParseCIDRs([]string{"10.1.2.3", " 10.1.2.3/8", "", "fd00::1"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Prefix{netip.MustParsePrefix("10.1.2.3/32"), netip.MustParsePrefix("10.0.0.0/8"), netip.MustParsePrefix("fd00::1/128")}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("got %v want %v", got, want)
+	}
+}

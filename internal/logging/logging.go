@@ -1,0 +1,66 @@
+// Package logging builds the proxy's zap logger from --log-level and
+// --log-format and routes client-go's klog output into it, so that every
+// line the process writes has one format. It owns process-wide logger
+// globals (zap's and klog's); it never writes anywhere but stderr.
+package logging
+
+import (
+	"errors"
+	"fmt"
+
+	"github.com/go-logr/zapr"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/klog/v2"
+)
+
+// Formats accepted by --log-format.
+const (
+	FormatJSON    = "json"
+	FormatConsole = "console"
+)
+
+// ErrFormat is returned for a --log-format other than json or console.
+var ErrFormat = errors.New("unknown log format")
+
+// Options are the logging flags.
+type Options struct {
+	// Level is --log-level: debug, info, warn, error.
+	Level string
+	// Format is --log-format: json or console.
+	Format string
+}
+
+// New builds a logger writing to stderr.
+func New(o Options) (*zap.Logger, error) {
+	lvl, err := zapcore.ParseLevel(o.Level)
+	if err != nil {
+		return nil, fmt.Errorf("--log-level %q: %w", o.Level, err)
+	}
+	var cfg zap.Config
+	switch o.Format {
+	case FormatJSON, "":
+		cfg = zap.NewProductionConfig()
+		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
+	case FormatConsole:
+		cfg = zap.NewDevelopmentConfig()
+		cfg.Development = false
+	default:
+		return nil, fmt.Errorf("--log-format %q: %w (want json or console)", o.Format, ErrFormat)
+	}
+	cfg.Level = zap.NewAtomicLevelAt(lvl)
+	cfg.Sampling = nil
+	cfg.DisableStacktrace = lvl > zapcore.DebugLevel
+	cfg.OutputPaths = []string{"stderr"}
+	cfg.ErrorOutputPaths = []string{"stderr"}
+	return cfg.Build()
+}
+
+// Install makes log the process-wide zap logger and routes klog (client-go's
+// logging) into it under the name "klog". klog verbosity levels map to zap
+// levels as logr does: V(0) is info, V(1) and above are debug.
+func Install(log *zap.Logger) {
+	zap.ReplaceGlobals(log)
+	klog.SetLogger(zapr.NewLoggerWithOptions(log.Named("klog").WithOptions(zap.AddCallerSkip(1)),
+		zapr.ErrorKey("err")))
+}
