@@ -3,18 +3,28 @@ package config
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"reflect"
 	"testing"
 	"time"
 
 	"github.com/spf13/pflag"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
+
+// testPlanningFlags stands in for cmd/ipvs-proxy's addPlanningFlags.
+func testPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
+	fs.StringVar(&o.Scheduler, "ipvs-scheduler", o.Scheduler, "")
+	fs.IntVar(&o.MasqueradeBit, "masquerade-bit", o.MasqueradeBit, "")
+	fs.BoolVar(&o.RefuseNodeExternalIPs, "refuse-node-external-ips", false, "")
+}
 
 func parse(t *testing.T, args ...string) (*Config, error) {
 	t.Helper()
 	c := Default()
 	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
-	c.AddFlags(fs)
+	c.AddFlags(fs, testPlanningFlags)
 	if err := fs.Parse(args); err != nil {
 		t.Fatalf("parse %v: %v", args, err)
 	}
@@ -27,8 +37,8 @@ func TestDefaults(t *testing.T) {
 		t.Fatal(err)
 	}
 	if c.SyncPeriod != 30*time.Second || c.MinSyncPeriod != 0 || c.HealthzBindAddress != "0.0.0.0:10256" ||
-		c.MetricsBindAddress != "127.0.0.1:10249" || c.StateDir != "/var/lib/ipvs-proxy" || c.IPVSScheduler != "rr" ||
-		c.MasqueradeBit != 14 {
+		c.MetricsBindAddress != "127.0.0.1:10249" || c.StateDir != "/var/lib/ipvs-proxy" || c.Planning.Scheduler != "rr" ||
+		c.Planning.MasqueradeBit != 14 {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -38,21 +48,18 @@ func TestOwnFileAndFlagPrecedence(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.IPVSScheduler != "sh" || c.SyncPeriod != 20*time.Second {
-		t.Errorf("command-line flags must win: scheduler %q sync %v", c.IPVSScheduler, c.SyncPeriod)
+	if c.Planning.Scheduler != "sh" || c.SyncPeriod != 20*time.Second {
+		t.Errorf("command-line flags must win: scheduler %q sync %v", c.Planning.Scheduler, c.SyncPeriod)
 	}
 	if c.HostnameOverride != "node-a" || !c.IPVSStrictARP || c.IPVSTCPTimeout != 900*time.Second ||
-		c.IPVSGracefulPeriod != time.Minute || c.MinSyncPeriod != time.Second || !c.RefuseNodeExternalIPs ||
+		c.IPVSGracefulPeriod != time.Minute || c.MinSyncPeriod != time.Second || !c.Planning.RefuseNodeExternalIPs ||
 		c.StateDir != "/tmp/x" || c.LogLevel != "debug" || c.LogFormat != "console" {
 		t.Errorf("file values not applied: %+v", c)
 	}
 	if len(c.Warnings) != 0 {
 		t.Errorf("own kind warned: %v", c.Warnings)
 	}
-	o, err := c.PlannerOptions()
-	if err != nil {
-		t.Fatal(err)
-	}
+	o := c.Planning
 	want := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
 	if !reflect.DeepEqual(o.ClusterCIDRs, want) || o.Scheduler != "sh" || !o.RefuseNodeExternalIPs ||
 		len(o.ProtectedCIDRs) != 1 || len(o.ExcludeCIDRs) != 1 || len(o.NodePortAddresses) != 1 || o.MasqueradeBit != 14 {
@@ -65,8 +72,8 @@ func TestKubeProxyConfiguration(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || c.IPVSScheduler != "wrr" || !c.IPVSStrictARP ||
-		c.SyncPeriod != 45*time.Second || c.ClusterCIDR != "10.244.0.0/16" || c.MetricsBindAddress != "0.0.0.0:10249" {
+	if c.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || c.Planning.Scheduler != "wrr" || !c.IPVSStrictARP ||
+		c.SyncPeriod != 45*time.Second || !reflect.DeepEqual(c.Planning.ClusterCIDRs, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}) || c.MetricsBindAddress != "0.0.0.0:10249" {
 		t.Errorf("kube-proxy values not applied: %+v", c)
 	}
 	want := []string{"bindAddress", "clientConnection.burst", "clientConnection.contentType", "clientConnection.qps",
@@ -77,10 +84,25 @@ func TestKubeProxyConfiguration(t *testing.T) {
 	}
 }
 
+func TestInvalidFile(t *testing.T) {
+	dir := t.TempDir()
+	p := dir + "/bad.yaml"
+	if err := os.WriteFile(p, []byte("apiVersion: ipvs-proxy.io/v1alpha1\nkind: ProxyConfiguration\nprotectedCIDRs: [nonsense]\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parse(t, "--config", p); !errors.Is(err, ErrInvalid) {
+		t.Errorf("bad CIDR in file: %v", err)
+	}
+	if err := os.WriteFile(p, []byte("apiVersion: ipvs-proxy.io/v1alpha1\nkind: ProxyConfiguration\nsyncPeriodz: 1s\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := parse(t, "--config", p); !errors.Is(err, ErrInvalid) {
+		t.Errorf("unknown field in own kind: %v", err)
+	}
+}
+
 func TestInvalid(t *testing.T) {
 	for _, args := range [][]string{
-		{"--cluster-cidr", "10.0.0.0/33"},
-		{"--protected-cidrs", "nonsense"},
 		{"--masquerade-bit", "32"},
 		{"--sync-period", "0s"},
 		{"--min-sync-period", "1m", "--sync-period", "30s"},

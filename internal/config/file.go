@@ -2,7 +2,9 @@ package config
 
 import (
 	"encoding/json"
+	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"sort"
 	"strings"
@@ -72,7 +74,29 @@ type LoggingSettings struct {
 
 // setter assigns one file value unless its flag was given on the command line.
 type setter struct {
-	fs *pflag.FlagSet
+	fs   *pflag.FlagSet
+	errs *[]error
+}
+
+// setPrefixes parses CIDRs from the file into dst.
+func setPrefixes(s setter, flag string, dst *[]netip.Prefix, v []string) {
+	if v == nil || (s.fs != nil && s.fs.Changed(flag)) {
+		return
+	}
+	p, err := ParseCIDRs(v)
+	if err != nil {
+		*s.errs = append(*s.errs, fmt.Errorf("%s: %v: %w", flag, err, ErrInvalid))
+		return
+	}
+	*dst = p
+}
+
+// splitComma splits kube-proxy's comma-separated clusterCIDR.
+func splitComma(v *string) []string {
+	if v == nil {
+		return nil
+	}
+	return strings.Split(*v, ",")
 }
 
 func set[T any](s setter, flag string, dst *T, v *T) {
@@ -105,13 +129,15 @@ func (c *Config) loadFile(path string, fs *pflag.FlagSet) error {
 	if err := yaml.Unmarshal(data, &tm); err != nil {
 		return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
 	}
+	var errs []error
+	st := setter{fs, &errs}
 	switch {
 	case tm.APIVersion == APIVersion && tm.Kind == Kind:
 		var pc ProxyConfiguration
 		if err := yaml.UnmarshalStrict(data, &pc); err != nil {
 			return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
 		}
-		c.applyOwn(&pc, setter{fs})
+		c.applyOwn(&pc, st)
 	case tm.APIVersion == kubeProxyAPIVersion && tm.Kind == kubeProxyKind:
 		var kp kubeproxy.KubeProxyConfiguration
 		if err := yaml.Unmarshal(data, &kp); err != nil {
@@ -121,11 +147,14 @@ func (c *Config) loadFile(path string, fs *pflag.FlagSet) error {
 		if err := yaml.Unmarshal(data, &raw); err != nil {
 			return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
 		}
-		c.applyKubeProxy(&kp, setter{fs})
+		c.applyKubeProxy(&kp, st)
 		c.Warnings = append(c.Warnings, kubeProxyIgnored(&kp, raw)...)
 	default:
 		return fmt.Errorf("--config %s: apiVersion %q kind %q: want %s %s or %s %s: %w",
 			path, tm.APIVersion, tm.Kind, APIVersion, Kind, kubeProxyAPIVersion, kubeProxyKind, ErrInvalid)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("--config %s: %w", path, err)
 	}
 	return nil
 }
@@ -134,25 +163,25 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "kubeconfig", &c.Kubeconfig, pc.Kubeconfig)
 	set(s, "master", &c.Master, pc.Master)
 	set(s, "hostname-override", &c.HostnameOverride, pc.HostnameOverride)
-	set(s, "cluster-cidr", &c.ClusterCIDR, pc.ClusterCIDR)
-	setSlice(s, "nodeport-addresses", &c.NodePortAddresses, pc.NodePortAddresses)
+	setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, splitComma(pc.ClusterCIDR))
+	setPrefixes(s, "nodeport-addresses", &c.Planning.NodePortAddresses, pc.NodePortAddresses)
 	if v := pc.IPVS; v != nil {
-		set(s, "ipvs-scheduler", &c.IPVSScheduler, v.Scheduler)
+		set(s, "ipvs-scheduler", &c.Planning.Scheduler, v.Scheduler)
 		set(s, "ipvs-strict-arp", &c.IPVSStrictARP, v.StrictARP)
-		setSlice(s, "ipvs-exclude-cidrs", &c.IPVSExcludeCIDRs, v.ExcludeCIDRs)
+		setPrefixes(s, "ipvs-exclude-cidrs", &c.Planning.ExcludeCIDRs, v.ExcludeCIDRs)
 		setDuration(s, "ipvs-tcp-timeout", &c.IPVSTCPTimeout, v.TCPTimeout)
 		setDuration(s, "ipvs-tcpfin-timeout", &c.IPVSTCPFinTimeout, v.TCPFinTimeout)
 		setDuration(s, "ipvs-udp-timeout", &c.IPVSUDPTimeout, v.UDPTimeout)
 		setDuration(s, "ipvs-graceful-period", &c.IPVSGracefulPeriod, v.GracefulPeriod)
 	}
-	set(s, "masquerade-all", &c.MasqueradeAll, pc.MasqueradeAll)
-	set(s, "masquerade-bit", &c.MasqueradeBit, pc.MasqueradeBit)
+	set(s, "masquerade-all", &c.Planning.MasqueradeAll, pc.MasqueradeAll)
+	set(s, "masquerade-bit", &c.Planning.MasqueradeBit, pc.MasqueradeBit)
 	setDuration(s, "sync-period", &c.SyncPeriod, pc.SyncPeriod)
 	setDuration(s, "min-sync-period", &c.MinSyncPeriod, pc.MinSyncPeriod)
 	set(s, "healthz-bind-address", &c.HealthzBindAddress, pc.HealthzBindAddress)
 	set(s, "metrics-bind-address", &c.MetricsBindAddress, pc.MetricsBindAddress)
-	set(s, "refuse-node-external-ips", &c.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
-	setSlice(s, "protected-cidrs", &c.ProtectedCIDRs, pc.ProtectedCIDRs)
+	set(s, "refuse-node-external-ips", &c.Planning.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
+	setPrefixes(s, "protected-cidrs", &c.Planning.ProtectedCIDRs, pc.ProtectedCIDRs)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
@@ -206,7 +235,9 @@ func (c *Config) applyKubeProxy(kp *kubeproxy.KubeProxyConfiguration, s setter) 
 	set(s, "hostname-override", &c.HostnameOverride, nonEmpty(kp.HostnameOverride))
 	set(s, "healthz-bind-address", &c.HealthzBindAddress, nonEmpty(kp.HealthzBindAddress))
 	set(s, "metrics-bind-address", &c.MetricsBindAddress, nonEmpty(kp.MetricsBindAddress))
-	set(s, "cluster-cidr", &c.ClusterCIDR, nonEmpty(kp.ClusterCIDR))
+	if kp.ClusterCIDR != "" {
+		setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, strings.Split(kp.ClusterCIDR, ","))
+	}
 	var np []string
 	for _, a := range kp.NodePortAddresses {
 		// "primary" (the node's primary IPs) has no equivalent here: every
@@ -216,22 +247,22 @@ func (c *Config) applyKubeProxy(kp *kubeproxy.KubeProxyConfiguration, s setter) 
 		}
 	}
 	if len(np) > 0 {
-		setSlice(s, "nodeport-addresses", &c.NodePortAddresses, np)
+		setPrefixes(s, "nodeport-addresses", &c.Planning.NodePortAddresses, np)
 	}
-	set(s, "ipvs-scheduler", &c.IPVSScheduler, nonEmpty(kp.IPVS.Scheduler))
+	set(s, "ipvs-scheduler", &c.Planning.Scheduler, nonEmpty(kp.IPVS.Scheduler))
 	set(s, "ipvs-strict-arp", &c.IPVSStrictARP, nonEmpty(kp.IPVS.StrictARP))
 	if len(kp.IPVS.ExcludeCIDRs) > 0 {
-		setSlice(s, "ipvs-exclude-cidrs", &c.IPVSExcludeCIDRs, kp.IPVS.ExcludeCIDRs)
+		setPrefixes(s, "ipvs-exclude-cidrs", &c.Planning.ExcludeCIDRs, kp.IPVS.ExcludeCIDRs)
 	}
 	setDuration(s, "ipvs-tcp-timeout", &c.IPVSTCPTimeout, nonZeroDuration(kp.IPVS.TCPTimeout))
 	setDuration(s, "ipvs-tcpfin-timeout", &c.IPVSTCPFinTimeout, nonZeroDuration(kp.IPVS.TCPFinTimeout))
 	setDuration(s, "ipvs-udp-timeout", &c.IPVSUDPTimeout, nonZeroDuration(kp.IPVS.UDPTimeout))
 	setDuration(s, "sync-period", &c.SyncPeriod, nonZeroDuration(kp.IPVS.SyncPeriod))
 	setDuration(s, "min-sync-period", &c.MinSyncPeriod, nonZeroDuration(kp.IPVS.MinSyncPeriod))
-	set(s, "masquerade-all", &c.MasqueradeAll, nonEmpty(kp.IPTables.MasqueradeAll))
+	set(s, "masquerade-all", &c.Planning.MasqueradeAll, nonEmpty(kp.IPTables.MasqueradeAll))
 	if kp.IPTables.MasqueradeBit != nil {
 		bit := int(*kp.IPTables.MasqueradeBit)
-		set(s, "masquerade-bit", &c.MasqueradeBit, &bit)
+		set(s, "masquerade-bit", &c.Planning.MasqueradeBit, &bit)
 	}
 }
 
