@@ -1,0 +1,224 @@
+package iptables
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Applier makes the kernel hold the planned ipsets and iptables rules of one
+// node, and nothing it does not own:
+//
+//   - ipsets through netlink (no `ipset` exec): only the sets the plan names;
+//     a set created by someone else under another name is never listed for
+//     change, flushed or destroyed.
+//   - chains through iptables-save / iptables-restore --noflush (atomic per
+//     table) and go-iptables: only the non-built-in chains the plan names and
+//     the plan's rules in the built-in chains (PREROUTING, OUTPUT,
+//     POSTROUTING, INPUT, FORWARD). Rules of others in the built-in chains,
+//     and every other chain (a user's, Docker's), are left as they are.
+//
+// Cost per call, per family:
+//
+//   - Full: one netlink dump of all sets; entry adds/deletes for the
+//     differences only, batched into few messages; one `iptables-save -t T`
+//     per planned table; `iptables-restore` only for a table whose chains or
+//     jumps differ (then one more save to learn iptables' canonical text). On
+//     the first Full after start, `iptables -C` (go-iptables) for each jump rule
+//     whose saved text differs from the plan's spelling.
+//   - Partial: no dump, no exec; entry adds/deletes against the in-memory
+//     mirror the last Full built.
+//
+// An Applier is bound to the network namespace it was created in (its
+// netlink socket) and to the one its caller's thread is in (the iptables
+// binaries it runs). It is safe for concurrent use; calls are serialized.
+type Applier struct {
+	mu     sync.Mutex
+	log    *zap.Logger
+	sets   *setSyncer
+	closer func()
+	// chains per family; created on first use.
+	chains    map[string]*chainSyncer
+	newRunner func(family string) (ruleRunner, error)
+	// lastRules are the rulesets of the last successful chain sync; Apply
+	// resyncs chains only when the plan's rules differ from them.
+	lastRules []Ruleset
+}
+
+// NewApplier opens the ipset netlink socket in the caller's network namespace.
+// The iptables binaries of a family are looked up on its first use, so a
+// host without ip6tables works as long as no inet6 Ruleset is planned.
+func NewApplier(log *zap.Logger) (*Applier, error) {
+	ns, err := newNetlinkSets()
+	if err != nil {
+		return nil, err
+	}
+	a := newApplier(ns, func(f string) (ruleRunner, error) { return newExecRunner(f) }, log)
+	a.closer = ns.Close
+	return a, nil
+}
+
+func newApplier(k setKernel, newRunner func(string) (ruleRunner, error), log *zap.Logger) *Applier {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Applier{log: log, sets: newSetSyncer(k), chains: map[string]*chainSyncer{}, newRunner: newRunner}
+}
+
+// Close releases the netlink socket.
+func (a *Applier) Close() {
+	if a.closer != nil {
+		a.closer()
+	}
+}
+
+func (a *Applier) chainsFor(family string) (*chainSyncer, error) {
+	if c := a.chains[family]; c != nil {
+		return c, nil
+	}
+	r, err := a.newRunner(family)
+	if err != nil {
+		return nil, err
+	}
+	c := newChainSyncer(family, r)
+	a.chains[family] = c
+	return c, nil
+}
+
+// Full reads the kernel (one ipset dump, one iptables-save per table) and
+// repairs everything that differs from the plan: missing or extra set
+// entries, sets of the wrong type, flushed or edited chains, deleted,
+// duplicated or reordered jump rules. Order: set entries first (rules refer
+// to the sets), then chains, then sets the proxy created and no longer plans.
+// Every set and table is attempted; the error joins what failed.
+func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	if err := a.sets.full(sets); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.syncChains(rules); err != nil {
+		errs = append(errs, err)
+	}
+	if err := a.sets.destroyStale(sets); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	a.log.Debug("iptables full sync", zap.Int("sets", len(sets)), zap.Int("rulesets", len(rules)), zap.Error(err))
+	return err
+}
+
+func (a *Applier) syncChains(rules []Ruleset) error {
+	var errs []error
+	for _, rs := range rules {
+		c, err := a.chainsFor(rs.Family)
+		if err == nil {
+			err = c.full(rs)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s rules: %w", rs.Family, err))
+		}
+	}
+	if len(errs) == 0 {
+		a.lastRules = cloneRulesets(rules)
+	} else {
+		a.lastRules = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Partial applies the entry differences between sets and the mirror of the
+// last Full: no dump, no exec. sets is the whole planned list (as
+// planner.State.IPSets); unchanged sets cost one in-memory comparison. A
+// set the mirror lacks is created; sets no longer planned are left for the
+// next Full.
+func (a *Applier) Partial(sets []IPSet) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.sets.partial(sets)
+}
+
+// Apply is Partial for the sets, plus a chain sync (as in Full) when the
+// planned rules differ from those last applied — they depend only on flags
+// and node addresses, so this is rare. It suits callers that do not tell full
+// from partial syncs; a periodic Full is still needed to repair tampering.
+func (a *Applier) Apply(sets []IPSet, rules []Ruleset) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	if err := a.sets.partial(sets); err != nil {
+		errs = append(errs, err)
+	}
+	if a.lastRules == nil || !equalRulesets(a.lastRules, rules) {
+		if err := a.syncChains(rules); err != nil {
+			errs = append(errs, err)
+		}
+		if err := a.sets.destroyStale(sets); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup removes what the proxy owns and nothing else: the non-built-in
+// chains named in rules (and any it created since start), every rule in a
+// built-in chain that jumps to them or equals a planned one, and then the
+// sets named in sets. Pass the plan of an empty cluster (every set and chain
+// exists even then). A second Cleanup finds nothing and changes nothing.
+func (a *Applier) Cleanup(sets []IPSet, rules []Ruleset) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, rs := range rules {
+		c, err := a.chainsFor(rs.Family)
+		if err == nil {
+			err = c.cleanup(rs)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s rules: %w", rs.Family, err))
+		}
+	}
+	a.lastRules = nil
+	names := make([]string, 0, len(sets))
+	for _, s := range sets {
+		names = append(names, s.Name)
+	}
+	if err := a.sets.cleanup(names); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func cloneRulesets(in []Ruleset) []Ruleset {
+	out := make([]Ruleset, len(in))
+	for i, rs := range in {
+		out[i] = Ruleset{Family: rs.Family, Tables: make([]Table, len(rs.Tables))}
+		for j, t := range rs.Tables {
+			out[i].Tables[j] = Table{Name: t.Name, Chains: make([]Chain, len(t.Chains))}
+			for k, c := range t.Chains {
+				rules := make([]Rule, len(c.Rules))
+				for l, r := range c.Rules {
+					rules[l] = slices.Clone(r)
+				}
+				out[i].Tables[j].Chains[k] = Chain{Name: c.Name, Builtin: c.Builtin, Rules: rules}
+			}
+		}
+	}
+	return out
+}
+
+func equalRulesets(a, b []Ruleset) bool {
+	return slices.EqualFunc(a, b, func(x, y Ruleset) bool {
+		return x.Family == y.Family && slices.EqualFunc(x.Tables, y.Tables, func(s, t Table) bool {
+			return s.Name == t.Name && slices.EqualFunc(s.Chains, t.Chains, func(c, d Chain) bool {
+				return c.Name == d.Name && c.Builtin == d.Builtin && slices.EqualFunc(c.Rules, d.Rules, func(r, q Rule) bool {
+					return slices.Equal(r, q)
+				})
+			})
+		})
+	})
+}

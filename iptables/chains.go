@@ -1,0 +1,397 @@
+package iptables
+
+import (
+	"errors"
+	"maps"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// ruleRunner is one family's iptables binaries, as the chain syncer needs
+// them. The exec implementation is execRunner; unit tests use a stateful fake.
+type ruleRunner interface {
+	// Save is `iptables-save -t TABLE`.
+	Save(table string) (string, error)
+	// Restore is `iptables-restore -w 5 --noflush` fed with input: one atomic
+	// transaction that declares (creating or flushing) and fills chains.
+	Restore(input string) error
+	// Exists is `iptables -t TABLE -C CHAIN RULE...` (go-iptables).
+	Exists(table, chain string, rule Rule) (bool, error)
+}
+
+// savedTable is one table of iptables-save output: each chain's rules, as the
+// text after "-A CHAIN ".
+type savedTable map[string][]string
+
+// parseSave reads `iptables-save -t TABLE` output.
+func parseSave(out string) savedTable {
+	t := savedTable{}
+	for line := range strings.Lines(out) {
+		line = strings.TrimRight(line, "\r\n")
+		switch {
+		case strings.HasPrefix(line, ":"):
+			name, _, _ := strings.Cut(line[1:], " ")
+			if _, ok := t[name]; !ok {
+				t[name] = nil
+			}
+		case strings.HasPrefix(line, "-A "):
+			name, rest, _ := strings.Cut(line[3:], " ")
+			t[name] = append(t[name], rest)
+		}
+	}
+	return t
+}
+
+// quoteArg quotes one argument the way iptables-save does, so that
+// iptables-restore reads it back as one word.
+func quoteArg(a string) string {
+	if a != "" && !strings.ContainsAny(a, " \t\"'\\") {
+		return a
+	}
+	return `"` + strings.NewReplacer(`\`, `\\`, `"`, `\"`).Replace(a) + `"`
+}
+
+// RuleText renders a rule spec as iptables-save and iptables-restore write
+// it after "-A CHAIN ".
+func RuleText(r Rule) string {
+	q := make([]string, len(r))
+	for i, a := range r {
+		q[i] = quoteArg(a)
+	}
+	return strings.Join(q, " ")
+}
+
+// ruleTarget is the chain a saved rule jumps or goes to ("" for none).
+func ruleTarget(text string) string {
+	f := strings.Fields(text)
+	for i := 0; i+1 < len(f); i++ {
+		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
+			return f[i+1]
+		}
+	}
+	return ""
+}
+
+func ruleTargetSpec(r Rule) string {
+	for i := 0; i+1 < len(r); i++ {
+		if r[i] == "-j" || r[i] == "-g" || r[i] == "--jump" || r[i] == "--goto" {
+			return r[i+1]
+		}
+	}
+	return ""
+}
+
+// canon remembers, per chain, the rules we last wrote and the text
+// iptables-save printed for them just after, since iptables canonicalizes
+// (`--or-mark 0x4000` is saved as `--set-xmark 0x4000/0x4000`, `-p tcp
+// --dport 80` as `-p tcp -m tcp --dport 80`).
+type canon struct {
+	want []string
+	got  []string
+}
+
+// chainSyncer keeps one family's proxy chains and jump rules as planned.
+type chainSyncer struct {
+	family string
+	r      ruleRunner
+	// canon is keyed "table/chain".
+	canon map[string]canon
+	// owned holds "table/chain" of every chain the proxy has planned since
+	// it started, so a chain dropped from the plan is still removed.
+	owned map[string]bool
+}
+
+func newChainSyncer(family string, r ruleRunner) *chainSyncer {
+	return &chainSyncer{family: family, r: r, canon: map[string]canon{}, owned: map[string]bool{}}
+}
+
+func renderRules(rules []Rule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = RuleText(r)
+	}
+	return out
+}
+
+// matches reports whether a chain's saved rules are what we want, either
+// literally or as iptables canonicalized them after our last write.
+func (c *chainSyncer) matches(key string, want, got []string) bool {
+	if slices.Equal(want, got) {
+		return true
+	}
+	k, ok := c.canon[key]
+	return ok && slices.Equal(k.want, want) && slices.Equal(k.got, got)
+}
+
+// ourJumps are the rules in a built-in chain that jump to one of ours, or
+// that are literally one of ours (texts).
+func ourJumps(rules []string, ours map[string]bool, texts ...[]string) []string {
+	var out []string
+	for _, r := range rules {
+		if ours[ruleTarget(r)] || slices.ContainsFunc(texts, func(t []string) bool { return slices.Contains(t, r) }) {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// full makes the tables of rs hold our chains exactly as planned and our
+// jump rules at the head of the built-in chains, with one iptables-save per
+// table, and one iptables-restore per table only where something differs.
+// Chains and rules of others are never written.
+func (c *chainSyncer) full(rs Ruleset) error {
+	var errs []error
+	for _, t := range rs.Tables {
+		if err := c.syncTable(t); err != nil {
+			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, t.Name, err))
+		}
+	}
+	// Tables we owned chains in but no longer plan at all.
+	planned := map[string]bool{}
+	for _, t := range rs.Tables {
+		planned[t.Name] = true
+	}
+	stale := map[string]bool{}
+	for key := range c.owned {
+		table, _, _ := strings.Cut(key, "/")
+		if !planned[table] {
+			stale[table] = true
+		}
+	}
+	for _, table := range slices.Sorted(maps.Keys(stale)) {
+		if err := c.syncTable(Table{Name: table}); err != nil {
+			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, table, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (c *chainSyncer) syncTable(t Table) error {
+	out, err := c.r.Save(t.Name)
+	if err != nil {
+		return err
+	}
+	saved := parseSave(out)
+
+	ours := map[string]bool{}
+	for _, ch := range t.Chains {
+		if !ch.Builtin {
+			ours[ch.Name] = true
+		}
+	}
+	var stale []string
+	for key := range c.owned {
+		table, name, _ := strings.Cut(key, "/")
+		if table == t.Name && !ours[name] {
+			stale = append(stale, name)
+		}
+	}
+	slices.Sort(stale)
+	targets := map[string]bool{}
+	for n := range ours {
+		targets[n] = true
+	}
+	for _, n := range stale {
+		targets[n] = true
+	}
+
+	var decl, body, tail []string
+	rewritten := map[string]bool{}
+	for _, ch := range t.Chains {
+		key := t.Name + "/" + ch.Name
+		want := renderRules(ch.Rules)
+		if ch.Builtin {
+			got := ourJumps(saved[ch.Name], targets, want, c.canon[key].got)
+			if c.matches(key, want, got) {
+				continue
+			}
+			if _, known := c.canon[key]; !known && slices.Equal(jumpTargets(got), ruleTargets(ch.Rules)) {
+				// First sync since start and only the text differs: ask
+				// iptables itself whether each planned jump is there.
+				ok, err := c.allExist(t.Name, ch.Name, ch.Rules)
+				if err != nil {
+					return err
+				}
+				if ok {
+					c.canon[key] = canon{want: want, got: got}
+					continue
+				}
+			}
+			for _, r := range got {
+				body = append(body, "-D "+ch.Name+" "+r)
+			}
+			for i := len(want) - 1; i >= 0; i-- {
+				body = append(body, "-I "+ch.Name+" 1 "+want[i])
+			}
+			rewritten[ch.Name] = true
+			continue
+		}
+		got, exists := saved[ch.Name]
+		if exists && c.matches(key, want, got) {
+			c.owned[key] = true
+			continue
+		}
+		decl = append(decl, ":"+ch.Name+" - [0:0]")
+		for _, r := range want {
+			body = append(body, "-A "+ch.Name+" "+r)
+		}
+		rewritten[ch.Name] = true
+	}
+	// Chains we created and no longer plan: drop jumps to them from the
+	// built-in chains we did not already rewrite, flush, delete.
+	if len(stale) > 0 {
+		staleSet := map[string]bool{}
+		for _, n := range stale {
+			staleSet[n] = true
+		}
+		for name, rules := range saved {
+			if rewritten[name] || !isBuiltin(name) {
+				continue
+			}
+			for _, r := range ourJumps(rules, staleSet) {
+				body = append(body, "-D "+name+" "+r)
+			}
+		}
+		for _, n := range stale {
+			if _, exists := saved[n]; exists {
+				decl = append(decl, ":"+n+" - [0:0]")
+				tail = append(tail, "-X "+n)
+			}
+		}
+	}
+	if len(decl)+len(body)+len(tail) == 0 {
+		return nil
+	}
+	script := "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"
+	if err := c.r.Restore(script); err != nil {
+		return err
+	}
+	for _, n := range stale {
+		delete(c.owned, t.Name+"/"+n)
+		delete(c.canon, t.Name+"/"+n)
+	}
+	// Learn how iptables canonicalized what we wrote.
+	out, err = c.r.Save(t.Name)
+	if err != nil {
+		return err
+	}
+	saved = parseSave(out)
+	for _, ch := range t.Chains {
+		key := t.Name + "/" + ch.Name
+		if !ch.Builtin {
+			c.owned[key] = true
+		}
+		if !rewritten[ch.Name] {
+			continue
+		}
+		got := saved[ch.Name]
+		if ch.Builtin {
+			got = ourJumps(got, targets, renderRules(ch.Rules))
+		}
+		c.canon[key] = canon{want: renderRules(ch.Rules), got: got}
+	}
+	return nil
+}
+
+func (c *chainSyncer) allExist(table, chain string, rules []Rule) (bool, error) {
+	for _, r := range rules {
+		ok, err := c.r.Exists(table, chain, r)
+		if err != nil || !ok {
+			return false, err
+		}
+	}
+	return true, nil
+}
+
+func jumpTargets(saved []string) []string {
+	out := make([]string, len(saved))
+	for i, r := range saved {
+		out[i] = ruleTarget(r)
+	}
+	return out
+}
+
+func ruleTargets(rules []Rule) []string {
+	out := make([]string, len(rules))
+	for i, r := range rules {
+		out[i] = ruleTargetSpec(r)
+	}
+	return out
+}
+
+func isBuiltin(chain string) bool {
+	switch chain {
+	case "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING":
+		return true
+	}
+	return false
+}
+
+func joinLines(lines []string) string {
+	if len(lines) == 0 {
+		return ""
+	}
+	return strings.Join(lines, "\n") + "\n"
+}
+
+// cleanup removes the chains rs names and every jump to them from the
+// built-in chains, in one iptables-restore per table, and nothing else. A
+// table that holds none of them is not written.
+func (c *chainSyncer) cleanup(rs Ruleset) error {
+	var errs []error
+	for _, t := range rs.Tables {
+		out, err := c.r.Save(t.Name)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, t.Name, err))
+			continue
+		}
+		saved := parseSave(out)
+		ours := map[string]bool{}
+		texts := map[string][]string{}
+		for _, ch := range t.Chains {
+			if !ch.Builtin {
+				ours[ch.Name] = true
+			} else {
+				texts[ch.Name] = append(renderRules(ch.Rules), c.canon[t.Name+"/"+ch.Name].got...)
+			}
+		}
+		for key := range c.owned {
+			table, name, _ := strings.Cut(key, "/")
+			if table == t.Name {
+				ours[name] = true
+			}
+		}
+		var decl, body, tail []string
+		for _, name := range slices.Sorted(maps.Keys(saved)) {
+			if !isBuiltin(name) {
+				continue
+			}
+			for _, r := range ourJumps(saved[name], ours, texts[name]) {
+				body = append(body, "-D "+name+" "+r)
+			}
+		}
+		for _, name := range slices.Sorted(maps.Keys(ours)) {
+			if _, exists := saved[name]; exists {
+				decl = append(decl, ":"+name+" - [0:0]")
+				tail = append(tail, "-X "+name)
+			}
+		}
+		if len(decl)+len(body) > 0 {
+			script := "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"
+			if err := c.r.Restore(script); err != nil {
+				errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, t.Name, err))
+				continue
+			}
+		}
+		for name := range ours {
+			delete(c.owned, t.Name+"/"+name)
+		}
+		for key := range c.canon {
+			if strings.HasPrefix(key, t.Name+"/") {
+				delete(c.canon, key)
+			}
+		}
+	}
+	return errors.Join(errs...)
+}

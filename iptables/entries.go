@@ -1,0 +1,136 @@
+package iptables
+
+import (
+	"cmp"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+)
+
+// Sentinel errors of the kernel layer; check them with errors.Is.
+var (
+	// ErrSetNotFound: the kernel has no set of that name (ENOENT).
+	ErrSetNotFound = errors.New("ipset not found")
+	// ErrSetExists: a set of that name already exists (EEXIST).
+	ErrSetExists = errors.New("ipset already exists")
+	// ErrSetReferenced: the set is in use by an iptables rule and cannot be
+	// destroyed.
+	ErrSetReferenced = errors.New("ipset is referenced by a rule")
+	// ErrSetMismatch: a set of that name exists with another type or family.
+	ErrSetMismatch = errors.New("ipset exists with another type or family")
+	// ErrInvalidEntry: an entry does not fit its set's type or family.
+	ErrInvalidEntry = errors.New("invalid ipset entry")
+	// ErrKernel: any other error the kernel or an iptables binary returned.
+	ErrKernel = errors.New("kernel refused")
+	// ErrNotOwned: the name is not one the proxy plans, so it is left alone.
+	ErrNotOwned = errors.New("not owned by the proxy")
+)
+
+// canonical drops the fields a set type does not store, so that planned and
+// dumped entries compare equal: hash:ip keeps IP; hash:ip,port IP, Protocol,
+// Port; hash:ip,port,ip a full-length Net; hash:ip,port,net a masked Net;
+// bitmap:port only Port.
+func canonical(typ string, e Entry) Entry {
+	if e.IP.IsValid() {
+		e.IP = e.IP.Unmap()
+	}
+	switch typ {
+	case "bitmap:port":
+		return Entry{Port: e.Port}
+	case "hash:ip":
+		return Entry{IP: e.IP}
+	case "hash:ip,port":
+		return Entry{IP: e.IP, Protocol: e.Protocol, Port: e.Port}
+	case "hash:ip,port,ip":
+		if e.Net.IsValid() {
+			a := e.Net.Addr().Unmap()
+			e.Net = netip.PrefixFrom(a, a.BitLen())
+		}
+		return e
+	case "hash:ip,port,net":
+		if e.Net.IsValid() {
+			e.Net = netip.PrefixFrom(e.Net.Addr().Unmap(), e.Net.Bits()).Masked()
+		}
+		return e
+	}
+	return e
+}
+
+// compareEntry orders entries by IP, protocol, port, then Net.
+func compareEntry(a, b Entry) int {
+	if c := a.IP.Compare(b.IP); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Protocol, b.Protocol); c != 0 {
+		return c
+	}
+	if c := cmp.Compare(a.Port, b.Port); c != 0 {
+		return c
+	}
+	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
+		return c
+	}
+	return cmp.Compare(a.Net.Bits(), b.Net.Bits())
+}
+
+// normalize returns the set's entries canonical, sorted and without
+// duplicates. It copies only when the input is not already in that form.
+func normalize(typ string, in []Entry) []Entry {
+	ok := true
+	for i := range in {
+		if canonical(typ, in[i]) != in[i] || i > 0 && compareEntry(in[i-1], in[i]) >= 0 {
+			ok = false
+			break
+		}
+	}
+	if ok {
+		return in
+	}
+	out := make([]Entry, len(in))
+	for i := range in {
+		out[i] = canonical(typ, in[i])
+	}
+	slices.SortFunc(out, compareEntry)
+	return slices.CompactFunc(out, func(a, b Entry) bool { return a == b })
+}
+
+// diffEntries merges two normalized lists: entries only in want are added,
+// entries only in have are deleted.
+func diffEntries(have, want []Entry) (add, del []Entry) {
+	i, j := 0, 0
+	for i < len(have) && j < len(want) {
+		switch c := compareEntry(have[i], want[j]); {
+		case c == 0:
+			i++
+			j++
+		case c < 0:
+			del = append(del, have[i])
+			i++
+		default:
+			add = append(add, want[j])
+			j++
+		}
+	}
+	del = append(del, have[i:]...)
+	add = append(add, want[j:]...)
+	return add, del
+}
+
+// FormatEntry renders an entry as `ipset save` prints it for a set of type typ,
+// e.g. "10.0.0.1,tcp:80" or "10.0.0.1,tcp:80,10.0.0.0/8".
+func FormatEntry(typ string, e Entry) string {
+	switch typ {
+	case "bitmap:port":
+		return fmt.Sprint(e.Port)
+	case "hash:ip":
+		return e.IP.String()
+	case "hash:ip,port":
+		return fmt.Sprintf("%s,%s:%d", e.IP, e.Protocol, e.Port)
+	case "hash:ip,port,ip":
+		return fmt.Sprintf("%s,%s:%d,%s", e.IP, e.Protocol, e.Port, e.Net.Addr())
+	case "hash:ip,port,net":
+		return fmt.Sprintf("%s,%s:%d,%s", e.IP, e.Protocol, e.Port, e.Net)
+	}
+	return fmt.Sprintf("%+v", e)
+}

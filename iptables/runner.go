@@ -1,0 +1,74 @@
+package iptables
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"strings"
+	"sync/atomic"
+
+	goiptables "github.com/coreos/go-iptables/iptables"
+)
+
+// execRunner runs one family's iptables binaries. go-iptables picks the
+// `iptables` (`ip6tables`) binary on PATH and so the backend the host uses
+// (nf_tables or legacy); iptables-save and iptables-restore are taken from
+// the same alternatives, so both always speak to the same backend.
+type execRunner struct {
+	ipt     *goiptables.IPTables
+	save    string
+	restore string
+	// execs counts every binary run, for tests and benchmarks.
+	execs atomic.Int64
+}
+
+func newExecRunner(family string) (*execRunner, error) {
+	proto, prefix := goiptables.ProtocolIPv4, "iptables"
+	if family == "inet6" {
+		proto, prefix = goiptables.ProtocolIPv6, "ip6tables"
+	}
+	ipt, err := goiptables.New(goiptables.IPFamily(proto), goiptables.Timeout(5))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", prefix, err)
+	}
+	r := &execRunner{ipt: ipt}
+	r.execs.Add(1) // go-iptables ran `iptables --version`
+	if r.save, err = exec.LookPath(prefix + "-save"); err != nil {
+		return nil, fmt.Errorf("%s-save: %w", prefix, err)
+	}
+	if r.restore, err = exec.LookPath(prefix + "-restore"); err != nil {
+		return nil, fmt.Errorf("%s-restore: %w", prefix, err)
+	}
+	return r, nil
+}
+
+func (r *execRunner) Save(table string) (string, error) {
+	r.execs.Add(1)
+	var out, errb bytes.Buffer
+	cmd := exec.Command(r.save, "-t", table)
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	if err := cmd.Run(); err != nil {
+		return "", fmt.Errorf("%s -t %s: %w: %w: %s", r.save, table, ErrKernel, err, strings.TrimSpace(errb.String()))
+	}
+	return out.String(), nil
+}
+
+func (r *execRunner) Restore(input string) error {
+	r.execs.Add(1)
+	var errb bytes.Buffer
+	cmd := exec.Command(r.restore, "-w", "5", "--noflush")
+	cmd.Stdin, cmd.Stderr = strings.NewReader(input), &errb
+	if err := cmd.Run(); err != nil {
+		return fmt.Errorf("%s --noflush: %w: %w: %s", r.restore, ErrKernel, err, strings.TrimSpace(errb.String()))
+	}
+	return nil
+}
+
+func (r *execRunner) Exists(table, chain string, rule Rule) (bool, error) {
+	r.execs.Add(1)
+	ok, err := r.ipt.Exists(table, chain, rule...)
+	if err != nil {
+		return false, fmt.Errorf("iptables -t %s -C %s %s: %w: %w", table, chain, RuleText(rule), ErrKernel, err)
+	}
+	return ok, nil
+}
