@@ -9,6 +9,10 @@ type Options struct {
 	// LocalAddrs are this node's addresses on interfaces other than kube-ipvs0
 	// (--node-ip for plan; read from the kernel by run).
 	LocalAddrs []netip.Addr
+	// LocalPrefixes are LocalAddrs with their prefix lengths, when known
+	// (run reads them from the kernel); the IPv4 subnet broadcast addresses
+	// they imply are never VIPs. Optional.
+	LocalPrefixes []netip.Prefix
 	// NodePortAddresses is --nodeport-addresses; empty means every local
 	// address except loopback.
 	NodePortAddresses []netip.Prefix
