@@ -118,8 +118,8 @@ func WriteIPSetSave(w io.Writer, sets []IPSet) error {
 }
 
 // saveQuote quotes a value as iptables-save does (xtables_save_string): bare
-// when it is only letters, digits, '-' and '_', else in double quotes with
-// '"', '\\' and '\” escaped.
+// when it is only letters, digits, dash and underscore, else in double
+// quotes with the double quote, backslash and single quote escaped.
 func saveQuote(b []byte, v string) []byte {
 	bare := v != ""
 	for i := 0; i < len(v); i++ {
