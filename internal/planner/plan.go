@@ -234,7 +234,21 @@ func (p *planner) service(i int) {
 		p.vip(i, a, sp.Port, kindClusterIP)
 	}
 	if sp.NodePort != 0 {
+		// NodePorts are served in the families the service has cluster IPs
+		// in (spec.ipFamilies), as kube-proxy's per-family proxiers do.
+		var svcFam [2]bool
+		for _, a := range sp.ClusterIPs {
+			if a.IsValid() {
+				svcFam[famOf(a)] = true
+			}
+		}
+		if !svcFam[0] && !svcFam[1] {
+			svcFam = [2]bool{true, true}
+		}
 		for _, a := range p.npAddrs {
+			if !svcFam[famOf(a)] {
+				continue
+			}
 			if containsAny(p.o.ExcludeCIDRs, a) {
 				p.refuse(i, FieldNodePort, a.String(), model.ReasonExcludedCIDR,
 					"node address inside --ipvs-exclude-cidrs; no NodePort virtual server on it")
