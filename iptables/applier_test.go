@@ -187,7 +187,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 	sets := plannedSets()
 	cl := findSet(sets, SetClusterIP)
 	bad := Entry{IP: mustAddr("10.96.0.99"), Protocol: model.TCP, Port: 99}
-	k.sets.reject[SetClusterIP+" "+FormatEntry(TypeHashIPPort, bad)] = true
+	k.sets.reject[SetClusterIP+" "+formatEntry(TypeHashIPPort, bad)] = true
 	cl.Entries = append(cl.Entries, bad, Entry{IP: mustAddr("10.96.0.200"), Protocol: model.TCP, Port: 1})
 	err := a.Full(sets, nil)
 	if !errors.Is(err, ErrKernel) || !strings.Contains(err.Error(), "10.96.0.99,tcp:99") {
@@ -198,7 +198,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 		t.Fatalf("cluster IP set holds %v, want the 3 good entries", ks.Entries)
 	}
 	// The mirror does not claim the bad entry: the next Partial retries it.
-	delete(k.sets.reject, SetClusterIP+" "+FormatEntry(TypeHashIPPort, bad))
+	delete(k.sets.reject, SetClusterIP+" "+formatEntry(TypeHashIPPort, bad))
 	if err := a.Partial(sets); err != nil {
 		t.Fatal(err)
 	}

@@ -2,8 +2,8 @@ package iptables
 
 import (
 	"errors"
-	"maps"
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -57,7 +57,11 @@ func quoteArg(a string) string {
 func RuleText(r Rule) string {
 	q := make([]string, len(r))
 	for i, a := range r {
-		q[i] = quoteArg(a)
+		if i > 0 && r[i-1] == "--comment" {
+			q[i] = string(saveQuote(nil, a)) // exactly as iptables-save prints it
+		} else {
+			q[i] = quoteArg(a)
+		}
 	}
 	return strings.Join(q, " ")
 }

@@ -1,9 +1,7 @@
 package iptables
 
 import (
-	"cmp"
 	"errors"
-	"fmt"
 	"net/netip"
 	"slices"
 )
@@ -57,29 +55,12 @@ func canonical(typ string, e Entry) Entry {
 	return e
 }
 
-// compareEntry orders entries by IP, protocol, port, then Net.
-func compareEntry(a, b Entry) int {
-	if c := a.IP.Compare(b.IP); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Protocol, b.Protocol); c != 0 {
-		return c
-	}
-	if c := cmp.Compare(a.Port, b.Port); c != 0 {
-		return c
-	}
-	if c := a.Net.Addr().Compare(b.Net.Addr()); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Net.Bits(), b.Net.Bits())
-}
-
 // normalize returns the set's entries canonical, sorted and without
 // duplicates. It copies only when the input is not already in that form.
 func normalize(typ string, in []Entry) []Entry {
 	ok := true
 	for i := range in {
-		if canonical(typ, in[i]) != in[i] || i > 0 && compareEntry(in[i-1], in[i]) >= 0 {
+		if canonical(typ, in[i]) != in[i] || i > 0 && CompareEntries(in[i-1], in[i]) >= 0 {
 			ok = false
 			break
 		}
@@ -91,7 +72,7 @@ func normalize(typ string, in []Entry) []Entry {
 	for i := range in {
 		out[i] = canonical(typ, in[i])
 	}
-	slices.SortFunc(out, compareEntry)
+	slices.SortFunc(out, CompareEntries)
 	return slices.CompactFunc(out, func(a, b Entry) bool { return a == b })
 }
 
@@ -100,7 +81,7 @@ func normalize(typ string, in []Entry) []Entry {
 func diffEntries(have, want []Entry) (add, del []Entry) {
 	i, j := 0, 0
 	for i < len(have) && j < len(want) {
-		switch c := compareEntry(have[i], want[j]); {
+		switch c := CompareEntries(have[i], want[j]); {
 		case c == 0:
 			i++
 			j++
@@ -117,20 +98,5 @@ func diffEntries(have, want []Entry) (add, del []Entry) {
 	return add, del
 }
 
-// FormatEntry renders an entry as `ipset save` prints it for a set of type typ,
-// e.g. "10.0.0.1,tcp:80" or "10.0.0.1,tcp:80,10.0.0.0/8".
-func FormatEntry(typ string, e Entry) string {
-	switch typ {
-	case "bitmap:port":
-		return fmt.Sprint(e.Port)
-	case "hash:ip":
-		return e.IP.String()
-	case "hash:ip,port":
-		return fmt.Sprintf("%s,%s:%d", e.IP, e.Protocol, e.Port)
-	case "hash:ip,port,ip":
-		return fmt.Sprintf("%s,%s:%d,%s", e.IP, e.Protocol, e.Port, e.Net.Addr())
-	case "hash:ip,port,net":
-		return fmt.Sprintf("%s,%s:%d,%s", e.IP, e.Protocol, e.Port, e.Net)
-	}
-	return fmt.Sprintf("%+v", e)
-}
+// formatEntry renders an entry as `ipset save` prints it (AppendEntry).
+func formatEntry(typ string, e Entry) string { return string(AppendEntry(nil, typ, e)) }

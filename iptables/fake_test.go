@@ -69,8 +69,8 @@ func (f *fakeSets) check(s IPSet, e Entry) (*kernelSet, error) {
 	if _, err := entryAttr(IPSet{Type: ks.Type, Family: ks.Family}, e); err != nil {
 		return nil, err
 	}
-	if f.reject[s.Name+" "+FormatEntry(ks.Type, e)] {
-		return nil, fmt.Errorf("ipset add %s %s: %w", s.Name, FormatEntry(ks.Type, e), ErrKernel)
+	if f.reject[s.Name+" "+formatEntry(ks.Type, e)] {
+		return nil, fmt.Errorf("ipset add %s %s: %w", s.Name, formatEntry(ks.Type, e), ErrKernel)
 	}
 	return ks, nil
 }
@@ -112,7 +112,7 @@ func (f *fakeSets) save() string {
 		fmt.Fprintf(&b, "create %s %s %s\n", n, s.Type, s.Family)
 		lines := make([]string, 0, len(s.Entries))
 		for _, e := range s.Entries {
-			lines = append(lines, "add "+n+" "+FormatEntry(s.Type, e))
+			lines = append(lines, "add "+n+" "+formatEntry(s.Type, e))
 		}
 		slices.Sort(lines)
 		for _, l := range lines {

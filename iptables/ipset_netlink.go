@@ -222,15 +222,20 @@ func (n *netlinkSets) addDel(cmd int, s IPSet, entries []Entry) error {
 		for ; i < len(entries) && size < batchBytes; i++ {
 			d, err := entryAttr(s, entries[i])
 			if err != nil {
-				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, FormatEntry(s.Type, entries[i]), err)
+				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, formatEntry(s.Type, entries[i]), err)
 			}
+			// The kernel reports a failing entry by its line number.
+			d.AddChild(&nl.Uint32Attribute{Type: nl.IPSET_ATTR_LINENO | nl.NLA_F_NET_BYTEORDER, Value: uint32(i + 1)})
 			adt.AddChild(d)
 			size += d.Len()
 		}
 		req.AddData(adt)
+		// IPSET_ATTR_ADT is only accepted with a top-level IPSET_ATTR_LINENO,
+		// as `ipset restore` sends it.
+		req.AddData(&nl.Uint32Attribute{Type: nl.IPSET_ATTR_LINENO, Value: 0})
 		if _, err := n.exec(req); err != nil {
 			if i == 1 {
-				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, FormatEntry(s.Type, entries[0]), err)
+				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, formatEntry(s.Type, entries[0]), err)
 			}
 			return fmt.Errorf("ipset %s %s (batch of %d): %w", verb, s.Name, i, err)
 		}

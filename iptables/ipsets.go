@@ -133,7 +133,7 @@ func (s *setSyncer) apply(w IPSet) error {
 		for e := range failedDel {
 			next = append(next, e)
 		}
-		slices.SortFunc(next, compareEntry)
+		slices.SortFunc(next, CompareEntries)
 	}
 	m.spec = IPSet{Name: w.Name, Type: w.Type, Family: w.Family, Comment: w.Comment}
 	m.entries = next

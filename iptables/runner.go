@@ -20,6 +20,8 @@ type execRunner struct {
 	restore string
 	// execs counts every binary run, for tests and benchmarks.
 	execs atomic.Int64
+	// restores counts iptables-restore runs (writes).
+	restores atomic.Int64
 }
 
 func newExecRunner(family string) (*execRunner, error) {
@@ -55,6 +57,7 @@ func (r *execRunner) Save(table string) (string, error) {
 
 func (r *execRunner) Restore(input string) error {
 	r.execs.Add(1)
+	r.restores.Add(1)
 	var errb bytes.Buffer
 	cmd := exec.Command(r.restore, "-w", "5", "--noflush")
 	cmd.Stdin, cmd.Stderr = strings.NewReader(input), &errb
