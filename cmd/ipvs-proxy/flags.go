@@ -1,0 +1,135 @@
+package main
+
+import (
+	"fmt"
+	"net/netip"
+	"strings"
+
+	"github.com/spf13/pflag"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// Defaults of the planning flags, as kube-proxy's IPVS mode has them.
+const (
+	defaultScheduler     = "rr"
+	defaultMasqueradeBit = 14
+)
+
+// addPlanningFlags registers the flags `plan` and `run` share, named and
+// typed as kube-proxy's (and docs/flags.md) name them, and sets their
+// defaults in o. Call validatePlanningOptions after parsing. The node's own
+// identity (name, addresses, API server, gateways) is not here: run reads it
+// from the node, plan takes it from its own flags (addNodeFlags).
+func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
+	o.Scheduler = defaultScheduler
+	o.MasqueradeBit = defaultMasqueradeBit
+	fs.Var(newPrefixList(&o.ClusterCIDRs, "string"), "cluster-cidr",
+		"Comma-separated pod CIDRs, one per family: never service VIPs, and the source range treated as local traffic.")
+	fs.Var(newPrefixList(&o.NodePortAddresses, "strings"), "nodeport-addresses",
+		"CIDRs of the local addresses NodePorts are served on; empty means every local address except loopback.")
+	fs.StringVar(&o.Scheduler, "ipvs-scheduler", o.Scheduler,
+		"Default IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh); a Service may override it with the annotation ipvs-proxy.io/scheduler.")
+	fs.Var(newPrefixList(&o.ExcludeCIDRs, "strings"), "ipvs-exclude-cidrs",
+		"CIDRs whose IPVS virtual servers the proxy never plans, changes or deletes.")
+	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false,
+		"Masquerade all traffic sent to service addresses.")
+	fs.IntVar(&o.MasqueradeBit, "masquerade-bit", o.MasqueradeBit,
+		"The fwmark bit (0-31) that marks packets for masquerade (14 is mark 0x4000, as kube-proxy).")
+	fs.BoolVar(&o.RefuseNodeExternalIPs, "refuse-node-external-ips", false,
+		"Refuse outright (no virtual server, no binding, no rule) an externalIP or LoadBalancer IP that is any node's address.")
+	fs.Var(newPrefixList(&o.ProtectedCIDRs, "strings"), "protected-cidrs",
+		"CIDRs that are never bound on kube-ipvs0.")
+}
+
+// addNodeFlags registers the flags that tell `plan` who the node is, which
+// `run` learns from the node itself: its name, its addresses, the API server
+// addresses and the default gateways.
+func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
+	fs.StringVar(&o.NodeName, "node-name", "",
+		"This node's name, as in its Node object; empty means the one Node in the input that has a --node-ip address.")
+	fs.Var(newAddrList(&o.LocalAddrs), "node-ip",
+		"This node's addresses on interfaces other than kube-ipvs0 (required).")
+	fs.Var(newAddrList(&o.APIServerAddrs), "api-server-address",
+		"Addresses of the API server the proxy talks to; never bound on kube-ipvs0.")
+	fs.Var(newAddrList(&o.Gateways), "gateway",
+		"The node's default gateways; never bound on kube-ipvs0.")
+}
+
+// validatePlanningOptions checks what a flag type alone cannot.
+func validatePlanningOptions(o *planner.Options) error {
+	if o.MasqueradeBit < 0 || o.MasqueradeBit > 31 {
+		return fmt.Errorf("invalid argument %d for \"--masquerade-bit\" flag: must be 0-31", o.MasqueradeBit)
+	}
+	if !ipvs.KnownScheduler(o.Scheduler) {
+		return fmt.Errorf("invalid argument %q for \"--ipvs-scheduler\" flag: must be one of %s",
+			o.Scheduler, strings.Join(ipvs.Schedulers, ", "))
+	}
+	return nil
+}
+
+// addrList is a repeatable, comma-separated list of IP addresses.
+type addrList struct{ p *[]netip.Addr }
+
+func newAddrList(p *[]netip.Addr) *addrList { return &addrList{p} }
+
+func (l *addrList) Type() string { return "strings" }
+
+func (l *addrList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	s := make([]string, len(*l.p))
+	for i, a := range *l.p {
+		s[i] = a.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *addrList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		a, err := netip.ParseAddr(f)
+		if err != nil || a.Zone() != "" {
+			return fmt.Errorf("%q is not an IP address", f)
+		}
+		*l.p = append(*l.p, a)
+	}
+	return nil
+}
+
+// prefixList is a repeatable, comma-separated list of CIDRs. typ is what
+// --help shows: "strings", or "string" for a flag kube-proxy takes as one
+// comma-separated string.
+type prefixList struct {
+	p   *[]netip.Prefix
+	typ string
+}
+
+func newPrefixList(p *[]netip.Prefix, typ string) *prefixList { return &prefixList{p, typ} }
+
+func (l *prefixList) Type() string { return l.typ }
+
+func (l *prefixList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	s := make([]string, len(*l.p))
+	for i, p := range *l.p {
+		s[i] = p.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *prefixList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		p, err := netip.ParsePrefix(f)
+		if err != nil || p.Addr().Zone() != "" {
+			return fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", f)
+		}
+		*l.p = append(*l.p, p.Masked())
+	}
+	return nil
+}

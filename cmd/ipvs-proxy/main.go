@@ -1,0 +1,12 @@
+// Command ipvs-proxy is a Kubernetes service proxy for IPVS clusters, run as
+// a DaemonSet in place of kube-proxy's IPVS mode. This package owns the
+// command line only: flags, subcommands and exit statuses. Planning lives in
+// internal/planner, conversion in informers, kernel access in ipvs, addrmgr
+// and iptables; nothing here touches the kernel itself.
+package main
+
+import "os"
+
+func main() {
+	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/spf13/cobra"
+)
+
+// Exit statuses.
+const (
+	exitOK = 0
+	// exitFailure is a failure while doing the work (kernel, API server, I/O).
+	exitFailure = 1
+	// exitUsage is bad input: an invalid flag, a missing required flag, a
+	// file that cannot be read or decoded.
+	exitUsage = 2
+)
+
+// subcommands are the constructors of ipvs-proxy's subcommands. Adding a
+// subcommand is one line here (e.g. newRunCommand, newRecoverCommand,
+// newCleanupCommand). Each command reads and writes through cmd.InOrStdin,
+// cmd.OutOrStdout and cmd.ErrOrStderr, which the root sets.
+var subcommands = []func() *cobra.Command{
+	newPlanCommand,
+	newVersionCommand,
+}
+
+// failureError marks an error as a failure of the work itself (exit 1)
+// rather than bad input (exit 2, the default for every other error).
+type failureError struct{ err error }
+
+func (e failureError) Error() string { return e.err.Error() }
+func (e failureError) Unwrap() error { return e.err }
+
+// failure wraps err so that the process exits with status 1. Errors not
+// wrapped with failure are treated as bad input and exit with status 2.
+func failure(err error) error {
+	if err == nil {
+		return nil
+	}
+	return failureError{err}
+}
+
+// newRootCommand builds the whole command tree.
+func newRootCommand() *cobra.Command {
+	root := &cobra.Command{
+		Use:   "ipvs-proxy",
+		Short: "A Kubernetes service proxy for IPVS clusters that never binds a node's address",
+		Long: `ipvs-proxy programs IPVS virtual servers, the kube-ipvs0 addresses, ipsets and
+iptables rules from the cluster's Services, EndpointSlices and Nodes, in place
+of kube-proxy's IPVS mode. Its node-IP guard refuses any externalIP or
+LoadBalancer IP that would hijack a node's address.`,
+		SilenceErrors: true,
+		SilenceUsage:  true,
+	}
+	root.CompletionOptions.DisableDefaultCmd = true
+	// Cobra's suggestions span several lines; Main adds them on one.
+	root.DisableSuggestions = true
+	root.SuggestionsMinimumDistance = 2
+	root.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return fmt.Errorf("%w (see '%s --help')", err, c.CommandPath())
+	})
+	for _, sub := range subcommands {
+		root.AddCommand(sub())
+	}
+	return root
+}
+
+// Main runs ipvs-proxy with args (without the program name) and returns the
+// exit status. On error it prints one line to stderr.
+func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
+	root := newRootCommand()
+	root.SetArgs(args)
+	root.SetIn(stdin)
+	root.SetOut(stdout)
+	root.SetErr(stderr)
+	err := root.Execute()
+	if err == nil {
+		return exitOK
+	}
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") && len(args) > 0 {
+		if s := root.SuggestionsFor(args[0]); len(s) > 0 {
+			msg += "; did you mean " + strings.Join(s, " or ") + "?"
+		}
+	}
+	fmt.Fprintf(stderr, "ipvs-proxy: %s\n", msg)
+	if errors.As(err, new(failureError)) {
+		return exitFailure
+	}
+	return exitUsage
+}
