@@ -1,0 +1,151 @@
+// Package events turns the planner's refusals into Warning Events on the
+// Service (or Node) they concern: reason code as the Event reason, and a
+// note naming the field, the address and what was done instead. Events are
+// deduplicated — one refusal gives one Event until it changes or goes away
+// and comes back — and rate-limited. Source: component ipvs-proxy, host
+// this node. It only writes Events; it never reads or changes Services.
+package events
+
+import (
+	"fmt"
+	"strings"
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/scheme"
+	typedcorev1 "k8s.io/client-go/kubernetes/typed/core/v1"
+	"k8s.io/client-go/tools/record"
+	"k8s.io/client-go/util/flowcontrol"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// Component is the Event source component.
+const Component = "ipvs-proxy"
+
+// Lookup returns the UID of the Service (kind "Service") or Node (kind
+// "Node") so that the Event is attached to it; "" when it is unknown.
+type Lookup func(kind, namespace, name string) string
+
+// Refusals reports refusals as Events.
+type Refusals struct {
+	sink    func(ref *corev1.ObjectReference, reason, note string)
+	lookup  Lookup
+	limiter flowcontrol.RateLimiter
+
+	mu sync.Mutex
+	// reported maps an object ("Service/ns/name") to the refusals already
+	// reported for it.
+	reported map[string]map[string]bool
+}
+
+// Options tune the rate limit: QPS Events per second with Burst.
+type Options struct {
+	QPS   float32
+	Burst int
+}
+
+// DefaultOptions allow bursts of 100 Events, then 5 a second.
+var DefaultOptions = Options{QPS: 5, Burst: 100}
+
+// New returns a reporter writing through sink. sink receives every Event
+// that passes deduplication and the rate limit.
+func New(sink func(ref *corev1.ObjectReference, reason, note string), lookup Lookup, o Options) *Refusals {
+	if lookup == nil {
+		lookup = func(string, string, string) string { return "" }
+	}
+	return &Refusals{
+		sink:     sink,
+		lookup:   lookup,
+		limiter:  flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
+		reported: map[string]map[string]bool{},
+	}
+}
+
+// NewBroadcaster starts an EventBroadcaster that writes core/v1 Events
+// through client with source {component: ipvs-proxy, host: nodeName}, and
+// returns the sink for New and a function that stops the broadcaster.
+func NewBroadcaster(client kubernetes.Interface, nodeName string) (func(ref *corev1.ObjectReference, reason, note string), func()) {
+	b := record.NewBroadcaster()
+	b.StartRecordingToSink(&typedcorev1.EventSinkImpl{Interface: client.CoreV1().Events("")})
+	rec := b.NewRecorder(scheme.Scheme, corev1.EventSource{Component: Component, Host: nodeName})
+	return func(ref *corev1.ObjectReference, reason, note string) {
+		rec.Event(ref, corev1.EventTypeWarning, reason, note)
+	}, b.Shutdown
+}
+
+func refusalID(r model.Refusal) string {
+	return string(r.Reason) + "\x00" + r.Field + "\x00" + r.Address + "\x00" + r.Message
+}
+
+// objectOf splits a refusal's Service into the object it concerns:
+// "ns/name" is a Service, "Node/name" a Node.
+func objectOf(service string) (kind, namespace, name string) {
+	if n, ok := strings.CutPrefix(service, "Node/"); ok {
+		return "Node", "", n
+	}
+	ns, name, _ := strings.Cut(service, "/")
+	return "Service", ns, name
+}
+
+// Note renders the Event message of a refusal.
+func Note(r model.Refusal) string {
+	return fmt.Sprintf("%s %s refused (%s): %s", r.Field, r.Address, r.Reason, r.Message)
+}
+
+// Report takes every current refusal (of all services) and emits an
+// Event for each one not reported before. Refusals that went away are
+// forgotten, so they are reported again if they come back. It returns
+// how many Events were emitted and how many were held back by the rate
+// limit (those are tried again at the next Report).
+func (e *Refusals) Report(rs []model.Refusal) (emitted, limited int) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	current := map[string]map[string]model.Refusal{}
+	for _, r := range rs {
+		if r.Service == "" {
+			continue
+		}
+		m := current[r.Service]
+		if m == nil {
+			m = map[string]model.Refusal{}
+			current[r.Service] = m
+		}
+		m[refusalID(r)] = r
+	}
+	for obj := range e.reported {
+		if _, ok := current[obj]; !ok {
+			delete(e.reported, obj)
+		}
+	}
+	for obj, m := range current {
+		done := e.reported[obj]
+		for id := range done {
+			if _, ok := m[id]; !ok {
+				delete(done, id)
+			}
+		}
+		for id, r := range m {
+			if done[id] {
+				continue
+			}
+			if !e.limiter.TryAccept() {
+				limited++
+				continue
+			}
+			kind, ns, name := objectOf(obj)
+			ref := &corev1.ObjectReference{Kind: kind, APIVersion: "v1", Namespace: ns, Name: name,
+				UID: types.UID(e.lookup(kind, ns, name))}
+			e.sink(ref, string(r.Reason), Note(r))
+			emitted++
+			if done == nil {
+				done = map[string]bool{}
+				e.reported[obj] = done
+			}
+			done[id] = true
+		}
+	}
+	return emitted, limited
+}
