@@ -1,0 +1,139 @@
+package planner
+
+import (
+	"net/netip"
+	"os"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// benchCluster is a large cluster: services ClusterIP services with
+// endpointsPer endpoints each, spread over 100 nodes (node n1 is the planning
+// node). Every 5th service also has a NodePort, every 10th an externalIP,
+// every 20th a LoadBalancer IP with externalTrafficPolicy Local, a health
+// check node port and a source range, every 7th ClientIP affinity, every 3rd
+// UDP. Every 50th endpoint is terminating.
+func benchCluster(services, endpointsPer int) (model.Cluster, Options) {
+	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, services)}
+	for n := 0; n < 100; n++ {
+		c.Nodes = append(c.Nodes, model.Node{Name: "n" + strconv.Itoa(n+1),
+			Addresses: []netip.Addr{netip.AddrFrom4([4]byte{10, 10, byte(n >> 8), byte(n + 1)})},
+			Labels:    map[string]string{ZoneLabel: "z" + strconv.Itoa(n%3)}})
+	}
+	v4 := func(a, b, c, d int) netip.Addr { return netip.AddrFrom4([4]byte{byte(a), byte(b), byte(c), byte(d)}) }
+	ep := 0
+	for i := 0; i < services; i++ {
+		sp := model.ServicePort{
+			Name:       model.ServicePortName{Namespace: "ns" + strconv.Itoa(i%50), Name: "svc-" + strconv.Itoa(i), Port: "http"},
+			Protocol:   model.TCP,
+			Port:       80,
+			ClusterIPs: []netip.Addr{v4(10, 96+i>>16, i>>8&0xff, i&0xff)},
+		}
+		if i%3 == 0 {
+			sp.Protocol = model.UDP
+		}
+		if i%5 == 0 {
+			sp.NodePort = uint16(30000 + i%2768)
+		}
+		if i%7 == 0 {
+			sp.AffinityTimeout = 10800
+		}
+		if i%10 == 0 {
+			sp.ExternalIPs = []netip.Addr{v4(203, 0, i>>8&0xff, i&0xff)}
+		}
+		if i%20 == 0 {
+			sp.LoadBalancerIPs = []netip.Addr{v4(198, 51, i>>8&0xff, i&0xff)}
+			sp.ExternalPolicyLocal = true
+			sp.HealthCheckNodePort = uint16(32000 + i%700)
+			sp.LoadBalancerSourceRanges = []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}
+		}
+		eps := make([]model.Endpoint, endpointsPer)
+		for j := range eps {
+			node := ep % 100
+			eps[j] = model.Endpoint{
+				Address:  v4(10, 128+ep>>16&0x3f, ep>>8&0xff, ep&0xff),
+				Port:     8080,
+				NodeName: c.Nodes[node].Name,
+				Zone:     "z" + strconv.Itoa(node%3),
+				Ready:    ep%50 != 0, Serving: true, Terminating: ep%50 == 0,
+			}
+			ep++
+		}
+		c.Endpoints[sp.Name] = eps
+		c.Services = append(c.Services, sp)
+	}
+	sortServices(c.Services)
+	o := Options{
+		NodeName:      "n1",
+		LocalAddrs:    []netip.Addr{v4(10, 10, 0, 1), v4(192, 168, 0, 1), v4(127, 0, 0, 1)},
+		Scheduler:     "rr",
+		MasqueradeBit: 14,
+		ClusterCIDRs:  []netip.Prefix{netip.MustParsePrefix("10.128.0.0/10")},
+	}
+	return c, o
+}
+
+func sortServices(s []model.ServicePort) {
+	slices.SortFunc(s, func(a, b model.ServicePort) int { return compareNames(&a.Name, &b.Name) })
+}
+
+// BenchmarkPlan plans 10,000 services with 100,000 endpoints. Reproduce:
+//
+//	go test -run '^$' -bench BenchmarkPlan -benchmem -count 5 ./internal/planner/
+func BenchmarkPlan(b *testing.B) {
+	c, o := benchCluster(10000, 10)
+	b.ReportAllocs()
+	b.ResetTimer()
+	var st State
+	for b.Loop() {
+		st = Plan(c, o)
+	}
+	b.StopTimer()
+	rs := 0
+	for _, vs := range st.VirtualServers {
+		rs += len(vs.RealServers)
+	}
+	b.ReportMetric(float64(len(st.VirtualServers)), "virtual-servers")
+	b.ReportMetric(float64(rs), "real-servers")
+	if hwm := vmHWM(); hwm > 0 {
+		b.ReportMetric(hwm, "peak-RSS-MiB")
+	}
+}
+
+func TestBenchClusterShape(t *testing.T) {
+	c, o := benchCluster(10000, 10)
+	n := 0
+	for _, eps := range c.Endpoints {
+		n += len(eps)
+	}
+	if len(c.Services) != 10000 || n != 100000 {
+		t.Fatalf("%d services, %d endpoints", len(c.Services), n)
+	}
+	st := Plan(c, o)
+	if len(st.Refusals) != 0 {
+		t.Errorf("bench cluster has refusals: %v", st.Refusals[:min(3, len(st.Refusals))])
+	}
+	if len(st.VirtualServers) < 10000 {
+		t.Errorf("%d virtual servers", len(st.VirtualServers))
+	}
+}
+
+// vmHWM is the process's peak resident set size in MiB (VmHWM in
+// /proc/self/status), input cluster included; 0 where unavailable.
+func vmHWM() float64 {
+	b, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0
+	}
+	for _, line := range strings.Split(string(b), "\n") {
+		if f := strings.Fields(line); len(f) == 3 && f[0] == "VmHWM:" {
+			kb, _ := strconv.Atoi(f[1])
+			return float64(kb) / 1024
+		}
+	}
+	return 0
+}
