@@ -65,7 +65,7 @@ func newApplier(k setKernel, newRunner func(string) (ruleRunner, error), log *za
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Applier{log: log, sets: newSetSyncer(k), chains: map[string]*chainSyncer{}, newRunner: newRunner}
+	return &Applier{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner}
 }
 
 // Close releases the netlink socket.

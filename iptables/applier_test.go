@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"errors"
+	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
@@ -453,5 +454,34 @@ func TestDiffEntries(t *testing.T) {
 	add, del := diffEntries(have, want)
 	if !slices.Equal(add, []Entry{e(4)}) || !slices.Equal(del, []Entry{e(1), e(3)}) {
 		t.Errorf("add %v del %v", add, del)
+	}
+}
+
+// diffSet must agree with normalize+diffEntries for any want, sorted or not.
+func TestDiffSetMatchesSlowPath(t *testing.T) {
+	rnd := rand.New(rand.NewPCG(1, 2))
+	gen := func(n int) []Entry {
+		out := make([]Entry, n)
+		for i := range out {
+			a := netip.AddrFrom4([4]byte{10, 0, 0, byte(rnd.IntN(20))})
+			out[i] = Entry{IP: a, Protocol: model.TCP, Port: uint16(rnd.IntN(3)), Net: netip.PrefixFrom(a, 32)}
+		}
+		return out
+	}
+	for range 2000 {
+		have := normalize(TypeHashIPPortIP, gen(rnd.IntN(30)))
+		want := gen(rnd.IntN(30))
+		if rnd.IntN(2) == 0 {
+			want = normalize(TypeHashIPPortIP, want)
+		}
+		if rnd.IntN(4) == 0 && len(want) > 0 {
+			want[0].Net = netip.PrefixFrom(want[0].IP, 24) // not canonical for hash:ip,port,ip
+		}
+		wantNorm := normalize(TypeHashIPPortIP, slices.Clone(want))
+		wantAdd, wantDel := diffEntries(have, wantNorm)
+		add, del, norm := diffSet(TypeHashIPPortIP, have, want)
+		if !slices.Equal(add, wantAdd) || !slices.Equal(del, wantDel) || !slices.Equal(norm, wantNorm) {
+			t.Fatalf("have %v want %v:\nadd %v del %v norm %v\nexpected add %v del %v norm %v", have, want, add, del, norm, wantAdd, wantDel, wantNorm)
+		}
 	}
 }

@@ -81,6 +81,11 @@ func normalize(typ string, in []Entry) []Entry {
 func diffEntries(have, want []Entry) (add, del []Entry) {
 	i, j := 0, 0
 	for i < len(have) && j < len(want) {
+		if have[i] == want[j] {
+			i++
+			j++
+			continue
+		}
 		switch c := CompareEntries(have[i], want[j]); {
 		case c == 0:
 			i++
@@ -96,6 +101,55 @@ func diffEntries(have, want []Entry) (add, del []Entry) {
 	del = append(del, have[i:]...)
 	add = append(add, want[j:]...)
 	return add, del
+}
+
+// diffSet is diffEntries for a want list that is usually, but not surely,
+// normalized (the planner sorts its slices). have must be normalized. It
+// returns want normalized too. The common case costs one equality check per
+// entry: an entry equal to one of have's is canonical and, have being
+// sorted, in order; only the others are checked, and the first one out of
+// order or not canonical makes it normalize want and start over.
+func diffSet(typ string, have, want []Entry) (add, del, norm []Entry) {
+	i, j := 0, 0
+	prevAdded := false
+	// ok checks want[j], about to be added, against the entry before it.
+	ok := func() bool {
+		return canonical(typ, want[j]) == want[j] && (j == 0 || CompareEntries(want[j-1], want[j]) < 0)
+	}
+	for i < len(have) && j < len(want) {
+		if have[i] == want[j] {
+			if prevAdded && CompareEntries(want[j-1], want[j]) >= 0 {
+				goto slow
+			}
+			prevAdded = false
+			i++
+			j++
+			continue
+		}
+		if !ok() {
+			goto slow
+		}
+		if c := CompareEntries(have[i], want[j]); c < 0 {
+			del = append(del, have[i])
+			i++
+		} else {
+			add = append(add, want[j])
+			prevAdded = true
+			j++
+		}
+	}
+	for ; j < len(want); j++ {
+		if !ok() {
+			goto slow
+		}
+		add = append(add, want[j])
+	}
+	del = append(del, have[i:]...)
+	return add, del, want
+slow:
+	norm = normalize(typ, want)
+	add, del = diffEntries(have, norm)
+	return add, del, norm
 }
 
 // formatEntry renders an entry as `ipset save` prints it (AppendEntry).

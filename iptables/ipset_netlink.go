@@ -39,10 +39,10 @@ import (
 const (
 	nlaTypeMask = 0x3fff // clears NLA_F_NESTED and NLA_F_NET_BYTEORDER
 
-	// batchBytes bounds one batched add/del message. The kernel copies the
-	// whole request into one skb; 64 KiB stays well inside the default socket
-	// buffers and holds about 800 hash:ip,port,ip entries.
-	batchBytes = 64 << 10
+	// batchBytes bounds the entries of one batched add/del message. They sit
+	// in one nested IPSET_ATTR_ADT, whose length is a u16: past 64 KiB the
+	// kernel answers EINVAL. 32 KiB holds about 400 hash:ip,port,ip entries.
+	batchBytes = 32 << 10
 
 	// BitmapPortFrom and BitmapPortTo are the range every bitmap:port set is
 	// created with, as kube-proxy does: `ipset create X bitmap:port range 0-65535`.

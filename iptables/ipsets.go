@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"go.uber.org/zap"
 )
 
 // setKernel is the kernel's ipset table, as the set syncer needs it. The
@@ -33,11 +35,15 @@ type mirrorSet struct {
 // a partial sync diffs the plan against the mirror alone.
 type setSyncer struct {
 	k      setKernel
+	log    *zap.Logger
 	mirror map[string]*mirrorSet
+	// fallbacks counts batches the kernel refused and that were retried
+	// entry by entry.
+	fallbacks int
 }
 
-func newSetSyncer(k setKernel) *setSyncer {
-	return &setSyncer{k: k, mirror: map[string]*mirrorSet{}}
+func newSetSyncer(k setKernel, log *zap.Logger) *setSyncer {
+	return &setSyncer{k: k, log: log, mirror: map[string]*mirrorSet{}}
 }
 
 // full makes every planned set exist with exactly its planned entries, after
@@ -82,7 +88,6 @@ func (s *setSyncer) full(want []IPSet) error {
 func (s *setSyncer) partial(want []IPSet) error {
 	var errs []error
 	for _, w := range want {
-		w.Entries = normalize(w.Type, w.Entries)
 		m := s.mirror[w.Name]
 		if m == nil {
 			if err := s.k.Create(w); err != nil && !errors.Is(err, ErrSetExists) {
@@ -111,7 +116,8 @@ func (s *setSyncer) partial(want []IPSet) error {
 // batches, and records in the mirror what the kernel accepted.
 func (s *setSyncer) apply(w IPSet) error {
 	m := s.mirror[w.Name]
-	add, del := diffEntries(m.entries, w.Entries)
+	add, del, norm := diffSet(w.Type, m.entries, w.Entries)
+	w.Entries = norm
 	if len(add) == 0 && len(del) == 0 {
 		return nil
 	}
@@ -143,6 +149,8 @@ func (s *setSyncer) apply(w IPSet) error {
 // oneByOne retries a failed batch entry by entry (the operations are
 // idempotent) so that one bad entry costs only itself.
 func (s *setSyncer) oneByOne(w IPSet, entries []Entry, op func(IPSet, []Entry) error, failed map[Entry]bool) []error {
+	s.fallbacks++
+	s.log.Warn("ipset batch refused, retrying entry by entry", zap.String("set", w.Name), zap.Int("entries", len(entries)))
 	var errs []error
 	for _, e := range entries {
 		if err := op(w, []Entry{e}); err != nil {

@@ -5,6 +5,7 @@ package iptables
 import (
 	"bytes"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os/exec"
 	"runtime"
@@ -70,6 +71,11 @@ func ipsetSave(t testing.TB, names map[string]bool) string {
 		case "create":
 			if i := slices.Index(f, "bucketsize"); i > 0 {
 				f = f[:i]
+			}
+			// The kernel grows hashsize with the set; plan prints the
+			// initial size.
+			if i := slices.Index(f, "hashsize"); i > 0 && i+1 < len(f) {
+				f[i+1] = fmt.Sprint(HashSize)
 			}
 			order = append(order, f[1])
 			blocks[f[1]] = []string{strings.Join(f, " ")}

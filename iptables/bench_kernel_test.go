@@ -1,0 +1,202 @@
+//go:build kernel
+
+package iptables
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os/exec"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+const (
+	benchServices  = 10000
+	benchEndpoints = 10
+)
+
+// benchSets is the ipset content of benchServices ClusterIP services with
+// benchEndpoints endpoints each, one in ten also a NodePort, as the planner
+// lays it out: KUBE-CLUSTER-IP and KUBE-IPVS-IPS one entry per service,
+// KUBE-LOOP-BACK one per endpoint, KUBE-NODE-PORT-TCP one per NodePort, and
+// every other set empty. 10,000 × 10 gives 121,000 entries in 17 sets.
+func benchSets() []IPSet {
+	sets := EmptySets(FamilyIPv4)
+	var cluster, ips, loop, nodePorts []Entry
+	for s := range benchServices {
+		vip := netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})
+		cluster = append(cluster, Entry{IP: vip, Protocol: model.TCP, Port: 80})
+		ips = append(ips, Entry{IP: vip})
+		for e := range benchEndpoints {
+			n := s*benchEndpoints + e
+			ep := netip.AddrFrom4([4]byte{10, byte(128 + n>>16), byte(n >> 8), byte(n)})
+			loop = append(loop, Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)})
+		}
+		if s%10 == 0 {
+			nodePorts = append(nodePorts, Entry{Port: uint16(30000 + s/10)})
+		}
+	}
+	for i := range sets {
+		switch sets[i].Name {
+		case SetClusterIP:
+			sets[i].Entries = cluster
+		case SetIPVSIPs:
+			sets[i].Entries = ips
+		case SetLoopBack:
+			sets[i].Entries = loop
+		case SetNodePortTCP:
+			sets[i].Entries = nodePorts
+		}
+	}
+	return sets
+}
+
+// restoreInput is the same content as `ipset restore` input.
+func restoreInput(sets []IPSet) []byte {
+	var b bytes.Buffer
+	for _, s := range sets {
+		b.Write(AppendCreate(nil, &s))
+		b.WriteByte('\n')
+		for _, e := range s.Entries {
+			b.WriteString("add " + s.Name + " ")
+			b.Write(AppendEntry(nil, s.Type, e))
+			b.WriteByte('\n')
+		}
+	}
+	return b.Bytes()
+}
+
+func countEntries(sets []IPSet) int {
+	n := 0
+	for _, s := range sets {
+		n += len(s.Entries)
+	}
+	return n
+}
+
+// BenchmarkKernelIPSetFull: Applier.Full of the sets from empty, one fresh
+// network namespace per repetition.
+func BenchmarkKernelIPSetFull(b *testing.B) {
+	sets := benchSets()
+	b.ReportMetric(float64(countEntries(sets)), "entries")
+	b.StopTimer()
+	for range b.N {
+		inNetns(b, func() {
+			a, err := NewApplier(nil)
+			if err != nil {
+				b.Fatal(err)
+			}
+			defer a.Close()
+			b.StartTimer()
+			err = a.Full(sets, nil)
+			b.StopTimer()
+			if err != nil {
+				b.Fatal(err)
+			}
+		})
+	}
+}
+
+// BenchmarkKernelIPSetRestore: `ipset restore` of the same content, one fresh
+// network namespace per repetition: the floor.
+func BenchmarkKernelIPSetRestore(b *testing.B) {
+	in := restoreInput(benchSets())
+	b.StopTimer()
+	for range b.N {
+		inNetns(b, func() {
+			cmd := exec.Command("ipset", "restore")
+			cmd.Stdin = bytes.NewReader(in)
+			b.StartTimer()
+			out, err := cmd.CombinedOutput()
+			b.StopTimer()
+			if err != nil {
+				b.Fatalf("ipset restore: %v: %s", err, out)
+			}
+		})
+	}
+}
+
+// BenchmarkKernelIPSetPartialOne: one endpoint changed among the 10,000
+// services (one KUBE-LOOP-BACK entry out, one in), after a Full; the time of
+// Partial including its in-memory diff of all sets.
+func BenchmarkKernelIPSetPartialOne(b *testing.B) {
+	inNetns(b, func() {
+		a, err := NewApplier(nil)
+		if err != nil {
+			b.Fatal(err)
+		}
+		defer a.Close()
+		base := benchSets()
+		if err := a.Full(base, nil); err != nil {
+			b.Fatal(err)
+		}
+		changed := benchSets()
+		loop := findSet(changed, SetLoopBack)
+		ep := mustAddr("10.255.0.1")
+		loop.Entries[4242] = Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)}
+		loop.Entries = SortEntries(loop.Entries) // the planner's slices are sorted
+		b.ResetTimer()
+		for i := range b.N {
+			want := changed
+			if i%2 == 1 {
+				want = base
+			}
+			if err := a.Partial(want); err != nil {
+				b.Fatal(err)
+			}
+		}
+		b.StopTimer()
+		// The kernel holds the last state.
+		last := changed
+		if b.N%2 == 0 {
+			last = base
+		}
+		if got, want := ipsetSave(b, setNames(last)), planSave(last); got != want {
+			b.Fatalf("kernel differs from the plan after %d partial syncs", b.N)
+		}
+	})
+}
+
+// TestKernelIPSetBenchContent checks that the benchmark's Full and restore
+// produce the same kernel state, so the two timings compare like with like.
+func TestKernelIPSetBenchContent(t *testing.T) {
+	sets := benchSets()
+	var viaFull, viaRestore string
+	var dFull, dRestore time.Duration
+	inNetns(t, func() {
+		a, err := NewApplier(nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer a.Close()
+		start := time.Now()
+		if err := a.Full(sets, nil); err != nil {
+			t.Fatal(err)
+		}
+		dFull = time.Since(start)
+		if a.sets.fallbacks != 0 {
+			t.Errorf("%d batches were refused and retried entry by entry", a.sets.fallbacks)
+		}
+		viaFull = ipsetSave(t, setNames(sets))
+	})
+	inNetns(t, func() {
+		cmd := exec.Command("ipset", "restore")
+		cmd.Stdin = bytes.NewReader(restoreInput(sets))
+		start := time.Now()
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("ipset restore: %v: %s", err, out)
+		}
+		dRestore = time.Since(start)
+		viaRestore = ipsetSave(t, setNames(sets))
+	})
+	if viaFull != viaRestore {
+		t.Fatalf("Full and ipset restore differ (%d vs %d bytes)", len(viaFull), len(viaRestore))
+	}
+	if want := planSave(sets); viaFull != want {
+		t.Fatalf("kernel differs from the plan (%d vs %d bytes)", len(viaFull), len(want))
+	}
+	t.Logf("%d entries: Full %v, ipset restore %v (%s)", countEntries(sets), dFull, dRestore, fmt.Sprintf("%.2f×", float64(dFull)/float64(dRestore)))
+}
