@@ -1,0 +1,134 @@
+package planner
+
+import (
+	"bytes"
+	"net/netip"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// fuzzAddrs mixes ordinary VIPs, node addresses, never-a-VIP classes,
+// IPv6, an IPv4-mapped address and the invalid zero Addr.
+var fuzzAddrs = []netip.Addr{
+	{}, addr("10.96.0.1"), addr("10.96.0.2"), addr("10.10.0.1"), addr("10.10.0.2"), addr("127.0.0.1"),
+	addr("0.0.0.0"), addr("255.255.255.255"), addr("169.254.169.254"), addr("224.0.0.1"), addr("10.0.0.5"),
+	addr("fd00:96::1"), addr("fd00:10::1"), addr("::1"), addr("fe80::1"), addr("::ffff:10.96.0.1"), addr("203.0.113.9"),
+}
+
+var fuzzScheds = []string{"", "rr", "mh", "sh", "twos", "bogus"}
+var fuzzProtos = []model.Protocol{model.TCP, model.UDP, model.SCTP, "icmp", ""}
+
+// clusterFromBytes builds an arbitrary cluster, deterministic in data.
+func clusterFromBytes(data []byte) (model.Cluster, Options) {
+	i := 0
+	next := func() int {
+		if i >= len(data) {
+			return 0
+		}
+		i++
+		return int(data[i-1])
+	}
+	pick := func() netip.Addr { return fuzzAddrs[next()%len(fuzzAddrs)] }
+	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}, Nodes: testNodes}
+	nsvc := next() % 8
+	for s := 0; s < nsvc; s++ {
+		f := next()
+		sp := model.ServicePort{
+			Name:                spn(string(rune('a'+next()%4)), string(rune('p'+next()%2))),
+			Protocol:            fuzzProtos[next()%len(fuzzProtos)],
+			Port:                uint16(next() % 3 * 40),
+			NodePort:            uint16(next() % 2 * 30000),
+			Scheduler:           fuzzScheds[next()%len(fuzzScheds)],
+			ExternalPolicyLocal: f&1 != 0,
+			InternalPolicyLocal: f&2 != 0,
+			AffinityTimeout:     uint32(f & 4 * 100),
+			HealthCheckNodePort: uint16(f & 8 * 4000),
+		}
+		if f&16 != 0 {
+			sp.TrafficDistribution = "PreferSameNode"
+		}
+		for k := next() % 3; k > 0; k-- {
+			sp.ClusterIPs = append(sp.ClusterIPs, pick())
+		}
+		for k := next() % 3; k > 0; k-- {
+			sp.ExternalIPs = append(sp.ExternalIPs, pick())
+		}
+		for k := next() % 2; k > 0; k-- {
+			sp.LoadBalancerIPs = append(sp.LoadBalancerIPs, pick())
+			sp.LoadBalancerSourceRanges = append(sp.LoadBalancerSourceRanges, netip.PrefixFrom(pick(), next()%140))
+		}
+		for k := next() % 4; k > 0; k-- {
+			g := next()
+			e := model.Endpoint{Address: pick(), Port: uint16(next() % 3), NodeName: []string{"", "n1", "n2"}[g%3],
+				Ready: g&4 != 0, Serving: g&8 != 0, Terminating: g&16 != 0}
+			if g&32 != 0 {
+				e.ZoneHints = []string{"z1"}
+			}
+			if g&64 != 0 {
+				e.NodeHints = []string{"n1"}
+			}
+			c.Endpoints[sp.Name] = append(c.Endpoints[sp.Name], e)
+		}
+		c.Services = append(c.Services, sp)
+	}
+	o := Options{NodeName: "n1", LocalAddrs: []netip.Addr{addr("10.10.0.1"), addr("127.0.0.1")}, MasqueradeBit: next() % 40,
+		ClusterCIDRs: []netip.Prefix{pfx("10.0.0.0/16")}, ExcludeCIDRs: []netip.Prefix{pfx("203.0.113.0/24")}}
+	if next()%2 == 1 {
+		o.LocalAddrs = append(o.LocalAddrs, addr("fd00:10::1"))
+	}
+	if next()%2 == 1 {
+		o.NodePortAddresses = []netip.Prefix{pfx("10.10.0.0/16"), {}}
+	}
+	o.RefuseNodeExternalIPs = next()%2 == 1
+	o.Scheduler = fuzzScheds[next()%len(fuzzScheds)]
+	return c, o
+}
+
+// FuzzPlan checks that Plan never panics, is deterministic, keeps every
+// slice sorted and never binds a protected address.
+func FuzzPlan(f *testing.F) {
+	f.Add([]byte{3, 1, 0, 0, 1, 2, 1, 2, 2, 3, 4, 2, 7, 5, 1, 3, 1, 200, 9})
+	f.Add([]byte{7, 255, 1, 1, 3, 4, 2, 2, 6, 6, 1, 1, 8, 2, 3, 5, 5, 5, 5, 5, 5, 1, 1, 1})
+	f.Add(bytes.Repeat([]byte{5, 17, 3}, 40))
+	f.Fuzz(func(t *testing.T, data []byte) {
+		c, o := clusterFromBytes(data)
+		st := Plan(c, o)
+		var a, b bytes.Buffer
+		if err := WriteText(&a, st); err != nil {
+			t.Fatal(err)
+		}
+		if err := WriteJSON(&b, st); err != nil {
+			t.Fatal(err)
+		}
+		c2, o2 := clusterFromBytes(data)
+		var a2 bytes.Buffer
+		_ = WriteText(&a2, Plan(c2, o2))
+		if a.String() != a2.String() {
+			t.Fatal("Plan is not deterministic")
+		}
+		g := addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: o.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(c.Nodes), PodCIDRs: o.ClusterCIDRs})
+		for _, p := range st.Addresses {
+			if _, _, ok := g.Check(p.Addr()); !ok {
+				t.Fatalf("protected address %s bound", p)
+			}
+		}
+		for i := 1; i < len(st.VirtualServers); i++ {
+			if ipvs.CompareKeys(st.VirtualServers[i-1].Key, st.VirtualServers[i].Key) >= 0 {
+				t.Fatal("virtual servers not sorted or not unique")
+			}
+		}
+		for i := 1; i < len(st.Refusals); i++ {
+			if compareRefusals(st.Refusals[i-1], st.Refusals[i]) >= 0 {
+				t.Fatal("refusals not sorted or not unique")
+			}
+		}
+		for _, r := range st.Refusals {
+			if r.Service == "" || r.Field == "" || r.Reason == "" || r.Message == "" {
+				t.Fatalf("incomplete refusal %+v", r)
+			}
+		}
+	})
+}
