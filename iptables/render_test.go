@@ -2,6 +2,7 @@ package iptables
 
 import (
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -143,5 +144,26 @@ func TestRules(t *testing.T) {
 	}
 	if MasqueradeMark(14) != "0x4000" || MasqueradeMark(0) != "0x1" || MasqueradeMark(99) != "0x4000" {
 		t.Error("MasqueradeMark")
+	}
+}
+
+// TestRulesDocumented checks that docs/rules.md documents every set and chain.
+func TestRulesDocumented(t *testing.T) {
+	doc, err := os.ReadFile("../docs/rules.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, s := range SetSpecs {
+		if !strings.Contains(string(doc), "`"+s.Name+"`") && !strings.Contains(string(doc), "`"+s.Name[:strings.LastIndex(s.Name, "-")]) {
+			t.Errorf("docs/rules.md does not document set %s", s.Name)
+		}
+	}
+	rs := Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 14})
+	for _, tb := range rs.Tables {
+		for _, c := range tb.Chains {
+			if !strings.Contains(string(doc), "`"+c.Name+"`") {
+				t.Errorf("docs/rules.md does not document chain %s", c.Name)
+			}
+		}
 	}
 }

@@ -639,6 +639,7 @@ func (p *planner) endpoints(i, f int) *famEndpoints {
 	rs := func(e *model.Endpoint) ipvs.RealServer {
 		return ipvs.RealServer{Address: e.Address.WithZone(""), Port: e.Port, Weight: ipvs.DefaultWeight}
 	}
+	fe.cluster = make([]ipvs.RealServer, 0, len(eps))
 	for j := range eps {
 		e := &eps[j]
 		if ok(e) && e.Ready && avail(e) {
