@@ -155,6 +155,10 @@ func (r *refuser) add(field, value string, reason model.Reason, format string, a
 	})
 }
 
+// Refusal field paths name the list for address lists (spec.externalIPs,
+// as the planner does: the value identifies the entry) and the index for
+// ports (spec.ports[2].protocol).
+
 // ParseAddr parses one IP address as the API carries it: no zone, no
 // surrounding junk. IPv4-mapped IPv6 addresses are kept as written; the
 // guard refuses them.
@@ -336,11 +340,8 @@ func convertClusterIPs(r *refuser, svc *corev1.Service) []netip.Addr {
 		field, raw = "spec.clusterIP", []string{svc.Spec.ClusterIP}
 	}
 	var out []netip.Addr
-	for i, s := range raw {
+	for _, s := range raw {
 		f := field
-		if field == "spec.clusterIPs" {
-			f = fmt.Sprintf("%s[%d]", field, i)
-		}
 		a, err := ParseAddr(s)
 		if err != nil {
 			r.add(f, s, model.ReasonInvalidAddress, "not an IP address; not served")
@@ -365,10 +366,10 @@ func convertClusterIPs(r *refuser, svc *corev1.Service) []netip.Addr {
 // parseAddrList parses a list of addresses, dropping duplicates.
 func parseAddrList(r *refuser, field string, raw []string) []netip.Addr {
 	var out []netip.Addr
-	for i, s := range raw {
+	for _, s := range raw {
 		a, err := ParseAddr(s)
 		if err != nil {
-			r.add(fmt.Sprintf("%s[%d]", field, i), s, model.ReasonInvalidAddress, "not an IP address; not served")
+			r.add(field, s, model.ReasonInvalidAddress, "not an IP address; not served")
 			continue
 		}
 		if !slices.Contains(out, a) {
@@ -383,7 +384,7 @@ func parseAddrList(r *refuser, field string, raw []string) []netip.Addr {
 // through the load balancer's own proxy, so neither gets a virtual server.
 func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 	var out []netip.Addr
-	for i, in := range ing {
+	for _, in := range ing {
 		if in.IP == "" {
 			continue
 		}
@@ -392,7 +393,7 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 		}
 		a, err := ParseAddr(in.IP)
 		if err != nil {
-			r.add(fmt.Sprintf("status.loadBalancer.ingress[%d].ip", i), in.IP, model.ReasonInvalidAddress,
+			r.add("status.loadBalancer.ingress", in.IP, model.ReasonInvalidAddress,
 				"not an IP address; not served")
 			continue
 		}
@@ -408,17 +409,13 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 // none is valid: the caller must then fail closed, never open to everyone.
 func convertSourceRanges(r *refuser, svc *corev1.Service) (ranges []netip.Prefix, ok bool) {
 	field, raw := "spec.loadBalancerSourceRanges", svc.Spec.LoadBalancerSourceRanges
-	indexed := true
 	if len(raw) == 0 {
 		if v, has := svc.Annotations[AnnotationSourceRanges]; has && strings.TrimSpace(v) != "" {
-			field, raw, indexed = "metadata.annotations["+AnnotationSourceRanges+"]", strings.Split(v, ","), false
+			field, raw = "metadata.annotations["+AnnotationSourceRanges+"]", strings.Split(v, ",")
 		}
 	}
-	for i, s := range raw {
+	for _, s := range raw {
 		f := field
-		if indexed {
-			f = fmt.Sprintf("%s[%d]", field, i)
-		}
 		p, err := netip.ParsePrefix(strings.TrimSpace(s))
 		if err != nil || p.Addr().Zone() != "" {
 			r.add(f, strings.TrimSpace(s), model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")

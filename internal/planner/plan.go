@@ -457,6 +457,9 @@ func (p *planner) svcName(i int) string {
 }
 
 func (p *planner) add(f int, set string, e iptables.Entry) {
+	if p.sets[f] == nil {
+		return // a family the node does not plan; never reached
+	}
 	si := p.setIdx[set]
 	p.sets[f][si] = append(p.sets[f][si], e)
 }
