@@ -1,0 +1,403 @@
+package informers
+
+import (
+	"context"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"sync"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/labels"
+	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	corelisters "k8s.io/client-go/listers/core/v1"
+	discoverylisters "k8s.io/client-go/listers/discovery/v1"
+	"k8s.io/client-go/tools/cache"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// LabelHeadless marks the EndpointSlices of a headless Service; the
+// EndpointSlice controller sets it and kube-proxy never watches them.
+const LabelHeadless = corev1.IsHeadlessService
+
+// AnnotationTriggerTime is set by the EndpointSlice controller to the time
+// of the change that caused the slice's last update; network-programming
+// latency is measured from it.
+const AnnotationTriggerTime = corev1.EndpointsLastChangeTriggerTime
+
+const sliceByService = "service"
+
+// Changes are what happened since the last TakeChanges.
+type Changes struct {
+	// Services are the "namespace/name" keys whose Service or
+	// EndpointSlices changed, sorted.
+	Services []string
+	// Nodes is true when any Node's addresses, or this node's labels,
+	// changed: every service must be planned again.
+	Nodes bool
+	// Triggers maps a service key to the oldest EndpointSlice change
+	// trigger time among its changes (only slices that carry the annotation).
+	Triggers map[string]time.Time
+}
+
+// Empty reports whether nothing changed.
+func (c Changes) Empty() bool { return len(c.Services) == 0 && !c.Nodes }
+
+// Watcher watches Services, EndpointSlices and Nodes with kube-proxy's
+// selectors (no service.kubernetes.io/service-proxy-name label, no headless
+// label), tracks which services changed, and caches every Node's addresses
+// (written to the state file whenever they change). It never modifies an
+// API object.
+type Watcher struct {
+	log      *zap.Logger
+	nodeName string
+	factory  informers.SharedInformerFactory
+	nodes    informers.SharedInformerFactory
+
+	svcInf, sliceInf, nodeInf cache.SharedIndexInformer
+	svcs                      corelisters.ServiceLister
+	slices                    discoverylisters.EndpointSliceLister
+	nodeLister                corelisters.NodeLister
+
+	addrs *NodeAddressCache
+
+	mu       sync.Mutex
+	dirty    map[string]bool
+	triggers map[string]time.Time
+	nodesChg bool
+	// nodeView is what of the Nodes matters to planning, to tell a real
+	// change from a heartbeat.
+	nodeView  map[string][]netip.Addr
+	localView map[string]string
+	notify    chan struct{}
+	// OnLocalNode, if set, is called with this node's Node object whenever
+	// it is added or updated (health uses it for node eligibility).
+	OnLocalNode func(*corev1.Node)
+	// OnChange, if set, is called after every recorded change (health's
+	// QueuedUpdate, the pending-changes gauge).
+	OnChange func()
+}
+
+// ProxySelector is kube-proxy's label selector for Services and
+// EndpointSlices: no service-proxy-name label, no headless label.
+func ProxySelector() labels.Selector {
+	noProxyName, err1 := labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+	noHeadless, err2 := labels.NewRequirement(LabelHeadless, selection.DoesNotExist, nil)
+	if err1 != nil || err2 != nil {
+		panic(fmt.Sprintf("label requirements: %v %v", err1, err2))
+	}
+	return labels.NewSelector().Add(*noProxyName, *noHeadless)
+}
+
+// NewWatcher builds the informers. addrs may be nil (no state file).
+// resync is the informers' resync period (0: none; the sync loop does its
+// own periodic full sync).
+func NewWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger) (*Watcher, error) {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	sel := ProxySelector().String()
+	w := &Watcher{
+		log:      log,
+		nodeName: nodeName,
+		factory: informers.NewSharedInformerFactoryWithOptions(client, resync,
+			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel })),
+		nodes:     informers.NewSharedInformerFactory(client, resync),
+		addrs:     addrs,
+		dirty:     map[string]bool{},
+		triggers:  map[string]time.Time{},
+		nodeView:  map[string][]netip.Addr{},
+		localView: map[string]string{},
+		notify:    make(chan struct{}, 1),
+	}
+	svc := w.factory.Core().V1().Services()
+	sl := w.factory.Discovery().V1().EndpointSlices()
+	nd := w.nodes.Core().V1().Nodes()
+	w.svcInf, w.sliceInf, w.nodeInf = svc.Informer(), sl.Informer(), nd.Informer()
+	w.svcs, w.slices, w.nodeLister = svc.Lister(), sl.Lister(), nd.Lister()
+	if err := w.sliceInf.AddIndexers(cache.Indexers{sliceByService: func(obj any) ([]string, error) {
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok {
+			return nil, nil
+		}
+		if k := SliceServiceKey(s); k != "" {
+			return []string{k}, nil
+		}
+		return nil, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("endpointslice index: %w", err)
+	}
+	for _, h := range []struct {
+		inf cache.SharedIndexInformer
+		fn  func(any)
+	}{{w.svcInf, w.onService}, {w.sliceInf, w.onSlice}, {w.nodeInf, w.onNode}} {
+		fn := h.fn
+		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+			AddFunc:    fn,
+			UpdateFunc: func(_, obj any) { fn(obj) },
+			DeleteFunc: func(obj any) {
+				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+					obj = d.Obj
+				}
+				fn(obj)
+			},
+		}); err != nil {
+			return nil, fmt.Errorf("event handler: %w", err)
+		}
+	}
+	return w, nil
+}
+
+// Start starts watching; it returns at once. Watching stops when ctx ends.
+func (w *Watcher) Start(ctx context.Context) {
+	w.factory.Start(ctx.Done())
+	w.nodes.Start(ctx.Done())
+}
+
+// WaitForCacheSync blocks until every cache has its first full list, or
+// ctx ends (then it returns false).
+func (w *Watcher) WaitForCacheSync(ctx context.Context) bool {
+	return cache.WaitForCacheSync(ctx.Done(), w.svcInf.HasSynced, w.sliceInf.HasSynced, w.nodeInf.HasSynced)
+}
+
+// Notify receives a value whenever changes are waiting (coalesced: one
+// value for any number of changes).
+func (w *Watcher) Notify() <-chan struct{} { return w.notify }
+
+func (w *Watcher) signal() {
+	select {
+	case w.notify <- struct{}{}:
+	default:
+	}
+	if w.OnChange != nil {
+		w.OnChange()
+	}
+}
+
+func (w *Watcher) markService(key string) {
+	w.mu.Lock()
+	w.dirty[key] = true
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *Watcher) onService(obj any) {
+	if svc, ok := obj.(*corev1.Service); ok {
+		w.markService(ServiceKey(svc))
+	}
+}
+
+func (w *Watcher) onSlice(obj any) {
+	s, ok := obj.(*discoveryv1.EndpointSlice)
+	if !ok {
+		return
+	}
+	key := SliceServiceKey(s)
+	if key == "" {
+		return
+	}
+	w.mu.Lock()
+	w.dirty[key] = true
+	if v, ok := s.Annotations[AnnotationTriggerTime]; ok {
+		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
+			if old, ok := w.triggers[key]; !ok || t.Before(old) {
+				w.triggers[key] = t
+			}
+		}
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+func (w *Watcher) onNode(obj any) {
+	n, ok := obj.(*corev1.Node)
+	if !ok {
+		return
+	}
+	// Deleted nodes are no longer in the lister.
+	_, err := w.nodeLister.Get(n.Name)
+	gone := err != nil
+	var addrs []netip.Addr
+	if !gone {
+		m, _ := NodeFromObject(n)
+		addrs = m.Addresses
+	}
+	var labelsChanged bool
+	w.mu.Lock()
+	old, had := w.nodeView[n.Name]
+	addrsChanged := had == gone || !slices.Equal(old, addrs)
+	if gone {
+		delete(w.nodeView, n.Name)
+	} else {
+		w.nodeView[n.Name] = addrs
+	}
+	if n.Name == w.nodeName && !gone && !maps.Equal(w.localView, n.Labels) {
+		w.localView = maps.Clone(n.Labels)
+		labelsChanged = true
+	}
+	if addrsChanged || labelsChanged {
+		w.nodesChg = true
+	}
+	view := w.nodeViewCopy()
+	w.mu.Unlock()
+	if n.Name == w.nodeName && !gone && w.OnLocalNode != nil {
+		w.OnLocalNode(n)
+	}
+	if addrsChanged && w.addrs != nil {
+		if err := w.addrs.Set(view); err != nil {
+			w.log.Error("cannot write node address cache", zap.Error(err))
+		}
+	}
+	if addrsChanged || labelsChanged {
+		w.signal()
+	}
+}
+
+func (w *Watcher) nodeViewCopy() map[string][]netip.Addr {
+	out := make(map[string][]netip.Addr, len(w.nodeView))
+	for k, v := range w.nodeView {
+		out[k] = v
+	}
+	return out
+}
+
+// TakeChanges returns and clears what changed since the last call.
+func (w *Watcher) TakeChanges() Changes {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	c := Changes{Nodes: w.nodesChg, Triggers: w.triggers}
+	c.Services = slices.Sorted(maps.Keys(w.dirty))
+	w.dirty = map[string]bool{}
+	w.triggers = map[string]time.Time{}
+	w.nodesChg = false
+	return c
+}
+
+// Requeue marks services changed again (a failed apply is retried).
+func (w *Watcher) Requeue(keys []string) {
+	if len(keys) == 0 {
+		return
+	}
+	w.mu.Lock()
+	for _, k := range keys {
+		w.dirty[k] = true
+	}
+	w.mu.Unlock()
+	w.signal()
+}
+
+// Pending is the number of services changed and not yet taken.
+func (w *Watcher) Pending() int {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return len(w.dirty)
+}
+
+// Service returns one Service's converted ports, endpoints and refusals
+// from the caches. A Service that is gone or skipped (headless,
+// ExternalName, another proxy's) gives no ports.
+func (w *Watcher) Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
+	ns, name, _ := cutKey(key)
+	svc, err := w.svcs.Services(ns).Get(name)
+	if err != nil || SkipReason(svc) != "" {
+		return nil, nil, nil
+	}
+	ports, refusals := ServicePorts(svc)
+	if len(ports) == 0 {
+		return nil, nil, refusals
+	}
+	eps, rs := ServiceEndpoints(ports, w.servicesSlices(key))
+	return ports, eps, append(refusals, rs...)
+}
+
+func (w *Watcher) servicesSlices(key string) []*discoveryv1.EndpointSlice {
+	objs, err := w.sliceInf.GetIndexer().ByIndex(sliceByService, key)
+	if err != nil {
+		return nil
+	}
+	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
+	for _, o := range objs {
+		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// ServiceObject returns the cached Service, or nil.
+func (w *Watcher) ServiceObject(namespace, name string) *corev1.Service {
+	svc, err := w.svcs.Services(namespace).Get(name)
+	if err != nil {
+		return nil
+	}
+	return svc
+}
+
+// NodeObject returns the cached Node, or nil.
+func (w *Watcher) NodeObject(name string) *corev1.Node {
+	n, err := w.nodeLister.Get(name)
+	if err != nil {
+		return nil
+	}
+	return n
+}
+
+// ServiceKeys lists every cached Service's key, sorted.
+func (w *Watcher) ServiceKeys() []string {
+	svcs, _ := w.svcs.List(labels.Everything())
+	out := make([]string, 0, len(svcs))
+	for _, s := range svcs {
+		out = append(out, ServiceKey(s))
+	}
+	slices.Sort(out)
+	return out
+}
+
+// Nodes returns every cached Node converted, sorted by name, with the
+// conversion's refusals.
+func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
+	ns, _ := w.nodeLister.List(labels.Everything())
+	out := make([]model.Node, 0, len(ns))
+	var refusals []model.Refusal
+	for _, n := range ns {
+		m, rs := NodeFromObject(n)
+		out = append(out, m)
+		refusals = append(refusals, rs...)
+	}
+	slices.SortFunc(out, func(a, b model.Node) int {
+		switch {
+		case a.Name < b.Name:
+			return -1
+		case a.Name > b.Name:
+			return 1
+		}
+		return 0
+	})
+	return out, refusals
+}
+
+// Cluster converts the whole cache at once, as `plan` would convert the
+// same objects.
+func (w *Watcher) Cluster() model.Cluster {
+	svcs, _ := w.svcs.List(labels.Everything())
+	eps, _ := w.slices.List(labels.Everything())
+	nodes, _ := w.nodeLister.List(labels.Everything())
+	return Convert(svcs, eps, nodes)
+}
+
+func cutKey(key string) (ns, name string, ok bool) {
+	for i := 0; i < len(key); i++ {
+		if key[i] == '/' {
+			return key[:i], key[i+1:], true
+		}
+	}
+	return "", key, false
+}
