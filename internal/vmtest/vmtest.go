@@ -40,6 +40,8 @@ var (
 	ErrTimeout = errors.New("vmtest: timeout")
 	// ErrFailed: at least one test binary exited non-zero.
 	ErrFailed = errors.New("vmtest: test binary failed")
+	// ErrSkipped: Config.FailOnSkip is set and a test printed "--- SKIP".
+	ErrSkipped = errors.New("vmtest: tests skipped")
 )
 
 // GuestModules are loaded (modprobe) before any test runs; a failure is ErrNoIPVS.
@@ -85,6 +87,10 @@ type Config struct {
 	QEMU string
 	// KernelMessages shows kernel info messages on the console (loglevel 7).
 	KernelMessages bool
+	// FailOnSkip makes a run that printed any "--- SKIP: TestX" line (go
+	// test -test.v output) fail with ErrSkipped: under `make test-kernel` a
+	// kernel test that skips is a test that did not run.
+	FailOnSkip bool
 }
 
 // JobResult is one job's exit status as reported by the guest.
@@ -100,6 +106,8 @@ type Result struct {
 	// Total is the time from starting qemu to its exit.
 	Total time.Duration
 	Jobs  []JobResult
+	// Skipped lists the "--- SKIP: TestX" lines the tests printed.
+	Skipped []string
 }
 
 // Run boots the VM, runs cfg.Jobs (or a shell) and returns their results.
@@ -207,6 +215,9 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if len(failed) > 0 {
 		return res, fmt.Errorf("%w: %s", ErrFailed, strings.Join(failed, ", "))
 	}
+	if cfg.FailOnSkip && len(res.Skipped) > 0 {
+		return res, fmt.Errorf("%w: %s", ErrSkipped, strings.Join(res.Skipped, "; "))
+	}
 	return res, nil
 }
 
@@ -247,6 +258,9 @@ func scanConsole(r io.Reader, w io.Writer, nonce string, start time.Time, res *R
 				}
 			} else {
 				io.WriteString(w, strings.ReplaceAll(line, "\r", ""))
+				if t := strings.TrimSpace(clean); strings.HasPrefix(t, "--- SKIP: ") {
+					res.Skipped = append(res.Skipped, strings.TrimPrefix(t, "--- SKIP: "))
+				}
 			}
 		}
 		if err != nil {

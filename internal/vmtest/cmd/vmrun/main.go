@@ -43,6 +43,7 @@ func main() {
 	flag.StringVar(&cfg.KernelRoot, "kernel-root", "", "unpacked linux-image dir (default $"+vmtest.KernelRootEnv+" or .cache/vm/root above the working dir)")
 	flag.BoolVar(&cfg.Shell, "shell", false, "interactive root shell in the VM instead of tests (Ctrl-a x quits)")
 	flag.BoolVar(&cfg.KernelMessages, "kernel-messages", false, "show kernel info messages on the console")
+	flag.BoolVar(&cfg.FailOnSkip, "fail-on-skip", false, "fail when a test prints \"--- SKIP\" (pass -test.v to the binaries)")
 	flag.BoolVar(&quit, "q", false, "do not print the timing summary")
 	flag.Usage = func() {
 		fmt.Fprintf(os.Stderr, "usage: vmrun [flags] -- BIN [ARGS...] [::: [-C DIR] BIN [ARGS...]]...\n       vmrun -shell [flags]\n")
@@ -73,6 +74,9 @@ func main() {
 				status = fmt.Sprintf("FAIL (exit %d)", j.ExitCode)
 			}
 			fmt.Fprintf(os.Stderr, "vmrun: %-4s %s\n", status, j.Job.Bin)
+		}
+		for _, s := range res.Skipped {
+			fmt.Fprintf(os.Stderr, "vmrun: SKIP %s\n", s)
 		}
 	}
 	if err != nil {
