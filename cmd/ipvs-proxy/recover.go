@@ -1,0 +1,292 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/spf13/cobra"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
+)
+
+// Exit statuses of `recover` (docs/runbook.md).
+const (
+	// recoverNothing: no bad address on kube-ipvs0.
+	recoverNothing = 0
+	// recoverFound: bad addresses found in a dry run; nothing changed.
+	recoverFound = 1
+	// recoverRemoved: --apply removed every bad address.
+	recoverRemoved = 2
+	// recoverFailed: the node could not be read, a removal failed, or the
+	// command line is wrong.
+	recoverFailed = 3
+)
+
+// exitStatus is an error carrying its own exit status; Main returns it
+// instead of its default 1 or 2.
+type exitStatus struct {
+	code int
+	msg  string
+}
+
+func (e exitStatus) Error() string { return e.msg }
+
+// ExitCode is the process exit status.
+func (e exitStatus) ExitCode() int { return e.code }
+
+// recoverFlags are the flags of `recover`.
+type recoverFlags struct {
+	kubeconfig, master, hostname string
+	stateDir                     string
+	timeout                      time.Duration
+	protected, clusterCIDRs      []netip.Prefix
+	exclude                      []netip.Prefix
+	stale, apply                 bool
+	output                       string
+	procRoot                     string
+}
+
+// openRecoveryKernel opens the node's kernel; tests replace it.
+var openRecoveryKernel = func() (recovery.NodeKernel, func(), error) {
+	k, err := recovery.OpenKernel()
+	if err != nil {
+		return nil, nil, err
+	}
+	return k, k.Close, nil
+}
+
+func newRecoverCommand() *cobra.Command {
+	f := &recoverFlags{}
+	cmd := &cobra.Command{
+		Use:   "recover [--apply] [flags]",
+		Short: "Find and strip node addresses and other bad addresses bound on kube-ipvs0",
+		Long: `recover finds the addresses on kube-ipvs0 that must not be there, with or
+without a reachable API server: this node's and every other node's addresses
+(from the API server, or cached in --state-dir by run), the default gateways,
+the API server's address from the kubeconfig, --protected-cidrs, the addresses
+that are never a service VIP (loopback, link-local, multicast, broadcast,
+unspecified, pod addresses), prefixes wider than /32 or /128, and — when the
+API server answers, or with --stale — addresses no current Service wants. Each
+goes together with the IPVS virtual servers on it (unless it stays local on
+another interface of this node: then its virtual servers stay too).
+
+Without --apply it changes nothing and prints what it would remove and why.
+It also names any other service proxy (kube-proxy, another ipvs-proxy run)
+running on the node: stop it first, or it adds the addresses back.
+
+Exit status: 0 nothing found; 1 found (dry run, nothing changed); 2 removed
+(--apply); 3 failed (the node could not be read, a removal failed, or bad
+usage).`,
+		Example: `  ipvs-proxy recover                      # dry run, offline or online
+  ipvs-proxy recover --apply              # remove what the dry run listed
+  ipvs-proxy recover --kubeconfig /etc/kubernetes/kubelet.conf --timeout 3s -o json`,
+		Args: cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error { return runRecover(cmd, f) },
+	}
+	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
+		return exitStatus{recoverFailed, fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
+	})
+	fs := cmd.Flags()
+	fs.SortFlags = false
+	fs.BoolVar(&f.apply, "apply", false, "Remove what was found (default: dry run, change nothing).")
+	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
+	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file; empty means the in-cluster configuration, or offline when there is none.")
+	fs.StringVar(&f.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
+	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "How long to wait for the API server (and the name lookup of its address) before going on offline.")
+	fs.StringVar(&f.stateDir, "state-dir", config.DefaultStateDir, "Directory where run caches every Node's addresses, read offline.")
+	fs.StringVar(&f.hostname, "hostname-override", "", "This node's name; empty means the hostname.")
+	fs.BoolVar(&f.stale, "stale", false, "Without an API server, also remove addresses that have no IPVS virtual server.")
+	fs.Var(newPrefixList(&f.protected, "strings"), "protected-cidrs", "CIDRs that are never bound on kube-ipvs0.")
+	fs.Var(newPrefixList(&f.clusterCIDRs, "string"), "cluster-cidr", "Comma-separated pod CIDRs: pod addresses are never service VIPs.")
+	fs.Var(newPrefixList(&f.exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never removed.")
+	fs.StringVar(&f.procRoot, "proc-root", "/proc", `Where to look for other proxies' processes ("-" skips the scan).`)
+	_ = fs.MarkHidden("proc-root")
+	return cmd
+}
+
+func runRecover(cmd *cobra.Command, f *recoverFlags) error {
+	if f.output != "text" && f.output != "json" {
+		return exitStatus{recoverFailed, fmt.Sprintf("recover: -o %q: must be text or json", f.output)}
+	}
+	o := recovery.Options{
+		NodeName:       f.hostname,
+		StateDir:       f.stateDir,
+		Timeout:        f.timeout,
+		ProtectedCIDRs: f.protected,
+		ClusterCIDRs:   f.clusterCIDRs,
+		ExcludeCIDRs:   f.exclude,
+		Stale:          f.stale,
+		Apply:          f.apply,
+		ProcRoot:       f.procRoot,
+	}
+	if o.NodeName == "" {
+		h, _ := os.Hostname()
+		o.NodeName = strings.ToLower(h)
+	}
+	var notes []string
+	cfg, err := recovery.RESTConfig(f.kubeconfig, f.master, f.timeout)
+	switch {
+	case errors.Is(err, recovery.ErrNoAPIServer):
+	case err != nil:
+		notes = append(notes, "API server not used: "+err.Error())
+	default:
+		o.APIServerHost = cfg.Host
+		if o.Client, err = kubernetes.NewForConfig(cfg); err != nil {
+			notes = append(notes, "API server not used: "+err.Error())
+			o.Client = nil
+		}
+	}
+	if f.apply {
+		// One log line per removal on stderr, for the console record.
+		enc := zapcore.NewConsoleEncoder(zap.NewDevelopmentEncoderConfig())
+		o.Log = zap.New(zapcore.NewCore(enc, zapcore.AddSync(cmd.ErrOrStderr()), zap.InfoLevel))
+	}
+	k, closeKernel, err := openRecoveryKernel()
+	if err != nil {
+		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+	}
+	defer closeKernel()
+	rep, err := recovery.Recover(context.Background(), k, o)
+	if err != nil {
+		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+	}
+	rep.Warnings = append(notes, rep.Warnings...)
+	code := recoverExitCode(rep)
+	out := cmd.OutOrStdout()
+	if f.output == "json" {
+		err = writeRecoverJSON(out, rep, code)
+	} else {
+		err = writeRecoverText(out, rep)
+	}
+	if err != nil {
+		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+	}
+	switch code {
+	case recoverNothing:
+		return nil
+	case recoverFound:
+		return exitStatus{code, fmt.Sprintf("%d bad address(es) on %s; dry run, nothing changed (run again with --apply)", len(rep.Findings), addrmgr.Device)}
+	case recoverRemoved:
+		return exitStatus{code, fmt.Sprintf("removed %d address(es) from %s and %d virtual server(s)", len(rep.Result.Unbound), addrmgr.Device, len(rep.Result.Deleted))}
+	default:
+		return exitStatus{code, fmt.Sprintf("recover: %v", rep.Result.Err())}
+	}
+}
+
+// recoverExitCode is the exit status for a report.
+func recoverExitCode(rep *recovery.Report) int {
+	switch {
+	case len(rep.Findings) == 0:
+		return recoverNothing
+	case !rep.Applied:
+		return recoverFound
+	case rep.Result.Err() != nil:
+		return recoverFailed
+	default:
+		return recoverRemoved
+	}
+}
+
+func keyStrings(fd recovery.Finding) []string {
+	out := make([]string, len(fd.VirtualServers))
+	for i, k := range fd.VirtualServers {
+		out[i] = k.String()
+	}
+	return out
+}
+
+func writeRecoverText(w io.Writer, rep *recovery.Report) error {
+	var b strings.Builder
+	fmt.Fprintf(&b, "API server: %s\nNode address cache: %s\n", rep.APIServer, rep.NodeCache)
+	if len(rep.Findings) == 0 {
+		fmt.Fprintf(&b, "No bad address on %s.\n", addrmgr.Device)
+	} else {
+		fmt.Fprintf(&b, "\nAddresses on %s that %s, with the IPVS virtual servers on them:\n", addrmgr.Device, map[bool]string{false: "would go", true: "went"}[rep.Applied])
+		tw := tabwriter.NewWriter(&b, 0, 4, 2, ' ', 0)
+		fmt.Fprintln(tw, "ADDRESS\tREASON\tVIRTUAL SERVERS\tDETAIL")
+		for _, fd := range rep.Findings {
+			vs := strings.Join(keyStrings(fd), ", ")
+			if vs == "" {
+				vs = "-"
+			}
+			detail := fd.Detail
+			if fd.Kept != "" {
+				detail += " (" + fd.Kept + ")"
+			}
+			fmt.Fprintf(tw, "%s\t%s\t%s\t%s\n", fd.Address, fd.Reason, vs, detail)
+		}
+		_ = tw.Flush()
+	}
+	for _, wmsg := range rep.Warnings {
+		fmt.Fprintf(&b, "warning: %s\n", wmsg)
+	}
+	if len(rep.Findings) > 0 {
+		if rep.Applied {
+			r := rep.Result
+			fmt.Fprintf(&b, "\nRemoved %d address(es) and %d virtual server(s).\n", len(r.Unbound), len(r.Deleted))
+			for _, err := range r.Errors {
+				fmt.Fprintf(&b, "FAILED: %v\n", err)
+			}
+		} else {
+			fmt.Fprintf(&b, "\nDry run: nothing changed. Run `ipvs-proxy recover --apply` to remove them.\n")
+		}
+	}
+	_, err := io.WriteString(w, b.String())
+	return err
+}
+
+// recoverJSON is `recover -o json`.
+type recoverJSON struct {
+	APIServer    string             `json:"apiServer"`
+	NodeCache    string             `json:"nodeCache"`
+	Findings     []findingJSON      `json:"findings"`
+	Applied      bool               `json:"applied"`
+	Removed      *removedJSON       `json:"removed,omitempty"`
+	OtherProxies []recovery.Process `json:"otherProxies"`
+	Warnings     []string           `json:"warnings"`
+	ExitCode     int                `json:"exitCode"`
+}
+
+type findingJSON struct {
+	recovery.Finding
+	VirtualServers []string `json:"virtualServers"`
+}
+
+type removedJSON struct {
+	Addresses      []netip.Prefix `json:"addresses"`
+	VirtualServers []string       `json:"virtualServers"`
+	Errors         []string       `json:"errors"`
+}
+
+func writeRecoverJSON(w io.Writer, rep *recovery.Report, code int) error {
+	j := recoverJSON{APIServer: rep.APIServer, NodeCache: rep.NodeCache, Applied: rep.Applied,
+		Findings: []findingJSON{}, OtherProxies: rep.OtherProxies, Warnings: append([]string{}, rep.Warnings...), ExitCode: code}
+	for _, fd := range rep.Findings {
+		j.Findings = append(j.Findings, findingJSON{Finding: fd, VirtualServers: keyStrings(fd)})
+	}
+	if r := rep.Result; r != nil {
+		j.Removed = &removedJSON{Addresses: append([]netip.Prefix{}, r.Unbound...), VirtualServers: []string{}, Errors: []string{}}
+		for _, k := range r.Deleted {
+			j.Removed.VirtualServers = append(j.Removed.VirtualServers, k.String())
+		}
+		for _, err := range r.Errors {
+			j.Removed.Errors = append(j.Removed.Errors, err.Error())
+		}
+	}
+	enc := json.NewEncoder(w)
+	enc.SetIndent("", "  ")
+	return enc.Encode(j)
+}

@@ -1,0 +1,176 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// procIPVS exists when the ip_vs module is loaded.
+const procIPVS = "/proc/net/ip_vs"
+
+// Node is what the kernel of one node says, as recover reads it.
+type Node struct {
+	// LocalPrefixes are the addresses of every interface but kube-ipvs0
+	// (`ip -o addr show` minus kube-ipvs0).
+	LocalPrefixes []netip.Prefix
+	// Gateways are the default routes' gateways (`ip route show default`,
+	// `ip -6 route show default`), multipath hops included.
+	Gateways []netip.Addr
+	// HasDevice is false when there is no kube-ipvs0 at all.
+	HasDevice bool
+	// Bound are kube-ipvs0's addresses.
+	Bound []netip.Prefix
+	// HasIPVS is false when ip_vs is not loaded; VirtualServers is then empty.
+	HasIPVS bool
+	// VirtualServers is the IPVS table (`ipvsadm -S -n`).
+	VirtualServers []ipvs.VirtualServer
+}
+
+// LocalAddrs are LocalPrefixes' addresses.
+func (n *Node) LocalAddrs() []netip.Addr {
+	out := make([]netip.Addr, len(n.LocalPrefixes))
+	for i, p := range n.LocalPrefixes {
+		out[i] = p.Addr()
+	}
+	return out
+}
+
+// Kernel is the kernel of the network namespace it was opened in. It never
+// creates kube-ipvs0 and never loads ip_vs.
+type Kernel struct {
+	h     *netlink.Handle
+	link  *addrmgr.KernelLink
+	table *ipvs.Kernel
+}
+
+// OpenKernel opens netlink (and IPVS, when ip_vs is loaded) in the calling
+// thread's network namespace; lock the thread there first.
+func OpenKernel() (*Kernel, error) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("open netlink: %w", err)
+	}
+	k := &Kernel{h: h}
+	if _, err := h.LinkByName(addrmgr.Device); err == nil {
+		if k.link, err = addrmgr.EnsureDevice(h); err != nil {
+			h.Close()
+			return nil, err
+		}
+	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {
+		h.Close()
+		return nil, fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
+	}
+	if _, err := os.Stat(procIPVS); err == nil {
+		if k.table, err = ipvs.OpenKernel(); err != nil {
+			h.Close()
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// Close releases the sockets.
+func (k *Kernel) Close() {
+	if k.table != nil {
+		k.table.Close()
+	}
+	k.h.Close()
+}
+
+// Link is kube-ipvs0, or nil when there is none.
+func (k *Kernel) Link() addrmgr.Link {
+	if k.link == nil {
+		return nil
+	}
+	return k.link
+}
+
+// Table is the IPVS table, or nil when ip_vs is not loaded.
+func (k *Kernel) Table() ipvs.Table {
+	if k.table == nil {
+		return nil
+	}
+	return k.table
+}
+
+// Read dumps the node: interfaces' addresses, default gateways, kube-ipvs0
+// and the IPVS table.
+func (k *Kernel) Read() (*Node, error) {
+	n := &Node{HasDevice: k.link != nil, HasIPVS: k.table != nil}
+	links, err := k.h.LinkList()
+	if err != nil {
+		return nil, fmt.Errorf("ip link show: %w", err)
+	}
+	for _, l := range links {
+		if l.Attrs().Name == addrmgr.Device {
+			continue
+		}
+		as, err := k.h.AddrList(l, netlink.FAMILY_ALL)
+		if err != nil {
+			return nil, fmt.Errorf("ip addr show dev %s: %w", l.Attrs().Name, err)
+		}
+		for _, a := range as {
+			if p, ok := prefixOf(a.IPNet); ok {
+				n.LocalPrefixes = append(n.LocalPrefixes, p)
+			}
+		}
+	}
+	slices.SortFunc(n.LocalPrefixes, comparePrefix)
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := k.h.RouteList(nil, fam)
+		if err != nil {
+			return nil, fmt.Errorf("ip route show: %w", err)
+		}
+		for _, r := range routes {
+			if r.Dst != nil {
+				if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+					continue
+				}
+			}
+			gws := []net.IP{r.Gw}
+			for _, hop := range r.MultiPath {
+				gws = append(gws, hop.Gw)
+			}
+			for _, gw := range gws {
+				if a, ok := netip.AddrFromSlice(gw); ok {
+					n.Gateways = append(n.Gateways, a.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(n.Gateways, netip.Addr.Compare)
+	n.Gateways = slices.Compact(n.Gateways)
+	if k.link != nil {
+		if n.Bound, err = k.link.Addrs(); err != nil {
+			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)
+		}
+		slices.SortFunc(n.Bound, comparePrefix)
+	}
+	if k.table != nil {
+		if n.VirtualServers, err = k.table.Services(); err != nil {
+			return nil, fmt.Errorf("ipvsadm -S -n: %w", err)
+		}
+	}
+	return n, nil
+}
+
+func prefixOf(ipn *net.IPNet) (netip.Prefix, bool) {
+	if ipn == nil {
+		return netip.Prefix{}, false
+	}
+	a, ok := netip.AddrFromSlice(ipn.IP)
+	if !ok {
+		return netip.Prefix{}, false
+	}
+	ones, _ := ipn.Mask.Size()
+	return netip.PrefixFrom(a.Unmap(), ones), true
+}

@@ -1,0 +1,216 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// NodeKernel is the node's kernel as Recover uses it; *Kernel is the real
+// one.
+type NodeKernel interface {
+	Read() (*Node, error)
+	// Link is kube-ipvs0, nil when there is none.
+	Link() addrmgr.Link
+	// Table is the IPVS table, nil without ip_vs.
+	Table() ipvs.Table
+}
+
+var _ NodeKernel = (*Kernel)(nil)
+
+// Options of one Recover run.
+type Options struct {
+	// NodeName is this node's name (--hostname-override, else the hostname).
+	NodeName string
+	// StateDir is --state-dir, where `run` caches every Node's addresses.
+	StateDir string
+	// Client talks to the API server; nil means offline.
+	Client kubernetes.Interface
+	// APIServerHost is the API server URL of the client configuration (its
+	// address is protected even when it does not answer); "" for none.
+	APIServerHost string
+	// Timeout bounds the API server requests and the name lookup of
+	// APIServerHost; 0 means 5s.
+	Timeout time.Duration
+	// ProtectedCIDRs is --protected-cidrs; ClusterCIDRs is --cluster-cidr
+	// (pod addresses are never VIPs); ExcludeCIDRs is --ipvs-exclude-cidrs.
+	ProtectedCIDRs, ClusterCIDRs, ExcludeCIDRs []netip.Prefix
+	// Stale is --stale: offline, an address with no virtual server is bad.
+	Stale bool
+	// Apply removes what was found; false is a dry run.
+	Apply bool
+	// ProcRoot is where other proxies are looked for; "" means "/proc",
+	// "-" skips the scan.
+	ProcRoot string
+	// Log receives one line per removal; nil means no logging.
+	Log *zap.Logger
+}
+
+// Report is what Recover found and did.
+type Report struct {
+	// APIServer is "reachable", "unreachable: ERROR" or "not configured".
+	APIServer string `json:"apiServer"`
+	// NodeCache describes the --state-dir cache: "N nodes, updated T" or why
+	// it was not used.
+	NodeCache string `json:"nodeCache"`
+	// Findings are the bad addresses, sorted.
+	Findings []Finding `json:"findings"`
+	// Applied is true when --apply removed (or tried to remove) them.
+	Applied bool `json:"applied"`
+	// Result is what Apply did; nil in a dry run.
+	Result *Result `json:"-"`
+	// OtherProxies are service proxies running on the node that would add
+	// the addresses back.
+	OtherProxies []Process `json:"otherProxies"`
+	// Warnings are what the operator should know (no cache, no device, ...).
+	Warnings []string `json:"warnings,omitempty"`
+}
+
+// ErrKernel is wrapped when the node's kernel state cannot be read.
+var ErrKernel = errors.New("recovery: cannot read the node")
+
+// Recover gathers what the node and the cluster know, finds the bad
+// addresses on kube-ipvs0 (Find), and with o.Apply removes them with their
+// virtual servers (Apply). The API server is optional: without it the guard
+// uses the cached Node addresses and the node's own state. The error is
+// non-nil only when the node could not be read; removal failures are in
+// Report.Result.
+func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
+	if o.Timeout <= 0 {
+		o.Timeout = 5 * time.Second
+	}
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	rep := &Report{Findings: []Finding{}, OtherProxies: []Process{}}
+	node, err := k.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrKernel, err)
+	}
+	if !node.HasDevice {
+		rep.Warnings = append(rep.Warnings, "no "+addrmgr.Device+" device on this node: nothing to recover")
+	}
+
+	nodeAddrs := map[string][]netip.Addr{}
+	if o.StateDir != "" {
+		cache, err := informers.ReadNodeAddresses(o.StateDir)
+		switch {
+		case err != nil:
+			rep.NodeCache = err.Error()
+			rep.Warnings = append(rep.Warnings, "no cached Node addresses ("+err.Error()+"): other nodes' addresses are known only from the API server")
+		default:
+			rep.NodeCache = fmt.Sprintf("%d nodes, updated %s", len(cache.Nodes), cache.Updated.UTC().Format(time.RFC3339))
+			for n, as := range cache.Nodes {
+				nodeAddrs[n] = append(nodeAddrs[n], as...)
+			}
+		}
+	} else {
+		rep.NodeCache = "no --state-dir"
+	}
+
+	var apiAddrs []netip.Addr
+	if o.APIServerHost != "" {
+		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		apiAddrs = APIServerAddrs(lctx, o.APIServerHost)
+		cancel()
+	}
+	popts := planner.Options{
+		NodeName:       o.NodeName,
+		LocalAddrs:     node.LocalAddrs(),
+		LocalPrefixes:  node.LocalPrefixes,
+		ClusterCIDRs:   o.ClusterCIDRs,
+		ProtectedCIDRs: o.ProtectedCIDRs,
+		APIServerAddrs: apiAddrs,
+		Gateways:       node.Gateways,
+		ExcludeCIDRs:   o.ExcludeCIDRs,
+	}
+	var cluster *Cluster
+	if o.Client == nil {
+		rep.APIServer = "not configured"
+	} else {
+		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		cluster, err = ReadCluster(cctx, o.Client, popts)
+		cancel()
+		if err != nil {
+			rep.APIServer = "unreachable: " + err.Error()
+			cluster = nil
+		} else {
+			rep.APIServer = "reachable"
+			for n, as := range cluster.Nodes {
+				nodeAddrs[n] = append(nodeAddrs[n], as...)
+			}
+		}
+	}
+
+	models := make([]model.Node, 0, len(nodeAddrs))
+	for n, as := range nodeAddrs {
+		models = append(models, model.Node{Name: n, Addresses: as})
+	}
+	guard := addrmgr.NewGuard(addrmgr.GuardConfig{
+		LocalAddrs:     popts.LocalAddrs,
+		LocalPrefixes:  node.LocalPrefixes,
+		NodeAddrs:      addrmgr.NodeAddresses(models),
+		APIServers:     apiAddrs,
+		Gateways:       node.Gateways,
+		ProtectedCIDRs: o.ProtectedCIDRs,
+		PodCIDRs:       o.ClusterCIDRs,
+	})
+	facts := Facts{
+		Bound:          node.Bound,
+		VirtualServers: node.VirtualServers,
+		Guard:          guard,
+		Stale:          o.Stale,
+		ExcludeCIDRs:   o.ExcludeCIDRs,
+	}
+	if cluster != nil {
+		facts.Wanted, facts.WantedKnown = cluster.Wanted, true
+	}
+	rep.Findings = Find(facts)
+
+	if o.ProcRoot != "-" {
+		root := o.ProcRoot
+		if root == "" {
+			root = "/proc"
+		}
+		procs, err := FindProxies(root)
+		if err != nil {
+			rep.Warnings = append(rep.Warnings, "cannot scan "+root+" for other proxies: "+err.Error())
+		}
+		rep.OtherProxies = append(rep.OtherProxies, procs...)
+	}
+	for _, p := range rep.OtherProxies {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s (pid %d) is running and may add addresses back: stop it first (`%s`)", p.Name, p.PID, p.Cmdline))
+	}
+
+	if !o.Apply || len(rep.Findings) == 0 {
+		return rep, nil
+	}
+	rep.Applied = true
+	rep.Result = Apply(k.Link(), k.Table(), rep.Findings)
+	for _, fd := range rep.Findings {
+		if slices.Contains(rep.Result.Unbound, fd.Address) {
+			log.Info("removed address", zap.String("device", addrmgr.Device), zap.Stringer("address", fd.Address),
+				zap.String("reason", string(fd.Reason)), zap.String("detail", fd.Detail))
+		}
+	}
+	for _, k := range rep.Result.Deleted {
+		log.Info("deleted virtual server", zap.Stringer("virtualServer", k))
+	}
+	for _, err := range rep.Result.Errors {
+		log.Error("removal failed", zap.Error(err))
+	}
+	return rep, nil
+}

@@ -1,0 +1,179 @@
+package recovery
+
+import (
+	"context"
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// fakeNode is a stateful NodeKernel over addrmgr.FakeLink and
+// ipvs.FakeTable.
+type fakeNode struct {
+	local    []netip.Prefix
+	gateways []netip.Addr
+	link     *addrmgr.FakeLink
+	table    *ipvs.FakeTable
+}
+
+func (f *fakeNode) Read() (*Node, error) {
+	bound, _ := f.link.Addrs()
+	vs, _ := f.table.Services()
+	return &Node{LocalPrefixes: f.local, Gateways: f.gateways, HasDevice: true, Bound: bound, HasIPVS: true, VirtualServers: vs}, nil
+}
+func (f *fakeNode) Link() addrmgr.Link { return f.link }
+func (f *fakeNode) Table() ipvs.Table  { return f.table }
+
+// newFakeNode is node A (198.51.100.1) with a legitimate VIP 10.96.0.10,
+// node B's address 198.51.100.2 bound with a virtual server, a leftover
+// VIP 10.96.0.99 without one, and a foreign (keepalived) virtual server
+// on 203.0.113.5, not bound.
+func newFakeNode() *fakeNode {
+	return &fakeNode{
+		local:    pfxs("198.51.100.1/24", "127.0.0.1/8"),
+		gateways: []netip.Addr{netip.MustParseAddr("198.51.100.254")},
+		link:     addrmgr.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.2/32", "10.96.0.99/32")...),
+		table:    ipvs.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 198.51.100.2:6443", "tcp 203.0.113.5:80")...),
+	}
+}
+
+func clusterObjects() []runtime.Object {
+	node := func(name, ip string) *corev1.Node {
+		return &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}
+	}
+	svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+			IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			Ports:      []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	return []runtime.Object{node("a", "198.51.100.1"), node("b", "198.51.100.2"), svc}
+}
+
+func TestRecover(t *testing.T) {
+	writeCache := func(t *testing.T) string {
+		dir := t.TempDir()
+		if err := informers.NewNodeAddressCache(dir).Set(map[string][]netip.Addr{
+			"a": {netip.MustParseAddr("198.51.100.1")}, "b": {netip.MustParseAddr("198.51.100.2")}}); err != nil {
+			t.Fatal(err)
+		}
+		return dir
+	}
+	unreachable := func() *fake.Clientset {
+		c := fake.NewClientset()
+		c.PrependReactor("list", "*", func(k8stesting.Action) (bool, runtime.Object, error) {
+			return true, nil, errors.New("dial tcp 198.51.100.10:6443: i/o timeout")
+		})
+		return c
+	}
+	for _, tc := range []struct {
+		name      string
+		cache     bool
+		client    func() *fake.Clientset
+		stale     bool
+		api       string
+		want      string
+		apiStatus string
+	}{
+		{name: "offline, no cache: node B unknown, nothing found", api: "", want: "", apiStatus: "not configured"},
+		{name: "offline with the cache", cache: true, want: "198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n", apiStatus: "not configured"},
+		{name: "offline with the cache and --stale", cache: true, stale: true,
+			want: "10.96.0.99/32 NoVirtualServer []\n198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n", apiStatus: "not configured"},
+		{name: "API unreachable, cache used", cache: true, client: unreachable,
+			want: "198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n", apiStatus: "unreachable: list nodes: dial tcp"},
+		{name: "API reachable, no cache", client: func() *fake.Clientset { return fake.NewClientset(clusterObjects()...) },
+			want: "10.96.0.99/32 NotWanted []\n198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n", apiStatus: "reachable"},
+		{name: "API server address from the kubeconfig is protected", api: "https://10.96.0.99:6443",
+			want: "10.96.0.99/32 APIServer []\n", apiStatus: "not configured"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{NodeName: "a", ProcRoot: "-", Stale: tc.stale, APIServerHost: tc.api}
+			if tc.cache {
+				o.StateDir = writeCache(t)
+			} else {
+				o.StateDir = t.TempDir()
+			}
+			if tc.client != nil {
+				o.Client = tc.client()
+			}
+			n := newFakeNode()
+			rep, err := Recover(context.Background(), n, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(rep.Findings); got != tc.want {
+				t.Errorf("findings:\n got %q\nwant %q", got, tc.want)
+			}
+			if !strings.HasPrefix(rep.APIServer, tc.apiStatus) {
+				t.Errorf("APIServer = %q, want prefix %q", rep.APIServer, tc.apiStatus)
+			}
+			if rep.Applied || n.link.Mutations+n.table.Mutations != 0 {
+				t.Fatalf("dry run changed the node: %s %s", n.link, n.table)
+			}
+
+			// Now for real: exactly the findings go.
+			o.Apply = true
+			rep, err = Recover(context.Background(), n, o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := rep.Result.Err(); rep.Applied && err != nil {
+				t.Fatal(err)
+			}
+			bound := n.link.String()
+			for _, f := range rep.Findings {
+				if strings.Contains(bound, f.Address.String()) {
+					t.Errorf("%s still bound", f.Address)
+				}
+			}
+			for _, keep := range []string{"10.96.0.10/32"} {
+				if !strings.Contains(bound, keep) {
+					t.Errorf("legitimate VIP %s removed: %s", keep, bound)
+				}
+			}
+			table := n.table.String()
+			for _, keep := range []string{"10.96.0.10:80", "203.0.113.5:80"} {
+				if !strings.Contains(table, keep) {
+					t.Errorf("virtual server %s removed:\n%s", keep, table)
+				}
+			}
+			rep, err = Recover(context.Background(), n, Options{NodeName: "a", ProcRoot: "-", StateDir: o.StateDir, Stale: tc.stale, APIServerHost: tc.api, Client: o.Client})
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(rep.Findings) != 0 {
+				t.Errorf("after apply, still found: %s", render(rep.Findings))
+			}
+		})
+	}
+}
+
+func TestAPIServerAddrs(t *testing.T) {
+	ctx := context.Background()
+	for in, want := range map[string]string{
+		"https://10.0.2.100:6443": "10.0.2.100",
+		"https://[fd00::1]:6443":  "fd00::1",
+		"10.0.0.1:443":            "10.0.0.1",
+		"10.0.0.2":                "10.0.0.2",
+		"":                        "",
+	} {
+		got := APIServerAddrs(ctx, in)
+		s := ""
+		if len(got) > 0 {
+			s = got[0].String()
+		}
+		if s != want {
+			t.Errorf("APIServerAddrs(%q) = %v, want %s", in, got, want)
+		}
+	}
+}
