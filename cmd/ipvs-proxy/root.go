@@ -25,6 +25,7 @@ const (
 // cmd.OutOrStdout and cmd.ErrOrStderr, which the root sets.
 var subcommands = []func() *cobra.Command{
 	newPlanCommand,
+	newRecoverCommand,
 	newVersionCommand,
 }
 
@@ -88,6 +89,10 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stderr, "ipvs-proxy: %s\n", msg)
+	// An error may carry its own status (recover's 0-3).
+	if es, ok := errors.AsType[exitStatus](err); ok {
+		return es.ExitCode()
+	}
 	if errors.As(err, new(failureError)) {
 		return exitFailure
 	}
