@@ -24,14 +24,29 @@ var (
 	ErrNotDummy = errors.New("kube-ipvs0 exists and is not a dummy device")
 )
 
-// Protector is the node-IP guard (*Guard): Check reports whether addr must
-// never be bound on kube-ipvs0 (protected true), with the reason code and a
-// human-readable detail.
+// Protector is what the Manager asks immediately before each bind: Check
+// reports whether addr must never be bound on kube-ipvs0 (protected true),
+// with the reason code and a human-readable detail.
+//
+// Beware: *Guard has a method of the same signature with the opposite
+// meaning (Guard.Check's third result is "allowed"), so a *Guard satisfies
+// this interface structurally. NewManager therefore turns a *Guard it is
+// given into Guard.Protector(); other implementations must answer
+// "protected".
 type Protector interface {
 	Check(addr netip.Addr) (reason model.Reason, detail string, protected bool)
 }
 
-var _ Protector = (*Guard)(nil)
+// guardProtector is a *Guard as a Protector: "protected" is "not allowed".
+type guardProtector struct{ g *Guard }
+
+func (p guardProtector) Check(addr netip.Addr) (model.Reason, string, bool) {
+	reason, detail, allowed := p.g.Check(addr)
+	return reason, detail, !allowed
+}
+
+// Protector returns the guard as a Protector (protected = not allowed).
+func (g *Guard) Protector() Protector { return guardProtector{g} }
 
 // Link is kube-ipvs0's address list. *KernelLink is the netlink
 // implementation; *FakeLink the in-memory one for unit tests.
@@ -98,10 +113,13 @@ type Manager struct {
 }
 
 // NewManager returns a manager of link's addresses guarded by guard; guard
-// must not be nil.
+// must not be nil. A *Guard is used through Guard.Protector.
 func NewManager(link Link, guard Protector, log *zap.Logger) *Manager {
 	if log == nil {
 		log = zap.NewNop()
+	}
+	if g, ok := guard.(*Guard); ok {
+		guard = g.Protector()
 	}
 	return &Manager{link: link, guard: guard, log: log, cur: map[netip.Prefix]bool{}}
 }

@@ -137,3 +137,30 @@ func TestBindRules(t *testing.T) {
 		t.Errorf("error text: %v", res.Err())
 	}
 }
+
+// TestManagerWithRealGuard: a *Guard (whose Check answers "allowed") used
+// as the Manager's Protector refuses what it protects and binds the rest.
+func TestManagerWithRealGuard(t *testing.T) {
+	node := netip.MustParseAddr("192.168.1.10")
+	g := NewGuard(GuardConfig{LocalAddrs: []netip.Addr{node}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+	for _, guard := range []Protector{g, g.Protector()} {
+		link := NewFakeLink()
+		if err := link.AddAddr(netip.MustParsePrefix("192.168.1.10/32")); err != nil {
+			t.Fatal(err)
+		}
+		m := NewManager(link, guard, nil)
+		if _, err := m.Dump(); err != nil {
+			t.Fatal(err)
+		}
+		if res := m.Unbind(pfx("10.96.0.1/32", "192.168.1.10/32")); res.Unbound != 1 {
+			t.Fatalf("unbind of a protected address: %+v", res)
+		}
+		res := m.Bind(pfx("10.96.0.1/32", "10.244.0.5/32", "192.168.1.10/32"), nil)
+		if res.Err() != nil || res.Bound != 1 || len(res.Refused) != 2 {
+			t.Fatalf("%+v %v", res, res.Err())
+		}
+		if got := link.String(); got != "10.96.0.1/32\n" {
+			t.Fatalf("bound %q", got)
+		}
+	}
+}

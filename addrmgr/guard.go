@@ -11,8 +11,6 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
-var _ Protector = (*Guard)(nil)
-
 // GuardConfig is everything the node-IP guard protects. All fields are
 // optional; the zero value protects only the never-a-VIP classes.
 type GuardConfig struct {
@@ -113,7 +111,8 @@ func NeverVIP(r model.Reason) bool {
 // for a protected address, with the reason code and a human-readable detail;
 // it is true (with empty reason and detail) otherwise. The never-a-VIP
 // classes are checked first, then node addresses, local addresses, API
-// servers, gateways and protected CIDRs. *Guard satisfies Protector.
+// servers, gateways and protected CIDRs. Note the third result is
+// "allowed", the opposite of Protector's; Guard.Protector adapts it.
 func (g *Guard) Check(addr netip.Addr) (reason model.Reason, detail string, allowed bool) {
 	if !addr.IsValid() {
 		return model.ReasonInvalidAddress, "not an IP address", false
