@@ -30,11 +30,21 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// Rules is the ipset and iptables layer (package iptables). Apply must add
-// set entries before rules refer to them and remove them after.
+// Rules is the ipset and iptables layer (*iptables.Applier). Each method
+// must add set entries before rules refer to them and remove them after.
 type Rules interface {
+	// Full reads the kernel (one ipset dump, one iptables-save per table)
+	// and repairs every difference, also tampering by others.
+	Full(sets []iptables.IPSet, rules []iptables.Ruleset) error
+	// Apply applies set entry differences against its mirror (no dump, no
+	// exec) and resyncs the chains only when the planned rules changed.
 	Apply(sets []iptables.IPSet, rules []iptables.Ruleset) error
+	// Cleanup removes the chains, jump rules and sets named in the plan of
+	// an empty cluster, and nothing else.
+	Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
 }
+
+var _ Rules = (*iptables.Applier)(nil)
 
 // Applier applies planner states. Not safe for concurrent use.
 type Applier struct {
@@ -102,6 +112,44 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 	return a.sync(st, true, nil)
 }
 
+// Cleanup removes what the proxy owns and nothing else, in a safe order:
+// every address on kube-ipvs0 (one dump), then every virtual server the
+// ownership rule of ipvs.Ownership calls ours (one IPVS dump; foreign ones
+// and --ipvs-exclude-cidrs stay), then the chains and sets named in empty,
+// the plan of an empty cluster (planner.Plan of a model.Cluster without
+// services). kube-ipvs0 itself stays: addrmgr.DeleteDevice removes it. The
+// error is non-nil only when the kernel could not be read.
+func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
+	res := &Result{Bind: &addrmgr.Result{}}
+	bound, err := a.addrs.Dump()
+	if err != nil {
+		return nil, err
+	}
+	res.Unbind = a.addrs.Unbind(nil)
+	for _, f := range res.Unbind.Failures {
+		res.add("", f)
+	}
+	own := ipvs.Ownership{NodeAddrs: slices.Clone(nodeAddrs)}
+	for _, p := range bound {
+		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
+	}
+	if res.IPVS, err = a.ipvs.Full(nil, own); err != nil {
+		return nil, fmt.Errorf("ipvs cleanup: %w", err)
+	}
+	for _, f := range res.IPVS.Failures {
+		res.add(f.Service, f)
+	}
+	if a.rules != nil {
+		if err := a.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
+			res.RulesErr = err
+			res.add("", fmt.Errorf("iptables and ipsets cleanup: %w", err))
+		}
+	}
+	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
+		zap.Strings("failedServices", res.FailedServices()))
+	return res, nil
+}
+
 // Partial applies the virtual servers of the changed services only (see
 // ipvs.Reconciler.Partial) and the whole address and rule state; IPVS is
 // not read. changed holds "namespace/name" or "namespace/name:port".
@@ -164,7 +212,11 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	}
 
 	if a.rules != nil {
-		if err := a.rules.Apply(st.IPSets, st.Rulesets); err != nil {
+		apply := a.rules.Apply
+		if full {
+			apply = a.rules.Full
+		}
+		if err := apply(st.IPSets, st.Rulesets); err != nil {
 			res.RulesErr = err
 			res.add("", fmt.Errorf("iptables and ipsets: %w", err))
 		}

@@ -25,8 +25,9 @@ func (g setGuard) Check(a netip.Addr) (model.Reason, string, bool) {
 
 // fakeRules holds the last applied state.
 type fakeRules struct {
-	sets []iptables.IPSet
-	err  error
+	sets  []iptables.IPSet
+	fulls int
+	err   error
 }
 
 func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
@@ -34,6 +35,19 @@ func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
 		return f.err
 	}
 	f.sets = sets
+	return nil
+}
+
+func (f *fakeRules) Full(sets []iptables.IPSet, rules []iptables.Ruleset) error {
+	f.fulls++
+	return f.Apply(sets, rules)
+}
+
+func (f *fakeRules) Cleanup([]iptables.IPSet, []iptables.Ruleset) error {
+	if f.err != nil {
+		return f.err
+	}
+	f.sets = nil
 	return nil
 }
 
@@ -184,5 +198,44 @@ func TestFailuresPerService(t *testing.T) {
 	res, err = b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP})
 	if err != nil || res.RulesErr == nil || res.IPVS.Err() != nil {
 		t.Fatalf("%v %v %v", err, res.RulesErr, res.IPVS.Err())
+	}
+}
+
+func TestFullRepairsRulesPartialDoesNot(t *testing.T) {
+	b := newBed(t, setGuard{})
+	if _, err := b.a.Full(state("ns/a=10.96.0.1"), []netip.Addr{nodeIP}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := b.a.Partial(state("ns/a=10.96.0.1"), "ns/a"); err != nil {
+		t.Fatal(err)
+	}
+	if b.rules.fulls != 1 {
+		t.Fatalf("rules Full called %d times for one full and one partial sync, want 1", b.rules.fulls)
+	}
+}
+
+func TestCleanupLeavesForeign(t *testing.T) {
+	b := newBed(t, setGuard{})
+	if _, err := b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP}); err != nil {
+		t.Fatal(err)
+	}
+	foreign := ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("192.168.1.200"), Port: 443}, Scheduler: "wlc"}
+	if err := b.table.AddService(foreign); err != nil {
+		t.Fatal(err)
+	}
+	// A NodePort server of an earlier run: on a node address, in the range.
+	np := ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: nodeIP, Port: 30080}, Scheduler: "rr"}
+	if err := b.table.AddService(np); err != nil {
+		t.Fatal(err)
+	}
+	res, err := b.a.Cleanup(&planner.State{}, []netip.Addr{nodeIP})
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if got := b.table.String(); got != "-A -t 192.168.1.200:443 -s wlc\n" {
+		t.Fatalf("after cleanup:\n%s", got)
+	}
+	if got := b.link.String(); got != "" || res.Unbind.Unbound != 2 || b.rules.sets != nil {
+		t.Fatalf("addresses %q, %+v, sets %v", got, res.Unbind, b.rules.sets)
 	}
 }
