@@ -2,6 +2,7 @@ package planner
 
 import (
 	"bytes"
+	"fmt"
 	"net/netip"
 	"testing"
 
@@ -87,15 +88,22 @@ func clusterFromBytes(data []byte) (model.Cluster, Options) {
 	return c, o
 }
 
-// FuzzPlan checks that Plan never panics, is deterministic, keeps every
-// slice sorted and never binds a protected address.
+// FuzzPlan checks that Plan never panics, is deterministic, does not modify
+// its input, keeps every slice sorted, never binds a protected address and
+// gives every virtual server only real servers among its service port's
+// endpoints.
 func FuzzPlan(f *testing.F) {
 	f.Add([]byte{3, 1, 0, 0, 1, 2, 1, 2, 2, 3, 4, 2, 7, 5, 1, 3, 1, 200, 9})
 	f.Add([]byte{7, 255, 1, 1, 3, 4, 2, 2, 6, 6, 1, 1, 8, 2, 3, 5, 5, 5, 5, 5, 5, 1, 1, 1})
 	f.Add(bytes.Repeat([]byte{5, 17, 3}, 40))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		c, o := clusterFromBytes(data)
+		before := fmt.Sprintf("%#v %#v", c, o)
 		st := Plan(c, o)
+		if after := fmt.Sprintf("%#v %#v", c, o); after != before {
+			t.Fatal("Plan modified its input")
+		}
+		checkRealServers(t, c, st)
 		var a, b bytes.Buffer
 		if err := WriteText(&a, st); err != nil {
 			t.Fatal(err)
@@ -131,4 +139,39 @@ func FuzzPlan(f *testing.F) {
 			}
 		}
 	})
+}
+
+// checkRealServers asserts that every virtual server names a service port
+// of the cluster and that each of its real servers is one of that port's
+// endpoints (address and port), of the virtual server's family.
+func checkRealServers(t *testing.T, c model.Cluster, st State) {
+	t.Helper()
+	type ap struct {
+		a netip.Addr
+		p uint16
+	}
+	eps := map[string]map[ap]bool{}
+	for _, sp := range c.Services {
+		name := sp.Name.String()
+		if eps[name] == nil {
+			eps[name] = map[ap]bool{}
+		}
+		for _, e := range c.Endpoints[sp.Name] {
+			eps[name][ap{e.Address.WithZone(""), e.Port}] = true
+		}
+	}
+	for _, vs := range st.VirtualServers {
+		set, ok := eps[vs.Service]
+		if !ok {
+			t.Fatalf("virtual server %v for unknown service %q", vs.Key, vs.Service)
+		}
+		for _, rs := range vs.RealServers {
+			if !set[ap{rs.Address, rs.Port}] {
+				t.Fatalf("virtual server %v of %s: real server %v:%d is not an endpoint of the service", vs.Key, vs.Service, rs.Address, rs.Port)
+			}
+			if rs.Address.Is4() != vs.Address.Is4() {
+				t.Fatalf("virtual server %v: real server %v of another family", vs.Key, rs.Address)
+			}
+		}
+	}
 }
