@@ -1,0 +1,148 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+
+	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// ErrCleanup is wrapped by every failure of Cleanup.
+var ErrCleanup = errors.New("cleanup failed")
+
+// CleanupOptions configure Cleanup.
+type CleanupOptions struct {
+	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there stay.
+	ExcludeCIDRs []netip.Prefix
+	// NodePortRange is --service-node-port-range; zero is 30000-32767.
+	NodePortRange ipvs.PortRange
+	// Rules cleans the chains and ipsets; nil opens iptables.NewApplier in
+	// the calling thread's namespace. Tests pass a fake.
+	Rules interface {
+		Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
+	}
+	// Log receives what was removed; nil means no logging.
+	Log *zap.Logger
+}
+
+// CleanupResult is what Cleanup removed.
+type CleanupResult struct {
+	// VirtualServers are the deleted virtual servers.
+	VirtualServersDeleted int
+	// AddressesDeleted counts the addresses kube-ipvs0 held.
+	AddressesDeleted int
+	// DeviceDeleted is true when kube-ipvs0 was there and is gone.
+	DeviceDeleted bool
+	// Families are the families whose chains and ipsets were cleaned.
+	Families []string
+}
+
+// Cleanup takes the proxy off the node in the calling thread's network
+// namespace, removing what the proxy created and nothing else, in an order
+// that a second run can finish after a failure:
+//
+//  1. the virtual servers ipvs.Ownership calls ours — on an address bound on
+//     kube-ipvs0, or NodePort servers (a node address, a port in the NodePort
+//     range) — through the reconciler with nothing desired; foreign ones
+//     (keepalived's on a node address outside the NodePort range, kube-vip's
+//     on an address not on kube-ipvs0) and those in ExcludeCIDRs stay;
+//  2. kube-ipvs0 with its addresses (`ip link del kube-ipvs0`), only when
+//     step 1 fully succeeded (its addresses are what marks step 1's servers
+//     as ours);
+//  3. the proxy's chains, its jump rules in the built-in chains and its
+//     ipsets, as named in the plan of an empty cluster, for both families.
+//
+// It never loads ip_vs and never creates anything. A second Cleanup finds
+// nothing and changes nothing.
+func Cleanup(o CleanupOptions) (*CleanupResult, error) {
+	log := o.Log
+	if log == nil {
+		log = zap.NewNop()
+	}
+	k, err := OpenKernel()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCleanup, err)
+	}
+	defer k.Close()
+	node, err := k.Read()
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrCleanup, err)
+	}
+	res := &CleanupResult{AddressesDeleted: len(node.Bound)}
+	var errs []error
+
+	ipvsOK := true
+	if t := k.Table(); t != nil {
+		own := ipvs.Ownership{NodeAddrs: node.LocalAddrs()}
+		for _, p := range node.Bound {
+			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
+		}
+		r := ipvs.NewReconciler(t, ipvs.Options{ExcludeCIDRs: o.ExcludeCIDRs, NodePortRange: o.NodePortRange, Log: log})
+		ir, err := r.Full(nil, own)
+		switch {
+		case err != nil:
+			ipvsOK = false
+			errs = append(errs, fmt.Errorf("%w: ipvsadm -S -n: %w", ErrCleanup, err))
+		default:
+			res.VirtualServersDeleted = ir.ServicesDeleted
+			if err := ir.Err(); err != nil {
+				ipvsOK = false
+				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
+			}
+		}
+	}
+
+	if node.HasDevice {
+		switch {
+		case !ipvsOK:
+			errs = append(errs, fmt.Errorf("%w: %s kept: its addresses mark the virtual servers that could not be deleted as ours; run cleanup again", ErrCleanup, addrmgr.Device))
+			res.AddressesDeleted = 0
+		default:
+			if err := addrmgr.DeleteDevice(k.h); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
+				res.AddressesDeleted = 0
+			} else {
+				res.DeviceDeleted = true
+				log.Info("deleted device", zap.String("device", addrmgr.Device), zap.Int("addresses", len(node.Bound)))
+			}
+		}
+	}
+
+	rules := o.Rules
+	if rules == nil {
+		a, err := iptables.NewApplier(log)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%w: ipsets: %w", ErrCleanup, err))
+		} else {
+			defer a.Close()
+			rules = a
+		}
+	}
+	if rules != nil {
+		sets, rulesets := emptyPlan()
+		if err := rules.Cleanup(sets, rulesets); err != nil {
+			errs = append(errs, fmt.Errorf("%w: iptables and ipsets: %w", ErrCleanup, err))
+		} else {
+			for _, rs := range rulesets {
+				res.Families = append(res.Families, rs.Family)
+			}
+		}
+	}
+	return res, errors.Join(errs...)
+}
+
+// emptyPlan is the plan of a cluster without services, for both families:
+// every set and chain the proxy may have made.
+func emptyPlan() ([]iptables.IPSet, []iptables.Ruleset) {
+	st := planner.Plan(model.Cluster{}, planner.Options{
+		LocalAddrs: []netip.Addr{netip.MustParseAddr("192.0.2.1"), netip.MustParseAddr("2001:db8::1")},
+	})
+	return st.IPSets, st.Rulesets
+}
