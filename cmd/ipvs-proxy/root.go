@@ -26,6 +26,7 @@ const (
 var subcommands = []func() *cobra.Command{
 	newPlanCommand,
 	newRecoverCommand,
+	newCleanupCommand,
 	newVersionCommand,
 }
 
