@@ -1,0 +1,47 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
+)
+
+func TestCleanupCommand(t *testing.T) {
+	old := cleanupKernel
+	t.Cleanup(func() { cleanupKernel = old })
+	var got recovery.CleanupOptions
+	for _, tc := range []struct {
+		name string
+		res  *recovery.CleanupResult
+		err  error
+		code int
+		out  string
+	}{
+		{"everything", &recovery.CleanupResult{VirtualServersDeleted: 3, AddressesDeleted: 2, DeviceDeleted: true, Families: []string{"inet", "inet6"}}, nil, 0,
+			"cleanup: 3 virtual server(s) deleted; kube-ipvs0 deleted with 2 address(es); chains and ipsets removed for: inet, inet6\n"},
+		{"nothing there", &recovery.CleanupResult{Families: []string{"inet", "inet6"}}, nil, 0,
+			"cleanup: 0 virtual server(s) deleted; no kube-ipvs0; chains and ipsets removed for: inet, inet6\n"},
+		{"partial failure", &recovery.CleanupResult{VirtualServersDeleted: 1}, errors.New("cleanup failed: ipvsadm -D"), exitFailure,
+			"cleanup: 1 virtual server(s) deleted; no kube-ipvs0; chains and ipsets removed for: none\n"},
+		{"cannot open the kernel", nil, errors.New("cleanup failed: open netlink"), exitFailure, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cleanupKernel = func(o recovery.CleanupOptions) (*recovery.CleanupResult, error) {
+				got = o
+				return tc.res, tc.err
+			}
+			var out, errb bytes.Buffer
+			code := Main([]string{"cleanup", "--ipvs-exclude-cidrs", "10.0.0.0/8"}, nil, &out, &errb)
+			if code != tc.code || out.String() != tc.out {
+				t.Errorf("exit %d, stdout %q; want %d, %q (stderr %q)", code, out.String(), tc.code, tc.out, errb.String())
+			}
+			if !slices.Equal(got.ExcludeCIDRs, []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}) {
+				t.Errorf("exclude CIDRs not passed: %v", got.ExcludeCIDRs)
+			}
+		})
+	}
+}
