@@ -117,6 +117,20 @@ func (f *FakeTable) RealServers(k Key) ([]RealServerStatus, error) {
 	return slices.Clone(s.dests), nil
 }
 
+// AllRealServers implements CounterReader: one dump.
+func (f *FakeTable) AllRealServers() (map[Key][]RealServerStatus, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.Dumps++
+	out := make(map[Key][]RealServerStatus, len(f.svc))
+	for k, s := range f.svc {
+		out[k] = slices.Clone(s.dests)
+	}
+	return out, nil
+}
+
+var _ CounterReader = (*FakeTable)(nil)
+
 // AddService implements Table.
 func (f *FakeTable) AddService(vs VirtualServer) error {
 	f.mu.Lock()

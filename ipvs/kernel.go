@@ -120,6 +120,17 @@ func (k *Kernel) readProc() (map[Key][]RealServerStatus, error) {
 	return parseProcIPVS(bufio.NewReaderSize(f, 1<<20))
 }
 
+// AllRealServers implements CounterReader with one read of the /proc listing.
+func (k *Kernel) AllRealServers() (map[Key][]RealServerStatus, error) {
+	m, err := k.readProc()
+	if err != nil {
+		return nil, fmt.Errorf("ipvsadm -L -n: %w", err)
+	}
+	return m, nil
+}
+
+var _ CounterReader = (*Kernel)(nil)
+
 // RealServers implements Table with one IPVS_CMD_GET_DEST dump.
 func (k *Kernel) RealServers(key Key) ([]RealServerStatus, error) {
 	ds, err := k.h.GetDestinations(toService(VirtualServer{Key: key}))

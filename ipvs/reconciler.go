@@ -492,7 +492,9 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 // or whose graceful period is over. Real servers queued during this sync
 // (at or after start) are left for the next one, so a sync that only
 // quiesces reads nothing; otherwise it reads the counters of each virtual
-// server with queued real servers (one IPVS_CMD_GET_DEST dump each).
+// server with queued real servers: one read of the whole table when the
+// Table is a CounterReader and several virtual servers wait, else one
+// IPVS_CMD_GET_DEST dump of that virtual server.
 func (r *Reconciler) processGrace(start time.Time, res *Result) {
 	if len(r.grace) == 0 {
 		return
@@ -510,6 +512,16 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, CompareKeys)
+	// Counters of several virtual servers: one read of the whole table
+	// rather than one dump per virtual server.
+	var all map[Key][]RealServerStatus
+	if cr, ok := r.t.(CounterReader); ok && r.needCounts(byVS, now) > 1 {
+		var err error
+		if all, err = cr.AllRealServers(); err != nil {
+			r.log.Debug("reading all IPVS counters at once failed, reading per virtual server", zap.Error(err))
+			all = nil
+		}
+	}
 	for _, k := range keys {
 		m := r.mirror[k]
 		if m == nil {
@@ -526,10 +538,13 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 			}
 		}
 		if !expired {
-			st, err := r.t.RealServers(k)
-			if err != nil {
-				res.fail(m.service, k, err)
-				continue
+			st, ok := all[k]
+			if all == nil || !ok {
+				var err error
+				if st, err = r.t.RealServers(k); err != nil {
+					res.fail(m.service, k, err)
+					continue
+				}
 			}
 			counts = make(map[netip.AddrPort]int, len(st))
 			for _, s := range st {
@@ -558,6 +573,24 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 			r.deleteRS(m, i, res)
 		}
 	}
+}
+
+// needCounts is how many virtual servers of byVS have a queued real server
+// still within its graceful period (their counters must be read).
+func (r *Reconciler) needCounts(byVS map[Key][]graceKey, now time.Time) int {
+	n := 0
+	for k, gs := range byVS {
+		if r.mirror[k] == nil {
+			continue
+		}
+		for _, g := range gs {
+			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
+				n++
+				break
+			}
+		}
+	}
+	return n
 }
 
 func (r *Reconciler) logResult(mode string, res *Result) {

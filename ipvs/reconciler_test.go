@@ -428,3 +428,39 @@ func TestWriteSysctls(t *testing.T) {
 		t.Error("missing sysctl: no error")
 	}
 }
+
+// TestGracefulCountersOneRead: with quiesced real servers in many virtual
+// servers, one sync reads all counters at once, not once per virtual server.
+func TestGracefulCountersOneRead(t *testing.T) {
+	clk := newClock()
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{Now: clk.now, GracefulPeriod: 10 * time.Minute})
+	var before, after []VirtualServer
+	var addrs []netip.Addr
+	for i := range 20 {
+		a := netip.AddrFrom4([4]byte{10, 96, 1, byte(i + 1)})
+		addrs = append(addrs, a)
+		before = append(before, vs("default/s:http", model.TCP, a, 80, ep1, ep2))
+		after = append(after, vs("default/s:http", model.TCP, a, 80, ep1))
+	}
+	mustFull(t, r, before, own(addrs...))
+	for _, v := range before[:10] {
+		ft.SetConnections(v.Key, v.RealServers[1], 1, 0) // half keep a connection
+	}
+	clk.step(time.Second)
+	if _, err := r.Partial(after, "default/s"); err != nil {
+		t.Fatal(err)
+	}
+	clk.step(time.Second)
+	dumps := ft.Dumps
+	res, err := r.Partial(after)
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if ft.Dumps != dumps+1 {
+		t.Errorf("graceful queue of 20 virtual servers read the table %d times, want once", ft.Dumps-dumps)
+	}
+	if res.RealServersDeleted != 10 || r.Graceful() != 10 {
+		t.Errorf("deleted %d (want the 10 without connections), %d still waiting", res.RealServersDeleted, r.Graceful())
+	}
+}

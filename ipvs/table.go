@@ -59,6 +59,15 @@ type Table interface {
 	DelRealServer(k Key, rs RealServer) error
 }
 
+// CounterReader is a Table that also reads the connection counters of every
+// real server at once: the kernel with one read of /proc/net/ip_vs. The
+// graceful-termination queue uses it instead of one RealServers dump per
+// virtual server when several virtual servers wait.
+type CounterReader interface {
+	// AllRealServers is `ipvsadm -L -n` for the whole table.
+	AllRealServers() (map[Key][]RealServerStatus, error)
+}
+
 // String renders the key as ipvsadm names a service: "-t 10.96.0.10:80",
 // "-u [fd00::a]:53", "--sctp-service 10.96.0.12:9".
 func (k Key) String() string {
