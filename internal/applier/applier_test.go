@@ -239,3 +239,32 @@ func TestCleanupLeavesForeign(t *testing.T) {
 		t.Fatalf("addresses %q, %+v, sets %v", got, res.Unbind, b.rules.sets)
 	}
 }
+
+// TestDumpBudget: the hot path reads the kernel once per layer at most. A
+// full sync dumps IPVS once and kube-ipvs0 once, whatever the number of
+// services; a partial sync dumps kube-ipvs0 once and IPVS never.
+func TestDumpBudget(t *testing.T) {
+	b := newBed(t, setGuard{})
+	var svcs []string
+	for i := range 50 {
+		svcs = append(svcs, fmt.Sprintf("ns/s%d=10.96.1.%d", i, i+1))
+	}
+	st := state(svcs...)
+	if _, err := b.a.Full(st, []netip.Addr{nodeIP}); err != nil {
+		t.Fatal(err)
+	}
+	if b.table.Dumps != 1 || b.link.Dumps != 1 {
+		t.Fatalf("full sync of 50 services: %d IPVS dumps, %d address dumps; want 1 and 1", b.table.Dumps, b.link.Dumps)
+	}
+	st.VirtualServers[7].RealServers = append(st.VirtualServers[7].RealServers, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 8080, Weight: 1})
+	res, err := b.a.Partial(st, st.VirtualServers[7].Service)
+	if err != nil || res.IPVS.RealServersAdded != 1 {
+		t.Fatalf("%v %+v", err, res.IPVS)
+	}
+	if b.table.Dumps != 1 || b.link.Dumps != 2 {
+		t.Fatalf("partial sync: %d IPVS dumps, %d address dumps in total; want 1 and 2", b.table.Dumps, b.link.Dumps)
+	}
+	if _, err := b.a.Full(st, []netip.Addr{nodeIP}); err != nil || b.table.Dumps != 2 || b.link.Dumps != 3 {
+		t.Fatalf("second full sync: %v, %d IPVS dumps, %d address dumps in total", err, b.table.Dumps, b.link.Dumps)
+	}
+}
