@@ -15,14 +15,22 @@ import (
 //
 // Addresses are added as kube-proxy adds them — a host prefix with the
 // default (global) scope, which puts the VIP in the local routing table so
-// that IPVS sees packets to it as local — plus two flags kube-proxy does not
-// set: IFA_F_NOPREFIXROUTE, so no /128 prefix route appears in the main
-// table for an IPv6 VIP (an IPv4 /32 never gets one), and, for IPv6,
-// IFA_F_NODAD, so the address is usable at once instead of tentative (a
-// dummy device is NOARP, so the kernel skips DAD anyway; the flag makes it
-// explicit). The device stays down, as kube-proxy leaves it: the local
-// routes work without it being up, and a down device never answers ARP or
-// NDP on its own.
+// that IPVS sees packets to it as local — plus what kube-proxy does not set:
+//
+//   - IFA_F_NOPREFIXROUTE, so no /128 prefix route appears in the main table
+//     for an IPv6 VIP (an IPv4 /32 never gets one);
+//   - for IPv6, IFA_F_NODAD, so the address is usable at once instead of
+//     tentative (a dummy device is NOARP, so the kernel skips DAD anyway);
+//   - for IPv6, `preferred_lft 0` (deprecated, valid forever). Otherwise an
+//     IPv6 VIP wins the kernel's source address selection (longest matching
+//     prefix) for traffic to pods whose node-side veth has only a link-local
+//     address, and masqueraded NodePort traffic reaches the backends from a
+//     VIP instead of a node address (seen in the VM tests). A deprecated
+//     address is never chosen as a source (RFC 6724 rule 3) but still
+//     receives. IPv4 takes the outgoing interface's address and needs nothing.
+//
+// The device stays down, as kube-proxy leaves it: the local routes work
+// without it being up, and a down device never answers ARP or NDP on its own.
 type KernelLink struct {
 	h    *netlink.Handle
 	link netlink.Link
@@ -98,6 +106,9 @@ func (k *KernelLink) Addrs() ([]netip.Prefix, error) {
 	return out, nil
 }
 
+// infinityLifetime is INFINITY_LIFE_TIME: an address that never expires.
+const infinityLifetime = 0xFFFFFFFF
+
 func toAddr(p netip.Prefix) *netlink.Addr {
 	a := p.Addr()
 	bits := a.BitLen()
@@ -105,6 +116,10 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 	nl.Flags = unix.IFA_F_NOPREFIXROUTE
 	if a.Is6() {
 		nl.Flags |= unix.IFA_F_NODAD
+		// preferred_lft 0: deprecated, so never picked as the source of
+		// the node's own or masqueraded traffic (RFC 6724 rule 3), while
+		// it stays a local destination.
+		nl.PreferedLft, nl.ValidLft = 0, infinityLifetime
 	}
 	return nl
 }
