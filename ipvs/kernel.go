@@ -32,8 +32,10 @@ const procIPVS = "/proc/thread-self/net/ip_vs"
 // plus one read of /proc/thread-self/net/ip_vs for all real servers: IPVS
 // netlink has no "all destinations" dump (IPVS_CMD_GET_DEST needs a
 // service), so moby's GetDestinations would cost one dump per service.
-// When the /proc listing is unavailable it falls back to that per-service
-// dump.
+// When the /proc listing is unavailable, or lacks a service the netlink
+// dump has (the kernel's iterator skips services when other network
+// namespaces hold IPVS services and the listing spans several reads), it
+// falls back to that per-service dump for those services only.
 type Kernel struct {
 	h *mobyipvs.Handle
 	// procPath is procIPVS; tests point it at a file.
@@ -78,7 +80,8 @@ func (k *Kernel) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
 }
 
 // Services implements Table: one virtual server dump plus one read of the
-// /proc listing for every real server.
+// /proc listing for every real server; a service missing from the listing
+// (see below) costs one IPVS_CMD_GET_DEST dump of its own.
 func (k *Kernel) Services() ([]VirtualServer, error) {
 	svcs, err := k.h.GetServices()
 	if err != nil {
@@ -91,11 +94,16 @@ func (k *Kernel) Services() ([]VirtualServer, error) {
 		if !ok {
 			continue
 		}
-		if procErr == nil {
-			for _, d := range dests[vs.Key] {
+		if ds, listed := dests[vs.Key]; procErr == nil && listed {
+			for _, d := range ds {
 				vs.RealServers = append(vs.RealServers, d.RealServer)
 			}
 		} else {
+			// Not in the listing: the kernel's /proc iterator loses whole
+			// services when other network namespaces have IPVS services
+			// (it resumes each read(2) at a position counted over all
+			// namespaces but seeks it over this one's only), so a service
+			// the netlink dump has and the listing lacks is asked for.
 			ds, err := k.h.GetDestinations(s)
 			if err != nil {
 				return nil, fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
@@ -359,9 +367,7 @@ func parseProcIPVS(r io.Reader) (map[Key][]RealServerStatus, error) {
 		}
 		k := Key{Protocol: proto, Address: ap.Addr(), Port: ap.Port()}
 		cur = &k
-		if _, ok := out[k]; !ok {
-			out[k] = nil
-		}
+		out[k] = nil // a record listed twice (a resumed read) counts once
 	}
 	if err := sc.Err(); err != nil {
 		return nil, fmt.Errorf("read %s: %w", procIPVS, err)
