@@ -1,18 +1,46 @@
-# ipvs-proxy build and test entry points. `make test` is what CI runs.
+# ipvs-proxy build and test entry points. `make test` is what CI runs
+# (.ci/run: `make lint && make test` on a fresh Debian machine as root).
+#
+#   make test          test-unit, test-kernel, then whatever fragments add
+#   make test-unit     go test -race ./... of the main module, on the host
+#   make test-kernel   every *_kernel_test.go package in ONE boot of the test VM
+#   make deps          qemu, ipvsadm, ipset, ... and the VM kernel (.cache/vm)
+#   make lint          gofmt + go vet (also with -tags kernel)
+#
+# Helpers add their own targets in mk/*.mk (and test/e2e/e2e.mk), appending
+# to TEST_TARGETS to put them under `make test`; see docs/testing.md.
 GO      ?= go
 BIN     := bin/ipvs-proxy
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version=$(VERSION)
 
-.PHONY: build test test-unit lint
+# Run in this order by `make test`; fragments append (TEST_TARGETS += test-x).
+TEST_TARGETS := test-unit test-kernel
+
+.PHONY: build test test-unit test-kernel deps lint
 build:
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(BIN) ./cmd/ipvs-proxy
 
-test: test-unit
+# Idempotent: does nothing when every package and the kernel are present.
+deps:
+	bash scripts/install-deps.sh
 
-test-unit:
+test-unit: deps
 	$(GO) test -race -count=1 ./...
+
+# KERNEL_PKGS, KERNEL_TEST_FLAGS and VMRUN_FLAGS narrow or extend the run:
+#   make test-kernel KERNEL_PKGS=./ipvs/ KERNEL_TEST_FLAGS=-test.run=TestReconcile
+test-kernel: deps
+	GO='$(GO)' KERNEL_PKGS='$(KERNEL_PKGS)' KERNEL_TEST_FLAGS='$(KERNEL_TEST_FLAGS)' \
+		VMRUN_FLAGS='$(VMRUN_FLAGS)' bash scripts/test-kernel.sh
 
 lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
+	$(GO) vet -tags kernel ./...
+
+-include test/e2e/e2e.mk
+-include mk/*.mk
+
+# After the includes: the prerequisites are the final TEST_TARGETS.
+test: $(TEST_TARGETS)

@@ -2,9 +2,9 @@
 # install-deps.sh: everything `make test` needs on a Debian (bookworm) machine,
 # idempotent: it does nothing when all is present.
 #
-#  1. apt packages for the VM runner and the tools kernel tests exec in the
-#     guest (ipvsadm, ipset, iptables, ip, conntrack). `apt-get update` runs
-#     only when something is missing.
+#  1. apt packages for the VM runner, the tools kernel tests exec in the
+#     guest (ipvsadm, ipset, iptables, ip, conntrack), and gcc for
+#     `go test -race`. `apt-get update` runs only when something is missing.
 #  2. Debian's kernel package (linux-image-amd64's current flavour: IPVS,
 #     dummy, veth, netfilter as modules), downloaded with `apt-get download`
 #     and unpacked into .cache/vm/root (never installed on the host), with
@@ -15,7 +15,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-PKGS=(qemu-system-x86 seabios ipxe-qemu busybox-static ipvsadm ipset iptables iproute2
+PKGS=(qemu-system-x86 seabios ipxe-qemu busybox-static ipvsadm ipset iptables iproute2 gcc libc6-dev
       conntrack kmod cpio xz-utils)
 CACHE=${VM_CACHE:-.cache/vm}
 ROOT=$CACHE/root
