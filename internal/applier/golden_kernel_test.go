@@ -1,0 +1,180 @@
+//go:build kernel
+
+package applier
+
+import (
+	"bytes"
+	"fmt"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"regexp"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// goldenDir holds `plan`'s golden scenarios (cmd/ipvs-proxy/plan_test.go):
+// CASE.yaml declares "# flags[NAME]: ARGS" lines, CASE[.NAME].golden is
+// what plan printed.
+const goldenDir = "../../testdata/plan"
+
+var goldenFlags = regexp.MustCompile(`(?m)^# flags(?:\[([a-z0-9-]+)\])?:(.*)$`)
+
+// goldenOptions parses the planning flags the scenarios use, with plan's
+// defaults (--ipvs-scheduler rr, --masquerade-bit 14), and the extra -f files.
+func goldenOptions(args []string) (planner.Options, []string, error) {
+	o := planner.Options{Scheduler: "rr", MasqueradeBit: planner.DefaultMasqueradeBit}
+	var files []string
+	addrs := func(v string, into *[]netip.Addr) error {
+		for _, s := range strings.Split(v, ",") {
+			a, err := netip.ParseAddr(s)
+			if err != nil {
+				return err
+			}
+			*into = append(*into, a)
+		}
+		return nil
+	}
+	prefixes := func(v string, into *[]netip.Prefix) error {
+		for _, s := range strings.Split(v, ",") {
+			p, err := netip.ParsePrefix(s)
+			if err != nil {
+				return err
+			}
+			*into = append(*into, p)
+		}
+		return nil
+	}
+	for i := 0; i < len(args); i++ {
+		flag := args[i]
+		if flag == "--masquerade-all" {
+			o.MasqueradeAll = true
+			continue
+		}
+		if flag == "--refuse-node-external-ips" {
+			o.RefuseNodeExternalIPs = true
+			continue
+		}
+		if i+1 >= len(args) {
+			return o, nil, fmt.Errorf("%s needs a value", flag)
+		}
+		i++
+		v := args[i]
+		var err error
+		switch flag {
+		case "-f":
+			files = append(files, filepath.Join(goldenDir, v))
+		case "--node-name":
+			o.NodeName = v
+		case "--node-ip":
+			err = addrs(v, &o.LocalAddrs)
+		case "--api-server-address":
+			err = addrs(v, &o.APIServerAddrs)
+		case "--gateway":
+			err = addrs(v, &o.Gateways)
+		case "--cluster-cidr":
+			err = prefixes(v, &o.ClusterCIDRs)
+		case "--nodeport-addresses":
+			err = prefixes(v, &o.NodePortAddresses)
+		case "--ipvs-exclude-cidrs":
+			err = prefixes(v, &o.ExcludeCIDRs)
+		case "--protected-cidrs":
+			err = prefixes(v, &o.ProtectedCIDRs)
+		case "--ipvs-scheduler":
+			o.Scheduler = v
+		case "--masquerade-bit":
+			o.MasqueradeBit, err = strconv.Atoi(v)
+		default:
+			return o, nil, fmt.Errorf("flag %s not understood by this test", flag)
+		}
+		if err != nil {
+			return o, nil, fmt.Errorf("%s %s: %w", flag, v, err)
+		}
+	}
+	return o, files, nil
+}
+
+// TestKernelGoldenScenarios applies every golden scenario of `plan` in a
+// fresh node namespace and checks that `ipvsadm -S -n`, `ip -o addr show
+// dev kube-ipvs0`, `ipset save` and `iptables-save` show exactly what plan
+// printed (the plan is recomputed here and first compared byte for byte
+// with the golden file).
+func TestKernelGoldenScenarios(t *testing.T) {
+	cases, err := filepath.Glob(filepath.Join(goldenDir, "*.yaml"))
+	if err != nil || len(cases) == 0 {
+		t.Fatalf("no scenarios in %s: %v", goldenDir, err)
+	}
+	n := 0
+	for _, path := range cases {
+		src, err := os.ReadFile(path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		base := strings.TrimSuffix(filepath.Base(path), ".yaml")
+		for _, m := range goldenFlags.FindAllStringSubmatch(string(src), -1) {
+			args := strings.Fields(m[2])
+			if strings.Contains(m[2], "-o json") {
+				continue
+			}
+			name, golden := base, filepath.Join(goldenDir, base+".golden")
+			if m[1] != "" {
+				name, golden = base+"."+m[1], filepath.Join(goldenDir, base+"."+m[1]+".golden")
+			}
+			n++
+			t.Run(name, func(t *testing.T) {
+				opts, files, err := goldenOptions(args)
+				if err != nil {
+					t.Fatal(err)
+				}
+				objs, err := manifest.ReadFiles(append(files, path), nil)
+				if err != nil {
+					t.Fatal(err)
+				}
+				cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+				st := planner.Plan(cluster, opts)
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if got := planner.AppendText(nil, st); !bytes.Equal(got, want) {
+					t.Fatalf("plan of %s differs from %s: this test parses the flags differently", name, golden)
+				}
+				applyGolden(t, cluster.Nodes, opts, &st)
+			})
+		}
+	}
+	if n < 20 {
+		t.Errorf("only %d scenarios found", n)
+	}
+}
+
+// applyGolden applies st in a fresh node namespace with the applier's guard
+// built from the same options, and compares the kernel with the plan.
+func applyGolden(t *testing.T, nodes []model.Node, opts planner.Options, st *planner.State) {
+	b := &kbed{t: t, node: ktest.NewNode(t)}
+	b.nodeAddrs = opts.LocalAddrs
+	b.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
+		LocalAddrs: opts.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(nodes), APIServers: opts.APIServerAddrs,
+		Gateways: opts.Gateways, ProtectedCIDRs: opts.ProtectedCIDRs, PodCIDRs: opts.ClusterCIDRs,
+	})
+	p := b.open(ipvs.Options{ExcludeCIDRs: opts.ExcludeCIDRs})
+	res := b.full(p, st)
+	b.checkPlan(st)
+	if n := len(res.Bind.Refused); n != 0 {
+		t.Errorf("the applier's guard refused %d planned addresses: %+v", n, res.Bind.Refused)
+	}
+	// A second full sync over the same state changes nothing.
+	res = b.full(p, st)
+	if n := res.IPVS.Changes() + res.Bind.Bound + res.Unbind.Unbound; n != 0 {
+		t.Errorf("second full sync made %d changes", n)
+	}
+}
