@@ -25,6 +25,7 @@ const (
 // cmd.OutOrStdout and cmd.ErrOrStderr, which the root sets.
 var subcommands = []func() *cobra.Command{
 	newPlanCommand,
+	newRunCommand,
 	newRecoverCommand,
 	newCleanupCommand,
 	newVersionCommand,

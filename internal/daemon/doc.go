@@ -1,0 +1,23 @@
+// Package daemon is `ipvs-proxy run`: it wires the informers to the planner
+// and the kernel applier and drives them with the sync loop.
+//
+// The loop (Loop) applies nothing before the informer caches have synced;
+// then it runs one full sync (reads the kernel — `ipvsadm -S -n`, `ip addr
+// show dev kube-ipvs0`, `ipset list`, `iptables-save` — and repairs any
+// drift), a partial sync for each batch of changed services (only their
+// virtual servers are touched), and another full sync every --sync-period.
+// Changes are coalesced: with --min-sync-period 0 a change is applied at
+// once and whatever arrives during an apply is batched into the next one.
+// A failed apply is retried with exponential backoff; a failure outside a
+// service, or a kernel that could not be read, is retried as a full sync.
+//
+// After every sync the loop reports refusals as Events, updates /healthz,
+// the healthCheckNodePort servers and the metrics. Run builds the real
+// stack (client-go, netlink, IPVS, ipsets, iptables) in the network
+// namespace of the calling process.
+//
+// The package owns no kernel access of its own beyond reading the node's
+// addresses and default routes (`ip addr`, `ip route show default`); it
+// never modifies an API object other than by creating Events, and on
+// shutdown it leaves the data plane as it is.
+package daemon

@@ -1,0 +1,414 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"time"
+
+	"go.uber.org/zap"
+	"k8s.io/utils/clock"
+
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+)
+
+// ErrCacheSync is returned by Run when the context ended before the
+// informer caches synced: nothing was applied.
+var ErrCacheSync = errors.New("informer caches did not sync")
+
+// Source is where the loop learns what changed: *informers.Watcher.
+type Source interface {
+	// WaitForCacheSync blocks until every cache holds its first full list.
+	WaitForCacheSync(ctx context.Context) bool
+	// Notify receives a value whenever changes are waiting (coalesced).
+	Notify() <-chan struct{}
+	// TakeChanges returns and clears the changes since the last call.
+	TakeChanges() informers.Changes
+	// Requeue marks services changed again.
+	Requeue(keys []string)
+	// Pending is the number of changed services not yet taken.
+	Pending() int
+	// Cluster converts the whole cache.
+	Cluster() model.Cluster
+}
+
+// Applier makes the kernel hold a planner.State: *applier.Applier.
+type Applier interface {
+	// Full reads the kernel and repairs everything.
+	Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error)
+	// Partial touches the virtual servers of the changed services only.
+	Partial(st *planner.State, changed ...string) (*applier.Result, error)
+}
+
+// Env is what the loop reads from the node itself before each sync.
+type Env struct {
+	// LocalAddrs are the node's addresses on interfaces other than
+	// kube-ipvs0 (`ip -o addr show`), LocalPrefixes the same with lengths.
+	LocalAddrs    []netip.Addr
+	LocalPrefixes []netip.Prefix
+	// Gateways are the default routes' gateways (`ip route show default`).
+	Gateways []netip.Addr
+}
+
+// Backoff defaults for a failed apply.
+const (
+	DefaultBackoffInitial = time.Second
+	DefaultBackoffMax     = 30 * time.Second
+)
+
+// Loop is the sync loop. Fill the fields, then call Run once.
+type Loop struct {
+	// Source and Applier are required.
+	Source  Source
+	Applier Applier
+	// Env reads the node's addresses and gateways; nil means none.
+	Env func() (Env, error)
+	// Options are the planning options; NodeName and APIServerAddrs set,
+	// the Env fields are filled in at each sync.
+	Options planner.Options
+	// OnPlan, if set, is called with the options, cluster and state of
+	// every sync before it is applied (the address manager's guard follows
+	// the planner's through it).
+	OnPlan func(o *planner.Options, c *model.Cluster, st *planner.State)
+
+	// SyncPeriod is --sync-period (full resync); MinSyncPeriod is
+	// --min-sync-period (minimum time between two syncs).
+	SyncPeriod    time.Duration
+	MinSyncPeriod time.Duration
+	// BackoffInitial and BackoffMax bound the retry delay after a failed
+	// apply; zero means the defaults (capped at SyncPeriod).
+	BackoffInitial, BackoffMax time.Duration
+
+	// Optional observers; nil ones are skipped.
+	Events   *events.Refusals
+	Health   *health.Proxy
+	Services *health.Services
+	Metrics  *metrics.Metrics
+
+	Clock clock.Clock
+	Log   *zap.Logger
+
+	// state of the running loop
+	lastStart time.Time
+	nextFull  time.Time
+	retryAt   time.Time
+	backoff   time.Duration
+	needFull  bool
+	dirty     bool
+	stats     Stats
+}
+
+// Stats count what the loop did; Run's caller may read them after Run
+// returns, tests while it runs through the Observe hook.
+type Stats struct {
+	Full, Partial, Failed int
+}
+
+// SyncReport describes one sync, for logs and tests.
+type SyncReport struct {
+	Full     bool
+	Services []string // the changed services a partial sync applied
+	Duration time.Duration
+	Err      error // nil when everything was applied
+}
+
+func (l *Loop) defaults() {
+	if l.Clock == nil {
+		l.Clock = clock.RealClock{}
+	}
+	if l.Log == nil {
+		l.Log = zap.NewNop()
+	}
+	if l.BackoffInitial <= 0 {
+		l.BackoffInitial = DefaultBackoffInitial
+	}
+	if l.BackoffMax <= 0 {
+		l.BackoffMax = DefaultBackoffMax
+	}
+	if l.SyncPeriod > 0 && l.BackoffMax > l.SyncPeriod {
+		l.BackoffMax = l.SyncPeriod
+	}
+	if l.BackoffInitial > l.BackoffMax {
+		l.BackoffInitial = l.BackoffMax
+	}
+}
+
+// Run waits for the caches, runs the first full sync, and then syncs on
+// every change and every SyncPeriod until ctx ends. It returns nil when ctx
+// ends after the caches synced, ErrCacheSync before. It never undoes what
+// it applied.
+func (l *Loop) Run(ctx context.Context) error {
+	l.defaults()
+	if !l.Source.WaitForCacheSync(ctx) {
+		return ErrCacheSync
+	}
+	l.Log.Info("informer caches synced; starting the first full sync")
+	l.needFull = true
+	l.dirty = true
+	timer := l.Clock.NewTimer(0)
+	defer timer.Stop()
+	for {
+		now := l.Clock.Now()
+		if wait, ok := l.due(now); ok {
+			l.syncOnce()
+			continue
+		} else if wait >= 0 {
+			if !timer.Stop() {
+				select {
+				case <-timer.C():
+				default:
+				}
+			}
+			timer.Reset(wait)
+		}
+		select {
+		case <-ctx.Done():
+			l.Log.Info("sync loop stopped; the data plane is left as it is", zap.Int("fullSyncs", l.stats.Full),
+				zap.Int("partialSyncs", l.stats.Partial), zap.Int("failedSyncs", l.stats.Failed))
+			return nil
+		case <-l.Source.Notify():
+			l.dirty = true
+		case <-timer.C():
+		}
+	}
+}
+
+// due says whether a sync should run now; if not, how long until the
+// next reason to look again (negative: only a change can make one due).
+func (l *Loop) due(now time.Time) (time.Duration, bool) {
+	if !l.nextFull.IsZero() && !now.Before(l.nextFull) {
+		l.needFull = true
+	}
+	want := l.needFull || l.dirty
+	if !want {
+		if l.nextFull.IsZero() {
+			return -1, false
+		}
+		return l.nextFull.Sub(now), false
+	}
+	earliest := l.retryAt
+	if !l.lastStart.IsZero() && l.MinSyncPeriod > 0 {
+		if t := l.lastStart.Add(l.MinSyncPeriod); t.After(earliest) {
+			earliest = t
+		}
+	}
+	if now.Before(earliest) {
+		return earliest.Sub(now), false
+	}
+	return 0, true
+}
+
+// Stats returns what the loop did so far. Only safe after Run returned or
+// from an observer called by the loop itself.
+func (l *Loop) Stats() Stats { return l.stats }
+
+// syncOnce takes the changes and applies them, fully or partially.
+func (l *Loop) syncOnce() {
+	full := l.needFull
+	// A notification sent before this take is answered by it.
+	select {
+	case <-l.Source.Notify():
+	default:
+	}
+	changes := l.Source.TakeChanges()
+	l.dirty = false
+	if !full && changes.Empty() {
+		return
+	}
+	if changes.Nodes {
+		// Node addresses decide the guard and the NodePort addresses of
+		// every service: plan and repair everything.
+		full = true
+	}
+	start := l.Clock.Now()
+	l.lastStart = start
+	if full {
+		l.needFull = false
+		l.nextFull = start.Add(l.SyncPeriod)
+	}
+	if l.Metrics != nil {
+		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
+	}
+
+	rep := SyncReport{Full: full, Services: changes.Services}
+	st, res, err := l.apply(full, changes.Services)
+	rep.Duration = l.Clock.Since(start)
+	if err == nil {
+		err = res.Err()
+	}
+	rep.Err = err
+	l.finish(&rep, changes, st, res)
+}
+
+func (l *Loop) apply(full bool, changed []string) (*planner.State, *applier.Result, error) {
+	o := l.Options
+	if l.Env != nil {
+		env, err := l.Env()
+		if err != nil {
+			return nil, nil, fmt.Errorf("read the node's addresses: %w", err)
+		}
+		o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
+	}
+	cluster := l.Source.Cluster()
+	st := planner.Plan(cluster, o)
+	if l.OnPlan != nil {
+		l.OnPlan(&o, &cluster, &st)
+	}
+	if l.Services != nil {
+		for _, err := range l.Services.Sync(HealthCheckPorts(cluster, o.NodeName)) {
+			l.Log.Warn("health check node port", zap.Error(err))
+		}
+	}
+	var res *applier.Result
+	var err error
+	if full {
+		res, err = l.Applier.Full(&st, o.LocalAddrs)
+	} else {
+		res, err = l.Applier.Partial(&st, changed...)
+	}
+	if err != nil {
+		return &st, nil, err
+	}
+	return &st, res, nil
+}
+
+// finish records the outcome: retries, metrics, health, Events.
+func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.State, res *applier.Result) {
+	mode := metrics.ModePartial
+	if rep.Full {
+		mode = metrics.ModeFull
+		l.stats.Full++
+	} else {
+		l.stats.Partial++
+	}
+	now := l.Clock.Now()
+	failed := map[string]bool{}
+	if rep.Err != nil {
+		l.stats.Failed++
+		l.scheduleRetry(now)
+		if res == nil {
+			// Nothing is known to be applied: every change is retried,
+			// as a full sync.
+			l.needFull = true
+			l.Source.Requeue(changes.Services)
+			for _, s := range changes.Services {
+				failed[s] = true
+			}
+		} else {
+			var keys []string
+			for _, s := range res.FailedServices() {
+				if s == "" {
+					l.needFull = true
+					continue
+				}
+				k := serviceKey(s)
+				failed[k] = true
+				keys = append(keys, k)
+			}
+			slices.Sort(keys)
+			keys = slices.Compact(keys)
+			l.Source.Requeue(keys)
+		}
+		l.Log.Warn("sync failed; retrying", zap.String("mode", mode), zap.Duration("took", rep.Duration),
+			zap.Duration("retryIn", l.backoff), zap.Bool("retryFull", l.needFull), zap.Error(rep.Err))
+	} else {
+		l.backoff = 0
+		l.retryAt = time.Time{}
+		l.Log.Debug("sync done", zap.String("mode", mode), zap.Duration("took", rep.Duration),
+			zap.Int("services", len(changes.Services)))
+	}
+	if l.Health != nil {
+		if rep.Err == nil {
+			l.Health.Updated()
+		}
+		if rep.Err != nil || l.Source.Pending() > 0 {
+			l.Health.QueuedUpdate()
+		}
+	}
+	if l.Metrics != nil {
+		l.Metrics.ObserveSync(mode, rep.Duration, rep.Err == nil)
+		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
+		for key, t := range changes.Triggers {
+			if !failed[key] && !t.IsZero() {
+				l.Metrics.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
+			}
+		}
+		if st != nil {
+			rs := 0
+			for i := range st.VirtualServers {
+				rs += len(st.VirtualServers[i].RealServers)
+			}
+			l.Metrics.VirtualServers.Set(float64(len(st.VirtualServers)))
+			l.Metrics.RealServers.Set(float64(rs))
+			l.Metrics.Addresses.Set(float64(len(st.Addresses)))
+			byReason := map[string]int{}
+			for _, r := range st.Refusals {
+				byReason[string(r.Reason)]++
+			}
+			l.Metrics.SetRefusals(byReason)
+		}
+	}
+	if l.Events != nil && st != nil {
+		if _, limited := l.Events.Report(st.Refusals); limited > 0 {
+			l.Log.Debug("refusal events rate-limited", zap.Int("held", limited))
+		}
+	}
+}
+
+func (l *Loop) scheduleRetry(now time.Time) {
+	if l.backoff == 0 {
+		l.backoff = l.BackoffInitial
+	} else {
+		l.backoff *= 2
+		if l.backoff > l.BackoffMax {
+			l.backoff = l.BackoffMax
+		}
+	}
+	l.retryAt = now.Add(l.backoff)
+}
+
+// serviceKey turns the applier's "namespace/name:port" into "namespace/name".
+func serviceKey(s string) string {
+	if i := strings.LastIndexByte(s, ':'); i > strings.IndexByte(s, '/') {
+		return s[:i]
+	}
+	return s
+}
+
+// HealthCheckPorts returns the healthCheckNodePort servers the cluster
+// needs on node: one per Service with externalTrafficPolicy: Local and a
+// health check node port, with its ready endpoints on this node.
+func HealthCheckPorts(c model.Cluster, node string) map[uint16]health.ServiceHealth {
+	out := map[uint16]health.ServiceHealth{}
+	local := map[uint16]map[netip.Addr]bool{}
+	for i := range c.Services {
+		sp := &c.Services[i]
+		if !sp.ExternalPolicyLocal || sp.HealthCheckNodePort == 0 {
+			continue
+		}
+		p := sp.HealthCheckNodePort
+		if _, ok := out[p]; !ok {
+			out[p] = health.ServiceHealth{Namespace: sp.Name.Namespace, Name: sp.Name.Name}
+			local[p] = map[netip.Addr]bool{}
+		}
+		for _, ep := range c.Endpoints[sp.Name] {
+			if ep.Ready && ep.NodeName == node {
+				local[p][ep.Address] = true
+			}
+		}
+	}
+	for p, h := range out {
+		h.LocalEndpoints = len(local[p])
+		out[p] = h
+	}
+	return out
+}

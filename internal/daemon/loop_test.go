@@ -1,0 +1,565 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	clocktesting "k8s.io/utils/clock/testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// fakeSource is a stateful Source: a set of services, each one port with
+// a ClusterIP and endpoints, plus nodes.
+type fakeSource struct {
+	mu       sync.Mutex
+	synced   chan struct{}
+	svcs     map[string]model.ServicePort
+	eps      map[string][]model.Endpoint
+	nodes    []model.Node
+	dirty    map[string]bool
+	triggers map[string]time.Time
+	nodesChg bool
+	notify   chan struct{}
+}
+
+func newFakeSource() *fakeSource {
+	return &fakeSource{synced: make(chan struct{}), svcs: map[string]model.ServicePort{}, eps: map[string][]model.Endpoint{},
+		dirty: map[string]bool{}, triggers: map[string]time.Time{}, notify: make(chan struct{}, 1)}
+}
+
+func (s *fakeSource) WaitForCacheSync(ctx context.Context) bool {
+	select {
+	case <-s.synced:
+		return true
+	case <-ctx.Done():
+		return false
+	}
+}
+
+func (s *fakeSource) Notify() <-chan struct{} { return s.notify }
+
+func (s *fakeSource) signal() {
+	select {
+	case s.notify <- struct{}{}:
+	default:
+	}
+}
+
+func (s *fakeSource) TakeChanges() informers.Changes {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := informers.Changes{Services: slices.Sorted(maps.Keys(s.dirty)), Nodes: s.nodesChg, Triggers: s.triggers}
+	s.dirty, s.triggers, s.nodesChg = map[string]bool{}, map[string]time.Time{}, false
+	return c
+}
+
+func (s *fakeSource) Requeue(keys []string) {
+	s.mu.Lock()
+	for _, k := range keys {
+		s.dirty[k] = true
+	}
+	s.mu.Unlock()
+	if len(keys) > 0 {
+		s.signal()
+	}
+}
+
+func (s *fakeSource) Pending() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return len(s.dirty)
+}
+
+func (s *fakeSource) Cluster() model.Cluster {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}, Nodes: slices.Clone(s.nodes)}
+	for _, k := range slices.Sorted(maps.Keys(s.svcs)) {
+		sp := s.svcs[k]
+		c.Services = append(c.Services, sp)
+		c.Endpoints[sp.Name] = slices.Clone(s.eps[k])
+	}
+	return c
+}
+
+// set creates or updates service name (in namespace "ns") with a ClusterIP
+// and the given endpoint addresses, and marks it changed.
+func (s *fakeSource) set(name, vip string, trigger time.Time, eps ...string) {
+	s.mu.Lock()
+	key := "ns/" + name
+	s.svcs[key] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: name, Port: "http"},
+		Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr(vip)}}
+	var es []model.Endpoint
+	for _, e := range eps {
+		es = append(es, model.Endpoint{Address: netip.MustParseAddr(e), Port: 8080, Ready: true, Serving: true})
+	}
+	s.eps[key] = es
+	s.dirty[key] = true
+	if !trigger.IsZero() {
+		s.triggers[key] = trigger
+	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *fakeSource) del(name string) {
+	s.mu.Lock()
+	delete(s.svcs, "ns/"+name)
+	delete(s.eps, "ns/"+name)
+	s.dirty["ns/"+name] = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+func (s *fakeSource) setNodes(nodes ...model.Node) {
+	s.mu.Lock()
+	s.nodes = nodes
+	s.nodesChg = true
+	s.mu.Unlock()
+	s.signal()
+}
+
+// call is one Full or Partial call the fake applier received.
+type call struct {
+	full    bool
+	changed []string
+}
+
+func (c call) String() string {
+	if c.full {
+		return "full"
+	}
+	return "partial " + strings.Join(c.changed, ",")
+}
+
+// fakeApplier is a stateful applier: a kernel table of virtual servers.
+// Full replaces it with the plan (repairing drift); Partial touches only
+// the changed services. It can fail per service or fail to read.
+type fakeApplier struct {
+	mu     sync.Mutex
+	kernel map[ipvs.Key]ipvs.VirtualServer
+	calls  []call
+	// failService maps "ns/name" to how many more syncs fail it.
+	failService map[string]int
+	// readErrs is how many more syncs fail to read the kernel.
+	readErrs int
+	// block, if not nil, is waited on inside the next apply.
+	block chan struct{}
+	// entered is signalled when an apply starts.
+	entered chan struct{}
+}
+
+func newFakeApplier() *fakeApplier {
+	return &fakeApplier{kernel: map[ipvs.Key]ipvs.VirtualServer{}, failService: map[string]int{}, entered: make(chan struct{}, 100)}
+}
+
+var errRead = errors.New("cannot dump IPVS")
+
+func (f *fakeApplier) Full(st *planner.State, _ []netip.Addr) (*applier.Result, error) {
+	return f.sync(st, true, nil)
+}
+
+func (f *fakeApplier) Partial(st *planner.State, changed ...string) (*applier.Result, error) {
+	return f.sync(st, false, changed)
+}
+
+func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*applier.Result, error) {
+	f.entered <- struct{}{}
+	f.mu.Lock()
+	block := f.block
+	f.block = nil
+	f.mu.Unlock()
+	if block != nil {
+		<-block
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.calls = append(f.calls, call{full, slices.Clone(changed)})
+	if f.readErrs > 0 {
+		f.readErrs--
+		return nil, errRead
+	}
+	match := func(svc string) bool { return full || slices.Contains(changed, serviceKey(svc)) }
+	res := &applier.Result{}
+	failing := map[string]bool{}
+	for k, n := range f.failService {
+		if n > 0 {
+			failing[k] = true
+			f.failService[k] = n - 1
+		}
+	}
+	for k, vs := range f.kernel {
+		if match(vs.Service) && !failing[serviceKey(vs.Service)] {
+			delete(f.kernel, k)
+		}
+	}
+	for _, vs := range st.VirtualServers {
+		if !match(vs.Service) {
+			continue
+		}
+		if failing[serviceKey(vs.Service)] {
+			if res.Failed == nil {
+				res.Failed = map[string][]error{}
+			}
+			res.Failed[vs.Service] = append(res.Failed[vs.Service], errors.New("EBUSY"))
+			continue
+		}
+		f.kernel[vs.Key] = vs
+	}
+	return res, nil
+}
+
+// dump renders the kernel as "vip:port service rs,rs" lines, sorted.
+func (f *fakeApplier) dump() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var out []string
+	for _, vs := range f.kernel {
+		var rs []string
+		for _, r := range vs.RealServers {
+			rs = append(rs, r.Address.String())
+		}
+		out = append(out, fmt.Sprintf("%s:%d %s %s", vs.Address, vs.Port, vs.Service, strings.Join(rs, ",")))
+	}
+	slices.Sort(out)
+	return out
+}
+
+func (f *fakeApplier) callList() []string {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	out := make([]string, len(f.calls))
+	for i, c := range f.calls {
+		out[i] = c.String()
+	}
+	return out
+}
+
+// planned is what the planner wants for the source's cluster now.
+func planned(src *fakeSource, o planner.Options) []string {
+	st := planner.Plan(src.Cluster(), o)
+	fa := newFakeApplier()
+	fa.entered = make(chan struct{}, 1)
+	if _, err := fa.Full(&st, nil); err != nil {
+		panic(err)
+	}
+	return fa.dump()
+}
+
+type harness struct {
+	t      *testing.T
+	src    *fakeSource
+	app    *fakeApplier
+	clock  *clocktesting.FakeClock
+	loop   *Loop
+	cancel context.CancelFunc
+	done   chan error
+}
+
+var testOpts = planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("192.168.0.1")}}
+
+func newHarness(t *testing.T, minSync time.Duration) *harness {
+	t.Helper()
+	h := &harness{t: t, src: newFakeSource(), app: newFakeApplier(),
+		clock: clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC)), done: make(chan error, 1)}
+	h.loop = &Loop{Source: h.src, Applier: h.app, Options: testOpts,
+		SyncPeriod: 30 * time.Second, MinSyncPeriod: minSync, BackoffInitial: time.Second, BackoffMax: 8 * time.Second,
+		Metrics: metrics.New(), Clock: h.clock}
+	ctx, cancel := context.WithCancel(context.Background())
+	h.cancel = cancel
+	go func() { h.done <- h.loop.Run(ctx) }()
+	t.Cleanup(func() {
+		cancel()
+		select {
+		case <-h.done:
+		case <-time.After(5 * time.Second):
+			t.Error("loop did not stop")
+		}
+	})
+	return h
+}
+
+// waitCalls waits until the applier has received n calls and the loop is
+// idle again (waiting on its timer).
+func (h *harness) waitCalls(n int) []string {
+	h.t.Helper()
+	deadline := time.Now().Add(5 * time.Second)
+	for {
+		calls := h.app.callList()
+		if len(calls) >= n && h.clock.HasWaiters() && len(h.src.notify) == 0 {
+			if len(calls) > n {
+				h.t.Fatalf("got %d calls, want %d: %v", len(calls), n, calls)
+			}
+			return calls
+		}
+		if time.Now().After(deadline) {
+			h.t.Fatalf("timed out waiting for %d calls; have %v", n, calls)
+		}
+		time.Sleep(time.Millisecond)
+	}
+}
+
+// settle gives the loop a moment and checks it made no further call.
+func (h *harness) settle(n int) {
+	h.t.Helper()
+	time.Sleep(20 * time.Millisecond)
+	h.waitCalls(n)
+}
+
+func (h *harness) wantKernel() {
+	h.t.Helper()
+	if got, want := h.app.dump(), planned(h.src, testOpts); !slices.Equal(got, want) {
+		h.t.Fatalf("kernel:\n%s\nwant (plan):\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+func TestNothingAppliedBeforeCacheSync(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	time.Sleep(30 * time.Millisecond)
+	if calls := h.app.callList(); len(calls) != 0 {
+		t.Fatalf("applied before the caches synced: %v", calls)
+	}
+	close(h.src.synced)
+	if calls := h.waitCalls(1); calls[0] != "full" {
+		t.Fatalf("first sync %v, want full", calls)
+	}
+	h.wantKernel()
+}
+
+func TestStopBeforeCacheSync(t *testing.T) {
+	src := newFakeSource()
+	l := &Loop{Source: src, Applier: newFakeApplier(), SyncPeriod: time.Second}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := l.Run(ctx); !errors.Is(err, ErrCacheSync) {
+		t.Fatalf("Run = %v, want ErrCacheSync", err)
+	}
+}
+
+func TestPartialSyncTouchesOnlyChangedServices(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.wantKernel()
+
+	// Drift in b's virtual server: a partial sync of a does not touch it.
+	h.app.mu.Lock()
+	delete(h.app.kernel, ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.2"), Port: 80})
+	h.app.mu.Unlock()
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1", "10.244.0.3")
+	if calls := h.waitCalls(2); calls[1] != "partial ns/a" {
+		t.Fatalf("calls %v", calls)
+	}
+	if got := h.app.dump(); len(got) != 1 || !strings.Contains(got[0], "10.244.0.1,10.244.0.3") {
+		t.Fatalf("after partial: %v", got)
+	}
+	// The full resync every SyncPeriod repairs it.
+	h.clock.Step(29 * time.Second)
+	h.settle(2)
+	h.clock.Step(time.Second)
+	if calls := h.waitCalls(3); calls[2] != "full" {
+		t.Fatalf("calls %v", calls)
+	}
+	h.wantKernel()
+
+	// Deletion is a partial sync too.
+	h.src.del("b")
+	if calls := h.waitCalls(4); calls[3] != "partial ns/b" {
+		t.Fatalf("calls %v", calls)
+	}
+	h.wantKernel()
+	if st := h.loop.Stats(); st.Full != 2 || st.Partial != 2 || st.Failed != 0 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
+func TestChangesDuringApplyAreBatched(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	<-h.app.entered
+
+	block := make(chan struct{})
+	h.app.mu.Lock()
+	h.app.block = block
+	h.app.mu.Unlock()
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.2")
+	<-h.app.entered // the partial of a is being applied
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+	h.src.set("c", "10.96.0.3", time.Time{}, "10.244.0.3")
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.4")
+	close(block)
+	calls := h.waitCalls(3)
+	if want := []string{"full", "partial ns/a", "partial ns/a,ns/b,ns/c"}; !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	h.wantKernel()
+}
+
+func TestMinSyncPeriodCoalesces(t *testing.T) {
+	h := newHarness(t, 2*time.Second)
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	h.settle(1)
+	h.clock.Step(time.Second)
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+	h.settle(1)
+	h.clock.Step(time.Second)
+	if calls := h.waitCalls(2); calls[1] != "partial ns/a,ns/b" {
+		t.Fatalf("calls %v", calls)
+	}
+	h.wantKernel()
+	// A change long after the last sync is applied at once.
+	h.clock.Step(5 * time.Second)
+	h.src.set("c", "10.96.0.3", time.Time{}, "10.244.0.3")
+	if calls := h.waitCalls(3); calls[2] != "partial ns/c" {
+		t.Fatalf("calls %v", calls)
+	}
+}
+
+func TestFailedApplyRetriedWithBackoff(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+
+	h.app.mu.Lock()
+	h.app.failService["ns/b"] = 3
+	h.app.mu.Unlock()
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+	h.waitCalls(2)
+	// Retries after 1s, 2s, 4s; the third retry succeeds.
+	for i, d := range []time.Duration{time.Second, 2 * time.Second, 4 * time.Second} {
+		h.clock.Step(d - 10*time.Millisecond)
+		h.settle(2 + i)
+		h.clock.Step(10 * time.Millisecond)
+		if calls := h.waitCalls(3 + i); calls[2+i] != "partial ns/b" {
+			t.Fatalf("retry %d: calls %v", i, calls)
+		}
+	}
+	h.wantKernel()
+	if v := metricValue(t, h.loop.Metrics, "ipvs_proxy_apply_errors_total", "partial"); v != 3 {
+		t.Errorf("apply errors %v, want 3", v)
+	}
+	// Success resets the backoff: the next failure waits 1s again.
+	h.app.mu.Lock()
+	h.app.failService["ns/a"] = 1
+	h.app.mu.Unlock()
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.9")
+	h.waitCalls(6)
+	h.clock.Step(time.Second)
+	if calls := h.waitCalls(7); calls[6] != "partial ns/a" {
+		t.Fatalf("calls %v", calls)
+	}
+	h.wantKernel()
+}
+
+func TestUnreadableKernelRetriedAsFull(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	h.app.mu.Lock()
+	h.app.readErrs = 2
+	h.app.mu.Unlock()
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.clock.Step(time.Second)
+	h.waitCalls(2)
+	h.clock.Step(2 * time.Second)
+	calls := h.waitCalls(3)
+	if want := []string{"full", "full", "full"}; !slices.Equal(calls, want) {
+		t.Fatalf("calls %v, want %v", calls, want)
+	}
+	h.wantKernel()
+}
+
+func TestNodeChangeIsFullSync(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
+	if calls := h.waitCalls(2); calls[1] != "full" {
+		t.Fatalf("calls %v", calls)
+	}
+}
+
+func TestNetworkProgrammingLatency(t *testing.T) {
+	h := newHarness(t, 0)
+	close(h.src.synced)
+	h.waitCalls(1)
+	trig := h.clock.Now().Add(-1500 * time.Millisecond)
+	h.src.set("a", "10.96.0.1", trig, "10.244.0.1")
+	h.waitCalls(2)
+	// One observation of 1.5s.
+	m := findMetric(t, h.loop.Metrics, "ipvs_proxy_network_programming_duration_seconds", "")
+	if c, s := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(); c != 1 || s != 1.5 {
+		t.Errorf("latency count %d sum %v, want 1 and 1.5", c, s)
+	}
+	if v := metricValue(t, h.loop.Metrics, "ipvs_proxy_virtual_servers", ""); v != 1 {
+		t.Errorf("virtual servers %v", v)
+	}
+}
+
+// findMetric returns the metric name (with label mode=mode, if mode is
+// not empty) from the registry.
+func findMetric(t *testing.T, m *metrics.Metrics, name, mode string) *dto.Metric {
+	t.Helper()
+	mfs, err := m.Registry.Gather()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, mf := range mfs {
+		if mf.GetName() != name {
+			continue
+		}
+		for _, mt := range mf.GetMetric() {
+			if mode == "" {
+				return mt
+			}
+			for _, lp := range mt.GetLabel() {
+				if lp.GetName() == "mode" && lp.GetValue() == mode {
+					return mt
+				}
+			}
+		}
+	}
+	t.Fatalf("no metric %s{mode=%q}", name, mode)
+	return nil
+}
+
+func metricValue(t *testing.T, m *metrics.Metrics, name, mode string) float64 {
+	t.Helper()
+	mt := findMetric(t, m, name, mode)
+	if c := mt.GetCounter(); c != nil {
+		return c.GetValue()
+	}
+	return mt.GetGauge().GetValue()
+}
+
+func TestServiceKey(t *testing.T) {
+	for in, want := range map[string]string{"ns/a:http": "ns/a", "ns/a": "ns/a", "ns/a:b:c": "ns/a:b", "": ""} {
+		if got := serviceKey(in); got != want {
+			t.Errorf("serviceKey(%q) = %q, want %q", in, got, want)
+		}
+	}
+}

@@ -1,0 +1,321 @@
+package daemon
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/netip"
+	"net/url"
+	"os"
+	"strings"
+
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/version"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// NodeName is --hostname-override, or the hostname, lower-cased as
+// kube-proxy does.
+func NodeName(override string) (string, error) {
+	name := override
+	if name == "" {
+		h, err := os.Hostname()
+		if err != nil {
+			return "", fmt.Errorf("hostname: %w", err)
+		}
+		name = h
+	}
+	name = strings.ToLower(strings.TrimSpace(name))
+	if name == "" {
+		return "", errors.New("empty node name: set --hostname-override")
+	}
+	return name, nil
+}
+
+// RESTConfig is the API client configuration from --master and
+// --kubeconfig (both empty: in-cluster), speaking protobuf as kube-proxy.
+func RESTConfig(master, kubeconfig string) (*rest.Config, error) {
+	var cfg *rest.Config
+	var err error
+	if master == "" && kubeconfig == "" {
+		cfg, err = rest.InClusterConfig()
+	} else {
+		cfg, err = clientcmd.BuildConfigFromFlags(master, kubeconfig)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("API client configuration: %w", err)
+	}
+	cfg = rest.CopyConfig(cfg)
+	cfg.UserAgent = "ipvs-proxy/" + version.Version
+	cfg.AcceptContentTypes = "application/vnd.kubernetes.protobuf,application/json"
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	return cfg, nil
+}
+
+// APIServerAddrs are the addresses of the API server cfg talks to (the
+// host of its URL, resolved): never bound on kube-ipvs0.
+func APIServerAddrs(cfg *rest.Config) []netip.Addr {
+	host := cfg.Host
+	if u, err := url.Parse(host); err == nil && u.Host != "" {
+		host = u.Hostname()
+	} else if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		return []netip.Addr{a.Unmap()}
+	}
+	ips, err := net.LookupIP(host)
+	if err != nil {
+		return nil
+	}
+	var out []netip.Addr
+	for _, ip := range ips {
+		if a, ok := netip.AddrFromSlice(ip); ok {
+			out = append(out, a.Unmap())
+		}
+	}
+	return out
+}
+
+// kernel is the real data-plane stack of this network namespace.
+type kernel struct {
+	table *ipvs.Kernel
+	ct    *ipvs.KernelConntrack
+	nl    *netlink.Handle
+	rules *iptables.Applier
+	guard *Guard
+	app   *applier.Applier
+}
+
+func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
+	k := &kernel{guard: NewGuard()}
+	var err error
+	if k.table, err = ipvs.OpenKernel(); err != nil {
+		return nil, fmt.Errorf("open IPVS: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			k.close()
+		}
+	}()
+	rel, err := ipvs.KernelRelease()
+	if err != nil {
+		return nil, err
+	}
+	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	if err != nil {
+		return nil, fmt.Errorf("sysctls: %w", err)
+	}
+	for _, s := range changed {
+		log.Info("set sysctl", zap.String("name", s.Name), zap.Int("value", s.Value))
+	}
+	if c.IPVSTCPTimeout > 0 || c.IPVSTCPFinTimeout > 0 || c.IPVSUDPTimeout > 0 {
+		if err := k.table.SetTimeouts(c.IPVSTCPTimeout, c.IPVSTCPFinTimeout, c.IPVSUDPTimeout); err != nil {
+			return nil, fmt.Errorf("ipvsadm --set: %w", err)
+		}
+	}
+	if k.ct, err = ipvs.OpenConntrack(); err != nil {
+		return nil, fmt.Errorf("open conntrack: %w", err)
+	}
+	if k.nl, err = netlink.NewHandle(); err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	link, err := addrmgr.EnsureDevice(k.nl)
+	if err != nil {
+		return nil, err
+	}
+	if k.rules, err = iptables.NewApplier(log.Named("iptables")); err != nil {
+		return nil, fmt.Errorf("ipsets: %w", err)
+	}
+	rec := ipvs.NewReconciler(k.table, ipvs.Options{
+		GracefulPeriod: c.IPVSGracefulPeriod,
+		ExcludeCIDRs:   c.Planning.ExcludeCIDRs,
+		Conntrack:      k.ct,
+		Log:            log.Named("ipvs"),
+	})
+	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
+	k.app = applier.New(rec, mgr, k.rules, log.Named("applier"))
+	ok = true
+	return k, nil
+}
+
+func (k *kernel) close() {
+	if k.rules != nil {
+		k.rules.Close()
+	}
+	if k.nl != nil {
+		k.nl.Close()
+	}
+	if k.ct != nil {
+		k.ct.Close()
+	}
+	if k.table != nil {
+		k.table.Close()
+	}
+}
+
+// Full is a full sync: IPVS, kube-ipvs0, ipsets and chains read back and
+// repaired.
+func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error) {
+	return k.app.Full(st, nodeAddrs)
+}
+
+// Partial is a partial sync: the changed services' virtual servers, set
+// entries against the mirror.
+func (k *kernel) Partial(st *planner.State, changed ...string) (*applier.Result, error) {
+	return k.app.Partial(st, changed...)
+}
+
+// Run is `ipvs-proxy run`: it programs this node until ctx ends, then
+// returns leaving the data plane as it is.
+func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
+	for _, w := range c.Warnings {
+		log.Warn("setting in --config means nothing to ipvs-proxy; ignored", zap.String("setting", w))
+	}
+	nodeName, err := NodeName(c.HostnameOverride)
+	if err != nil {
+		return err
+	}
+	restCfg, err := RESTConfig(c.Master, c.Kubeconfig)
+	if err != nil {
+		return err
+	}
+	client, err := kubernetes.NewForConfig(restCfg)
+	if err != nil {
+		return fmt.Errorf("API client: %w", err)
+	}
+	opts := c.Planning
+	opts.NodeName = nodeName
+	opts.APIServerAddrs = append(opts.APIServerAddrs, APIServerAddrs(restCfg)...)
+
+	k, err := openKernel(c, log)
+	if err != nil {
+		return err
+	}
+	defer k.close()
+
+	if c.Cleanup {
+		return cleanup(k, &opts, log)
+	}
+	log.Info("starting", zap.String("version", version.Version), zap.String("node", nodeName),
+		zap.String("apiServer", restCfg.Host), zap.Duration("syncPeriod", c.SyncPeriod),
+		zap.Duration("minSyncPeriod", c.MinSyncPeriod))
+
+	watcher, err := informers.NewWatcher(client, nodeName, informers.NewNodeAddressCache(c.StateDir), 0, log.Named("informers"))
+	if err != nil {
+		return err
+	}
+	m := metrics.New()
+	hp := health.NewProxy(2*c.SyncPeriod, nil)
+	watcher.OnLocalNode = hp.SyncNode
+	watcher.OnChange = hp.QueuedUpdate
+
+	sink, stopEvents := events.NewBroadcaster(client, nodeName)
+	defer stopEvents()
+	refusals := events.New(sink, func(kind, ns, name string) string {
+		switch kind {
+		case "Service":
+			if s := watcher.ServiceObject(ns, name); s != nil {
+				return string(s.UID)
+			}
+		case "Node":
+			if n := watcher.NodeObject(name); n != nil {
+				return string(n.UID)
+			}
+		}
+		return ""
+	}, events.DefaultOptions)
+	svcHealth := health.NewServices(log.Named("healthcheck"))
+	defer svcHealth.Close()
+
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	for _, srv := range []struct {
+		what, addr string
+		run        func(context.Context, string) error
+	}{
+		{"healthz", c.HealthzBindAddress, func(ctx context.Context, a string) error { return health.Serve(ctx, a, hp.Handler()) }},
+		{"metrics", c.MetricsBindAddress, func(ctx context.Context, a string) error { return health.Serve(ctx, a, m.Handler()) }},
+	} {
+		if srv.addr == "" {
+			continue
+		}
+		go func() {
+			if err := srv.run(ctx, srv.addr); err != nil {
+				log.Error("server stopped", zap.String("server", srv.what), zap.String("address", srv.addr), zap.Error(err))
+			}
+		}()
+	}
+
+	watcher.Start(ctx)
+	loop := &Loop{
+		Source:  watcher,
+		Applier: k,
+		Env:     NetlinkEnv(k.nl),
+		Options: opts,
+		OnPlan: func(o *planner.Options, cl *model.Cluster, _ *planner.State) {
+			k.guard.Update(o, cl.Nodes)
+		},
+		SyncPeriod:    c.SyncPeriod,
+		MinSyncPeriod: c.MinSyncPeriod,
+		Events:        refusals,
+		Health:        hp,
+		Services:      svcHealth,
+		Metrics:       m,
+		Log:           log.Named("sync"),
+	}
+	err = loop.Run(ctx)
+	if errors.Is(err, ErrCacheSync) && ctx.Err() != nil {
+		log.Info("stopped before the informer caches synced; nothing applied")
+		return nil
+	}
+	return err
+}
+
+// cleanup removes what the proxy owns: its virtual servers and kube-ipvs0
+// addresses (a full sync of an empty plan), its chains and ipsets, and the
+// kube-ipvs0 device.
+func cleanup(k *kernel, o *planner.Options, log *zap.Logger) error {
+	env, err := NetlinkEnv(k.nl)()
+	if err != nil {
+		return err
+	}
+	o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
+	empty := planner.Plan(model.Cluster{}, *o)
+	k.guard.Update(o, nil)
+	var errs []error
+	res, err := k.app.Full(&empty, env.LocalAddrs)
+	if err != nil {
+		errs = append(errs, err)
+	} else if err := res.Err(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := k.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
+		errs = append(errs, fmt.Errorf("iptables and ipsets: %w", err))
+	}
+	if err := addrmgr.DeleteDevice(k.nl); err != nil {
+		errs = append(errs, err)
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("cleanup: %w", err)
+	}
+	log.Info("cleanup done: virtual servers, kube-ipvs0, chains and ipsets removed")
+	return nil
+}
