@@ -29,7 +29,7 @@ func cleanupNode(w io.Writer, exclude []netip.Prefix, log *zap.Logger) error {
 		if fams == "" {
 			fams = "none"
 		}
-		fmt.Fprintf(w, "cleanup: %d virtual server(s) deleted; %s; chains and ipsets removed for: %s\n",
+		fmt.Fprintf(w, "cleanup: %d virtual server(s) deleted; %s; no chain, rule or ipset of the proxy left for: %s\n",
 			res.VirtualServersDeleted, dev, fams)
 	}
 	if err != nil {

@@ -22,11 +22,11 @@ func TestCleanupCommand(t *testing.T) {
 		out  string
 	}{
 		{"everything", &recovery.CleanupResult{VirtualServersDeleted: 3, AddressesDeleted: 2, DeviceDeleted: true, Families: []string{"inet", "inet6"}}, nil, 0,
-			"cleanup: 3 virtual server(s) deleted; kube-ipvs0 deleted with 2 address(es); chains and ipsets removed for: inet, inet6\n"},
+			"cleanup: 3 virtual server(s) deleted; kube-ipvs0 deleted with 2 address(es); no chain, rule or ipset of the proxy left for: inet, inet6\n"},
 		{"nothing there", &recovery.CleanupResult{Families: []string{"inet", "inet6"}}, nil, 0,
-			"cleanup: 0 virtual server(s) deleted; no kube-ipvs0; chains and ipsets removed for: inet, inet6\n"},
+			"cleanup: 0 virtual server(s) deleted; no kube-ipvs0; no chain, rule or ipset of the proxy left for: inet, inet6\n"},
 		{"partial failure", &recovery.CleanupResult{VirtualServersDeleted: 1}, errors.New("cleanup failed: ipvsadm -D"), exitFailure,
-			"cleanup: 1 virtual server(s) deleted; no kube-ipvs0; chains and ipsets removed for: none\n"},
+			"cleanup: 1 virtual server(s) deleted; no kube-ipvs0; no chain, rule or ipset of the proxy left for: none\n"},
 		{"cannot open the kernel", nil, errors.New("cleanup failed: open netlink"), exitFailure, ""},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

@@ -38,6 +38,7 @@ const (
 	clusterVIP = "10.96.0.10"
 	// unreachableAPI is on the LAN but nobody has it: connects time out.
 	unreachableAPI = "198.51.100.99"
+	gateway        = "198.51.100.254"
 )
 
 func proxyBin(t *testing.T) string {
@@ -164,6 +165,11 @@ func TestDisasterRecover(t *testing.T) {
 -A -t %[3]s:6443 -s rr
 -a -t %[3]s:6443 -r %[4]s -m -w 1
 `, clusterVIP, foreignVIP, nodeB, rs, ktest.NodeIPv4), "ipvsadm", "-R")
+	// Two more an older proxy might have bound: A's own address (its
+	// NodePort-like server on 8443 must stay: the address stays on eth0) and
+	// A's default gateway.
+	a.RunInput(t, fmt.Sprintf("route add default via %[1]s\naddr add %[1]s/32 dev kube-ipvs0\naddr add %[2]s/32 dev kube-ipvs0\n", gateway, ktest.NodeIPv4),
+		"ip", "-batch", "-")
 	before := a.Run(t, "ipvsadm", "-S", "-n")
 	t.Logf("A's table:\n%s\nA's kube-ipvs0:\n%s", before, a.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"))
 
@@ -202,9 +208,17 @@ func TestDisasterRecover(t *testing.T) {
 	if !strings.HasPrefix(rep.APIServer, "unreachable") {
 		t.Errorf("apiServer %q, want unreachable", rep.APIServer)
 	}
-	if len(rep.Findings) != 1 || rep.Findings[0].Address != nodeB+"/32" || rep.Findings[0].Reason != "NodeIP" ||
-		fmt.Sprint(rep.Findings[0].VirtualServers) != "[-t "+nodeB+":6443]" {
-		t.Fatalf("dry run findings %+v, want only %s NodeIP [-t %s:6443]", rep.Findings, nodeB, nodeB)
+	var found []string
+	for _, f := range rep.Findings {
+		found = append(found, fmt.Sprintf("%s %s %v", f.Address, f.Reason, f.VirtualServers))
+	}
+	want := []string{
+		ktest.NodeIPv4.String() + "/32 NodeIP []", // kept: 198.51.100.1:8443 is not ours to drop
+		nodeB + "/32 NodeIP [-t " + nodeB + ":6443]",
+		gateway + "/32 Gateway []",
+	}
+	if strings.Join(found, "\n") != strings.Join(want, "\n") {
+		t.Fatalf("dry run findings:\n%s\nwant:\n%s", strings.Join(found, "\n"), strings.Join(want, "\n"))
 	}
 	if got := a.Run(t, "ipvsadm", "-S", "-n"); got != before {
 		t.Fatalf("dry run changed the table:\n%s", got)
@@ -239,7 +253,8 @@ func TestDisasterRecover(t *testing.T) {
 	if strings.Contains(after, nodeB) {
 		t.Errorf("virtual server on B's address survived:\n%s", after)
 	}
-	if got := a.Run(t, "ip", "-o", "-4", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(got, nodeB) || !strings.Contains(got, clusterVIP+"/32") {
+	if got := a.Run(t, "ip", "-o", "-4", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(got, nodeB) || strings.Contains(got, gateway) ||
+		strings.Contains(got, ktest.NodeIPv4.String()) || !strings.Contains(got, clusterVIP+"/32") {
 		t.Errorf("kube-ipvs0 after recover:\n%s", got)
 	}
 	if got := a.Run(t, "ip", "-o", "-4", "addr", "show", "dev", "eth0"); !strings.Contains(got, foreignVIP) {
