@@ -57,5 +57,5 @@ done
 built=$(date +%s)
 log "built ${#pkgs[@]} binaries in $((built - start))s; booting the VM once for all of them"
 # shellcheck disable=SC2086 # VMRUN_FLAGS is a list of flags
-$GO run ./internal/vmtest/cmd/vmrun -fail-on-skip ${VMRUN_FLAGS:-} -- "${args[@]}"
+$GO run ./internal/vmtest/cmd/vmrun -fail-on-skip -timeout 45m ${VMRUN_FLAGS:-} -- "${args[@]}"
 log "VM run took $(($(date +%s) - built))s; total $(($(date +%s) - start))s"

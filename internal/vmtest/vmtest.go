@@ -97,6 +97,8 @@ type Config struct {
 type JobResult struct {
 	Job      Job
 	ExitCode int
+	// Duration is the job's wall time as the host saw it on the console.
+	Duration time.Duration
 }
 
 // Result is what a run measured.
@@ -190,7 +192,7 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	res.Total = time.Since(start)
 	for i, code := range st.exits {
 		if i < len(cfg.Jobs) {
-			res.Jobs = append(res.Jobs, JobResult{Job: cfg.Jobs[i], ExitCode: code})
+			res.Jobs = append(res.Jobs, JobResult{Job: cfg.Jobs[i], ExitCode: code, Duration: st.durations[i]})
 		}
 	}
 	switch {
@@ -224,6 +226,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 type consoleState struct {
 	ready, done       bool
 	exits             []int
+	durations         []time.Duration
+	jobStart          time.Time
 	failKind, failMsg string
 }
 
@@ -249,9 +253,16 @@ func scanConsole(r io.Reader, w io.Writer, nonce string, start time.Time, res *R
 					res.Boot = time.Since(start)
 				case f[0] == "done":
 					st.done = true
+				case f[0] == "start":
+					st.jobStart = time.Now()
 				case f[0] == "exit" && len(f) == 3:
 					code, _ := strconv.Atoi(f[2])
 					st.exits = append(st.exits, code)
+					var d time.Duration
+					if !st.jobStart.IsZero() {
+						d = time.Since(st.jobStart)
+					}
+					st.durations = append(st.durations, d)
 				case f[0] == "fail" && len(f) >= 2:
 					st.failKind = f[1]
 					st.failMsg = strings.Join(f[2:], " ")
@@ -400,6 +411,7 @@ func jobScript(cfg Config, nonce string) string {
 			q = append(q, shellQuote(a))
 		}
 		fmt.Fprintf(&b, "echo %s\n", shellQuote("=== vmtest: "+j.Bin+" "+strings.Join(j.Args, " ")))
+		fmt.Fprintf(&b, "echo \"@@vmtest %s start %d\"\n", nonce, i)
 		fmt.Fprintf(&b, "(cd %s && exec %s </dev/null)\n", shellQuote(j.Dir), strings.Join(q, " "))
 		fmt.Fprintf(&b, "echo \"@@vmtest %s exit %d $?\"\n", nonce, i)
 	}

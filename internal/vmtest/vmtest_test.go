@@ -22,7 +22,7 @@ func TestScanConsole(t *testing.T) {
 	}{
 		{
 			name:    "ready, two exits, done",
-			in:      "boot\r\n@@vmtest 0123abcd ready\r\n=== RUN TestA\n@@vmtest 0123abcd exit 0 0\n@@vmtest 0123abcd exit 1 3\n@@vmtest 0123abcd done\n",
+			in:      "boot\r\n@@vmtest 0123abcd ready\r\n@@vmtest 0123abcd start 0\n=== RUN TestA\n@@vmtest 0123abcd exit 0 0\n@@vmtest 0123abcd start 1\n@@vmtest 0123abcd exit 1 3\n@@vmtest 0123abcd done\n",
 			wantOut: "boot\n=== RUN TestA\n",
 			want:    consoleState{ready: true, done: true, exits: []int{0, 3}},
 		},
@@ -62,6 +62,9 @@ func TestScanConsole(t *testing.T) {
 			if st.ready != tt.want.ready || st.done != tt.want.done || st.failKind != tt.want.failKind ||
 				st.failMsg != tt.want.failMsg || !equalInts(st.exits, tt.want.exits) {
 				t.Errorf("state = %+v, want %+v", st, tt.want)
+			}
+			if len(st.durations) != len(st.exits) {
+				t.Errorf("%d durations for %d exits", len(st.durations), len(st.exits))
 			}
 			if strings.Join(res.Skipped, "|") != strings.Join(tt.wantSkips, "|") {
 				t.Errorf("skipped = %q, want %q", res.Skipped, tt.wantSkips)
@@ -138,6 +141,7 @@ func TestJobScriptQuotesArgsAndEnv(t *testing.T) {
 		`export B='x y'`,
 		`export VMTEST_API_ADDR='10.0.2.100:6443'`,
 		`(cd '/src/a' && exec '/t/a.test' '-test.run' 'Test'\''X' </dev/null)`,
+		`echo "@@vmtest n0 start 0"`,
 		`echo "@@vmtest n0 exit 0 $?"`,
 	} {
 		if !strings.Contains(s, want) {

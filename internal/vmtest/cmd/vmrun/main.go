@@ -73,7 +73,7 @@ func main() {
 			if j.ExitCode != 0 {
 				status = fmt.Sprintf("FAIL (exit %d)", j.ExitCode)
 			}
-			fmt.Fprintf(os.Stderr, "vmrun: %-4s %s\n", status, j.Job.Bin)
+			fmt.Fprintf(os.Stderr, "vmrun: %-4s %6.1fs %s\n", status, j.Duration.Seconds(), j.Job.Bin)
 		}
 		for _, s := range res.Skipped {
 			fmt.Fprintf(os.Stderr, "vmrun: SKIP %s\n", s)
