@@ -192,6 +192,10 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.OtherProxies = append(rep.OtherProxies, procs...)
 	}
 	for _, p := range rep.OtherProxies {
+		if p.Name == "ipvs-proxy" {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("ipvs-proxy run (pid %d) is running: it never binds a protected address, and binds again the VIPs its Services want (`%s`)", p.PID, p.Cmdline))
+			continue
+		}
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s (pid %d) is running and may add addresses back: stop it first (`%s`)", p.Name, p.PID, p.Cmdline))
 	}
 

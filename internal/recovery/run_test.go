@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net/netip"
+	"os"
 	"strings"
 	"testing"
 
@@ -175,5 +176,32 @@ func TestAPIServerAddrs(t *testing.T) {
 		if s != want {
 			t.Errorf("APIServerAddrs(%q) = %v, want %s", in, got, want)
 		}
+	}
+}
+
+func TestRecoverNamesProxies(t *testing.T) {
+	root := t.TempDir()
+	for pid, proc := range map[string][2]string{
+		"100": {"kube-proxy", "/usr/local/bin/kube-proxy\x00--v=2\x00"},
+		"200": {"ipvs-proxy", "/ipvs-proxy\x00run\x00"},
+	} {
+		dir := root + "/" + pid
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.WriteFile(dir+"/comm", []byte(proc[0]+"\n"), 0o644)
+		_ = os.WriteFile(dir+"/cmdline", []byte(proc[1]), 0o644)
+	}
+	rep, err := Recover(context.Background(), newFakeNode(), Options{ProcRoot: root})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(rep.OtherProxies) != 2 {
+		t.Fatalf("other proxies %+v", rep.OtherProxies)
+	}
+	w := strings.Join(rep.Warnings, "\n")
+	if !strings.Contains(w, "kube-proxy (pid 100) is running and may add addresses back: stop it first") ||
+		!strings.Contains(w, "ipvs-proxy run (pid 200) is running: it never binds a protected address") {
+		t.Errorf("warnings:\n%s", w)
 	}
 }
