@@ -42,6 +42,9 @@ a restarted proxy adopts it without changing an unchanged object.`,
 			}
 			defer func() { _ = log.Sync() }()
 			logging.Install(log)
+			if c.Cleanup {
+				return cleanupNode(cmd.OutOrStdout(), c.Planning.ExcludeCIDRs, log)
+			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
 			return failure(daemon.Run(ctx, c, log))

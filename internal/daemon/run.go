@@ -211,9 +211,6 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	defer k.close()
 
-	if c.Cleanup {
-		return cleanup(k, &opts, log)
-	}
 	log.Info("starting", zap.String("version", version.Version), zap.String("node", nodeName),
 		zap.String("apiServer", restCfg.Host), zap.Duration("syncPeriod", c.SyncPeriod),
 		zap.Duration("minSyncPeriod", c.MinSyncPeriod))
@@ -287,35 +284,4 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		return nil
 	}
 	return err
-}
-
-// cleanup removes what the proxy owns: its virtual servers and kube-ipvs0
-// addresses (a full sync of an empty plan), its chains and ipsets, and the
-// kube-ipvs0 device.
-func cleanup(k *kernel, o *planner.Options, log *zap.Logger) error {
-	env, err := NetlinkEnv(k.nl)()
-	if err != nil {
-		return err
-	}
-	o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
-	empty := planner.Plan(model.Cluster{}, *o)
-	k.guard.Update(o, nil)
-	var errs []error
-	res, err := k.app.Full(&empty, env.LocalAddrs)
-	if err != nil {
-		errs = append(errs, err)
-	} else if err := res.Err(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := k.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
-		errs = append(errs, fmt.Errorf("iptables and ipsets: %w", err))
-	}
-	if err := addrmgr.DeleteDevice(k.nl); err != nil {
-		errs = append(errs, err)
-	}
-	if err := errors.Join(errs...); err != nil {
-		return fmt.Errorf("cleanup: %w", err)
-	}
-	log.Info("cleanup done: virtual servers, kube-ipvs0, chains and ipsets removed")
-	return nil
 }
