@@ -14,8 +14,8 @@ DEMO_FLAGS ?=
 
 .PHONY: demo demo-build
 demo-build: build
-	cd test/e2e && CGO_ENABLED=0 $(GO) build -trimpath -o ../../$(DEMO_GUEST) ./demo/guest
-	cd test/e2e && $(GO) build -trimpath -o ../../$(DEMO_BIN) ./demo
+	cd test/e2e && $(GO) build -o ../../$(DEMO_GUEST) ./demo/guest
+	cd test/e2e && $(GO) build -o ../../$(DEMO_BIN) ./demo
 
 demo: deps demo-build
 	$(DEMO_BIN) -proxy $(BIN) -guest $(DEMO_GUEST) -rbac deploy/base/rbac.yaml $(DEMO_FLAGS)

@@ -30,6 +30,7 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
@@ -122,6 +123,7 @@ func (d *demo) run() int {
 		d.step("NodePort 30010 from a client on the LAN", d.requestsNodePort)
 		d.step("externalIPs: the node's own address at L4, and a free address bound on kube-ipvs0", d.requestsExternalIP)
 		d.step("node-b stays reachable from node-a (its address was refused, not bound)", d.nodeBReachable)
+		d.step("a change: mysql-1 terminates, then comes back (partial syncs, graceful termination)", d.changeEndpoints)
 		d.step("metrics: curl 127.0.0.1:10249/metrics on node-a", d.showMetrics)
 		if d.step("recovery 1/5: stop ipvs-proxy (SIGTERM): the data plane stays and keeps serving", d.stopProxyKeepsDataPlane) &&
 			d.step("recovery 2/5: an older proxy binds node-b's address on node-a's kube-ipvs0: node-b is cut off", d.breakNode) &&
@@ -370,7 +372,7 @@ func (d *demo) checkMonitor() error {
 			changes = append(changes, strings.Join(strings.Fields(l), " "))
 		}
 	}
-	say("ip -o monitor address on node-a since the first sync: %d change(s) on kube-ipvs0", len(changes))
+	say("ip -o monitor address on node-a since it started: %d change(s) on kube-ipvs0", len(changes))
 	for _, c := range changes {
 		say("  %s", c)
 	}
@@ -717,6 +719,64 @@ func (d *demo) showMetrics() error {
 	return nil
 }
 
+// setMySQL1 marks mysql-1 in wordpress-mysql's EndpointSlice ready or
+// terminating (not serving), stamping the trigger time as the EndpointSlice
+// controller does, and returns when the kernel shows want for it.
+func (d *demo) setMySQL1(ready bool, want string) (time.Duration, error) {
+	api := d.kube.DiscoveryV1().EndpointSlices("default")
+	s, err := api.Get(d.ctx, "wordpress-mysql-demo", metav1.GetOptions{})
+	if err != nil {
+		return 0, err
+	}
+	for i := range s.Endpoints {
+		if s.Endpoints[i].TargetRef.Name == "mysql-1" {
+			s.Endpoints[i].Conditions = discoveryv1.EndpointConditions{Ready: ptr(ready), Serving: ptr(ready), Terminating: ptr(!ready)}
+		}
+	}
+	if s.Annotations == nil {
+		s.Annotations = map[string]string{}
+	}
+	start := time.Now()
+	s.Annotations[corev1.EndpointsLastChangeTriggerTime] = start.UTC().Format(time.RFC3339Nano)
+	if _, err := api.Update(d.ctx, s, metav1.UpdateOptions{}); err != nil {
+		return 0, err
+	}
+	err = waitFor(30*time.Second, func() error {
+		out, err := d.node.Exec("ipvsadm", "-S", "-n")
+		if err != nil {
+			return err
+		}
+		if !strings.Contains(out, want+"\n") {
+			return fmt.Errorf("the kernel lacks %q", want)
+		}
+		return nil
+	})
+	return time.Since(start), err
+}
+
+func (d *demo) changeEndpoints() error {
+	say("kubectl: EndpointSlice wordpress-mysql-demo, mysql-1 -> ready=false serving=false terminating=true")
+	took, err := d.setMySQL1(false, "-a -t "+mysqlVIP+":3306 -r 10.244.1.3:3306 -m -w 0")
+	if err != nil {
+		return err
+	}
+	say("in the kernel %.2fs later (API server -> watch -> plan -> partial apply, under TCG):", took.Seconds())
+	if _, err := d.sh("ipvsadm", "-Ln", "-t", mysqlVIP+":3306"); err != nil {
+		return err
+	}
+	say("mysql-1 is quiesced at weight 0 (TCP: existing connections finish, no new ones), not deleted")
+	if err := ask("client-pod", d.clientPod.NS, mysqlVIP+":3306", 3, "mysql-0"); err != nil {
+		return err
+	}
+	say("kubectl: mysql-1 -> ready=true again")
+	took, err = d.setMySQL1(true, "-a -t "+mysqlVIP+":3306 -r 10.244.1.3:3306 -m -w 1")
+	if err != nil {
+		return err
+	}
+	say("weight 1 again %.2fs later", took.Seconds())
+	return ask("client-pod", d.clientPod.NS, mysqlVIP+":3306", 2, "mysql-0", "mysql-1")
+}
+
 func (d *demo) stopProxyKeepsDataPlane() error {
 	if err := d.stopProxy(); err != nil {
 		return fmt.Errorf("ipvs-proxy exit: %w", err)
@@ -861,6 +921,9 @@ func (d *demo) afterRecovery() error {
 	if err := d.startRelay(); err != nil {
 		return err
 	}
+	if err := d.startMonitor(); err != nil {
+		return err
+	}
 	if err := d.startProxy(); err != nil {
 		return err
 	}
@@ -886,6 +949,9 @@ func (d *demo) afterRecovery() error {
 		return err
 	}
 	say("ipvs-proxy run is back and has done its first full sync")
+	if err := d.checkMonitor(); err != nil {
+		return err
+	}
 	if err := d.nodeBReachable(); err != nil {
 		return err
 	}
