@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -37,8 +38,13 @@ type Source interface {
 	Requeue(keys []string)
 	// Pending is the number of changed services not yet taken.
 	Pending() int
-	// Cluster converts the whole cache.
-	Cluster() model.Cluster
+	// ServiceKeys lists every cached Service's "namespace/name".
+	ServiceKeys() []string
+	// Service converts one Service with its EndpointSlices; a Service that
+	// is gone or skipped gives nothing.
+	Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal)
+	// Nodes converts every cached Node.
+	Nodes() ([]model.Node, []model.Refusal)
 }
 
 // Applier makes the kernel hold a planner.State: *applier.Applier.
@@ -105,6 +111,16 @@ type Loop struct {
 	needFull  bool
 	dirty     bool
 	stats     Stats
+	// services is the converted model per service key, updated for the
+	// changed services only (a full sync converts everything again).
+	services map[string]*converted
+}
+
+// converted is one Service's share of the cluster model.
+type converted struct {
+	ports     []model.ServicePort
+	endpoints map[model.ServicePortName][]model.Endpoint
+	refusals  []model.Refusal
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -258,7 +274,7 @@ func (l *Loop) apply(full bool, changed []string) (*planner.State, *applier.Resu
 		}
 		o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
 	}
-	cluster := l.Source.Cluster()
+	cluster := l.cluster(full, changed)
 	st := planner.Plan(cluster, o)
 	if l.OnPlan != nil {
 		l.OnPlan(&o, &cluster, &st)
@@ -279,6 +295,47 @@ func (l *Loop) apply(full bool, changed []string) (*planner.State, *applier.Resu
 		return &st, nil, err
 	}
 	return &st, res, nil
+}
+
+// cluster is the model planned: every service converted again for a full
+// sync, only the changed ones for a partial sync. It equals
+// informers.Convert of the same cache.
+func (l *Loop) cluster(full bool, changed []string) model.Cluster {
+	keys := changed
+	if full || l.services == nil {
+		l.services = map[string]*converted{}
+		keys = l.Source.ServiceKeys()
+	}
+	for _, k := range keys {
+		ports, eps, refusals := l.Source.Service(k)
+		if len(ports) == 0 && len(refusals) == 0 {
+			delete(l.services, k)
+			continue
+		}
+		l.services[k] = &converted{ports: ports, endpoints: eps, refusals: refusals}
+	}
+	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, len(l.services))}
+	n := 0
+	for _, e := range l.services {
+		n += len(e.ports)
+	}
+	c.Services = make([]model.ServicePort, 0, n)
+	for _, e := range l.services {
+		c.Services = append(c.Services, e.ports...)
+		for k, v := range e.endpoints {
+			c.Endpoints[k] = v
+		}
+		c.Refusals = append(c.Refusals, e.refusals...)
+	}
+	slices.SortFunc(c.Services, func(a, b model.ServicePort) int {
+		return cmp.Or(cmp.Compare(a.Name.Namespace, b.Name.Namespace), cmp.Compare(a.Name.Name, b.Name.Name),
+			cmp.Compare(a.Name.Port, b.Name.Port))
+	})
+	var nodeRefusals []model.Refusal
+	c.Nodes, nodeRefusals = l.Source.Nodes()
+	c.Refusals = append(c.Refusals, nodeRefusals...)
+	informers.SortRefusals(c.Refusals)
+	return c
 }
 
 // finish records the outcome: retries, metrics, health, Events.

@@ -97,6 +97,28 @@ func (s *fakeSource) Cluster() model.Cluster {
 	return c
 }
 
+func (s *fakeSource) ServiceKeys() []string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Sorted(maps.Keys(s.svcs))
+}
+
+func (s *fakeSource) Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	sp, ok := s.svcs[key]
+	if !ok {
+		return nil, nil, nil
+	}
+	return []model.ServicePort{sp}, map[model.ServicePortName][]model.Endpoint{sp.Name: slices.Clone(s.eps[key])}, nil
+}
+
+func (s *fakeSource) Nodes() ([]model.Node, []model.Refusal) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.nodes), nil
+}
+
 // set creates or updates service name (in namespace "ns") with a ClusterIP
 // and the given endpoint addresses, and marks it changed.
 func (s *fakeSource) set(name, vip string, trigger time.Time, eps ...string) {
