@@ -339,6 +339,10 @@ func (d *demo) startProxyAndConverge() error {
 		return err
 	}
 	say("the kernel holds every scenario's virtual servers and VIPs %.1fs after start (qemu TCG: no KVM)", time.Since(start).Seconds())
+	say("from the proxy's log (--log-format console --log-level debug):")
+	for _, l := range d.grepProxyLog(8, "informer caches synced", "sync done", "sync applied", "sync failed", "refused to bind") {
+		say("  %s", l)
+	}
 	return d.startMonitor()
 }
 
@@ -416,6 +420,7 @@ func (d *demo) proxyArgs() []string {
 		"--healthz-bind-address", "127.0.0.1:10256",
 		"--metrics-bind-address", "127.0.0.1:10249",
 		"--log-format", "console",
+		"--log-level", "debug",
 	}
 }
 
