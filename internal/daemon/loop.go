@@ -104,6 +104,7 @@ type Loop struct {
 	Log   *zap.Logger
 
 	// state of the running loop
+	started   time.Time // Run's start: older trigger times are not measured
 	lastStart time.Time
 	nextFull  time.Time
 	retryAt   time.Time
@@ -164,6 +165,7 @@ func (l *Loop) defaults() {
 // it applied.
 func (l *Loop) Run(ctx context.Context) error {
 	l.defaults()
+	l.started = l.Clock.Now()
 	if !l.Source.WaitForCacheSync(ctx) {
 		return ErrCacheSync
 	}
@@ -395,7 +397,9 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 		l.Metrics.ObserveSync(mode, rep.Duration, rep.Err == nil)
 		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
 		for key, t := range changes.Triggers {
-			if !failed[key] && !t.IsZero() {
+			// As kube-proxy: a change from before this process started
+			// (the initial list) says nothing about its latency.
+			if !failed[key] && !t.IsZero() && !t.Before(l.started) {
 				l.Metrics.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
 			}
 		}

@@ -527,8 +527,11 @@ func TestNodeChangeIsFullSync(t *testing.T) {
 
 func TestNetworkProgrammingLatency(t *testing.T) {
 	h := newHarness(t, 0)
+	// A change from before the start (the initial list) is not measured.
+	h.src.set("old", "10.96.0.9", h.clock.Now().Add(-time.Hour), "10.244.0.9")
 	close(h.src.synced)
 	h.waitCalls(1)
+	h.clock.Step(10 * time.Second)
 	trig := h.clock.Now().Add(-1500 * time.Millisecond)
 	h.src.set("a", "10.96.0.1", trig, "10.244.0.1")
 	h.waitCalls(2)
@@ -537,7 +540,7 @@ func TestNetworkProgrammingLatency(t *testing.T) {
 	if c, s := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(); c != 1 || s != 1.5 {
 		t.Errorf("latency count %d sum %v, want 1 and 1.5", c, s)
 	}
-	if v := metricValue(t, h.loop.Metrics, "ipvs_proxy_virtual_servers", ""); v != 1 {
+	if v := metricValue(t, h.loop.Metrics, "ipvs_proxy_virtual_servers", ""); v != 2 {
 		t.Errorf("virtual servers %v", v)
 	}
 }
