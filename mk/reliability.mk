@@ -64,3 +64,19 @@ soak: reliability-e2e-mod
 		-- $(RELIABILITY_DIR)/soak.test -test.v -test.timeout 85m
 
 reliability: soak
+
+# --- chaos (test/e2e/chaos: API server on the host, proxy in the VM) ---
+# make chaos                    3 kills, then the four tampers
+# make chaos CHAOS_KILLS=100    the long run
+CHAOS_KILLS    ?= 3
+CHAOS_SEED     ?= 1
+
+.PHONY: chaos
+chaos: reliability-e2e-mod
+	bash scripts/install-deps.sh
+	$(GO) build -o $(RELIABILITY_DIR)/ipvs-proxy ./cmd/ipvs-proxy
+	cd test/e2e && $(GO) test -c -tags kernel -mod=mod -modfile $(RELIABILITY_DIR)/go.mod -o $(RELIABILITY_DIR)/chaos-guest.test ./chaos
+	cd test/e2e && CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_PROXY_BIN=$(RELIABILITY_DIR)/ipvs-proxy \
+		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/chaos-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestChaos$$' ./chaos
+
+reliability: chaos
