@@ -118,6 +118,7 @@ func (d *demo) run() int {
 		d.step("ipvsadm -Ln: the virtual servers", d.showIPVS)
 		d.step("ip addr show kube-ipvs0: the VIPs, never a node's address", d.showKubeIPVS0)
 		d.step("the refusal Events (kubectl get events --field-selector source=ipvs-proxy)", d.showEvents)
+		d.step("ipvs-proxy plan for the same objects prints exactly what the kernel holds", d.planEqualsKernel)
 		d.step("ClusterIP: wordpress-mysql and zookeeper1's three ports, from a pod", d.requestsClusterIP)
 		d.step("sessionAffinity: ClientIP sticks to one backend; without it, round robin", d.requestsAffinity)
 		d.step("NodePort 30010 from a client on the LAN", d.requestsNodePort)
@@ -310,7 +311,7 @@ func (d *demo) startProxyAndConverge() error {
 		"-A -t " + nodeAIP + ":80 -s rr",
 	}
 	start := time.Now()
-	err := waitFor(90*time.Second, func() error {
+	err := waitFor(180*time.Second, func() error {
 		if d.proxyExited() {
 			return permanent{fmt.Errorf("ipvs-proxy run exited: %v", d.proxyErr)}
 		}
