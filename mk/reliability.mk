@@ -80,3 +80,7 @@ chaos: reliability-e2e-mod
 		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/chaos-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestChaos$$' ./chaos
 
 reliability: chaos
+
+# `make test` runs the short fuzz (about 10 s of fuzzing plus the
+# instrumented build of addrmgr and the planner).
+TEST_TARGETS += fuzz-short
