@@ -1,0 +1,28 @@
+# test/e2e/e2e.mk: the end-to-end tests of the nested module test/e2e (a real
+# kube-apiserver with an embedded etcd, in-process; the packages that need a
+# kernel with IPVS boot the test VM through internal/vmtest). Included by the
+# top Makefile with `-include test/e2e/e2e.mk`; run from the repository root.
+#
+#   make test-e2e                                  every e2e package
+#   make test-e2e E2E_PKGS=./deploy/               one package
+#   make test-e2e E2E_TEST_FLAGS='-v -run RBAC'    extra `go test` flags
+#
+# -p 1: each test package starts its own API server (about 300 MB and a
+# core while it starts), and the cold build of k8s.io/kubernetes is heavy.
+GO             ?= go
+E2E_DIR        := test/e2e
+E2E_PKGS       ?= ./...
+E2E_TEST_FLAGS ?=
+# The VM's kernel and qemu, as for the kernel tests: idempotent, a no-op
+# when everything is present.
+E2E_DEPS       ?= bash scripts/install-deps.sh
+
+.PHONY: test-e2e vet-e2e
+test-e2e:
+	$(E2E_DEPS)
+	cd $(E2E_DIR) && $(GO) test -count=1 -p 1 -timeout 30m $(E2E_TEST_FLAGS) $(E2E_PKGS)
+
+vet-e2e:
+	cd $(E2E_DIR) && $(GO) vet -p 1 ./...
+
+TEST_TARGETS += test-e2e
