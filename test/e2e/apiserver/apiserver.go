@@ -157,6 +157,8 @@ func New(opts Options) (_ *Server, err error) {
 		cidr = DefaultServiceClusterIPRange
 	}
 	flags := []string{
+		// As every kubeadm cluster: the proxy's DaemonSet is privileged.
+		"--allow-privileged=true",
 		"--authorization-mode=Node,RBAC",
 		"--endpoint-reconciler-type=none",
 		"--service-cluster-ip-range=" + cidr,

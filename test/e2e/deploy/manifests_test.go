@@ -1,0 +1,268 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	appsv1 "k8s.io/api/apps/v1"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+)
+
+func ctxFor(t *testing.T) context.Context {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+// build renders a kustomization or fails t.
+func build(t *testing.T, path string) []*unstructured.Unstructured {
+	t.Helper()
+	objs, err := deploy.Build(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
+// kinds lists "Kind namespace/name" of objs, in order.
+func kinds(objs []*unstructured.Unstructured) []string {
+	var out []string
+	for _, o := range objs {
+		name := o.GetName()
+		if o.GetNamespace() != "" {
+			name = o.GetNamespace() + "/" + name
+		}
+		out = append(out, o.GetKind()+" "+name)
+	}
+	return out
+}
+
+// TestManifestsServerSideDryRun applies every kustomization under deploy/
+// with server-side apply, dry-run=All and strict field validation, as
+// `kubectl apply --server-side --dry-run=server -k` would: the real
+// kube-apiserver decodes, defaults, validates and admits every object. Any
+// warning (a deprecated field, an unknown field) fails the test too.
+func TestManifestsServerSideDryRun(t *testing.T) {
+	srv := apiserver.Shared(t)
+	wantKinds := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "DaemonSet"}
+	for _, k := range deploy.Kustomizations {
+		t.Run(k, func(t *testing.T) {
+			ctx := ctxFor(t)
+			objs := build(t, k)
+			var got []string
+			for _, o := range objs {
+				got = append(got, o.GetKind())
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(wantKinds))
+			if !slices.Equal(got, want) {
+				t.Fatalf("%s renders %q, want kinds %q", k, kinds(objs), want)
+			}
+
+			a, err := deploy.NewApplier(srv.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			// A dry-run of a namespaced object needs its Namespace to exist
+			// (NamespaceLifecycle admission): create the Namespaces for real.
+			var nss []*unstructured.Unstructured
+			for _, o := range objs {
+				if o.GetKind() == "Namespace" {
+					nss = append(nss, o)
+				}
+			}
+			if _, err := a.Apply(ctx, nss, false); err != nil {
+				t.Fatal(err)
+			}
+			answered, err := a.Apply(ctx, objs, true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if w := a.Warnings(); len(w) > 0 {
+				t.Errorf("the server warned about %s: %q", k, w)
+			}
+			// The answers are the server's: defaulted by it.
+			for _, o := range answered {
+				if o.GetKind() != "DaemonSet" {
+					continue
+				}
+				if v, _, _ := unstructured.NestedInt64(o.Object, "spec", "revisionHistoryLimit"); v == 0 {
+					t.Errorf("dry-run DaemonSet %s was not defaulted by the server: %v", o.GetName(), o.Object["spec"])
+				}
+			}
+		})
+	}
+}
+
+// TestDryRunRejectsBrokenManifests proves the dry-run test can fail: copies
+// of the base with one mistake each are refused by the server.
+func TestDryRunRejectsBrokenManifests(t *testing.T) {
+	srv := apiserver.Shared(t)
+	tests := []struct {
+		name  string
+		path  []string // inside the DaemonSet
+		value any
+		want  string // in the error
+	}{
+		{"misspelt probe field (strict field validation)", []string{"spec", "template", "spec", "containers", "0", "livenessProbe", "httpGet", "paht"}, "/livez", "paht"},
+		{"invalid hostPath type", []string{"spec", "template", "spec", "volumes", "1", "hostPath", "type"}, "DirectoryOrCreat", "DirectoryOrCreat"},
+		{"maxUnavailable zero with maxSurge zero", []string{"spec", "updateStrategy", "rollingUpdate", "maxUnavailable"}, int64(0), "maxUnavailable"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := ctxFor(t)
+			objs := build(t, deploy.Base)
+			ds := findKind(t, objs, "DaemonSet")
+			if err := setPath(ds.Object, tt.path, tt.value); err != nil {
+				t.Fatal(err)
+			}
+			a, err := deploy.NewApplier(srv.Config())
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := a.Apply(ctx, []*unstructured.Unstructured{findKind(t, objs, "Namespace")}, false); err != nil {
+				t.Fatal(err)
+			}
+			_, err = a.Apply(ctx, []*unstructured.Unstructured{ds}, true)
+			if err == nil {
+				t.Fatalf("the server accepted the DaemonSet with %s = %v", strings.Join(tt.path, "."), tt.value)
+			}
+			// The server refuses (kube-apiserver 1.34 answers 500 for a
+			// field SSA cannot type, 4xx for the others); not a client error.
+			if statusCode(err) == 0 {
+				t.Errorf("err = %v, want the API server's refusal", err)
+			}
+			if !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("err = %v, want it to name %q", err, tt.want)
+			}
+		})
+	}
+}
+
+// statusCode is the HTTP status of an API error, 0 for other errors.
+func statusCode(err error) int32 {
+	var s apierrors.APIStatus
+	if errors.As(err, &s) {
+		return s.Status().Code
+	}
+	return 0
+}
+
+// setPath sets a value inside nested maps and slices; numeric elements of
+// path index slices.
+func setPath(obj map[string]any, path []string, value any) error {
+	var cur any = obj
+	for i, p := range path {
+		last := i == len(path)-1
+		switch c := cur.(type) {
+		case map[string]any:
+			if last {
+				c[p] = value
+				return nil
+			}
+			cur = c[p]
+		case []any:
+			var idx int
+			for _, r := range p {
+				idx = idx*10 + int(r-'0')
+			}
+			if idx >= len(c) {
+				return &pathError{path}
+			}
+			cur = c[idx]
+		default:
+			return &pathError{path}
+		}
+	}
+	return &pathError{path}
+}
+
+type pathError struct{ path []string }
+
+func (e *pathError) Error() string { return "no such path " + strings.Join(e.path, ".") }
+
+func findKind(t *testing.T, objs []*unstructured.Unstructured, kind string) *unstructured.Unstructured {
+	t.Helper()
+	for _, o := range objs {
+		if o.GetKind() == kind {
+			return o
+		}
+	}
+	t.Fatalf("no %s in %q", kind, kinds(objs))
+	return nil
+}
+
+// TestDaemonSetPodIsAdmitted creates, with dry-run, the Pod the DaemonSet
+// controller would create on a node (there is no controller-manager here),
+// so the pod-level admission plugins judge the template: Priority resolves
+// system-node-critical (allowed outside kube-system), ServiceAccount finds
+// the ServiceAccount and mounts its token, PodSecurity admits a privileged
+// hostNetwork pod in the ipvs-proxy Namespace.
+func TestDaemonSetPodIsAdmitted(t *testing.T) {
+	srv := apiserver.Shared(t)
+	ctx := ctxFor(t)
+	inst, err := deploy.Install(ctx, srv, deploy.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ds appsv1.DaemonSet
+	for _, o := range inst.Objects {
+		if o.GetKind() == "DaemonSet" {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &ds); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	pod := &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: ds.Namespace,
+			Name:      ds.Name + "-dryrun",
+			Labels:    ds.Spec.Template.Labels,
+		},
+		Spec: *ds.Spec.Template.Spec.DeepCopy(),
+	}
+	pod.Spec.NodeName = "node-a"
+	got, err := admin.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}})
+	if err != nil {
+		t.Fatalf("the DaemonSet's pod is refused: %v", err)
+	}
+	pc, err := admin.SchedulingV1().PriorityClasses().Get(ctx, "system-node-critical", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got.Spec.Priority == nil || *got.Spec.Priority != pc.Value {
+		t.Errorf("pod priority = %v, want system-node-critical's %d", got.Spec.Priority, pc.Value)
+	}
+	var token bool
+	for _, v := range got.Spec.Volumes {
+		if v.Projected != nil && strings.HasPrefix(v.Name, "kube-api-access-") {
+			token = true
+		}
+	}
+	if !token {
+		t.Errorf("ServiceAccount admission mounted no token volume: %v", got.Spec.Volumes)
+	}
+	if got.Spec.ServiceAccountName != inst.ServiceAccount.Name {
+		t.Errorf("pod runs as %q, want %q", got.Spec.ServiceAccountName, inst.ServiceAccount.Name)
+	}
+
+	// The Priority admission check can fail: a class that does not exist.
+	pod.Spec.PriorityClassName = "system-node-critikal"
+	pod.Spec.Priority = nil
+	if _, err := admin.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
+		t.Errorf("a pod with priorityClassName system-node-critikal was admitted")
+	}
+}

@@ -1,0 +1,454 @@
+package deploy_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"go.uber.org/zap"
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	eventsv1 "k8s.io/api/events/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/fields"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
+
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+)
+
+// grant is one verb on one resource: what an RBAC rule allows and what an
+// API call needs.
+type grant struct{ group, resource, verb string }
+
+func (g grant) String() string {
+	if g.group == "" {
+		return g.verb + " " + g.resource
+	}
+	return g.verb + " " + g.resource + "." + g.group
+}
+
+// apiCall is one kind of request `ipvs-proxy run` makes, done the way the
+// proxy does it (the informers' list and watch with kube-proxy's label
+// selector; the Event recorder's create and its patch of a repeated Event).
+type apiCall struct {
+	needs grant
+	do    func(ctx context.Context, c kubernetes.Interface, f *fixture) error
+}
+
+// fixture holds what the calls act on.
+type fixture struct {
+	// event is an Event in namespace default, made by the admin, that the
+	// patch call patches as the recorder patches a repeated Event.
+	event string
+}
+
+// watchOnce opens a watch and closes it: a missing watch verb fails the
+// request before any event arrives.
+func watchOnce(open func() (interface{ Stop() }, error)) error {
+	w, err := open()
+	if err != nil {
+		return err
+	}
+	w.Stop()
+	return nil
+}
+
+// proxyCalls are every call `ipvs-proxy run` makes. A new call in the proxy
+// needs a line here, and the ClusterRole in deploy/base/rbac.yaml must then
+// grant it: TestClusterRoleIsExactlyTheProxysCalls compares the two.
+var proxyCalls = []apiCall{
+	{grant{"", "services", "list"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		_, err := c.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String(), ResourceVersion: "0"})
+		return err
+	}},
+	{grant{"", "services", "watch"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		return watchOnce(func() (interface{ Stop() }, error) {
+			return c.CoreV1().Services("").Watch(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String(), AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](5)})
+		})
+	}},
+	{grant{"discovery.k8s.io", "endpointslices", "list"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		_, err := c.DiscoveryV1().EndpointSlices("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String(), ResourceVersion: "0"})
+		return err
+	}},
+	{grant{"discovery.k8s.io", "endpointslices", "watch"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		return watchOnce(func() (interface{ Stop() }, error) {
+			return c.DiscoveryV1().EndpointSlices("").Watch(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String(), AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](5)})
+		})
+	}},
+	{grant{"", "nodes", "list"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		_, err := c.CoreV1().Nodes().List(ctx, metav1.ListOptions{ResourceVersion: "0"})
+		return err
+	}},
+	{grant{"", "nodes", "watch"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		return watchOnce(func() (interface{ Stop() }, error) {
+			return c.CoreV1().Nodes().Watch(ctx, metav1.ListOptions{AllowWatchBookmarks: true, TimeoutSeconds: ptr.To[int64](5)})
+		})
+	}},
+	{grant{"", "events", "create"}, func(ctx context.Context, c kubernetes.Interface, _ *fixture) error {
+		_, err := c.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, testEvent("ipvs-proxy-e2e-call."), metav1.CreateOptions{})
+		return err
+	}},
+	{grant{"", "events", "patch"}, func(ctx context.Context, c kubernetes.Interface, f *fixture) error {
+		patch := fmt.Sprintf(`{"count":2,"lastTimestamp":%q}`, time.Now().UTC().Format(time.RFC3339))
+		_, err := c.CoreV1().Events(metav1.NamespaceDefault).Patch(ctx, f.event, types.StrategicMergePatchType, []byte(patch), metav1.PatchOptions{})
+		return err
+	}},
+}
+
+// forbiddenCalls are calls the proxy never makes; its ServiceAccount must
+// be refused each of them.
+var forbiddenCalls = []struct {
+	name string
+	do   func(ctx context.Context, c kubernetes.Interface) error
+}{
+	{"get services (the proxy reads its informer cache)", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+		return err
+	}},
+	{"delete services", func(ctx context.Context, c kubernetes.Interface) error {
+		return c.CoreV1().Services(metav1.NamespaceDefault).Delete(ctx, "kubernetes", metav1.DeleteOptions{})
+	}},
+	{"create services", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoreV1().Services(metav1.NamespaceDefault).Create(ctx, &corev1.Service{
+			ObjectMeta: metav1.ObjectMeta{Name: "forbidden"},
+			Spec:       corev1.ServiceSpec{Ports: []corev1.ServicePort{{Port: 80}}},
+		}, metav1.CreateOptions{})
+		return err
+	}},
+	{"patch nodes", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoreV1().Nodes().Patch(ctx, "node-a", types.MergePatchType, []byte(`{"metadata":{"labels":{"x":"y"}}}`), metav1.PatchOptions{})
+		return err
+	}},
+	{"update endpointslices", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Update(ctx, &discoveryv1.EndpointSlice{
+			ObjectMeta: metav1.ObjectMeta{Name: "forbidden"}, AddressType: discoveryv1.AddressTypeIPv4,
+		}, metav1.UpdateOptions{})
+		return err
+	}},
+	{"list secrets", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoreV1().Secrets("").List(ctx, metav1.ListOptions{})
+		return err
+	}},
+	{"list pods", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoreV1().Pods("").List(ctx, metav1.ListOptions{})
+		return err
+	}},
+	{"delete events", func(ctx context.Context, c kubernetes.Interface) error {
+		return c.CoreV1().Events(metav1.NamespaceDefault).DeleteCollection(ctx, metav1.DeleteOptions{}, metav1.ListOptions{})
+	}},
+	{"create events.k8s.io events (the recorder writes core/v1 Events)", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, &eventsV1Event, metav1.CreateOptions{})
+		return err
+	}},
+}
+
+func testEvent(generateName string) *corev1.Event {
+	now := metav1.Now()
+	return &corev1.Event{
+		ObjectMeta:     metav1.ObjectMeta{GenerateName: generateName},
+		InvolvedObject: corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: metav1.NamespaceDefault, Name: "kubernetes"},
+		Reason:         "E2ECall",
+		Message:        "an Event written like the proxy's recorder writes one",
+		Type:           corev1.EventTypeWarning,
+		Source:         corev1.EventSource{Component: events.Component, Host: "node-a"},
+		FirstTimestamp: now,
+		LastTimestamp:  now,
+		Count:          1,
+	}
+}
+
+// newFixture creates, as the admin, what the calls act on.
+func newFixture(ctx context.Context, t *testing.T, admin kubernetes.Interface) *fixture {
+	t.Helper()
+	ev, err := admin.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, testEvent("ipvs-proxy-e2e-fixture."), metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{event: ev.Name}
+}
+
+// runCalls makes every call and returns the error of each, by grant.
+func runCalls(ctx context.Context, c kubernetes.Interface, f *fixture) map[grant]error {
+	errs := map[grant]error{}
+	for _, call := range proxyCalls {
+		errs[call.needs] = call.do(ctx, c, f)
+	}
+	return errs
+}
+
+// clusterRole returns the base's ClusterRole.
+func clusterRole(t *testing.T) *rbacv1.ClusterRole {
+	t.Helper()
+	var role rbacv1.ClusterRole
+	o := findKind(t, build(t, deploy.Base), "ClusterRole")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &role); err != nil {
+		t.Fatal(err)
+	}
+	return &role
+}
+
+// grants expands rules into single grants; wildcards and resource names
+// are reported as errors, since the proxy's role should have neither.
+func grants(rules []rbacv1.PolicyRule) ([]grant, error) {
+	var out []grant
+	var errs []error
+	for _, r := range rules {
+		if len(r.ResourceNames) > 0 || len(r.NonResourceURLs) > 0 {
+			errs = append(errs, fmt.Errorf("rule %v names resources or URLs", r))
+		}
+		for _, g := range r.APIGroups {
+			for _, res := range r.Resources {
+				for _, v := range r.Verbs {
+					if g == "*" || res == "*" || v == "*" {
+						errs = append(errs, fmt.Errorf("rule %v has a wildcard", r))
+					}
+					out = append(out, grant{g, res, v})
+				}
+			}
+		}
+	}
+	return out, errors.Join(errs...)
+}
+
+// TestClusterRoleIsExactlyTheProxysCalls: the base's ClusterRole grants
+// every call the proxy makes and nothing else.
+func TestClusterRoleIsExactlyTheProxysCalls(t *testing.T) {
+	got, err := grants(clusterRole(t).Rules)
+	if err != nil {
+		t.Error(err)
+	}
+	var want []grant
+	for _, c := range proxyCalls {
+		want = append(want, c.needs)
+	}
+	for _, g := range got {
+		if !slices.Contains(want, g) {
+			t.Errorf("the ClusterRole grants %s, which the proxy never does", g)
+		}
+	}
+	for _, g := range want {
+		if !slices.Contains(got, g) {
+			t.Errorf("the ClusterRole does not grant %s, which the proxy does", g)
+		}
+	}
+}
+
+// TestProxyRunsUnderServiceAccount installs the base for real and runs the
+// proxy's own API code with the ServiceAccount's bound token: the informers
+// sync and see a new Service, EndpointSlice and Node through their watches,
+// and the Event recorder creates a Warning Event and patches it when it
+// repeats. Then every call in proxyCalls succeeds, and calls the proxy
+// never makes are Forbidden.
+func TestProxyRunsUnderServiceAccount(t *testing.T) {
+	srv := apiserver.Shared(t)
+	ctx := ctxFor(t)
+	inst, err := deploy.Install(ctx, srv, deploy.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	sa := kubernetes.NewForConfigOrDie(inst.Config)
+	const nodeName = "deploy-node-a"
+
+	// The informers: list, then watch.
+	w, err := informers.NewWatcher(sa, nodeName, nil, 0, zap.NewNop())
+	if err != nil {
+		t.Fatal(err)
+	}
+	wctx, stop := context.WithCancel(ctx)
+	t.Cleanup(stop)
+	w.Start(wctx)
+	syncCtx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	if !w.WaitForCacheSync(syncCtx) {
+		t.Fatalf("the proxy's informers did not sync as %s", inst.ServiceAccount)
+	}
+	w.TakeChanges()
+
+	svc, slice, node := watchedObjects(nodeName)
+	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	svc, err = admin.CoreV1().Services(svc.Namespace).Create(ctx, svc, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := admin.DiscoveryV1().EndpointSlices(slice.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	key := svc.Namespace + "/" + svc.Name
+	var sawService, sawNodes bool
+	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		c := w.TakeChanges()
+		sawService = sawService || slices.Contains(c.Services, key)
+		sawNodes = sawNodes || c.Nodes
+		return sawService && sawNodes, nil
+	})
+	if err != nil {
+		t.Fatalf("the watches did not deliver the changes: service %s %v, nodes %v", key, sawService, sawNodes)
+	}
+	if ports, eps, _ := w.Service(key); len(ports) != 1 || len(eps) != 1 {
+		t.Errorf("Watcher.Service(%s) = %v ports, %v endpoints; want 1 and 1", key, ports, eps)
+	}
+
+	// The Event recorder: create, then patch the repeat.
+	sink, stopEvents := events.NewBroadcaster(sa, nodeName)
+	t.Cleanup(stopEvents)
+	ref := &corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: svc.Namespace, Name: svc.Name, UID: svc.UID}
+	sink(ref, "E2ERefusal", "externalIPs 192.0.2.10 refused (e2e): a test of the recorder")
+	sink(ref, "E2ERefusal", "externalIPs 192.0.2.10 refused (e2e): a test of the recorder")
+	var seen []corev1.Event
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+		list, err := admin.CoreV1().Events(svc.Namespace).List(ctx, metav1.ListOptions{
+			FieldSelector: fields.Set{"involvedObject.name": svc.Name, "reason": "E2ERefusal"}.String(),
+		})
+		if err != nil {
+			return false, err
+		}
+		seen = list.Items
+		return len(seen) == 1 && seen[0].Count == 2, nil
+	})
+	if err != nil {
+		t.Fatalf("want one Event with count 2 (created, then patched by the recorder), got %+v: %v", seen, err)
+	}
+	if s := seen[0].Source; s.Component != events.Component || s.Host != nodeName || seen[0].Type != corev1.EventTypeWarning {
+		t.Errorf("Event source %+v type %s, want %s on %s, Warning", s, seen[0].Type, events.Component, nodeName)
+	}
+
+	// Every call, one by one, and what must stay forbidden.
+	f := newFixture(ctx, t, admin)
+	for g, err := range runCalls(ctx, sa, f) {
+		if err != nil {
+			t.Errorf("%s as %s: %v", g, inst.ServiceAccount, err)
+		}
+	}
+	for _, fc := range forbiddenCalls {
+		if err := fc.do(ctx, sa); !apierrors.IsForbidden(err) {
+			t.Errorf("%s as %s: err = %v, want Forbidden", fc.name, inst.ServiceAccount, err)
+		}
+	}
+}
+
+// TestEveryGrantIsNeeded drops one grant at a time from the base's
+// ClusterRole, binds the rest to a fresh ServiceAccount, and requires that
+// exactly the call needing the dropped grant is Forbidden: the role has no
+// rule the proxy could do without, and a missing rule fails a call.
+func TestEveryGrantIsNeeded(t *testing.T) {
+	srv := apiserver.Shared(t)
+	ctx := ctxFor(t)
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	all, err := grants(clusterRole(t).Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f := newFixture(ctx, t, admin)
+	const ns = "least-privilege"
+	for i, drop := range all {
+		t.Run("without "+drop.String(), func(t *testing.T) {
+			t.Parallel()
+			name := fmt.Sprintf("lp-%d", i)
+			var rules []rbacv1.PolicyRule
+			for _, g := range all {
+				if g != drop {
+					rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g.group}, Resources: []string{g.resource}, Verbs: []string{g.verb}})
+				}
+			}
+			cfg, err := srv.ServiceAccountConfig(ctx, ns, name)
+			if err != nil {
+				t.Fatal(err)
+			}
+			bindClusterRole(ctx, t, admin, "ipvs-proxy-e2e-"+name, rules, ns, name)
+			c := kubernetes.NewForConfigOrDie(cfg)
+
+			// Wait for RBAC to see the binding: every other call succeeds.
+			var errs map[grant]error
+			err = wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, 30*time.Second, true, func(ctx context.Context) (bool, error) {
+				errs = runCalls(ctx, c, f)
+				for g, err := range errs {
+					if g != drop && err != nil {
+						return false, nil
+					}
+				}
+				return true, nil
+			})
+			if err != nil {
+				t.Fatalf("calls still failing with the binding in place: %v", errs)
+			}
+			if !apierrors.IsForbidden(errs[drop]) {
+				t.Errorf("%s without that grant: err = %v, want Forbidden", drop, errs[drop])
+			}
+		})
+	}
+}
+
+func bindClusterRole(ctx context.Context, t *testing.T, admin kubernetes.Interface, name string, rules []rbacv1.PolicyRule, ns, sa string) {
+	t.Helper()
+	role := &rbacv1.ClusterRole{ObjectMeta: metav1.ObjectMeta{Name: name}, Rules: rules}
+	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// watchedObjects are a Service the proxy watches (no service-proxy-name or
+// headless label), its EndpointSlice and a Node with an address.
+func watchedObjects(nodeName string) (*corev1.Service, *discoveryv1.EndpointSlice, *corev1.Node) {
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "deploy-e2e"},
+		Spec: corev1.ServiceSpec{
+			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
+		},
+	}
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{
+			Namespace: svc.Namespace, Name: svc.Name + "-abcde",
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc.Name},
+		},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{
+			Addresses:  []string{"10.244.1.5"},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)},
+			NodeName:   ptr.To(nodeName),
+		}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To("http"), Protocol: ptr.To(corev1.ProtocolTCP), Port: ptr.To[int32](8080)}},
+	}
+	node := &corev1.Node{
+		ObjectMeta: metav1.ObjectMeta{Name: nodeName},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+			{Type: corev1.NodeInternalIP, Address: "192.0.2.10"},
+		}},
+	}
+	return svc, slice, node
+}
+
+// eventsV1Event is an events.k8s.io Event, which the proxy never writes.
+var eventsV1Event = eventsv1.Event{
+	ObjectMeta:          metav1.ObjectMeta{GenerateName: "ipvs-proxy-e2e-v1-"},
+	EventTime:           metav1.NowMicro(),
+	ReportingController: "ipvs-proxy.io/ipvs-proxy",
+	ReportingInstance:   "node-a",
+	Action:              "Refuse",
+	Reason:              "E2ECall",
+	Type:                corev1.EventTypeWarning,
+	Regarding:           corev1.ObjectReference{Kind: "Service", APIVersion: "v1", Namespace: metav1.NamespaceDefault, Name: "kubernetes"},
+}
