@@ -602,7 +602,8 @@ func dialLine(t *testing.T, from *ktest.NS, proto, to string) *lineConn {
 	var c net.Conn
 	err := from.Do(func() error {
 		var err error
-		c, err = net.DialTimeout(proto, to, ktest.RequestTimeout)
+		// TCG on a loaded host: allow a lost SYN or two.
+		c, err = net.DialTimeout(proto, to, 10*time.Second)
 		return err
 	})
 	if err != nil {
@@ -1222,6 +1223,15 @@ func TestKernelDumpBesideOtherNamespaces(t *testing.T) {
 	if len(dumped) != 400 {
 		t.Fatalf("dumped %d virtual servers, want 400", len(dumped))
 	}
+	// Whether the kernel's listing itself lost services this time (it
+	// depends on how the two namespaces' services interleave in the hash).
+	listed := 0
+	for _, l := range lines(node.Run(t, "cat", "/proc/net/ip_vs")) {
+		if strings.HasPrefix(l, "TCP ") || strings.HasPrefix(l, "UDP ") {
+			listed++
+		}
+	}
+	t.Logf("/proc/net/ip_vs listed %d of the 400 virtual servers; Kernel.Services read all", listed)
 }
 
 // TestKernelTimeoutsAndSysctls: `ipvsadm --set` and the sysctls.

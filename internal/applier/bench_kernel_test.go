@@ -17,6 +17,7 @@ import (
 	"flag"
 	"fmt"
 	"net/netip"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -197,27 +198,33 @@ func BenchmarkKernelSync(b *testing.B) {
 	none := func() error { return nil }
 
 	var sum struct{ ipvs, ipvsadm, addr, ipBatch, sets, restore, full, partial time.Duration }
+	// Progress on stderr as each figure is measured (b.Log prints only at
+	// the end, and a TCG run of this size takes many minutes).
+	progress := func(what string, d time.Duration) time.Duration {
+		fmt.Fprintf(os.Stderr, "BenchmarkKernelSync: %-22s %v\n", what, d.Round(time.Millisecond))
+		return d
+	}
 	b.ResetTimer()
 	for range b.N {
-		sum.ipvs += timeIn(b, nil, func(s *stack) error {
+		sum.ipvs += progress("ipvs reconciler Full", timeIn(b, nil, func(s *stack) error {
 			res, err := s.rec.Full(st.VirtualServers, ipvs.Ownership{NodeAddrs: nodeAddrs})
 			if err == nil {
 				err = res.Err()
 			}
 			return err
-		})
-		sum.ipvsadm += timeIn(b, none, func(*stack) error { return execStdin(ipvsIn, "ipvsadm", "-R") })
+		}))
+		sum.ipvsadm += progress("ipvsadm -R", timeIn(b, none, func(*stack) error { return execStdin(ipvsIn, "ipvsadm", "-R") }))
 
-		sum.addr += timeIn(b, nil, func(s *stack) error {
+		sum.addr += progress("addrmgr Bind", timeIn(b, nil, func(s *stack) error {
 			if _, err := s.mgr.Dump(); err != nil {
 				return err
 			}
 			return s.mgr.Bind(st.Addresses, nil).Err()
-		})
-		sum.ipBatch += timeIn(b, mkDevice, func(*stack) error { return execStdin(addrIn, "ip", "-batch", "-") })
+		}))
+		sum.ipBatch += progress("ip -batch", timeIn(b, mkDevice, func(*stack) error { return execStdin(addrIn, "ip", "-batch", "-") }))
 
-		sum.sets += timeIn(b, nil, func(s *stack) error { return s.rules.Full(st.IPSets, nil) })
-		sum.restore += timeIn(b, none, func(*stack) error { return execStdin(setIn, "ipset", "restore") })
+		sum.sets += progress("ipset netlink Full", timeIn(b, nil, func(s *stack) error { return s.rules.Full(st.IPSets, nil) }))
+		sum.restore += progress("ipset restore", timeIn(b, none, func(*stack) error { return execStdin(setIn, "ipset", "restore") }))
 
 		// The whole applier, then partial syncs in the same namespace.
 		node := ktest.NewNode(b)
@@ -233,7 +240,7 @@ func BenchmarkKernelSync(b *testing.B) {
 			if err == nil {
 				err = res.Err()
 			}
-			sum.full += time.Since(start)
+			sum.full += progress("applier Full", time.Since(start))
 			if err != nil {
 				return err
 			}
@@ -254,7 +261,7 @@ func BenchmarkKernelSync(b *testing.B) {
 					return fmt.Errorf("partial sync %d changed nothing", i)
 				}
 			}
-			sum.partial += time.Since(start) / time.Duration(*benchPartials)
+			sum.partial += progress("applier Partial (mean)", time.Since(start)/time.Duration(*benchPartials))
 			return nil
 		})
 		node.Close()
