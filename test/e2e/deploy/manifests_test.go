@@ -3,6 +3,8 @@ package deploy_test
 import (
 	"context"
 	"errors"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -10,11 +12,13 @@ import (
 
 	appsv1 "k8s.io/api/apps/v1"
 	corev1 "k8s.io/api/core/v1"
+	rbacv1 "k8s.io/api/rbac/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes"
+	"sigs.k8s.io/yaml"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
@@ -264,5 +268,109 @@ func TestDaemonSetPodIsAdmitted(t *testing.T) {
 	pod.Spec.Priority = nil
 	if _, err := admin.CoreV1().Pods(ds.Namespace).Create(ctx, pod, metav1.CreateOptions{DryRun: []string{metav1.DryRunAll}}); err == nil {
 		t.Errorf("a pod with priorityClassName system-node-critikal was admitted")
+	}
+}
+
+// TestReferencesResolve checks what the server cannot: every name an object
+// refers to is an object the same kustomization renders (kustomize renames
+// generated ConfigMaps with a hash suffix and must rewrite each reference),
+// and every container runs the same image, so the recovery binary the init
+// container installs is the binary the proxy runs.
+func TestReferencesResolve(t *testing.T) {
+	for _, k := range deploy.Kustomizations {
+		t.Run(k, func(t *testing.T) {
+			objs := build(t, k)
+			have := map[string]bool{} // "Kind namespace/name"
+			for _, kn := range kinds(objs) {
+				have[kn] = true
+			}
+			need := func(what, kind, ns, name string) {
+				t.Helper()
+				key := kind + " " + name
+				if ns != "" {
+					key = kind + " " + ns + "/" + name
+				}
+				if !have[key] {
+					t.Errorf("%s refers to %s, which %s does not render (it renders %q)", what, key, k, kinds(objs))
+				}
+			}
+			for _, o := range objs {
+				if ns := o.GetNamespace(); ns != "" {
+					need(o.GetKind()+" "+o.GetName(), "Namespace", "", ns)
+				}
+			}
+
+			var ds appsv1.DaemonSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, objs, "DaemonSet").Object, &ds); err != nil {
+				t.Fatal(err)
+			}
+			pod := ds.Spec.Template.Spec
+			need("serviceAccountName", "ServiceAccount", ds.Namespace, pod.ServiceAccountName)
+			for _, v := range pod.Volumes {
+				if v.ConfigMap != nil {
+					need("volume "+v.Name, "ConfigMap", ds.Namespace, v.ConfigMap.Name)
+				}
+			}
+			images := map[string]bool{}
+			for _, c := range slices.Concat(pod.InitContainers, pod.Containers) {
+				images[c.Image] = true
+				for _, e := range c.EnvFrom {
+					if e.ConfigMapRef != nil {
+						need("container "+c.Name+" envFrom", "ConfigMap", ds.Namespace, e.ConfigMapRef.Name)
+					}
+				}
+			}
+			if len(images) != 1 {
+				t.Errorf("containers run different images %v; the init container must install the binary the proxy runs", images)
+			}
+
+			var crb rbacv1.ClusterRoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, objs, "ClusterRoleBinding").Object, &crb); err != nil {
+				t.Fatal(err)
+			}
+			need("ClusterRoleBinding roleRef", crb.RoleRef.Kind, "", crb.RoleRef.Name)
+			for _, s := range crb.Subjects {
+				need("ClusterRoleBinding subject", s.Kind, s.Namespace, s.Name)
+				if s.Kind == rbacv1.ServiceAccountKind && (s.Namespace != ds.Namespace || s.Name != pod.ServiceAccountName) {
+					t.Errorf("the ClusterRole is bound to %s/%s, the DaemonSet runs as %s/%s", s.Namespace, s.Name, ds.Namespace, pod.ServiceAccountName)
+				}
+			}
+		})
+	}
+}
+
+// TestMigrationLabelMatchesKubeProxyPatch: the label that moves a node to
+// ipvs-proxy (the migrate-node-by-node overlay's nodeSelector) is the label
+// kube-proxy-affinity-patch.yaml keeps kube-proxy away from, so a node runs
+// exactly one of the two whether it is labelled or not.
+func TestMigrationLabelMatchesKubeProxyPatch(t *testing.T) {
+	var ds appsv1.DaemonSet
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, build(t, deploy.MigrateNodeByNode), "DaemonSet").Object, &ds); err != nil {
+		t.Fatal(err)
+	}
+	dir, err := deploy.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw, err := os.ReadFile(filepath.Join(dir, deploy.MigrateNodeByNode, "kube-proxy-affinity-patch.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var patch appsv1.DaemonSet
+	if err := yaml.UnmarshalStrict(raw, &patch); err != nil {
+		t.Fatalf("kube-proxy-affinity-patch.yaml: %v", err)
+	}
+	aff := patch.Spec.Template.Spec.Affinity
+	if aff == nil || aff.NodeAffinity == nil || aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution == nil {
+		t.Fatalf("kube-proxy-affinity-patch.yaml has no required node affinity: %s", raw)
+	}
+	terms := aff.NodeAffinity.RequiredDuringSchedulingIgnoredDuringExecution.NodeSelectorTerms
+	if len(terms) != 1 || len(terms[0].MatchExpressions) != 1 {
+		t.Fatalf("want one term with one expression, got %+v", terms)
+	}
+	e := terms[0].MatchExpressions[0]
+	value, ok := ds.Spec.Template.Spec.NodeSelector[e.Key]
+	if !ok || e.Operator != corev1.NodeSelectorOpNotIn || !slices.Equal(e.Values, []string{value}) {
+		t.Errorf("kube-proxy avoids %s %s %v; ipvs-proxy's nodeSelector is %v", e.Key, e.Operator, e.Values, ds.Spec.Template.Spec.NodeSelector)
 	}
 }
