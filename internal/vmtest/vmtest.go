@@ -202,6 +202,10 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		return res, fmt.Errorf("%w: %s", ErrNoIPVS, st.failMsg)
 	case st.failKind != "":
 		return res, fmt.Errorf("%w: %s", ErrBoot, st.failMsg)
+	case st.panic != "" && !st.ready:
+		return res, fmt.Errorf("%w: %s", ErrBoot, st.panic)
+	case st.panic != "":
+		return res, fmt.Errorf("%w: the guest kernel panicked after %d of %d binaries: %s", ErrFailed, len(res.Jobs), len(cfg.Jobs), st.panic)
 	case !st.ready:
 		return res, fmt.Errorf("%w: the guest never became ready (qemu: %v); rerun with -kernel-messages", ErrBoot, waitErr)
 	case !st.done || len(res.Jobs) != len(cfg.Jobs):
@@ -227,6 +231,7 @@ type consoleState struct {
 	ready, done       bool
 	exits             []int
 	durations         []time.Duration
+	panic             string
 	jobStart          time.Time
 	failKind, failMsg string
 }
@@ -269,6 +274,9 @@ func scanConsole(r io.Reader, w io.Writer, nonce string, start time.Time, res *R
 				}
 			} else {
 				io.WriteString(w, strings.ReplaceAll(line, "\r", ""))
+				if i := strings.Index(clean, "Kernel panic - "); i >= 0 && st.panic == "" {
+					st.panic = clean[i:]
+				}
 				if t := strings.TrimSpace(clean); strings.HasPrefix(t, "--- SKIP: ") {
 					res.Skipped = append(res.Skipped, strings.TrimPrefix(t, "--- SKIP: "))
 				}
@@ -290,7 +298,9 @@ func qemuArgs(k Kernel, initrd string, cfg Config) []string {
 		"-smp", strconv.Itoa(cfg.CPUs), "-m", strconv.Itoa(cfg.MemoryMiB),
 		"-nodefaults", "-no-user-config", "-display", "none", "-no-reboot",
 		"-kernel", k.Image, "-initrd", initrd,
-		"-append", "console=ttyS0 " + loglevel + " panic=-1 mitigations=off 8250.nr_uarts=1 rdinit=/init",
+		// no_timer_check: on a loaded host TCG's timer can miss the kernel's
+		// IO-APIC timer check, which then panics ("IO-APIC + timer doesn't work").
+		"-append", "console=ttyS0 " + loglevel + " panic=-1 mitigations=off no_timer_check 8250.nr_uarts=1 rdinit=/init",
 		"-virtfs", "local,path=/,mount_tag=hostroot,security_model=none,readonly=on,multidevs=remap",
 	}
 	if cfg.Shell {

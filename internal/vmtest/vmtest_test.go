@@ -45,6 +45,12 @@ func TestScanConsole(t *testing.T) {
 			want:    consoleState{failKind: "ipvs", failMsg: "modprobe failed"},
 		},
 		{
+			name:    "kernel panic is recorded",
+			in:      "[    0.028000] Kernel panic - not syncing: IO-APIC + timer doesn't work!\n",
+			wantOut: "[    0.028000] Kernel panic - not syncing: IO-APIC + timer doesn't work!\n",
+			want:    consoleState{panic: "Kernel panic - not syncing: IO-APIC + timer doesn't work!"},
+		},
+		{
 			name:      "skips are recorded, subtests too",
 			in:        "--- SKIP: TestA (0.00s)\n    --- SKIP: TestB/sub (0.00s)\n--- PASS: TestC (0.00s)\n",
 			wantOut:   "--- SKIP: TestA (0.00s)\n    --- SKIP: TestB/sub (0.00s)\n--- PASS: TestC (0.00s)\n",
@@ -60,7 +66,7 @@ func TestScanConsole(t *testing.T) {
 				t.Errorf("output = %q, want %q", out.String(), tt.wantOut)
 			}
 			if st.ready != tt.want.ready || st.done != tt.want.done || st.failKind != tt.want.failKind ||
-				st.failMsg != tt.want.failMsg || !equalInts(st.exits, tt.want.exits) {
+				st.failMsg != tt.want.failMsg || st.panic != tt.want.panic || !equalInts(st.exits, tt.want.exits) {
 				t.Errorf("state = %+v, want %+v", st, tt.want)
 			}
 			if len(st.durations) != len(st.exits) {
