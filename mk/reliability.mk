@@ -9,6 +9,9 @@
 # package) as a plain test anyway; these targets mutate it. Crashers are
 # written to that testdata/fuzz directory: commit them with the fix.
 
+# Keep the including Makefile's default goal whatever the include order.
+reliability_default_goal := $(.DEFAULT_GOAL)
+
 GO             ?= go
 FUZZTIME       ?= 30s
 FUZZSHORTTIME  ?= 5s
@@ -84,3 +87,5 @@ reliability: chaos
 # `make test` runs the short fuzz (about 10 s of fuzzing plus the
 # instrumented build of addrmgr and the planner).
 TEST_TARGETS += fuzz-short
+
+.DEFAULT_GOAL := $(reliability_default_goal)
