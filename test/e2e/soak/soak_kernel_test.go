@@ -506,9 +506,8 @@ func TestSoak(t *testing.T) {
 	ktest.RequestTimeout = env(t, "SOAK_REQUEST_TIMEOUT", 10*time.Second)
 
 	node := ktest.NewNode(t)
-	pa := node.AddPod(t, "pod-a", podA...)
-	pb := node.AddPod(t, "pod-b", podB...)
-	_, _ = pa, pb
+	node.AddPod(t, "pod-a", podA...)
+	node.AddPod(t, "pod-b", podB...)
 	pc := node.AddPod(t, "client", podClient...)
 	lan := node.AddClient(t, "lan", lanClient...)
 
