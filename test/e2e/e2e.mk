@@ -13,13 +13,12 @@ GO             ?= go
 E2E_DIR        := test/e2e
 E2E_PKGS       ?= ./...
 E2E_TEST_FLAGS ?=
-# The VM's kernel and qemu, as for the kernel tests: idempotent, a no-op
-# when everything is present.
-E2E_DEPS       ?= bash scripts/install-deps.sh
 
+# deps (the top Makefile's scripts/install-deps.sh: qemu and the VM kernel
+# in .cache/vm, as for the kernel tests; a no-op when all is present) for the
+# packages that boot the VM.
 .PHONY: test-e2e vet-e2e
-test-e2e:
-	$(E2E_DEPS)
+test-e2e: deps
 	cd $(E2E_DIR) && $(GO) test -count=1 -p 1 -timeout 30m $(E2E_TEST_FLAGS) $(E2E_PKGS)
 
 vet-e2e:
