@@ -14,7 +14,8 @@ package recovery
 //	go test -c -tags kernel -o /tmp/recovery.test ./internal/recovery/
 //	go run ./internal/vmtest/cmd/vmrun -- /tmp/recovery.test -test.v
 //
-// IPVS_PROXY_BIN overrides the binary's path.
+// `make test-kernel` builds bin/ipvs-proxy first (mk/recovery.mk); the test
+// takes the newer of bin/ipvs-proxy and /tmp/ipvs-proxy, or IPVS_PROXY_BIN.
 
 import (
 	"bytes"
@@ -27,6 +28,7 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -43,14 +45,30 @@ const (
 
 func proxyBin(t *testing.T) string {
 	t.Helper()
-	bin := os.Getenv("IPVS_PROXY_BIN")
-	if bin == "" {
-		bin = "/tmp/ipvs-proxy"
+	if bin := os.Getenv("IPVS_PROXY_BIN"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("IPVS_PROXY_BIN: %v", err)
+		}
+		return bin
 	}
-	if _, err := os.Stat(bin); err != nil {
-		t.Fatalf("the ipvs-proxy binary: %v (go build -o /tmp/ipvs-proxy ./cmd/ipvs-proxy, or set IPVS_PROXY_BIN)", err)
+	// `make build` (a prerequisite of `make test-kernel`, mk/recovery.mk)
+	// or the manual build; the newer wins. Tests run in the package's
+	// source directory.
+	var best string
+	var newest time.Time
+	for _, bin := range []string{filepath.Join("..", "..", "bin", "ipvs-proxy"), "/tmp/ipvs-proxy"} {
+		if st, err := os.Stat(bin); err == nil && st.ModTime().After(newest) {
+			best, newest = bin, st.ModTime()
+		}
 	}
-	return bin
+	if best == "" {
+		t.Fatal("no ipvs-proxy binary: make build (or go build -o /tmp/ipvs-proxy ./cmd/ipvs-proxy, or set IPVS_PROXY_BIN)")
+	}
+	abs, err := filepath.Abs(best)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return abs
 }
 
 // runProxy executes the binary inside ns and returns stdout, stderr and the
