@@ -56,7 +56,10 @@ func stateDir(t *testing.T) string {
 	return dir
 }
 
+// useFakeKernel also hides any in-cluster configuration of the machine the
+// tests run on: recover is offline unless a test says otherwise.
 func useFakeKernel(t *testing.T, n *fakeRecoveryNode) {
+	t.Setenv("KUBERNETES_SERVICE_HOST", "")
 	old := openRecoveryKernel
 	openRecoveryKernel = func() (recovery.NodeKernel, func(), error) { return n, func() {}, nil }
 	t.Cleanup(func() { openRecoveryKernel = old })
