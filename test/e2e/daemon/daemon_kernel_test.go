@@ -1,0 +1,490 @@
+//go:build kernel
+
+package daemon
+
+import (
+	"bufio"
+	"context"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+)
+
+const (
+	testNS   = "e2e-daemon"
+	thisNode = "n1"
+	nodePort = 30080
+	// syncPeriod is the proxy's --sync-period.
+	syncPeriod = 5 * time.Second
+	// triggerAnnotation is endpoints.kubernetes.io/last-change-trigger-time.
+	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
+)
+
+func mustEnv(t *testing.T, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		t.Fatalf("%s is not set: TestDaemonGuest runs in the VM under TestDaemon (see the package doc)", key)
+	}
+	return v
+}
+
+// relay listens on 127.0.0.1:PORT in the node namespace and pipes every
+// connection to the API server as the VM sees it (10.0.2.100:PORT). cut
+// closes the listener and every open connection: to the proxy the API
+// server is gone; restore listens again.
+type relay struct {
+	t      *testing.T
+	node   *ktest.Node
+	listen string
+	target string
+
+	mu    sync.Mutex
+	ln    net.Listener
+	conns map[net.Conn]bool
+}
+
+func newRelay(t *testing.T, node *ktest.Node, target string) *relay {
+	_, port, err := net.SplitHostPort(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := &relay{t: t, node: node, listen: "127.0.0.1:" + port, target: target, conns: map[net.Conn]bool{}}
+	r.restore()
+	t.Cleanup(r.cut)
+	return r
+}
+
+func (r *relay) restore() {
+	r.t.Helper()
+	var ln net.Listener
+	if err := r.node.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", r.listen)
+		return err
+	}); err != nil {
+		r.t.Fatal(err)
+	}
+	r.mu.Lock()
+	r.ln = ln
+	r.mu.Unlock()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go r.pipe(c)
+		}
+	}()
+}
+
+func (r *relay) track(c net.Conn, on bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if on && r.ln == nil {
+		return false
+	}
+	if on {
+		r.conns[c] = true
+	} else {
+		delete(r.conns, c)
+	}
+	return true
+}
+
+func (r *relay) pipe(c net.Conn) {
+	defer c.Close()
+	u, err := net.DialTimeout("tcp", r.target, 10*time.Second)
+	if err != nil {
+		return
+	}
+	defer u.Close()
+	if !r.track(c, true) || !r.track(u, true) {
+		return
+	}
+	defer r.track(c, false)
+	defer r.track(u, false)
+	go func() { _, _ = io.Copy(u, c); _ = u.(*net.TCPConn).CloseWrite() }()
+	_, _ = io.Copy(c, u)
+}
+
+func (r *relay) cut() {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.ln != nil {
+		r.ln.Close()
+		r.ln = nil
+	}
+	for c := range r.conns {
+		c.Close()
+		delete(r.conns, c)
+	}
+}
+
+// proxy is the `ipvs-proxy run` process in the node namespace.
+type proxy struct {
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *proxy {
+	t.Helper()
+	p := &proxy{log: filepath.Join(t.TempDir(), "proxy.log"), done: make(chan error, 1)}
+	f, err := os.Create(p.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
+		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
+		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
+		"--state-dir", stateDir, "--log-level", "debug", "--log-format", "console")
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait(); f.Close() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("proxy log:\n%s", tail(string(b), 80))
+		}
+	})
+	return p
+}
+
+func (p *proxy) alive() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return false
+	default:
+		return true
+	}
+}
+
+// active is `ipvsadm -S -n` without the real servers at weight 0: those
+// are in graceful termination and leave on their own, whatever the API.
+func active(save string) string {
+	var out []string
+	for _, l := range strings.Split(save, "\n") {
+		if !strings.HasSuffix(strings.TrimSpace(l), " -w 0") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "\n")
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(s, "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}
+
+// httpGet fetches http://127.0.0.1:PORT/PATH inside the node namespace on
+// one socket (the socket is created on the namespace's thread).
+func httpGet(node *ktest.Node, addr, path string) (int, string, error) {
+	var code int
+	var body string
+	err := node.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		code, body = resp.StatusCode, string(b)
+		return err
+	})
+	return code, body, err
+}
+
+// waitFor polls cond every interval until it holds or timeout passes, and
+// returns how long it took.
+func waitFor(t *testing.T, what string, timeout, interval time.Duration, cond func() bool) time.Duration {
+	t.Helper()
+	start := time.Now()
+	for !cond() {
+		if time.Since(start) > timeout {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(interval)
+	}
+	return time.Since(start)
+}
+
+func slice(name string, trigger time.Time, addrs ...string) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: testNS, Name: name,
+			Labels:      map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "e2e"},
+			Annotations: map[string]string{triggerAnnotation: trigger.UTC().Format(time.RFC3339Nano)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To(int32(ktest.BackendPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, a := range addrs {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, NodeName: ptr.To(thisNode),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true)}})
+	}
+	return s
+}
+
+func TestDaemonGuest(t *testing.T) {
+	ctx := context.Background()
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMON_KUBECONFIG_ADMIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(adminCfg)
+	bin := mustEnv(t, "DAEMON_PROXY_BIN")
+	proxyKC := mustEnv(t, "DAEMON_KUBECONFIG_PROXY")
+	apiHostPort := strings.TrimPrefix(adminCfg.Host, "https://")
+
+	node := ktest.NewNode(t)
+	podA := node.AddPod(t, "pod-a")
+	podB := node.AddPod(t, "pod-b")
+	cli := node.AddClient(t, "cli")
+	rl := newRelay(t, node, apiHostPort)
+	a, b := podA.Addrs[0].String(), podB.Addrs[0].String()
+	nodeIP := ktest.NodeIPv4.String()
+
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: testNS}}, metav1.CreateOptions{}))
+	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: thisNode},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP}}}}, metav1.CreateOptions{}))
+	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n2"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.2"}}}}, metav1.CreateOptions{}))
+
+	stateDir := t.TempDir()
+	start := time.Now()
+	p := startProxy(t, node, bin, proxyKC, stateDir)
+
+	// A NodePort Service whose externalIPs hold the node's own address.
+	svc, err := client.CoreV1().Services(testNS).Create(ctx, &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Name: "web"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeNodePort, ExternalIPs: []string{nodeIP},
+			Ports: []corev1.ServicePort{{Port: 80, TargetPort: intstr.FromInt32(ktest.BackendPort), NodePort: nodePort, Protocol: corev1.ProtocolTCP}}},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	vip := svc.Spec.ClusterIP + ":80"
+	must(client.DiscoveryV1().EndpointSlices(testNS).Create(ctx, slice("web-1", time.Now(), a), metav1.CreateOptions{}))
+
+	answeredBy := func(addr, pod string) func() bool {
+		return func() bool {
+			out, err := cli.Request(ktest.TCP, addr)
+			return err == nil && strings.HasPrefix(out, pod+" ")
+		}
+	}
+	waitFor(t, "ClusterIP "+vip+" answered by pod-a", 3*time.Minute, 100*time.Millisecond, answeredBy(vip, "pod-a"))
+	first := time.Since(start)
+	t.Logf("first ClusterIP answer %v after the proxy started", first)
+	if !p.alive() {
+		t.Fatal("proxy exited")
+	}
+	np := fmt.Sprintf("%s:%d", nodeIP, nodePort)
+	waitFor(t, "NodePort "+np, 30*time.Second, 100*time.Millisecond, answeredBy(np, "pod-a"))
+
+	// The node's own IP as an externalIP: not bound, and a Warning Event.
+	if out := node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(out, " "+nodeIP+"/") {
+		t.Fatalf("node IP %s bound on kube-ipvs0:\n%s", nodeIP, out)
+	}
+	var event corev1.Event
+	waitFor(t, "a Warning Event on Service web", time.Minute, 200*time.Millisecond, func() bool {
+		evs, err := client.CoreV1().Events(testNS).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return false
+		}
+		for _, e := range evs.Items {
+			if e.InvolvedObject.Kind == "Service" && e.InvolvedObject.Name == "web" && e.Type == corev1.EventTypeWarning &&
+				e.Source.Component == "ipvs-proxy" && strings.Contains(e.Message, nodeIP) {
+				event = e
+				return true
+			}
+		}
+		return false
+	})
+	t.Logf("event: reason=%s source=%s/%s uid=%s message=%q", event.Reason, event.Source.Component, event.Source.Host,
+		event.InvolvedObject.UID, event.Message)
+	if event.Source.Host != thisNode || event.InvolvedObject.UID != svc.UID {
+		t.Errorf("event source host %q uid %q, want %q and the Service's %q", event.Source.Host, event.InvolvedObject.UID, thisNode, svc.UID)
+	}
+
+	// Endpoint changes: from the API write to the first request answered by
+	// the new backend, polled every 10 ms.
+	var lat []time.Duration
+	for i := 0; i < 6; i++ {
+		to, pod := b, "pod-b"
+		if i%2 == 1 {
+			to, pod = a, "pod-a"
+		}
+		w := time.Now()
+		must(client.DiscoveryV1().EndpointSlices(testNS).Update(ctx, slice("web-1", w, to), metav1.UpdateOptions{}))
+		waitFor(t, "endpoint change to "+pod, time.Minute, 10*time.Millisecond, answeredBy(vip, pod))
+		lat = append(lat, time.Since(w))
+	}
+	slices.Sort(lat)
+
+	// Health and metrics.
+	for _, path := range []string{"/healthz", "/livez"} {
+		code, body, err := httpGet(node, "127.0.0.1:10256", path)
+		if err != nil || code != http.StatusOK {
+			t.Errorf("%s: %d %v %s", path, code, err, body)
+		}
+	}
+	code, metrics, err := httpGet(node, "127.0.0.1:10249", "/metrics")
+	if err != nil || code != http.StatusOK {
+		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	var metricLines []string
+	for _, l := range strings.Split(metrics, "\n") {
+		for _, m := range []string{"ipvs_proxy_sync_duration_seconds_sum", "ipvs_proxy_sync_duration_seconds_count",
+			"ipvs_proxy_network_programming_duration_seconds_sum", "ipvs_proxy_network_programming_duration_seconds_count",
+			"ipvs_proxy_virtual_servers", "ipvs_proxy_real_servers", "ipvs_proxy_addresses", "ipvs_proxy_refusals{",
+			"ipvs_proxy_apply_errors_total"} {
+			if strings.HasPrefix(l, m) {
+				metricLines = append(metricLines, l)
+			}
+		}
+	}
+	if !strings.Contains(metrics, "ipvs_proxy_network_programming_duration_seconds_count") ||
+		!strings.Contains(metrics, `ipvs_proxy_refusals{reason="NodeIP"}`) {
+		t.Errorf("metrics lack network programming latency or the NodeIP refusal:\n%s", strings.Join(metricLines, "\n"))
+	}
+	if b, err := os.ReadFile(filepath.Join(stateDir, "node-addresses.json")); err != nil || !strings.Contains(string(b), nodeIP) {
+		t.Errorf("node address cache: %v %s", err, b)
+	}
+
+	// The API server goes away: the kernel stays as it is and traffic
+	// flows through two full resyncs.
+	ipvsBefore := node.Run(t, "ipvsadm", "-S", "-n")
+	addrsBefore := node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
+	rl.cut()
+	outageEnd := time.Now().Add(2*syncPeriod + 2*time.Second)
+	served := 0
+	for time.Now().Before(outageEnd) {
+		if out := cli.MustRequest(t, ktest.TCP, vip); strings.HasPrefix(out, "pod-") {
+			served++
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	if !p.alive() {
+		t.Fatal("proxy exited while the API server was unreachable")
+	}
+	if got := node.Run(t, "ipvsadm", "-S", "-n"); active(got) != active(ipvsBefore) {
+		t.Errorf("IPVS changed during the outage (beyond graceful termination):\nbefore:\n%s\nafter:\n%s", ipvsBefore, got)
+	}
+	if got := node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"); got != addrsBefore {
+		t.Errorf("kube-ipvs0 changed during the outage:\nbefore:\n%s\nafter:\n%s", addrsBefore, got)
+	}
+	// A change made meanwhile is applied once the server is back.
+	must(client.DiscoveryV1().EndpointSlices(testNS).Update(ctx, slice("web-1", time.Now(), b), metav1.UpdateOptions{}))
+	rl.restore()
+	back := waitFor(t, "the change made during the outage", 3*time.Minute, 50*time.Millisecond, answeredBy(vip, "pod-b"))
+
+	// SIGTERM: the proxy exits and leaves the kernel as it is. First let
+	// graceful termination finish, so that nothing is due to change.
+	waitFor(t, "graceful termination to finish", 3*time.Minute, 500*time.Millisecond, func() bool {
+		return !strings.Contains(node.Run(t, "ipvsadm", "-S", "-n"), " -w 0")
+	})
+	ipvsBefore = node.Run(t, "ipvsadm", "-S", "-n")
+	addrsBefore = node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
+	mon := exec.Command("ip", "-n", node.Name, "monitor", "address")
+	var monOut strings.Builder
+	mon.Stdout = &monOut
+	if err := mon.Start(); err != nil {
+		t.Fatal(err)
+	}
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case err := <-p.done:
+		p.done <- err
+		if err != nil {
+			t.Errorf("proxy exit after SIGTERM: %v", err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("proxy did not exit after SIGTERM")
+	}
+	if got := node.Run(t, "ipvsadm", "-S", "-n"); got != ipvsBefore {
+		t.Errorf("IPVS changed at shutdown:\nbefore:\n%s\nafter:\n%s", ipvsBefore, got)
+	}
+	cli.MustRequest(t, ktest.TCP, vip)
+
+	// Restart: the new process adopts the kernel state without changing
+	// any object (its first full sync reports no change; no address event).
+	restart := time.Now()
+	p2 := startProxy(t, node, bin, proxyKC, stateDir)
+	waitFor(t, "the restarted proxy's first full sync", 3*time.Minute, 200*time.Millisecond, func() bool {
+		b, _ := os.ReadFile(p2.log)
+		return strings.Contains(string(b), `"sync done"`) || strings.Contains(string(b), "sync done\t")
+	})
+	adopted := time.Since(restart)
+	_ = mon.Process.Kill()
+	_ = mon.Wait()
+	logText, _ := os.ReadFile(p2.log)
+	var firstFull string
+	for _, l := range strings.Split(string(logText), "\n") {
+		if strings.Contains(l, "sync applied") && strings.Contains(l, `"mode": "full"`) {
+			firstFull = l
+			break
+		}
+	}
+	if !strings.Contains(firstFull, `"ipvsChanges": 0, "bound": 0, "unbound": 0`) {
+		t.Errorf("the restarted proxy's first full sync changed the kernel: %s", firstFull)
+	}
+	if got := node.Run(t, "ipvsadm", "-S", "-n"); got != ipvsBefore {
+		t.Errorf("IPVS changed across the restart:\nbefore:\n%s\nafter:\n%s", ipvsBefore, got)
+	}
+	if got := node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"); got != addrsBefore {
+		t.Errorf("kube-ipvs0 changed across the restart:\nbefore:\n%s\nafter:\n%s", addrsBefore, got)
+	}
+	if strings.TrimSpace(monOut.String()) != "" {
+		t.Errorf("address events during the restart:\n%s", monOut.String())
+	}
+	cli.MustRequest(t, ktest.TCP, vip)
+
+	t.Logf("DAEMON-REPORT-BEGIN\nfirst ClusterIP answer after start: %v\nendpoint change to traffic (API write to first answer, 10 ms polling, TCG VM): min %v median %v max %v (n=%d)\nrequests served during the %v outage: %d\nchange made during the outage applied %v after the server came back\nrestart: first full sync done %v after start, no kernel change\nmetrics:\n%s\nDAEMON-REPORT-END",
+		first, lat[0], lat[len(lat)/2], lat[len(lat)-1], len(lat), 2*syncPeriod+2*time.Second, served, back, adopted, strings.Join(metricLines, "\n"))
+}

@@ -1,0 +1,84 @@
+//go:build !kernel
+
+package daemon
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
+
+func goCmd(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+}
+
+// TestDaemon starts the API server on the host and runs TestDaemonGuest in
+// the VM against it (see the package doc).
+func TestDaemon(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), 25*time.Minute)
+	defer cancel()
+	// deploy/base's DaemonSet is privileged: the server must allow it.
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--allow-privileged=true"}})
+	inst, err := deploy.Install(ctx, srv, deploy.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	guestKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
+	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WriteKubeconfig(proxyKC, inst.Config, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(wd, "..", "..", "..")
+	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "daemon.test")
+	goCmd(t, root, "build", "-o", proxyBin, "./cmd/ipvs-proxy")
+	// The kernel half imports the main module's kernel test bed; a copy of
+	// go.mod lets the go command add what it needs without touching ours.
+	for _, f := range []string{"go.mod", "go.sum"} {
+		b, err := os.ReadFile(filepath.Join(wd, "..", f))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(filepath.Join(dir, f), b, 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	goCmd(t, wd, "test", "-c", "-tags", "kernel", "-mod=mod", "-modfile", filepath.Join(dir, "go.mod"), "-o", guestBin, ".")
+
+	timeout := 15 * time.Minute
+	res, err := vmtest.Run(ctx, vmtest.Config{
+		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestDaemonGuest$",
+			"-test.timeout", timeout.String()}, Dir: wd}},
+		Env: []string{"DAEMON_KUBECONFIG_ADMIN=" + guestKC, "DAEMON_KUBECONFIG_PROXY=" + proxyKC,
+			"DAEMON_PROXY_BIN=" + proxyBin},
+		ForwardPort: srv.Port,
+		Timeout:     timeout + 2*time.Minute,
+		FailOnSkip:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+}
