@@ -374,3 +374,82 @@ func TestMigrationLabelMatchesKubeProxyPatch(t *testing.T) {
 		t.Errorf("kube-proxy avoids %s %s %v; ipvs-proxy's nodeSelector is %v", e.Key, e.Operator, e.Values, ds.Spec.Template.Spec.NodeSelector)
 	}
 }
+
+// TestDaemonSetShape checks, in every kustomization's rendered DaemonSet,
+// the properties docs/migration.md promises: the node's network namespace,
+// critical priority, every taint tolerated, one node at a time, the probes,
+// the host paths for the state directory and the recovery binary (installed
+// by an init container), and privilege only where it is needed.
+func TestDaemonSetShape(t *testing.T) {
+	for _, k := range deploy.Kustomizations {
+		t.Run(k, func(t *testing.T) {
+			var ds appsv1.DaemonSet
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, build(t, k), "DaemonSet").Object, &ds); err != nil {
+				t.Fatal(err)
+			}
+			pod := ds.Spec.Template.Spec
+			if !pod.HostNetwork {
+				t.Error("hostNetwork is off: the proxy must program the node's own network namespace")
+			}
+			if pod.PriorityClassName != "system-node-critical" {
+				t.Errorf("priorityClassName %q, want system-node-critical", pod.PriorityClassName)
+			}
+			if !slices.ContainsFunc(pod.Tolerations, func(tol corev1.Toleration) bool {
+				return tol.Key == "" && tol.Operator == corev1.TolerationOpExists && tol.Effect == ""
+			}) {
+				t.Errorf("tolerations %+v do not tolerate every taint", pod.Tolerations)
+			}
+			ru := ds.Spec.UpdateStrategy.RollingUpdate
+			if ds.Spec.UpdateStrategy.Type != appsv1.RollingUpdateDaemonSetStrategyType || ru == nil ||
+				ru.MaxUnavailable == nil || ru.MaxUnavailable.String() != "1" ||
+				(ru.MaxSurge != nil && ru.MaxSurge.String() != "0") {
+				t.Errorf("updateStrategy %+v, want RollingUpdate maxUnavailable 1 maxSurge 0", ds.Spec.UpdateStrategy)
+			}
+
+			hostPaths := map[string]string{} // volume name -> host path
+			for _, v := range pod.Volumes {
+				if v.HostPath != nil {
+					hostPaths[v.Name] = v.HostPath.Path
+				}
+			}
+			mounts := func(c corev1.Container) map[string]string { // host path -> mount path
+				m := map[string]string{}
+				for _, vm := range c.VolumeMounts {
+					if hp, ok := hostPaths[vm.Name]; ok {
+						m[hp] = vm.MountPath
+					}
+				}
+				return m
+			}
+
+			if len(pod.Containers) != 1 {
+				t.Fatalf("%d containers, want the proxy alone", len(pod.Containers))
+			}
+			proxy := pod.Containers[0]
+			probe := func(name string, p *corev1.Probe, path string) {
+				if p == nil || p.HTTPGet == nil || p.HTTPGet.Path != path || p.HTTPGet.Port.IntValue() != 10256 {
+					t.Errorf("%s probe %+v, want GET %s on port 10256", name, p, path)
+				}
+			}
+			probe("liveness", proxy.LivenessProbe, "/livez")
+			probe("readiness", proxy.ReadinessProbe, "/healthz")
+			if got := mounts(proxy)["/var/lib/ipvs-proxy"]; got != "/var/lib/ipvs-proxy" {
+				t.Errorf("the proxy mounts the host's state directory /var/lib/ipvs-proxy at %q, want the same path (the host's recover reads it)", got)
+			}
+
+			var installs bool
+			for _, c := range pod.InitContainers {
+				sc := c.SecurityContext
+				if sc == nil || (sc.Privileged != nil && *sc.Privileged) || sc.Capabilities == nil || !slices.Contains(sc.Capabilities.Drop, "ALL") {
+					t.Errorf("init container %s is not unprivileged with every capability dropped: %+v", c.Name, sc)
+				}
+				if m, ok := mounts(c)["/opt/ipvs-proxy/bin"]; ok && strings.Contains(strings.Join(c.Command, " "), m) {
+					installs = true
+				}
+			}
+			if !installs {
+				t.Error("no init container writes the recovery binary to the host's /opt/ipvs-proxy/bin")
+			}
+		})
+	}
+}
