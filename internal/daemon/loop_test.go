@@ -13,10 +13,13 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -586,5 +589,73 @@ func TestServiceKey(t *testing.T) {
 		if got := serviceKey(in); got != want {
 			t.Errorf("serviceKey(%q) = %q, want %q", in, got, want)
 		}
+	}
+}
+
+// TestRefusalEventsAndHealth: a node's address as an externalIP is a
+// refusal reported once as an Event on the Service; /livez turns unhealthy
+// when failing syncs leave a change pending longer than the timeout, and
+// healthy again after a successful sync.
+func TestRefusalEventsAndHealth(t *testing.T) {
+	src, app := newFakeSource(), newFakeApplier()
+	clock := clocktesting.NewFakeClock(time.Date(2026, 11, 23, 12, 0, 0, 0, time.UTC))
+	type event struct{ kind, name, reason, note string }
+	var mu sync.Mutex
+	var evs []event
+	sink := func(ref *corev1.ObjectReference, reason, note string) {
+		mu.Lock()
+		evs = append(evs, event{ref.Kind, ref.Namespace + "/" + ref.Name, reason, note})
+		mu.Unlock()
+	}
+	hp := health.NewProxy(60*time.Second, clock.Now)
+	h := &harness{t: t, src: src, app: app, clock: clock, done: make(chan error, 1)}
+	h.loop = &Loop{Source: src, Applier: app, Options: testOpts, SyncPeriod: 30 * time.Second,
+		BackoffInitial: time.Second, BackoffMax: 8 * time.Second,
+		Events: events.New(sink, nil, events.DefaultOptions), Health: hp, Clock: clock}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer func() { cancel(); <-h.done }()
+	go func() { h.done <- h.loop.Run(ctx) }()
+
+	src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
+	src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	src.mu.Lock()
+	sp := src.svcs["ns/a"]
+	sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.0.2")}
+	src.svcs["ns/a"] = sp
+	src.mu.Unlock()
+	close(src.synced)
+	h.waitCalls(1)
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2") // another sync: no new Event
+	h.waitCalls(2)
+	mu.Lock()
+	got := slices.Clone(evs)
+	mu.Unlock()
+	if len(got) != 1 || got[0].kind != "Service" || got[0].name != "ns/a" || got[0].reason != "NodeIP" || !strings.Contains(got[0].note, "192.168.0.2") {
+		t.Fatalf("events %+v, want one NodeIP Event on ns/a", got)
+	}
+	if !hp.Healthy() {
+		t.Fatal("unhealthy after successful syncs")
+	}
+
+	// b fails for good: pending past the timeout is unhealthy.
+	app.mu.Lock()
+	app.failService["ns/b"] = 1000
+	app.mu.Unlock()
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.3")
+	h.waitCalls(3)
+	for i := 0; i < 8; i++ { // backoff 1, 2, 4, 8, 8, ... s: past 60 s
+		clock.Step(8 * time.Second)
+		h.waitCalls(4 + i)
+	}
+	if hp.Healthy() {
+		t.Fatal("healthy while a change failed for over 60s")
+	}
+	app.mu.Lock()
+	app.failService["ns/b"] = 0
+	app.mu.Unlock()
+	clock.Step(8 * time.Second)
+	h.waitCalls(12)
+	if !hp.Healthy() {
+		t.Fatal("unhealthy after a successful sync")
 	}
 }
