@@ -163,15 +163,23 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	if err != nil {
 		return nil, err
 	}
-	// Who asked for each address, to attribute address failures.
-	byAddr := make(map[netip.Addr][]*ipvs.VirtualServer)
-	for i := range st.VirtualServers {
-		vs := &st.VirtualServers[i]
-		byAddr[vs.Address] = append(byAddr[vs.Address], vs)
+	// Who asked for each address, to attribute address failures and to
+	// know when an address is ready to bind. Built on first use: a partial
+	// sync that binds nothing and fails nothing never needs it.
+	var byAddrMap map[netip.Addr][]*ipvs.VirtualServer
+	byAddr := func(addr netip.Addr) []*ipvs.VirtualServer {
+		if byAddrMap == nil {
+			byAddrMap = make(map[netip.Addr][]*ipvs.VirtualServer, len(st.Addresses))
+			for i := range st.VirtualServers {
+				vs := &st.VirtualServers[i]
+				byAddrMap[vs.Address] = append(byAddrMap[vs.Address], vs)
+			}
+		}
+		return byAddrMap[addr]
 	}
 	servicesOf := func(addr netip.Addr) []string {
 		var out []string
-		for _, vs := range byAddr[addr] {
+		for _, vs := range byAddr(addr) {
 			out = append(out, vs.Service)
 		}
 		slices.Sort(out)
@@ -223,7 +231,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	}
 
 	ready := func(addr netip.Addr) bool {
-		for _, vs := range byAddr[addr] {
+		for _, vs := range byAddr(addr) {
 			if !a.ipvs.Has(vs.Key) {
 				return false
 			}
