@@ -9,13 +9,16 @@
 #   KERNEL_PKGS        packages to build instead of every one found, e.g. "./ipvs/ ./addrmgr/"
 #   KERNEL_TEST_FLAGS  extra flags for every binary, e.g. "-test.run=TestBed -test.count=1"
 #   VMRUN_FLAGS        extra vmrun flags, e.g. "-forward-port 6443 -env K=V"
-#   KERNEL_TEST_DIR    where the binaries go (default .cache/kernel-tests)
+#   KERNEL_TEST_DIR    where each run's directory of binaries goes (default
+#                      .cache/kernel-tests); a run uses its own subdirectory,
+#                      removed at exit, so runs in one tree never clobber
+#                      each other's binaries
 #   GO                 the go command (default go)
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 GO=${GO:-go}
-OUT=${KERNEL_TEST_DIR:-.cache/kernel-tests}
+BASE=${KERNEL_TEST_DIR:-.cache/kernel-tests}
 log() { echo "test-kernel: $*" >&2; }
 
 if [ -n "${KERNEL_PKGS:-}" ]; then
@@ -33,8 +36,9 @@ if ((${#pkgs[@]} == 0)); then
 	exit 1
 fi
 
-rm -rf "$OUT"
-mkdir -p "$OUT"
+mkdir -p "$BASE"
+OUT=$(mktemp -d "$BASE/run.XXXXXX")
+trap 'rm -rf "$OUT"' EXIT
 mod=$($GO list -m)
 args=()
 start=$(date +%s)
