@@ -84,7 +84,8 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 	if err == nil {
 		return exitOK
 	}
-	msg := err.Error()
+	// One line: joined errors (several invalid settings) are separated by "; ".
+	msg := strings.ReplaceAll(strings.TrimSpace(err.Error()), "\n", "; ")
 	if strings.HasPrefix(msg, "unknown command") && len(args) > 0 {
 		if s := root.SuggestionsFor(args[0]); len(s) > 0 {
 			msg += "; did you mean " + strings.Join(s, " or ") + "?"

@@ -136,7 +136,7 @@ func (c *Config) Validate() error {
 	if c.MinSyncPeriod < 0 {
 		bad("min-sync-period", "%v must not be negative", c.MinSyncPeriod)
 	}
-	if c.MinSyncPeriod > c.SyncPeriod {
+	if c.SyncPeriod > 0 && c.MinSyncPeriod > c.SyncPeriod {
 		bad("min-sync-period", "%v is longer than --sync-period %v", c.MinSyncPeriod, c.SyncPeriod)
 	}
 	for flag, d := range map[string]time.Duration{"ipvs-tcp-timeout": c.IPVSTCPTimeout, "ipvs-tcpfin-timeout": c.IPVSTCPFinTimeout, "ipvs-udp-timeout": c.IPVSUDPTimeout, "ipvs-graceful-period": c.IPVSGracefulPeriod} {
