@@ -115,6 +115,9 @@ type Loop struct {
 	// services is the converted model per service key, updated for the
 	// changed services only (a full sync converts everything again).
 	services map[string]*converted
+	// order is the keys of services sorted by (namespace, name); nil when
+	// it must be rebuilt.
+	order []string
 }
 
 // converted is one Service's share of the cluster model.
@@ -306,15 +309,41 @@ func (l *Loop) cluster(full bool, changed []string) model.Cluster {
 	keys := changed
 	if full || l.services == nil {
 		l.services = map[string]*converted{}
+		l.order = nil
 		keys = l.Source.ServiceKeys()
 	}
 	for _, k := range keys {
 		ports, eps, refusals := l.Source.Service(k)
+		_, had := l.services[k]
 		if len(ports) == 0 && len(refusals) == 0 {
-			delete(l.services, k)
+			if had {
+				delete(l.services, k)
+				l.order = nil
+			}
 			continue
 		}
+		// Convert's order: namespace, name, then port name.
+		slices.SortFunc(ports, func(a, b model.ServicePort) int { return cmp.Compare(a.Name.Port, b.Name.Port) })
 		l.services[k] = &converted{ports: ports, endpoints: eps, refusals: refusals}
+		if !had {
+			l.order = nil
+		}
+	}
+	if l.order == nil {
+		// Sorted by (namespace, name), which is not the order of the
+		// "namespace/name" strings ("a-b/x" < "a/z", but "a" < "a-b").
+		l.order = make([]string, 0, len(l.services))
+		for k := range l.services {
+			l.order = append(l.order, k)
+		}
+		slices.SortFunc(l.order, func(a, b string) int {
+			an, aname, _ := strings.Cut(a, "/")
+			bn, bname, _ := strings.Cut(b, "/")
+			if c := cmp.Compare(an, bn); c != 0 {
+				return c
+			}
+			return cmp.Compare(aname, bname)
+		})
 	}
 	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, len(l.services))}
 	n := 0
@@ -322,17 +351,14 @@ func (l *Loop) cluster(full bool, changed []string) model.Cluster {
 		n += len(e.ports)
 	}
 	c.Services = make([]model.ServicePort, 0, n)
-	for _, e := range l.services {
+	for _, k := range l.order {
+		e := l.services[k]
 		c.Services = append(c.Services, e.ports...)
-		for k, v := range e.endpoints {
-			c.Endpoints[k] = v
+		for pn, v := range e.endpoints {
+			c.Endpoints[pn] = v
 		}
 		c.Refusals = append(c.Refusals, e.refusals...)
 	}
-	slices.SortFunc(c.Services, func(a, b model.ServicePort) int {
-		return cmp.Or(cmp.Compare(a.Name.Namespace, b.Name.Namespace), cmp.Compare(a.Name.Name, b.Name.Name),
-			cmp.Compare(a.Name.Port, b.Name.Port))
-	})
 	var nodeRefusals []model.Refusal
 	c.Nodes, nodeRefusals = l.Source.Nodes()
 	c.Refusals = append(c.Refusals, nodeRefusals...)
