@@ -289,19 +289,21 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 	if _, err := admin.DiscoveryV1().EndpointSlices(slice.Namespace).Create(ctx, slice, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// The watches deliver the Service and its EndpointSlice (in either
+	// order) and the Node.
 	key := svc.Namespace + "/" + svc.Name
 	var sawService, sawNodes bool
+	var ports, eps int
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
 		c := w.TakeChanges()
 		sawService = sawService || slices.Contains(c.Services, key)
 		sawNodes = sawNodes || c.Nodes
-		return sawService && sawNodes, nil
+		p, e, _ := w.Service(key)
+		ports, eps = len(p), len(e)
+		return sawService && sawNodes && ports == 1 && eps == 1, nil
 	})
 	if err != nil {
-		t.Fatalf("the watches did not deliver the changes: service %s %v, nodes %v", key, sawService, sawNodes)
-	}
-	if ports, eps, _ := w.Service(key); len(ports) != 1 || len(eps) != 1 {
-		t.Errorf("Watcher.Service(%s) = %v ports, %v endpoints; want 1 and 1", key, ports, eps)
+		t.Fatalf("the watches did not deliver the changes: service %s changed %v (%d ports, %d with endpoints), nodes changed %v", key, sawService, ports, eps, sawNodes)
 	}
 
 	// The Event recorder: create, then patch the repeat.
