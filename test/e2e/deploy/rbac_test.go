@@ -2,9 +2,11 @@ package deploy_test
 
 import (
 	"context"
+	"crypto/rand"
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -261,7 +263,7 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 	}
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 	sa := kubernetes.NewForConfigOrDie(inst.Config)
-	const nodeName = "deploy-node-a"
+	nodeName := unique("deploy-node")
 
 	// The informers: list, then watch.
 	w, err := informers.NewWatcher(sa, nodeName, nil, 0, zap.NewNop())
@@ -278,7 +280,7 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 	}
 	w.TakeChanges()
 
-	svc, slice, node := watchedObjects(nodeName)
+	svc, slice, node := watchedObjects(unique("deploy-e2e"), nodeName)
 	if _, err := admin.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -358,10 +360,11 @@ func TestEveryGrantIsNeeded(t *testing.T) {
 	}
 	f := newFixture(ctx, t, admin)
 	const ns = "least-privilege"
+	run := unique("lp")
 	for i, drop := range all {
 		t.Run("without "+drop.String(), func(t *testing.T) {
 			t.Parallel()
-			name := fmt.Sprintf("lp-%d", i)
+			name := fmt.Sprintf("%s-%d", run, i)
 			var rules []rbacv1.PolicyRule
 			for _, g := range all {
 				if g != drop {
@@ -412,11 +415,17 @@ func bindClusterRole(ctx context.Context, t *testing.T, admin kubernetes.Interfa
 	}
 }
 
+// unique returns prefix with a random suffix, so that a test can run again
+// (-count) against the package's one server.
+func unique(prefix string) string {
+	return prefix + "-" + strings.ToLower(rand.Text()[:6])
+}
+
 // watchedObjects are a Service the proxy watches (no service-proxy-name or
 // headless label), its EndpointSlice and a Node with an address.
-func watchedObjects(nodeName string) (*corev1.Service, *discoveryv1.EndpointSlice, *corev1.Node) {
+func watchedObjects(name, nodeName string) (*corev1.Service, *discoveryv1.EndpointSlice, *corev1.Node) {
 	svc := &corev1.Service{
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "deploy-e2e"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: name},
 		Spec: corev1.ServiceSpec{
 			Ports: []corev1.ServicePort{{Name: "http", Protocol: corev1.ProtocolTCP, Port: 80, TargetPort: intstr.FromInt32(8080)}},
 		},
