@@ -2,10 +2,12 @@ package apiserver_test
 
 import (
 	"context"
+	"crypto/rand"
 	"crypto/x509"
 	"encoding/pem"
 	"errors"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -60,7 +62,7 @@ func TestInformersSeeObjects(t *testing.T) {
 		}
 	}
 
-	svc, slice, node := testObjects("informer")
+	svc, slice, node := testObjects(unique("informer"))
 	if _, err := client.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -125,7 +127,8 @@ func TestServiceAccountRBAC(t *testing.T) {
 	ctx := ctxFor(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
 
-	saCfg, err := srv.ServiceAccountConfig(ctx, "rbac-test", "proxy")
+	saName := unique("proxy")
+	saCfg, err := srv.ServiceAccountConfig(ctx, "rbac-test", saName)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -146,16 +149,16 @@ func TestServiceAccountRBAC(t *testing.T) {
 	}
 
 	role := &rbacv1.ClusterRole{
-		ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-services"},
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-" + saName},
 		Rules:      []rbacv1.PolicyRule{{APIGroups: []string{""}, Resources: []string{"services"}, Verbs: []string{"list", "watch"}}},
 	}
 	if _, err := admin.RbacV1().ClusterRoles().Create(ctx, role, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	binding := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-services"},
+		ObjectMeta: metav1.ObjectMeta{Name: "rbac-test-" + saName},
 		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: role.Name},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "rbac-test", Name: "proxy"}},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "rbac-test", Name: saName}},
 	}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
@@ -223,6 +226,12 @@ func readServingCert(t *testing.T, srv *apiserver.Server) *x509.Certificate {
 		t.Fatal(err)
 	}
 	return cert
+}
+
+// unique returns prefix with a random suffix, so that a test can run again
+// (-count) against the package's one server.
+func unique(prefix string) string {
+	return prefix + "-" + strings.ToLower(rand.Text()[:6])
 }
 
 // testObjects returns a ClusterIP Service, an EndpointSlice with one ready
