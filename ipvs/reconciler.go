@@ -60,10 +60,12 @@ type Options struct {
 //     foreign and never touched.
 //
 // A virtual server the planner desires is managed whatever its address.
-// Known gap: an L4-only virtual server on a node address for a protected
-// externalIP (not bound, port outside the NodePort range) is not adopted
-// after a restart; if its Service is deleted while the proxy is down it
-// stays until `ipvs-proxy cleanup`.
+// A virtual server this process created or adopted stays managed across
+// its full syncs. Known gap: an L4-only virtual server on a node address
+// for a protected externalIP (not bound, port outside the NodePort range)
+// is not adopted by a restarted process; if its Service is deleted while
+// the proxy is down, or the node switches to --refuse-node-external-ips,
+// it stays until `ipvs-proxy cleanup`.
 type Ownership struct {
 	// BoundAddrs are the addresses on kube-ipvs0 (as dumped before this
 	// sync's unbinds) and those about to be bound.
@@ -213,16 +215,25 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		want[desired[i].Key] = &desired[i]
 	}
 	start := r.opts.Now()
+	prev := r.mirror
 	r.mirror = make(map[Key]*mirrorVS, len(kernel))
 	for _, vs := range kernel {
 		if r.excluded(vs.Address) {
 			continue
 		}
-		owned := bound[vs.Address] || (node[vs.Address] && r.opts.NodePortRange.Contains(vs.Port))
+		// What this process created or adopted stays ours even when the
+		// rule alone would not say so (an L4-only server on a node address
+		// for a protected externalIP, outside the NodePort range).
+		p := prev[vs.Key]
+		owned := p != nil || bound[vs.Address] || (node[vs.Address] && r.opts.NodePortRange.Contains(vs.Port))
 		if !owned && want[vs.Key] == nil {
 			continue
 		}
-		r.mirror[vs.Key] = &mirrorVS{vs: vs}
+		m := &mirrorVS{vs: vs}
+		if p != nil {
+			m.service = p.service
+		}
+		r.mirror[vs.Key] = m
 	}
 	// Forget queued real servers the kernel no longer has.
 	for g := range r.grace {
@@ -470,6 +481,8 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 	}
 	if err == nil {
 		res.ServicesDeleted++
+		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.String("service", m.service),
+			zap.String("why", "owned by the proxy and no longer desired"))
 	}
 	delete(r.mirror, k)
 	for g := range r.grace {

@@ -126,6 +126,30 @@ func TestOwnership(t *testing.T) {
 	}
 }
 
+// An L4-only virtual server on the node's own address outside the NodePort
+// range (a protected externalIP that is a local address) is not ours by the
+// kernel-state rule, but one this process created stays managed across full
+// syncs and goes when no longer desired; a manual one beside it stays.
+func TestFullKeepsWhatItCreated(t *testing.T) {
+	manual := vs("", model.TCP, nodeIP, 8443, ep3)
+	ft := NewFakeTable(manual)
+	r := NewReconciler(ft, Options{})
+	l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
+	mustFull(t, r, []VirtualServer{l4}, own())
+	mustFull(t, r, []VirtualServer{l4}, own())
+	res := mustFull(t, r, nil, own())
+	if res.ServicesDeleted != 1 {
+		t.Errorf("deleted %d, want 1", res.ServicesDeleted)
+	}
+	want := lines(
+		"-A -t 192.168.1.10:8443 -s rr",
+		"-a -t 192.168.1.10:8443 -r 10.244.3.7:8080 -m -w 1",
+	)
+	if got := ft.String(); got != want {
+		t.Fatalf("table:\n%s\nwant:\n%s", got, want)
+	}
+}
+
 func TestUpdateServiceAttributes(t *testing.T) {
 	ft := NewFakeTable()
 	r := NewReconciler(ft, Options{})
