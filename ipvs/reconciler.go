@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"net/netip"
 	"slices"
 	"strings"
@@ -39,6 +40,11 @@ type Options struct {
 	// Conntrack deletes the flows of removed UDP and SCTP real servers; nil
 	// skips that.
 	Conntrack Conntrack
+	// Journal records what the kernel cannot show to be ours (see Journal);
+	// nil keeps it in memory only, so a restarted process may not adopt an
+	// L4 server on a node address or a virtual server whose address it had
+	// already unbound.
+	Journal Journal
 	// Now is the clock; nil means time.Now.
 	Now func() time.Time
 	// Log is the logger; nil means zap.NewNop().
@@ -61,11 +67,11 @@ type Options struct {
 //
 // A virtual server the planner desires is managed whatever its address.
 // A virtual server this process created or adopted stays managed across
-// its full syncs. Known gap: an L4-only virtual server on a node address
-// for a protected externalIP (not bound, port outside the NodePort range)
-// is not adopted by a restarted process; if its Service is deleted while
-// the proxy is down, or the node switches to --refuse-node-external-ips,
-// it stays until `ipvs-proxy cleanup`.
+// its full syncs. What the rule cannot see — an L4-only virtual server on
+// a node address for a protected externalIP (not bound, port outside the
+// NodePort range), a virtual server whose address was unbound before it
+// was deleted — is kept in the Journal (Options.Journal), recorded before
+// the kernel changes, so a process restarted after kill -9 adopts it too.
 type Ownership struct {
 	// BoundAddrs are the addresses on kube-ipvs0 (as dumped before this
 	// sync's unbinds) and those about to be bound.
@@ -161,7 +167,21 @@ type Reconciler struct {
 	// quiesced.
 	grace  map[graceKey]time.Time
 	synced bool
+	// journal is the recorded ownership (Options.Journal's content):
+	// addresses whose every virtual server is ours, and single keys.
+	journal      ownershipRecord
+	journalReady bool
+	// journalSaved is false while the journal on disk may differ from
+	// journal (a failed Save is retried by the next Record or Settle).
+	journalSaved bool
 }
+
+type ownershipRecord struct {
+	addrs map[netip.Addr]bool
+	keys  map[Key]bool
+}
+
+func (o ownershipRecord) owns(k Key) bool { return o.keys[k] || o.addrs[k.Address] }
 
 // NewReconciler returns a reconciler over t. Call Full before Partial.
 func NewReconciler(t Table, opts Options) *Reconciler {
@@ -177,7 +197,128 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
 	}
-	return &Reconciler{t: t, opts: opts, log: opts.Log, mirror: make(map[Key]*mirrorVS), grace: make(map[graceKey]time.Time)}
+	return &Reconciler{t: t, opts: opts, log: opts.Log, mirror: make(map[Key]*mirrorVS), grace: make(map[graceKey]time.Time),
+		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}}
+}
+
+// loadJournal reads Options.Journal once. An unreadable journal is logged
+// and treated as empty: the proxy keeps serving, and adopts by the kernel
+// rule alone.
+func (r *Reconciler) loadJournal() {
+	if r.journalReady {
+		return
+	}
+	r.journalReady, r.journalSaved = true, true
+	if r.opts.Journal == nil {
+		return
+	}
+	addrs, keys, err := r.opts.Journal.Load()
+	if err != nil {
+		r.log.Warn("ownership journal unreadable: adopting by the kernel rule alone", zap.Error(err))
+		r.journalSaved = false
+		return
+	}
+	for _, a := range addrs {
+		r.journal.addrs[a] = true
+	}
+	for _, k := range keys {
+		r.journal.keys[k] = true
+	}
+	if len(addrs)+len(keys) > 0 {
+		r.log.Info("ownership journal loaded", zap.Int("addresses", len(addrs)), zap.Int("virtualServers", len(keys)))
+	}
+}
+
+// ruleOwns is the kernel-state part of Ownership: bound on kube-ipvs0, or a
+// NodePort-range port on a node address.
+func (r *Reconciler) ruleOwns(k Key, bound, node map[netip.Addr]bool) bool {
+	return bound[k.Address] || (node[k.Address] && r.opts.NodePortRange.Contains(k.Port))
+}
+
+func addrSet(addrs []netip.Addr) map[netip.Addr]bool {
+	m := make(map[netip.Addr]bool, len(addrs))
+	for _, a := range addrs {
+		m[a] = true
+	}
+	return m
+}
+
+// Record journals, before a sync changes anything, what the kernel will
+// not show to be ours while the sync runs: the desired virtual servers (of
+// the changed services; every one when changed is empty) that during does
+// not cover — during.BoundAddrs must be the addresses bound now that stay
+// bound — and the addresses in leaving, about to be unbound. It writes the
+// journal only when something new was added; the error is the journal's,
+// and the sync may go on without it.
+func (r *Reconciler) Record(desired []VirtualServer, during Ownership, leaving []netip.Addr, changed ...string) error {
+	r.loadJournal()
+	bound, node := addrSet(during.BoundAddrs), addrSet(during.NodeAddrs)
+	match := func(string) bool { return true }
+	if len(changed) > 0 {
+		match = changedMatcher(changed)
+	}
+	added := false
+	for i := range desired {
+		vs := &desired[i]
+		if r.excluded(vs.Address) || !match(vs.Service) || r.ruleOwns(vs.Key, bound, node) || r.journal.owns(vs.Key) {
+			continue
+		}
+		r.journal.keys[vs.Key] = true
+		added = true
+	}
+	for _, a := range leaving {
+		if !r.journal.addrs[a] && !r.excluded(a) {
+			r.journal.addrs[a] = true
+			added = true
+		}
+	}
+	if !added && r.journalSaved {
+		return nil
+	}
+	return r.saveJournal()
+}
+
+// Settle prunes the journal after a sync to the owned (mirrored) virtual
+// servers that after — the addresses bound on kube-ipvs0 now, the node
+// addresses — does not cover, and writes it if that changed anything.
+func (r *Reconciler) Settle(after Ownership) error {
+	r.loadJournal()
+	bound, node := addrSet(after.BoundAddrs), addrSet(after.NodeAddrs)
+	next := ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}
+	for k := range r.mirror {
+		if !r.ruleOwns(k, bound, node) {
+			next.keys[k] = true
+		}
+	}
+	if r.journalSaved && len(r.journal.addrs) == 0 && maps.Equal(next.keys, r.journal.keys) {
+		return nil
+	}
+	r.journal = next
+	return r.saveJournal()
+}
+
+func (r *Reconciler) saveJournal() error {
+	if r.opts.Journal == nil {
+		r.journalSaved = true
+		return nil
+	}
+	addrs := slices.Collect(maps.Keys(r.journal.addrs))
+	keys := slices.Collect(maps.Keys(r.journal.keys))
+	if err := r.opts.Journal.Save(addrs, keys); err != nil {
+		r.journalSaved = false
+		return err
+	}
+	r.journalSaved = true
+	return nil
+}
+
+// Journaled returns the recorded addresses and keys, sorted (for tests and
+// `plan`-style output).
+func (r *Reconciler) Journaled() ([]netip.Addr, []Key) {
+	r.loadJournal()
+	addrs := slices.SortedFunc(maps.Keys(r.journal.addrs), netip.Addr.Compare)
+	keys := slices.SortedFunc(maps.Keys(r.journal.keys), CompareKeys)
+	return addrs, keys
 }
 
 // ErrNotSynced is returned by Partial before the first Full.
@@ -198,18 +339,12 @@ func (r *Reconciler) excluded(a netip.Addr) bool {
 // The error is non-nil only when the table could not be read; per-service
 // failures are in the Result.
 func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
+	r.loadJournal()
 	kernel, err := r.t.Services()
 	if err != nil {
 		return nil, err
 	}
-	bound := make(map[netip.Addr]bool, len(own.BoundAddrs))
-	for _, a := range own.BoundAddrs {
-		bound[a] = true
-	}
-	node := make(map[netip.Addr]bool, len(own.NodeAddrs))
-	for _, a := range own.NodeAddrs {
-		node[a] = true
-	}
+	bound, node := addrSet(own.BoundAddrs), addrSet(own.NodeAddrs)
 	want := make(map[Key]*VirtualServer, len(desired))
 	for i := range desired {
 		want[desired[i].Key] = &desired[i]
@@ -221,11 +356,12 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		if r.excluded(vs.Address) {
 			continue
 		}
-		// What this process created or adopted stays ours even when the
-		// rule alone would not say so (an L4-only server on a node address
-		// for a protected externalIP, outside the NodePort range).
+		// What this process created or adopted, or an earlier one
+		// journaled, stays ours even when the rule alone would not say so
+		// (an L4-only server on a node address for a protected externalIP,
+		// outside the NodePort range; one whose address was unbound first).
 		p := prev[vs.Key]
-		owned := p != nil || bound[vs.Address] || (node[vs.Address] && r.opts.NodePortRange.Contains(vs.Port))
+		owned := p != nil || r.journal.owns(vs.Key) || r.ruleOwns(vs.Key, bound, node)
 		if !owned && want[vs.Key] == nil {
 			continue
 		}

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 )
 
@@ -17,9 +18,10 @@ import (
 // removes what the proxy created on this node (its virtual servers,
 // kube-ipvs0, its chains and ipsets) and nothing else, prints one summary
 // line to w, and returns a failure (exit 1) when something could not be
-// removed. exclude is --ipvs-exclude-cidrs; log may be nil.
-func cleanupNode(w io.Writer, exclude []netip.Prefix, log *zap.Logger) error {
-	res, err := cleanupKernel(recovery.CleanupOptions{ExcludeCIDRs: exclude, Log: log})
+// removed. exclude is --ipvs-exclude-cidrs, stateDir --state-dir (its
+// ownership journal); log may be nil.
+func cleanupNode(w io.Writer, exclude []netip.Prefix, stateDir string, log *zap.Logger) error {
+	res, err := cleanupKernel(recovery.CleanupOptions{ExcludeCIDRs: exclude, StateDir: stateDir, Log: log})
 	if res != nil {
 		dev := "no " + addrmgr.Device
 		if res.DeviceDeleted {
@@ -43,12 +45,15 @@ var cleanupKernel = recovery.Cleanup
 
 func newCleanupCommand() *cobra.Command {
 	var exclude []netip.Prefix
+	stateDir := config.DefaultStateDir
 	cmd := &cobra.Command{
-		Use:   "cleanup [--ipvs-exclude-cidrs CIDRS]",
+		Use:   "cleanup [--ipvs-exclude-cidrs CIDRS] [--state-dir DIR]",
 		Short: "Remove what the proxy created on this node, and nothing else",
 		Long: `cleanup takes ipvs-proxy off this node: it deletes the IPVS virtual servers the
-proxy owns (those on addresses bound on kube-ipvs0, and NodePort servers: a
-node address with a port in 30000-32767), then kube-ipvs0 with its addresses,
+proxy owns (those on addresses bound on kube-ipvs0, NodePort servers: a node
+address with a port in 30000-32767, and those its ownership journal in
+--state-dir names, such as an externalIP on a node address served at L4),
+then kube-ipvs0 with its addresses,
 then the proxy's iptables chains, its jump rules in the built-in chains and its
 ipsets (IPv4 and IPv6). Foreign virtual servers (keepalived, kube-vip, manual
 ipvsadm entries outside the NodePort range), other interfaces' addresses and
@@ -57,9 +62,10 @@ The same as run --cleanup. Exit status 0, or 1 when something could not be
 removed (run it again).`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cleanupNode(cmd.OutOrStdout(), exclude, nil)
+			return cleanupNode(cmd.OutOrStdout(), exclude, stateDir, nil)
 		},
 	}
 	cmd.Flags().Var(newPrefixList(&exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never deleted.")
+	cmd.Flags().StringVar(&stateDir, "state-dir", stateDir, "Directory of run's state: the ownership journal (ipvs-owned) is read and removed.")
 	return cmd
 }

@@ -1,14 +1,17 @@
 // Package applier makes the kernel hold a planner.State, in a safe order:
 //
 //  1. dump kube-ipvs0's addresses (one dump): what is bound now decides,
-//     with the node addresses, which virtual servers are ours;
+//     with the node addresses, which virtual servers are ours; what that
+//     rule will not show during this sync (virtual servers on unbound
+//     addresses, addresses about to be unbound) is journaled first
+//     (ipvs.Journal), so a kill -9 at any point leaks nothing;
 //  2. unbind addresses no longer desired, and protected ones — before their
 //     virtual servers are deleted, so a VIP is never local without one;
 //  3. reconcile IPVS (create, update, delete virtual and real servers);
 //  4. apply ipsets and iptables rules (the Rules layer itself adds set
 //     entries before the rules that refer to them);
 //  5. bind new addresses, each checked by the guard immediately before, and
-//     only once every virtual server on it exists.
+//     only once every virtual server on it exists; then prune the journal.
 //
 // A failure of one service never stops the others: the Result lists what
 // failed, per service, and the next sync retries. The applier owns no
@@ -139,6 +142,7 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 	for _, f := range res.IPVS.Failures {
 		res.add(f.Service, f)
 	}
+	a.settle(res, true)
 	if a.rules != nil {
 		if err := a.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
 			res.RulesErr = err
@@ -148,6 +152,21 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
 		zap.Strings("failedServices", res.FailedServices()))
 	return res, nil
+}
+
+// settle prunes the ownership journal to what the kernel still does not
+// show, after a sync that may have changed it.
+func (a *Applier) settle(res *Result, always bool) {
+	if !always && res.IPVS.Changes() == 0 && res.Bind.Bound == 0 && res.Unbind.Unbound == 0 && len(res.Failed) == 0 {
+		return
+	}
+	after := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
+	for _, p := range a.addrs.Current() {
+		after.BoundAddrs = append(after.BoundAddrs, p.Addr())
+	}
+	if err := a.ipvs.Settle(after); err != nil {
+		a.log.Warn("ownership journal not written", zap.Error(err))
+	}
 }
 
 // Partial applies the virtual servers of the changed services only (see
@@ -188,6 +207,29 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 			out = []string{""}
 		}
 		return out
+	}
+
+	// Journal what kube-ipvs0 will not show to be ours while this sync
+	// runs, before the first change.
+	desiredAddr := make(map[netip.Addr]bool, len(st.Addresses))
+	for _, p := range st.Addresses {
+		desiredAddr[p.Addr()] = true
+	}
+	during := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
+	var leaving []netip.Addr
+	for _, p := range bound {
+		if desiredAddr[p.Addr()] {
+			during.BoundAddrs = append(during.BoundAddrs, p.Addr())
+		} else {
+			leaving = append(leaving, p.Addr())
+		}
+	}
+	var recordFor []string
+	if !full {
+		recordFor = changed
+	}
+	if err := a.ipvs.Record(st.VirtualServers, during, leaving, recordFor...); err != nil {
+		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
 
 	res.Unbind = a.addrs.Unbind(st.Addresses)
@@ -244,6 +286,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 			res.add(s, f)
 		}
 	}
+	a.settle(res, full)
 	mode := "partial"
 	if full {
 		mode = "full"

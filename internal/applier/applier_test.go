@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -266,5 +267,50 @@ func TestDumpBudget(t *testing.T) {
 	}
 	if _, err := b.a.Full(st, []netip.Addr{nodeIP}); err != nil || b.table.Dumps != 2 || b.link.Dumps != 3 {
 		t.Fatalf("second full sync: %v, %d IPVS dumps, %d address dumps in total", err, b.table.Dumps, b.link.Dumps)
+	}
+}
+
+// kill -9 between a sync's unbind and the deletion of the virtual servers
+// on the unbound address (simulated: DelService never happens). A restarted
+// applier with the same ownership journal deletes them; without a journal
+// they would stay foreign forever.
+func TestRestartAfterKillBetweenUnbindAndDelete(t *testing.T) {
+	for _, withJournal := range []bool{true, false} {
+		b := newBed(t, setGuard{})
+		dir := t.TempDir()
+		opts := ipvs.Options{}
+		if withJournal {
+			opts.Journal = ipvs.NewFileJournal(dir)
+		}
+		b.a = New(ipvs.NewReconciler(b.table, opts), addrmgr.NewManager(b.link, setGuard{}, nil), b.rules, nil)
+		if res, err := b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), []netip.Addr{nodeIP}); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+		b.table.Fail = func(op string, k ipvs.Key) error {
+			if op == "DelService" {
+				return errors.New("killed")
+			}
+			return nil
+		}
+		if res, err := b.a.Partial(state("ns/a=10.96.0.1"), "ns/b"); err != nil || res.Err() == nil {
+			t.Fatalf("the simulated kill did not stop the deletion: %v", err)
+		}
+		if got := b.link.String(); got != "10.96.0.1/32\n" {
+			t.Fatalf("addresses %q", got)
+		}
+		b.table.Fail = nil
+		a2 := New(ipvs.NewReconciler(b.table, opts), addrmgr.NewManager(b.link, setGuard{}, nil), b.rules, nil)
+		if res, err := a2.Full(state("ns/a=10.96.0.1"), []netip.Addr{nodeIP}); err != nil || res.Err() != nil {
+			t.Fatal(err, res.Err())
+		}
+		leaked := strings.Contains(b.table.String(), "10.96.0.2")
+		if leaked == withJournal {
+			t.Errorf("journal %v: virtual servers of the unbound address left = %v\n%s", withJournal, leaked, b.table)
+		}
+		if withJournal {
+			if left, _ := filepath.Glob(filepath.Join(dir, "*")); len(left) != 0 {
+				t.Errorf("journal not removed once nothing is unrecognisable: %v", left)
+			}
+		}
 	}
 }

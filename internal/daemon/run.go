@@ -148,6 +148,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		GracefulPeriod: c.IPVSGracefulPeriod,
 		ExcludeCIDRs:   c.Planning.ExcludeCIDRs,
 		Conntrack:      k.ct,
+		Journal:        ipvs.NewFileJournal(c.StateDir),
 		Log:            log.Named("ipvs"),
 	})
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))

@@ -23,6 +23,11 @@ type CleanupOptions struct {
 	ExcludeCIDRs []netip.Prefix
 	// NodePortRange is --service-node-port-range; zero is 30000-32767.
 	NodePortRange ipvs.PortRange
+	// StateDir is --state-dir: its ownership journal (ipvs.JournalFile)
+	// names virtual servers the kernel does not show to be ours (an
+	// externalIP on a node address served at L4); they are deleted too and
+	// the journal removed. "" reads no journal.
+	StateDir string
 	// Rules cleans the chains and ipsets; nil opens iptables.NewApplier in
 	// the calling thread's namespace. Tests pass a fake.
 	Rules interface {
@@ -49,8 +54,9 @@ type CleanupResult struct {
 // that a second run can finish after a failure:
 //
 //  1. the virtual servers ipvs.Ownership calls ours — on an address bound on
-//     kube-ipvs0, or NodePort servers (a node address, a port in the NodePort
-//     range) — through the reconciler with nothing desired; foreign ones
+//     kube-ipvs0, NodePort servers (a node address, a port in the NodePort
+//     range), and those in the ownership journal under StateDir — through
+//     the reconciler with nothing desired; foreign ones
 //     (keepalived's on a node address outside the NodePort range, kube-vip's
 //     on an address not on kube-ipvs0) and those in ExcludeCIDRs stay;
 //  2. kube-ipvs0 with its addresses (`ip link del kube-ipvs0`), only when
@@ -84,7 +90,11 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 		for _, p := range node.Bound {
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}
-		r := ipvs.NewReconciler(t, ipvs.Options{ExcludeCIDRs: o.ExcludeCIDRs, NodePortRange: o.NodePortRange, Log: log})
+		opts := ipvs.Options{ExcludeCIDRs: o.ExcludeCIDRs, NodePortRange: o.NodePortRange, Log: log}
+		if o.StateDir != "" {
+			opts.Journal = ipvs.NewFileJournal(o.StateDir)
+		}
+		r := ipvs.NewReconciler(t, opts)
 		ir, err := r.Full(nil, own)
 		switch {
 		case err != nil:
@@ -94,6 +104,10 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 			res.VirtualServersDeleted = ir.ServicesDeleted
 			if err := ir.Err(); err != nil {
 				ipvsOK = false
+				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
+			}
+			// Keeps in the journal only what could not be deleted.
+			if err := r.Settle(own); err != nil {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 			}
 		}

@@ -1,0 +1,214 @@
+package ipvs
+
+import (
+	"errors"
+	"io/fs"
+	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+func TestFileJournalRoundTrip(t *testing.T) {
+	dir := t.TempDir()
+	j := NewFileJournal(filepath.Join(dir, "state"))
+	addrs, keys, err := j.Load()
+	if err != nil || addrs != nil || keys != nil {
+		t.Fatalf("missing journal: %v %v %v", addrs, keys, err)
+	}
+	wantAddrs := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("fd00::7")}
+	wantKeys := []Key{
+		{Protocol: model.TCP, Address: nodeIP, Port: 80},
+		{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53},
+		{Protocol: model.SCTP, Address: nodeIP, Port: 9},
+	}
+	// Unsorted in, sorted on disk and back.
+	if err := j.Save([]netip.Addr{wantAddrs[1], wantAddrs[0]}, []Key{wantKeys[2], wantKeys[0], wantKeys[1]}); err != nil {
+		t.Fatal(err)
+	}
+	data, err := os.ReadFile(j.Path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "# ipvs-proxy: what this node's proxy owns that kube-ipvs0 does not show (see ipvs.Journal)\n" +
+		"address 203.0.113.7\naddress fd00::7\n" +
+		"virtual-server --sctp-service 192.168.1.10:9\nvirtual-server -t 192.168.1.10:80\nvirtual-server -u [fd00::a]:53\n"
+	if string(data) != want {
+		t.Errorf("file:\n%s\nwant:\n%s", data, want)
+	}
+	addrs, keys, err = j.Load()
+	if err != nil {
+		t.Fatal(err)
+	}
+	slices.SortFunc(wantKeys, CompareKeys)
+	if !slices.Equal(addrs, wantAddrs) || !slices.Equal(keys, wantKeys) {
+		t.Errorf("loaded %v %v, want %v %v", addrs, keys, wantAddrs, wantKeys)
+	}
+	// An empty record removes the file; removing it twice is fine.
+	for range 2 {
+		if err := j.Save(nil, nil); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := os.Stat(j.Path); !errors.Is(err, fs.ErrNotExist) {
+		t.Errorf("empty journal left a file: %v", err)
+	}
+	left, _ := os.ReadDir(filepath.Dir(j.Path))
+	if len(left) != 0 {
+		t.Errorf("temporary files left: %v", left)
+	}
+}
+
+func TestFileJournalSyntax(t *testing.T) {
+	for _, line := range []string{"address 10.0.0", "virtual-server -x 10.0.0.1:80", "virtual-server -t 10.0.0.1", "route 10.0.0.1"} {
+		j := &FileJournal{Path: filepath.Join(t.TempDir(), JournalFile)}
+		if err := os.WriteFile(j.Path, []byte("# comment\n\n"+line+"\n"), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := j.Load(); !errors.Is(err, ErrJournalSyntax) {
+			t.Errorf("%q: err %v, want ErrJournalSyntax", line, err)
+		}
+	}
+}
+
+func TestParseKeyInvertsString(t *testing.T) {
+	for _, k := range []Key{
+		{Protocol: model.TCP, Address: vip, Port: 80},
+		{Protocol: model.UDP, Address: vip6, Port: 53},
+		{Protocol: model.SCTP, Address: nodeIP, Port: 65535},
+	} {
+		got, err := ParseKey(k.String())
+		if err != nil || got != k {
+			t.Errorf("ParseKey(%q) = %v, %v", k.String(), got, err)
+		}
+	}
+}
+
+// memJournal is a Journal in memory that can be made to fail.
+type memJournal struct {
+	addrs []netip.Addr
+	keys  []Key
+	saves int
+	err   error
+}
+
+func (m *memJournal) Load() ([]netip.Addr, []Key, error) { return m.addrs, m.keys, nil }
+func (m *memJournal) Save(a []netip.Addr, k []Key) error {
+	if m.err != nil {
+		return m.err
+	}
+	m.saves++
+	m.addrs, m.keys = slices.Clone(a), slices.Clone(k)
+	slices.SortFunc(m.addrs, netip.Addr.Compare)
+	slices.SortFunc(m.keys, CompareKeys)
+	return nil
+}
+
+// The chaos test's class 1: an externalIP that is the node's own address,
+// served at L4 on a port outside the NodePort range. Its Service drops it
+// while the proxy is down; the restarted proxy must delete it (and still
+// leave a manual entry on the node address alone).
+func TestJournalAdoptsL4NodeAddressAfterRestart(t *testing.T) {
+	manual := vs("", model.TCP, nodeIP, 8443, ep3)
+	for _, withJournal := range []bool{true, false} {
+		ft := NewFakeTable(manual)
+		j := &memJournal{}
+		opts := Options{}
+		if withJournal {
+			opts.Journal = j
+		}
+		r := NewReconciler(ft, opts)
+		l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
+		clusterIP := vs("default/nginx:http", model.TCP, vip, 80, ep1)
+		desired := []VirtualServer{clusterIP, l4}
+		// The applier's order: record, change, settle.
+		if err := r.Record(desired, own(), nil); err != nil {
+			t.Fatal(err)
+		}
+		mustFull(t, r, desired, own(vip))
+		if err := r.Settle(own(vip)); err != nil {
+			t.Fatal(err)
+		}
+		if withJournal && (len(j.keys) != 1 || j.keys[0] != l4.Key || len(j.addrs) != 0) {
+			t.Fatalf("journal %v %v, want only %v (the ClusterIP is bound: the kernel shows it)", j.addrs, j.keys, l4.Key)
+		}
+		// kill -9; the Service drops the externalIP; restart.
+		r2 := NewReconciler(ft, opts)
+		mustFull(t, r2, []VirtualServer{clusterIP}, own(vip))
+		_, leaked := ft.svc[l4.Key]
+		if withJournal == leaked {
+			t.Errorf("journal %v: node-address virtual server left = %v\n%s", withJournal, leaked, ft)
+		}
+		if _, ok := ft.svc[manual.Key]; !ok {
+			t.Errorf("manual virtual server on the node address deleted")
+		}
+		if err := r2.Settle(own(vip)); err != nil {
+			t.Fatal(err)
+		}
+		if withJournal && (len(j.keys) != 0 || len(j.addrs) != 0) {
+			t.Errorf("journal not pruned: %v %v", j.addrs, j.keys)
+		}
+	}
+}
+
+// Class 2: the address is unbound before its virtual servers are deleted;
+// a kill between the two must not leave them foreign to the next process.
+func TestJournalAdoptsVirtualServersOfUnboundAddress(t *testing.T) {
+	ext := netip.MustParseAddr("203.0.113.106")
+	ft := NewFakeTable()
+	j := &memJournal{}
+	r := NewReconciler(ft, Options{Journal: j})
+	web := vs("default/web:http", model.TCP, ext, 80, ep1)
+	mustFull(t, r, []VirtualServer{web}, own(ext))
+	if err := r.Settle(own(ext)); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.keys)+len(j.addrs) != 0 || j.saves != 0 {
+		t.Fatalf("bound address journaled: %v %v (%d saves)", j.addrs, j.keys, j.saves)
+	}
+	// Next sync: the externalIP is gone. Record, unbind ... kill.
+	if err := r.Record(nil, own(), []netip.Addr{ext}); err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(j.addrs, []netip.Addr{ext}) {
+		t.Fatalf("leaving address not journaled: %v", j.addrs)
+	}
+	r2 := NewReconciler(ft, Options{Journal: j})
+	res := mustFull(t, r2, nil, own()) // ext no longer bound
+	if res.ServicesDeleted != 1 || len(ft.svc) != 0 {
+		t.Errorf("virtual server of the unbound address not deleted:\n%s", ft)
+	}
+	if err := r2.Settle(own()); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.keys)+len(j.addrs) != 0 {
+		t.Errorf("journal not pruned: %v %v", j.addrs, j.keys)
+	}
+}
+
+// A journal that cannot be written does not stop the sync; the next Record
+// retries the write even when nothing new is recorded.
+func TestJournalSaveFailureRetried(t *testing.T) {
+	ft := NewFakeTable()
+	j := &memJournal{err: errors.New("read-only file system")}
+	r := NewReconciler(ft, Options{Journal: j})
+	l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
+	if err := r.Record([]VirtualServer{l4}, own(), nil); err == nil {
+		t.Fatal("Record hid the journal's error")
+	}
+	mustFull(t, r, []VirtualServer{l4}, own())
+	j.err = nil
+	if err := r.Record([]VirtualServer{l4}, own(), nil); err != nil {
+		t.Fatal(err)
+	}
+	if j.saves != 1 || len(j.keys) != 1 {
+		t.Errorf("not retried: %d saves, %v", j.saves, j.keys)
+	}
+	// Nothing new: no write.
+	if err := r.Record([]VirtualServer{l4}, own(), nil); err != nil || j.saves != 1 {
+		t.Errorf("rewrote an unchanged journal: %d saves, %v", j.saves, err)
+	}
+}
