@@ -202,8 +202,15 @@ func validPrefixes(ps []netip.Prefix) []netip.Prefix {
 			out = append(out, p.Masked())
 		}
 	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int { return a.Addr().Compare(b.Addr()) })
-	return out
+	// By address, then widest first: the detail of a refusal names the
+	// same prefix whatever the order of the flag's values.
+	slices.SortFunc(out, func(a, b netip.Prefix) int {
+		if c := a.Addr().Compare(b.Addr()); c != 0 {
+			return c
+		}
+		return a.Bits() - b.Bits()
+	})
+	return slices.Compact(out)
 }
 
 // lastAddr4 is the highest address of an IPv4 prefix: its broadcast address.

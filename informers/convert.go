@@ -140,11 +140,12 @@ type refuser struct {
 }
 
 // add records one refusal. An empty value, or one with spaces or control
-// characters, is Go-quoted, so that a refusal always has four words before
-// its message.
+// characters, is Go-quoted with its spaces escaped as \x20 (strconv.Quote
+// keeps them), so that a refusal always has four words before its message
+// and strconv.Unquote gives the value back.
 func (r *refuser) add(field, value string, reason model.Reason, format string, args ...any) {
 	if value == "" || strings.IndexFunc(value, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) >= 0 {
-		value = strconv.Quote(value)
+		value = strings.ReplaceAll(strconv.Quote(value), " ", `\x20`)
 	}
 	r.out = append(r.out, model.Refusal{
 		Service: r.service,

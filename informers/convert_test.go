@@ -343,7 +343,7 @@ func TestEndpoints(t *testing.T) {
 		`default/web endpointSlice[web-a].endpoints[3].addresses[0] 169.254.169.254 LinkLocal`,
 		`default/web endpointSlice[web-a].endpoints[4].addresses[0] fd00::1 UnsupportedFamily`,
 		`default/web endpointSlice[web-a].endpoints[5].addresses[0] bogus InvalidAddress`,
-		`default/web endpointSlice[web-a].endpoints[6].addresses[0] "10.0.0.1 " InvalidAddress`,
+		`default/web endpointSlice[web-a].endpoints[6].addresses[0] "10.0.0.1\x20" InvalidAddress`,
 		`default/web endpointSlice[web-a].endpoints[7].addresses "" InvalidEndpoint`,
 		`default/web endpointSlice[web-a].ports[4].port "" InvalidPort`,
 		`default/web endpointSlice[web-a].ports[5].port 0 InvalidPort`,
