@@ -25,8 +25,10 @@ build:
 deps:
 	bash scripts/install-deps.sh
 
-test-unit: deps
-	$(GO) test -race -count=1 ./...
+# The binary first: docscheck reads its `run --help` (IPVS_PROXY_BIN) rather
+# than compile it again while the race builds compete for the cores.
+test-unit: deps build
+	IPVS_PROXY_BIN=$(CURDIR)/$(BIN) $(GO) test -race -count=1 ./...
 
 # KERNEL_PKGS, KERNEL_TEST_FLAGS and VMRUN_FLAGS narrow or extend the run:
 #   make test-kernel KERNEL_PKGS=./ipvs/ KERNEL_TEST_FLAGS=-test.run=TestReconcile

@@ -110,6 +110,11 @@ type Manager struct {
 	guard Protector
 	log   *zap.Logger
 	cur   map[netip.Prefix]bool
+	// dumped is set by the first Dump: from then on cur is what the
+	// manager believes the device holds, and a Dump that finds otherwise
+	// has found drift.
+	dumped bool
+	drift  int
 }
 
 // NewManager returns a manager of link's addresses guarded by guard; guard
@@ -131,12 +136,33 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
 	}
-	m.cur = make(map[netip.Prefix]bool, len(ps))
+	next := make(map[netip.Prefix]bool, len(ps))
 	for _, p := range ps {
-		m.cur[p] = true
+		next[p] = true
 	}
+	m.drift = 0
+	if m.dumped {
+		for p := range next {
+			if !m.cur[p] {
+				m.drift++
+				m.log.Info("address added to "+Device+" outside the proxy", zap.Stringer("address", p))
+			}
+		}
+		for p := range m.cur {
+			if !next[p] {
+				m.drift++
+				m.log.Info("address removed from "+Device+" outside the proxy", zap.Stringer("address", p))
+			}
+		}
+	}
+	m.cur, m.dumped = next, true
 	return m.Current(), nil
 }
+
+// Drift is how many addresses the last Dump found added to or removed from
+// the device by others since the manager last saw it; the sync that
+// follows the Dump repairs them.
+func (m *Manager) Drift() int { return m.drift }
 
 // Current is the manager's view of the device's addresses, sorted.
 func (m *Manager) Current() []netip.Prefix {

@@ -71,15 +71,24 @@ func TestProtectedAddedByHandIsRemoved(t *testing.T) {
 	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
 	desired := pfx("10.96.0.1/32")
 	m.Dump()
+	if m.Drift() != 0 {
+		t.Errorf("first dump reported drift %d", m.Drift())
+	}
 	m.Unbind(desired)
 	m.Bind(desired, nil)
 	link.Put(netip.MustParsePrefix("192.168.1.10/32"))
 	m.Dump()
+	if m.Drift() != 1 {
+		t.Errorf("drift %d, want 1 (the address added by hand)", m.Drift())
+	}
 	if r := m.Unbind(desired); r.Unbound != 1 {
 		t.Fatalf("%+v", r)
 	}
 	if got := link.String(); got != "10.96.0.1/32\n" {
 		t.Fatalf("got %q", got)
+	}
+	if m.Dump(); m.Drift() != 0 {
+		t.Errorf("drift %d after the repair, want 0", m.Drift())
 	}
 	// Even a desired address is removed when the guard now protects it
 	// (a new node took that IP).

@@ -3,6 +3,7 @@ package iptables
 import (
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"sync"
 
@@ -46,6 +47,32 @@ type Applier struct {
 	// lastRules are the rulesets of the last successful chain sync; Apply
 	// resyncs chains only when the plan's rules differ from them.
 	lastRules []Ruleset
+	// drift is what the last Full found changed behind the proxy's back.
+	drift Drift
+}
+
+// Drift is what a full sync found changed outside the proxy since the sync
+// before it, and put back: the difference between the kernel and the
+// mirror of what the proxy had written, not changes of the plan.
+type Drift struct {
+	// SetEntries counts ipset entries added or deleted by others.
+	SetEntries int
+	// Sets counts the proxy's ipsets destroyed, or replaced by a set of
+	// another type, by others.
+	Sets int
+	// Tables counts tables whose chains or jump rules were edited by others
+	// (iptables -F, -D, -I ...) while the planned rules stayed the same.
+	Tables int
+}
+
+// Total is the number of repairs.
+func (d Drift) Total() int { return d.SetEntries + d.Sets + d.Tables }
+
+// LastDrift is what the last Full repaired.
+func (a *Applier) LastDrift() Drift {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.drift
 }
 
 // NewApplier opens the ipset netlink socket in the caller's network namespace.
@@ -75,6 +102,14 @@ func (a *Applier) Close() {
 	}
 }
 
+func (a *Applier) restores() int {
+	n := 0
+	for _, c := range a.chains {
+		n += c.restores
+	}
+	return n
+}
+
 func (a *Applier) chainsFor(family string) (*chainSyncer, error) {
 	if c := a.chains[family]; c != nil {
 		return c, nil
@@ -98,17 +133,36 @@ func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
+	a.drift = Drift{}
+	a.sets.drift = &a.drift
+	defer func() { a.sets.drift = nil }()
 	if err := a.sets.full(sets); err != nil {
 		errs = append(errs, err)
 	}
+	samePlan := a.lastRules != nil && equalRulesets(a.lastRules, rules)
+	restores := a.restores()
+	for _, c := range a.chains {
+		c.rewrote = nil
+	}
 	if err := a.syncChains(rules); err != nil {
 		errs = append(errs, err)
+	}
+	if samePlan {
+		a.drift.Tables = a.restores() - restores
+		if a.drift.Tables > 0 {
+			for _, fam := range slices.Sorted(maps.Keys(a.chains)) {
+				if c := a.chains[fam]; len(c.rewrote) > 0 {
+					a.log.Info("repaired iptables chains changed outside the proxy", zap.String("family", fam), zap.Strings("chains", c.rewrote))
+				}
+			}
+		}
 	}
 	if err := a.sets.destroyStale(sets); err != nil {
 		errs = append(errs, err)
 	}
 	err := errors.Join(errs...)
-	a.log.Debug("iptables full sync", zap.Int("sets", len(sets)), zap.Int("rulesets", len(rules)), zap.Error(err))
+	a.log.Debug("iptables full sync", zap.Int("sets", len(sets)), zap.Int("rulesets", len(rules)),
+		zap.Int("driftSetEntries", a.drift.SetEntries), zap.Int("driftSets", a.drift.Sets), zap.Int("driftTables", a.drift.Tables), zap.Error(err))
 	return err
 }
 

@@ -138,12 +138,26 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	if err := a.Full(sets, nil); err != nil {
 		t.Fatal(err)
 	}
-	// Tamper: delete one entry, add a stray one.
+	// The first Full has nothing to compare with: what it fixes is not drift.
+	if d := a.LastDrift(); d.Total() != 0 {
+		t.Errorf("first Full reported drift %+v", d)
+	}
+	// Tamper: delete one entry, add a stray one, destroy a set.
 	cl := k.sets.sets[SetClusterIP]
 	cl.Entries = cl.Entries[1:]
 	k.sets.sets[SetNodePortTCP].Entries = append(k.sets.sets[SetNodePortTCP].Entries, Entry{Port: 31999})
+	delete(k.sets.sets, SetLoadBalancer)
 	if err := a.Full(sets, nil); err != nil {
 		t.Fatal(err)
+	}
+	if d := a.LastDrift(); d != (Drift{SetEntries: 2, Sets: 1}) {
+		t.Errorf("drift %+v, want 2 entries and 1 set", d)
+	}
+	if err := a.Full(sets, nil); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.LastDrift(); d.Total() != 0 {
+		t.Errorf("drift %+v after the repair, want none", d)
 	}
 	got := k.sets.save()
 	want := wantSave(append(slices.Clone(sets), IPSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}))
@@ -275,6 +289,9 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 	if f.execs != len(rs.Tables) {
 		t.Errorf("unchanged Full ran %d binaries, want %d saves", f.execs, len(rs.Tables))
 	}
+	if d := a.LastDrift(); d.Total() != 0 {
+		t.Errorf("unchanged Full reported drift %+v", d)
+	}
 
 	// Tamper: flush a chain, delete a jump, duplicate another, reorder rules.
 	f.tables["nat"][ChainServices] = nil
@@ -287,6 +304,9 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
+	if d := a.LastDrift(); d != (Drift{Tables: 1}) {
+		t.Errorf("drift %+v, want the nat table", d)
+	}
 	if n := strings.Count(strings.Join(f.tables["nat"]["OUTPUT"], "\n"), ChainServices); n != 1 {
 		t.Errorf("OUTPUT jumps %d times to %s, want 1", n, ChainServices)
 	}

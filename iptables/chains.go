@@ -104,6 +104,10 @@ type chainSyncer struct {
 	// owned holds "table/chain" of every chain the proxy has planned since
 	// it started, so a chain dropped from the plan is still removed.
 	owned map[string]bool
+	// restores counts iptables-restore runs that changed something;
+	// rewrote names the "table/chain"s they rewrote.
+	restores int
+	rewrote  []string
 }
 
 func newChainSyncer(family string, r ruleRunner) *chainSyncer {
@@ -270,6 +274,12 @@ func (c *chainSyncer) syncTable(t Table) error {
 	script := "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"
 	if err := c.r.Restore(script); err != nil {
 		return err
+	}
+	c.restores++
+	for _, ch := range t.Chains {
+		if rewritten[ch.Name] {
+			c.rewrote = append(c.rewrote, t.Name+"/"+ch.Name)
+		}
 	}
 	for _, n := range stale {
 		delete(c.owned, t.Name+"/"+n)

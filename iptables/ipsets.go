@@ -40,6 +40,9 @@ type setSyncer struct {
 	// fallbacks counts batches the kernel refused and that were retried
 	// entry by entry.
 	fallbacks int
+	// drift, during a full sync, counts what others changed since the
+	// mirror was last written.
+	drift *Drift
 }
 
 func newSetSyncer(k setKernel, log *zap.Logger) *setSyncer {
@@ -58,6 +61,20 @@ func (s *setSyncer) full(want []IPSet) error {
 	for _, w := range want {
 		w.Entries = normalize(w.Type, w.Entries)
 		ks := have[w.Name]
+		if prev := s.mirror[w.Name]; prev != nil && s.drift != nil {
+			switch {
+			case ks == nil || !compatible(ks, prev.spec):
+				s.drift.Sets++
+				s.log.Info("repairing ipset destroyed or replaced outside the proxy", zap.String("set", w.Name))
+			default:
+				missing, extra, _ := diffSet(w.Type, normalize(w.Type, ks.Entries), prev.entries)
+				if n := len(missing) + len(extra); n > 0 {
+					s.drift.SetEntries += n
+					s.log.Info("repairing ipset entries changed outside the proxy", zap.String("set", w.Name),
+						zap.Int("deleted", len(missing)), zap.Int("added", len(extra)))
+				}
+			}
+		}
 		if ks != nil && !compatible(ks, w) {
 			if err := s.k.Destroy(w.Name); err != nil {
 				errs = append(errs, fmt.Errorf("replace %s (%s %s) by %s %s: %w: %w", w.Name, ks.Type, ks.Family, w.Type, w.Family, ErrSetMismatch, err))

@@ -108,7 +108,11 @@ type Result struct {
 	// ConntrackDeleted counts conntrack flushes for removed UDP/SCTP real
 	// servers.
 	ConntrackDeleted int
-	Failures         []Failure
+	// Drift counts, in a Full after the first, owned virtual servers that
+	// were deleted, added or changed (attributes or real servers) outside
+	// the proxy since the sync before: each is logged and then repaired.
+	Drift    int
+	Failures []Failure
 }
 
 // Changes is the number of kernel changes the sync made.
@@ -371,13 +375,16 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		}
 		r.mirror[vs.Key] = m
 	}
+	res := &Result{}
+	if r.synced {
+		r.noteDrift(prev, res)
+	}
 	// Forget queued real servers the kernel no longer has.
 	for g := range r.grace {
 		if m := r.mirror[g.Key]; m == nil || m.findRS(g.Addr, g.Port) < 0 {
 			delete(r.grace, g)
 		}
 	}
-	res := &Result{}
 	for i := range desired {
 		r.apply(&desired[i], res)
 	}
@@ -431,6 +438,48 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Resul
 	r.processGrace(start, res)
 	r.logResult("partial", res)
 	return res, nil
+}
+
+// noteDrift compares the table just dumped (the new mirror) with what the
+// proxy believed it held (prev), logs every difference with what it was,
+// and counts it in res.Drift.
+func (r *Reconciler) noteDrift(prev map[Key]*mirrorVS, res *Result) {
+	note := func(k Key, service, what string) {
+		res.Drift++
+		r.log.Info("repairing IPVS drift", zap.Stringer("virtualServer", k), zap.String("service", service), zap.String("what", what))
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(prev), CompareKeys) {
+		p, m := prev[k], r.mirror[k]
+		switch {
+		case m == nil:
+			note(k, p.service, "virtual server deleted outside the proxy")
+		case !sameService(p.vs, m.vs):
+			note(k, p.service, fmt.Sprintf("scheduler, flags or persistence changed outside the proxy (-s %s -p %d)", m.vs.Scheduler, m.vs.PersistenceTimeout))
+		case !sameRealServers(p.vs.RealServers, m.vs.RealServers):
+			note(k, p.service, "real servers added, deleted or reweighted outside the proxy")
+		}
+	}
+	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
+		if prev[k] == nil {
+			note(k, "", "virtual server added outside the proxy on an address it owns")
+		}
+	}
+}
+
+func sameRealServers(a, b []RealServer) bool {
+	if len(a) != len(b) {
+		return false
+	}
+	w := make(map[netip.AddrPort]int, len(a))
+	for _, rs := range a {
+		w[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
+	}
+	for _, rs := range b {
+		if x, ok := w[netip.AddrPortFrom(rs.Address, rs.Port)]; !ok || x != rs.Weight {
+			return false
+		}
+	}
+	return true
 }
 
 func changedMatcher(changed []string) func(string) bool {

@@ -346,17 +346,33 @@ func TestDriftRepairedByFull(t *testing.T) {
 	ft := NewFakeTable()
 	r := NewReconciler(ft, Options{})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
-	mustFull(t, r, []VirtualServer{web}, own(vip))
-	// Someone deletes a real server and changes a weight by hand.
+	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1)
+	if res := mustFull(t, r, []VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
+		t.Errorf("first Full reported drift %d", res.Drift)
+	}
+	if res := mustFull(t, r, []VirtualServer{web, dns}, own(vip)); res.Drift != 0 || res.Changes() != 0 {
+		t.Errorf("unchanged Full: drift %d, changes %d", res.Drift, res.Changes())
+	}
+	// Someone deletes the dns server, adds one on our VIP, and deletes a
+	// real server of web and changes a weight by hand: three drifts.
+	if err := ft.DelService(dns.Key); err != nil {
+		t.Fatal(err)
+	}
+	if err := ft.AddService(vs("", model.TCP, vip, 22)); err != nil {
+		t.Fatal(err)
+	}
 	if err := ft.DelRealServer(web.Key, web.RealServers[0]); err != nil {
 		t.Fatal(err)
 	}
 	if err := ft.UpdateRealServer(web.Key, RealServer{Address: ep2, Port: 8080, Weight: 5}); err != nil {
 		t.Fatal(err)
 	}
-	res := mustFull(t, r, []VirtualServer{web}, own(vip))
-	if res.RealServersAdded != 1 || res.RealServersUpdated != 1 {
+	res := mustFull(t, r, []VirtualServer{web, dns}, own(vip))
+	if res.RealServersAdded != 2 || res.RealServersUpdated != 1 || res.ServicesAdded != 1 || res.ServicesDeleted != 1 || res.Drift != 3 {
 		t.Fatalf("repair: %+v", res)
+	}
+	if res := mustFull(t, r, []VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
+		t.Errorf("drift %d after the repair", res.Drift)
 	}
 	// The service itself deleted by hand, then a partial sync that updates
 	// it: recreated.

@@ -60,16 +60,11 @@ SOAK_SEED      ?= 1
 RELIABILITY_DIR ?= $(CURDIR)/.cache/reliability
 VMRUN          ?= $(GO) run ./internal/vmtest/cmd/vmrun
 
-.PHONY: soak reliability-e2e-mod
-# The kernel halves import the main module's kernel packages; a copy of
-# test/e2e/go.mod lets the go command add what they need without editing it.
-reliability-e2e-mod:
-	@mkdir -p $(RELIABILITY_DIR)
-	cp test/e2e/go.mod test/e2e/go.sum $(RELIABILITY_DIR)/
-
-soak: reliability-e2e-mod
+.PHONY: soak
+soak:
 	bash scripts/install-deps.sh
-	cd test/e2e && $(GO) test -c -tags kernel -mod=mod -modfile $(RELIABILITY_DIR)/go.mod -o $(RELIABILITY_DIR)/soak.test ./soak
+	@mkdir -p $(RELIABILITY_DIR)
+	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/soak.test ./soak
 	$(VMRUN) -timeout 90m -env SOAK_SERVICES=$(SOAK_SERVICES) -env SOAK_DURATION=$(SOAK_DURATION) -env SOAK_SEED=$(SOAK_SEED) \
 		-- $(RELIABILITY_DIR)/soak.test -test.v -test.timeout 85m
 
@@ -82,10 +77,11 @@ CHAOS_KILLS    ?= 3
 CHAOS_SEED     ?= 1
 
 .PHONY: chaos
-chaos: reliability-e2e-mod
+chaos:
 	bash scripts/install-deps.sh
+	@mkdir -p $(RELIABILITY_DIR)
 	$(GO) build -o $(RELIABILITY_DIR)/ipvs-proxy ./cmd/ipvs-proxy
-	cd test/e2e && $(GO) test -c -tags kernel -mod=mod -modfile $(RELIABILITY_DIR)/go.mod -o $(RELIABILITY_DIR)/chaos-guest.test ./chaos
+	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/chaos-guest.test ./chaos
 	cd test/e2e && CHAOS_KILLS=$(CHAOS_KILLS) CHAOS_SEED=$(CHAOS_SEED) CHAOS_PROXY_BIN=$(RELIABILITY_DIR)/ipvs-proxy \
 		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/chaos-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestChaos$$' ./chaos
 

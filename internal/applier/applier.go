@@ -49,6 +49,26 @@ type Rules interface {
 
 var _ Rules = (*iptables.Applier)(nil)
 
+// DriftReporter is a Rules layer that tells what its last Full found
+// changed by others (*iptables.Applier).
+type DriftReporter interface {
+	LastDrift() iptables.Drift
+}
+
+// Drift is what a sync found changed in the kernel by others since the
+// proxy last wrote it, and repaired: a deleted virtual server, an address
+// added to kube-ipvs0 by hand, a flushed chain, a deleted ipset entry. The
+// IPVS and rules parts are known only in full syncs (partial syncs do not
+// read them); the addresses in every sync.
+type Drift struct {
+	VirtualServers int
+	Addresses      int
+	iptables.Drift
+}
+
+// Total is the number of repairs.
+func (d Drift) Total() int { return d.VirtualServers + d.Addresses + d.Drift.Total() }
+
 // Applier applies planner states. Not safe for concurrent use.
 type Applier struct {
 	ipvs  *ipvs.Reconciler
@@ -75,6 +95,8 @@ type Result struct {
 	Bind   *addrmgr.Result
 	// RulesErr is the Rules layer's error, if any.
 	RulesErr error
+	// Drift is what this sync found changed by others, and repaired.
+	Drift Drift
 	// Failed maps "namespace/name:port" to why that service is not fully
 	// programmed; "" collects failures that belong to no service.
 	Failed map[string][]error
@@ -182,6 +204,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	if err != nil {
 		return nil, err
 	}
+	res.Drift.Addresses = a.addrs.Drift()
 	// Who asked for each address, to attribute address failures and to
 	// know when an address is ready to bind. Built on first use: a partial
 	// sync that binds nothing and fails nothing never needs it.
@@ -260,6 +283,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	for _, f := range res.IPVS.Failures {
 		res.add(f.Service, f)
 	}
+	res.Drift.VirtualServers = res.IPVS.Drift
 
 	if a.rules != nil {
 		apply := a.rules.Apply
@@ -269,6 +293,9 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 		if err := apply(st.IPSets, st.Rulesets); err != nil {
 			res.RulesErr = err
 			res.add("", fmt.Errorf("iptables and ipsets: %w", err))
+		}
+		if dr, ok := a.rules.(DriftReporter); ok && full {
+			res.Drift.Drift = dr.LastDrift()
 		}
 	}
 

@@ -376,6 +376,17 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 		l.stats.Partial++
 	}
 	now := l.Clock.Now()
+	if res != nil && res.Drift.Total() > 0 {
+		d := res.Drift
+		l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
+			zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
+			zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
+		if l.Metrics != nil {
+			for i, n := range []int{d.VirtualServers, d.Addresses, d.SetEntries, d.Sets, d.Tables} {
+				l.Metrics.DriftRepairs.WithLabelValues(metrics.DriftKinds[i]).Add(float64(n))
+			}
+		}
+	}
 	failed := map[string]bool{}
 	if rep.Err != nil {
 		l.stats.Failed++

@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/prometheus/client_golang/prometheus/testutil"
 	"maps"
 	"net/netip"
 	"slices"
@@ -187,6 +189,8 @@ type fakeApplier struct {
 	block chan struct{}
 	// entered is signalled when an apply starts.
 	entered chan struct{}
+	// drift is reported by the next sync.
+	drift applier.Drift
 }
 
 func newFakeApplier() *fakeApplier {
@@ -220,7 +224,8 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*app
 		return nil, errRead
 	}
 	match := func(svc string) bool { return full || slices.Contains(changed, serviceKey(svc)) }
-	res := &applier.Result{}
+	res := &applier.Result{Drift: f.drift}
+	f.drift = applier.Drift{}
 	failing := map[string]bool{}
 	for k, n := range f.failService {
 		if n > 0 {
@@ -525,6 +530,23 @@ func TestNodeChangeIsFullSync(t *testing.T) {
 	h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
 	if calls := h.waitCalls(2); calls[1] != "full" {
 		t.Fatalf("calls %v", calls)
+	}
+}
+
+// What a sync repaired behind the proxy's back is counted by kind.
+func TestDriftRepairsCounted(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	h.app.mu.Lock()
+	h.app.drift = applier.Drift{VirtualServers: 2, Addresses: 1, Drift: iptables.Drift{SetEntries: 3, Tables: 1}}
+	h.app.mu.Unlock()
+	close(h.src.synced)
+	h.waitCalls(1)
+	want := map[string]float64{"virtual_server": 2, "address": 1, "ipset_entry": 3, "ipset": 0, "iptables_table": 1}
+	for kind, n := range want {
+		if got := testutil.ToFloat64(h.loop.Metrics.DriftRepairs.WithLabelValues(kind)); got != n {
+			t.Errorf("drift_repairs_total{kind=%q} = %v, want %v", kind, got, n)
+		}
 	}
 }
 

@@ -27,10 +27,19 @@ func (f flag) String() string {
 	return fmt.Sprintf("--%s type=%q default=%q", f.Name, f.Type, f.Default)
 }
 
-// buildBinary builds cmd/ipvs-proxy the way the Makefile does (static,
-// trimmed) into a temporary directory.
+// buildBinary returns IPVS_PROXY_BIN (`make test-unit` builds bin/ipvs-proxy
+// first and sets it, so the tests do not compile the binary a second time
+// while the race-detector builds compete for the same cores), or builds
+// cmd/ipvs-proxy the way the Makefile does (static, trimmed) into a
+// temporary directory.
 func buildBinary(t *testing.T) string {
 	t.Helper()
+	if bin := os.Getenv("IPVS_PROXY_BIN"); bin != "" {
+		if _, err := os.Stat(bin); err != nil {
+			t.Fatalf("IPVS_PROXY_BIN: %v", err)
+		}
+		return bin
+	}
 	bin := filepath.Join(t.TempDir(), "ipvs-proxy")
 	cmd := exec.Command("go", "build", "-trimpath", "-o", bin, "github.com/ipvs-proxy/ipvs-proxy/cmd/ipvs-proxy")
 	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")

@@ -44,7 +44,13 @@ type Metrics struct {
 	Syncs *prometheus.CounterVec
 	// LastSync is the Unix time of the last successful sync.
 	LastSync prometheus.Gauge
+	// DriftRepairs counts kernel state changed by others and put back, by
+	// kind (DriftKinds).
+	DriftRepairs *prometheus.CounterVec
 }
+
+// DriftKinds are the kind labels of DriftRepairs.
+var DriftKinds = []string{"virtual_server", "address", "ipset_entry", "ipset", "iptables_table"}
 
 // New creates the metrics on a fresh registry, with Go and process metrics.
 func New() *Metrics {
@@ -95,14 +101,21 @@ func New() *Metrics {
 			Namespace: namespace, Name: "last_sync_timestamp_seconds",
 			Help: "Unix time of the last sync that applied everything.",
 		}),
+		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Namespace: namespace, Name: "drift_repairs_total",
+			Help: "Kernel state changed outside the proxy and repaired, by kind: virtual servers deleted, added or edited; kube-ipvs0 addresses added or removed; ipset entries; ipsets destroyed; iptables tables whose chains or jumps were edited.",
+		}, []string{"kind"}),
 	}
 	m.Registry.MustRegister(
 		collectors.NewGoCollector(),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 		m.SyncDuration, m.NetworkProgrammingLatency, m.PendingChanges,
 		m.VirtualServers, m.RealServers, m.Addresses, m.Refusals,
-		m.ApplyErrors, m.Syncs, m.LastSync,
+		m.ApplyErrors, m.Syncs, m.LastSync, m.DriftRepairs,
 	)
+	for _, k := range DriftKinds {
+		m.DriftRepairs.WithLabelValues(k)
+	}
 	for _, mode := range []string{ModeFull, ModePartial} {
 		m.ApplyErrors.WithLabelValues(mode)
 		m.Syncs.WithLabelValues(mode)

@@ -571,6 +571,26 @@ func tamperTokens(webIP string) []string {
 	return []string{webIP + ":80", "198.51.100.2", "KUBE-SERVICES", "KUBE-CLUSTER-IP"}
 }
 
+// driftRepairs reads ipvs_proxy_drift_repairs_total by kind from a
+// /metrics text.
+func driftRepairs(metrics string) map[string]float64 {
+	out := map[string]float64{}
+	for _, line := range strings.Split(metrics, "\n") {
+		rest, ok := strings.CutPrefix(line, `ipvs_proxy_drift_repairs_total{kind="`)
+		if !ok {
+			continue
+		}
+		kind, val, ok := strings.Cut(rest, `"} `)
+		if !ok {
+			continue
+		}
+		if v, err := strconv.ParseFloat(strings.TrimSpace(val), 64); err == nil {
+			out[kind] = v
+		}
+	}
+	return out
+}
+
 // metrics reads the proxy's /metrics inside the node namespace.
 func (e *env) metrics() (string, error) {
 	var out []byte
@@ -697,16 +717,23 @@ func TestChaosGuest(t *testing.T) {
 		if bad != "" {
 			findings = append(findings, fmt.Sprintf("tamper %q: %s", tm.name, bad))
 		}
-		// Issue 7 asks that each repair be named in a log line and a
-		// metric: report whether the proxy's log after the tamper names
-		// the tampered object, and whether /metrics has a repair counter.
+		// Each repair is named in a log line (the tampered object) and
+		// counted in ipvs_proxy_drift_repairs_total.
 		after, _ := os.ReadFile(p.log)
 		named := bytes.Contains(after[min(len(before), len(after)):], []byte(tamperTokens(webIP)[i]))
+		if !named {
+			findings = append(findings, fmt.Sprintf("tamper %q: no log line after it names %s", tm.name, tamperTokens(webIP)[i]))
+		}
 		tamperTimes = append(tamperTimes, fmt.Sprintf("%s: repaired in %v; named in the log after it: %v", tm.name, d.Round(10*time.Millisecond), named))
 	}
 	metrics, err := e.metrics()
-	repairMetric := err == nil && (strings.Contains(metrics, "repair") || strings.Contains(metrics, "drift"))
-	tamperTimes = append(tamperTimes, fmt.Sprintf("a repair or drift metric on /metrics: %v (%v)", repairMetric, err))
+	drift := driftRepairs(metrics)
+	tamperTimes = append(tamperTimes, fmt.Sprintf("ipvs_proxy_drift_repairs_total after the tampers: %v (%v)", drift, err))
+	for _, kind := range []string{"virtual_server", "address", "ipset_entry", "iptables_table"} {
+		if drift[kind] < 1 {
+			findings = append(findings, fmt.Sprintf("ipvs_proxy_drift_repairs_total{kind=%q} is %v after its tamper, want at least 1", kind, drift[kind]))
+		}
+	}
 	p.kill(t)
 
 	var b bytes.Buffer
