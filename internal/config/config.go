@@ -108,7 +108,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "Remove what the proxy created (virtual servers, kube-ipvs0, chains, ipsets) and exit.")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "host:port of the /healthz and /livez server; empty disables it.")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
-	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline.")
+	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn, error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
 }
