@@ -22,7 +22,9 @@ func TestMemoryAndGoroutinesReturnToBaseline(t *testing.T) {
 	}
 	h := newHarness(t, 0)
 	vip := func(i int) string { return netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}).String() }
-	ep := func(i, j int) string { return netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)&0xf0 | byte(j)}).String() }
+	ep := func(i, j int) string {
+		return netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)&0xf0 | byte(j)}).String()
+	}
 	for i := range 2000 {
 		h.src.set(fmt.Sprintf("steady%04d", i), vip(i), time.Time{}, ep(i, 1), ep(i, 2))
 	}
