@@ -183,34 +183,63 @@ func comparePrefix(a, b netip.Prefix) int {
 
 func isHost(p netip.Prefix) bool { return p.IsValid() && p.Bits() == p.Addr().BitLen() }
 
-// Unbind removes from the device every address that is not desired, is not
-// a host prefix, or that the guard refuses — also a protected address put
-// there by hand. Run it before the virtual servers of removed VIPs are
-// deleted, so that a VIP never stays local without its virtual server.
-func (m *Manager) Unbind(desired []netip.Prefix) *Result {
+// Unwanted is an address on the device that Unbind would remove, and why.
+type Unwanted struct {
+	Prefix netip.Prefix
+	// Why is "not desired", or "REASON: detail" for a protected address.
+	Why string
+}
+
+// Unwanted lists, without changing anything, what Unbind(desired) would
+// remove: every address on the device (as last dumped, updated by the
+// manager's own changes) that is not desired, is not a host prefix, or that
+// the guard refuses — also a protected address put there by hand.
+func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 	want := make(map[netip.Prefix]bool, len(desired))
 	for _, p := range desired {
 		want[p] = true
 	}
-	res := &Result{}
+	var out []Unwanted
 	for _, p := range m.Current() {
 		why := "not desired"
 		remove := !want[p] || !isHost(p)
 		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
 			remove, why = true, string(reason)+": "+msg
 		}
-		if !remove {
+		if remove {
+			out = append(out, Unwanted{Prefix: p, Why: why})
+		}
+	}
+	return out
+}
+
+// Unbind removes from the device everything Unwanted(desired) lists. Run it
+// before the virtual servers of removed VIPs are deleted, so that a VIP
+// never stays local without its virtual server.
+func (m *Manager) Unbind(desired []netip.Prefix) *Result {
+	return m.Remove(m.Unwanted(desired))
+}
+
+// Remove unbinds the given addresses (`ip addr del ADDR dev kube-ipvs0`),
+// logging each with its reason.
+func (m *Manager) Remove(unwanted []Unwanted) *Result {
+	res := &Result{}
+	for _, u := range unwanted {
+		if err := m.link.DelAddr(u.Prefix); err != nil {
+			res.Failures = append(res.Failures, Failure{Prefix: u.Prefix, Op: "unbind", Err: err})
 			continue
 		}
-		if err := m.link.DelAddr(p); err != nil {
-			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "unbind", Err: err})
-			continue
-		}
-		delete(m.cur, p)
+		delete(m.cur, u.Prefix)
 		res.Unbound++
-		m.log.Info("unbound address", zap.String("device", Device), zap.Stringer("address", p), zap.String("why", why))
+		m.log.Info("unbound address", zap.String("device", Device), zap.Stringer("address", u.Prefix), zap.String("why", u.Why))
 	}
 	return res
+}
+
+// Bound reports whether a is on the device as a host prefix (/32, /128),
+// as far as the manager knows (the last dump and its own changes).
+func (m *Manager) Bound(a netip.Addr) bool {
+	return a.IsValid() && m.cur[netip.PrefixFrom(a, a.BitLen())]
 }
 
 // Bind adds every desired address the device lacks, asking the guard about

@@ -87,6 +87,11 @@ func TestParseKeyInvertsString(t *testing.T) {
 	}
 }
 
+// cover is the Coverage of addresses bound on kube-ipvs0 and nodeIP.
+func cover(bound ...netip.Addr) Coverage {
+	return Coverage{NodeAddrs: []netip.Addr{nodeIP}, Bound: func(a netip.Addr) bool { return slices.Contains(bound, a) }}
+}
+
 // memJournal is a Journal in memory that can be made to fail.
 type memJournal struct {
 	addrs []netip.Addr
@@ -125,11 +130,11 @@ func TestJournalAdoptsL4NodeAddressAfterRestart(t *testing.T) {
 		clusterIP := vs("default/nginx:http", model.TCP, vip, 80, ep1)
 		desired := []VirtualServer{clusterIP, l4}
 		// The applier's order: record, change, settle.
-		if err := r.Record(desired, own(), nil); err != nil {
+		if err := r.Record(desired, cover(), nil); err != nil {
 			t.Fatal(err)
 		}
 		mustFull(t, r, desired, own(vip))
-		if err := r.Settle(own(vip)); err != nil {
+		if err := r.Settle(cover(vip)); err != nil {
 			t.Fatal(err)
 		}
 		if withJournal && (len(j.keys) != 1 || j.keys[0] != l4.Key || len(j.addrs) != 0) {
@@ -145,7 +150,7 @@ func TestJournalAdoptsL4NodeAddressAfterRestart(t *testing.T) {
 		if _, ok := ft.svc[manual.Key]; !ok {
 			t.Errorf("manual virtual server on the node address deleted")
 		}
-		if err := r2.Settle(own(vip)); err != nil {
+		if err := r2.Settle(cover(vip)); err != nil {
 			t.Fatal(err)
 		}
 		if withJournal && (len(j.keys) != 0 || len(j.addrs) != 0) {
@@ -163,14 +168,14 @@ func TestJournalAdoptsVirtualServersOfUnboundAddress(t *testing.T) {
 	r := NewReconciler(ft, Options{Journal: j})
 	web := vs("default/web:http", model.TCP, ext, 80, ep1)
 	mustFull(t, r, []VirtualServer{web}, own(ext))
-	if err := r.Settle(own(ext)); err != nil {
+	if err := r.Settle(cover(ext)); err != nil {
 		t.Fatal(err)
 	}
 	if len(j.keys)+len(j.addrs) != 0 || j.saves != 0 {
 		t.Fatalf("bound address journaled: %v %v (%d saves)", j.addrs, j.keys, j.saves)
 	}
 	// Next sync: the externalIP is gone. Record, unbind ... kill.
-	if err := r.Record(nil, own(), []netip.Addr{ext}); err != nil {
+	if err := r.Record(nil, cover(), []netip.Addr{ext}); err != nil {
 		t.Fatal(err)
 	}
 	if !slices.Equal(j.addrs, []netip.Addr{ext}) {
@@ -181,7 +186,7 @@ func TestJournalAdoptsVirtualServersOfUnboundAddress(t *testing.T) {
 	if res.ServicesDeleted != 1 || len(ft.svc) != 0 {
 		t.Errorf("virtual server of the unbound address not deleted:\n%s", ft)
 	}
-	if err := r2.Settle(own()); err != nil {
+	if err := r2.Settle(cover()); err != nil {
 		t.Fatal(err)
 	}
 	if len(j.keys)+len(j.addrs) != 0 {
@@ -196,19 +201,47 @@ func TestJournalSaveFailureRetried(t *testing.T) {
 	j := &memJournal{err: errors.New("read-only file system")}
 	r := NewReconciler(ft, Options{Journal: j})
 	l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
-	if err := r.Record([]VirtualServer{l4}, own(), nil); err == nil {
+	if err := r.Record([]VirtualServer{l4}, cover(), nil); err == nil {
 		t.Fatal("Record hid the journal's error")
 	}
 	mustFull(t, r, []VirtualServer{l4}, own())
 	j.err = nil
-	if err := r.Record([]VirtualServer{l4}, own(), nil); err != nil {
+	if err := r.Record([]VirtualServer{l4}, cover(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if j.saves != 1 || len(j.keys) != 1 {
 		t.Errorf("not retried: %d saves, %v", j.saves, j.keys)
 	}
 	// Nothing new: no write.
-	if err := r.Record([]VirtualServer{l4}, own(), nil); err != nil || j.saves != 1 {
+	if err := r.Record([]VirtualServer{l4}, cover(), nil); err != nil || j.saves != 1 {
 		t.Errorf("rewrote an unchanged journal: %d saves, %v", j.saves, err)
+	}
+}
+
+// An address unbound in a partial sync of other services (it became
+// protected): its virtual servers stay, now unrecognisable, so Settle turns
+// the journaled address into their keys although this sync touched none.
+func TestJournalKeepsUntouchedServersOfUnboundAddress(t *testing.T) {
+	ext := netip.MustParseAddr("203.0.113.106")
+	ft := NewFakeTable()
+	j := &memJournal{}
+	r := NewReconciler(ft, Options{Journal: j})
+	web := vs("default/web:http", model.TCP, ext, 80, ep1)
+	db := vs("default/db:sql", model.TCP, vip, 3306, ep2)
+	mustFull(t, r, []VirtualServer{web, db}, own(ext, vip))
+	if err := r.Settle(cover(ext, vip)); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Record([]VirtualServer{web, db}, cover(vip), []netip.Addr{ext}, "default/db"); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := r.Partial([]VirtualServer{web, db}, "default/db"); err != nil {
+		t.Fatal(err)
+	}
+	if err := r.Settle(cover(vip)); err != nil {
+		t.Fatal(err)
+	}
+	if len(j.addrs) != 0 || !slices.Equal(j.keys, []Key{web.Key}) {
+		t.Errorf("journal %v %v, want only %v", j.addrs, j.keys, web.Key)
 	}
 }

@@ -178,6 +178,11 @@ type Reconciler struct {
 	// journalSaved is false while the journal on disk may differ from
 	// journal (a failed Save is retried by the next Record or Settle).
 	journalSaved bool
+	// touched are the keys created, adopted or deleted (or failed to be)
+	// since the last Settle; settleAll asks Settle to look at the whole
+	// mirror (after a Full).
+	touched   map[Key]bool
+	settleAll bool
 }
 
 type ownershipRecord struct {
@@ -202,7 +207,7 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 		opts.Log = zap.NewNop()
 	}
 	return &Reconciler{t: t, opts: opts, log: opts.Log, mirror: make(map[Key]*mirrorVS), grace: make(map[graceKey]time.Time),
-		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}}
+		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}, touched: make(map[Key]bool)}
 }
 
 // loadJournal reads Options.Journal once. An unreadable journal is logged
@@ -233,6 +238,25 @@ func (r *Reconciler) loadJournal() {
 	}
 }
 
+// Coverage is what kernel state shows to be the proxy's at one moment: the
+// addresses bound on kube-ipvs0 and the node's addresses (NodePort-range
+// ports on them). The journal keeps what it does not cover.
+type Coverage struct {
+	// Bound reports whether an address is bound on kube-ipvs0 (for Record:
+	// bound now and staying bound through the sync). nil: none is.
+	Bound func(netip.Addr) bool
+	// NodeAddrs are the node's own addresses.
+	NodeAddrs []netip.Addr
+}
+
+// covers is the kernel-state rule of Ownership for one key.
+func (r *Reconciler) covers(c Coverage, k Key) bool {
+	if c.Bound != nil && c.Bound(k.Address) {
+		return true
+	}
+	return r.opts.NodePortRange.Contains(k.Port) && slices.Contains(c.NodeAddrs, k.Address)
+}
+
 // ruleOwns is the kernel-state part of Ownership: bound on kube-ipvs0, or a
 // NodePort-range port on a node address.
 func (r *Reconciler) ruleOwns(k Key, bound, node map[netip.Addr]bool) bool {
@@ -250,13 +274,12 @@ func addrSet(addrs []netip.Addr) map[netip.Addr]bool {
 // Record journals, before a sync changes anything, what the kernel will
 // not show to be ours while the sync runs: the desired virtual servers (of
 // the changed services; every one when changed is empty) that during does
-// not cover — during.BoundAddrs must be the addresses bound now that stay
-// bound — and the addresses in leaving, about to be unbound. It writes the
-// journal only when something new was added; the error is the journal's,
-// and the sync may go on without it.
-func (r *Reconciler) Record(desired []VirtualServer, during Ownership, leaving []netip.Addr, changed ...string) error {
+// not cover, and the addresses in leaving, about to be unbound. It writes
+// the journal only when something new was added; the error is the
+// journal's, and the sync may go on without it. Cost: one pass over the
+// desired virtual servers, as Partial itself.
+func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []netip.Addr, changed ...string) error {
 	r.loadJournal()
-	bound, node := addrSet(during.BoundAddrs), addrSet(during.NodeAddrs)
 	match := func(string) bool { return true }
 	if len(changed) > 0 {
 		match = changedMatcher(changed)
@@ -264,7 +287,7 @@ func (r *Reconciler) Record(desired []VirtualServer, during Ownership, leaving [
 	added := false
 	for i := range desired {
 		vs := &desired[i]
-		if r.excluded(vs.Address) || !match(vs.Service) || r.ruleOwns(vs.Key, bound, node) || r.journal.owns(vs.Key) {
+		if !match(vs.Service) || r.journal.owns(vs.Key) || r.excluded(vs.Address) || r.covers(during, vs.Key) {
 			continue
 		}
 		r.journal.keys[vs.Key] = true
@@ -283,21 +306,36 @@ func (r *Reconciler) Record(desired []VirtualServer, during Ownership, leaving [
 }
 
 // Settle prunes the journal after a sync to the owned (mirrored) virtual
-// servers that after — the addresses bound on kube-ipvs0 now, the node
-// addresses — does not cover, and writes it if that changed anything.
-func (r *Reconciler) Settle(after Ownership) error {
+// servers that after does not cover, and writes it if that changed
+// anything. It looks only at the journal's entries and the virtual servers
+// this sync created, adopted or deleted (the whole mirror after a Full, or
+// when an address was journaled), so a partial sync pays for what it
+// changed.
+func (r *Reconciler) Settle(after Coverage) error {
 	r.loadJournal()
-	bound, node := addrSet(after.BoundAddrs), addrSet(after.NodeAddrs)
-	next := ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}
-	for k := range r.mirror {
-		if !r.ruleOwns(k, bound, node) {
-			next.keys[k] = true
+	candidates := r.touched
+	if r.settleAll || len(r.journal.addrs) > 0 {
+		candidates = make(map[Key]bool, len(r.mirror))
+		for k := range r.mirror {
+			candidates[k] = true
 		}
 	}
-	if r.journalSaved && len(r.journal.addrs) == 0 && maps.Equal(next.keys, r.journal.keys) {
+	r.touched, r.settleAll = make(map[Key]bool), false
+	next := make(map[Key]bool, len(r.journal.keys))
+	for k := range r.journal.keys {
+		if !candidates[k] {
+			candidates[k] = true
+		}
+	}
+	for k := range candidates {
+		if r.mirror[k] != nil && !r.covers(after, k) {
+			next[k] = true
+		}
+	}
+	if r.journalSaved && len(r.journal.addrs) == 0 && maps.Equal(next, r.journal.keys) {
 		return nil
 	}
-	r.journal = next
+	r.journal = ownershipRecord{addrs: map[netip.Addr]bool{}, keys: next}
 	return r.saveJournal()
 }
 
@@ -399,6 +437,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		r.deleteVS(k, res)
 	}
 	r.synced = true
+	r.settleAll = true
 	r.processGrace(start, res)
 	r.logResult("full", res)
 	return res, nil
@@ -558,6 +597,7 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 		vs.RealServers = nil
 		m = &mirrorVS{vs: vs}
 		r.mirror[d.Key] = m
+		r.touched[d.Key] = true
 	} else if !sameService(m.vs, *d) {
 		if err := r.t.UpdateService(*d); err != nil {
 			if !errors.Is(err, ErrNotFound) {
@@ -659,6 +699,7 @@ func (r *Reconciler) deleteRS(m *mirrorVS, i int, res *Result) bool {
 
 func (r *Reconciler) deleteVS(k Key, res *Result) {
 	m := r.mirror[k]
+	r.touched[k] = true
 	err := r.t.DelService(k)
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		res.fail(m.service, k, err)

@@ -24,6 +24,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -97,9 +98,18 @@ type Result struct {
 	RulesErr error
 	// Drift is what this sync found changed by others, and repaired.
 	Drift Drift
+	// Took is how long each phase of the sync took.
+	Took Timings
 	// Failed maps "namespace/name:port" to why that service is not fully
 	// programmed; "" collects failures that belong to no service.
 	Failed map[string][]error
+}
+
+// Timings are the durations of a sync's phases, in their order.
+type Timings struct {
+	// Dump is the kube-ipvs0 address dump; Journal the ownership
+	// journal's Record and Settle; Unbind, IPVS, Rules and Bind the phases.
+	Dump, Journal, Unbind, IPVS, Rules, Bind time.Duration
 }
 
 // Err joins every failure, or is nil. Guard refusals are not failures.
@@ -182,10 +192,7 @@ func (a *Applier) settle(res *Result, always bool) {
 	if !always && res.IPVS.Changes() == 0 && res.Bind.Bound == 0 && res.Unbind.Unbound == 0 && len(res.Failed) == 0 {
 		return
 	}
-	after := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
-	for _, p := range a.addrs.Current() {
-		after.BoundAddrs = append(after.BoundAddrs, p.Addr())
-	}
+	after := ipvs.Coverage{NodeAddrs: a.nodeAddrs, Bound: a.addrs.Bound}
 	if err := a.ipvs.Settle(after); err != nil {
 		a.log.Warn("ownership journal not written", zap.Error(err))
 	}
@@ -200,11 +207,18 @@ func (a *Applier) Partial(st *planner.State, changed ...string) (*Result, error)
 
 func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result, error) {
 	res := &Result{}
+	mark := time.Now()
+	lap := func(d *time.Duration) {
+		now := time.Now()
+		*d += now.Sub(mark)
+		mark = now
+	}
 	bound, err := a.addrs.Dump()
 	if err != nil {
 		return nil, err
 	}
 	res.Drift.Addresses = a.addrs.Drift()
+	lap(&res.Took.Dump)
 	// Who asked for each address, to attribute address failures and to
 	// know when an address is ready to bind. Built on first use: a partial
 	// sync that binds nothing and fails nothing never needs it.
@@ -233,29 +247,27 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	}
 
 	// Journal what kube-ipvs0 will not show to be ours while this sync
-	// runs, before the first change.
-	desiredAddr := make(map[netip.Addr]bool, len(st.Addresses))
-	for _, p := range st.Addresses {
-		desiredAddr[p.Addr()] = true
+	// runs, before the first change: the addresses about to be unbound, and
+	// desired virtual servers on addresses not bound through the sync.
+	unwanted := a.addrs.Unwanted(st.Addresses)
+	leaving := make(map[netip.Addr]bool, len(unwanted))
+	leavingList := make([]netip.Addr, 0, len(unwanted))
+	for _, u := range unwanted {
+		leaving[u.Prefix.Addr()] = true
+		leavingList = append(leavingList, u.Prefix.Addr())
 	}
-	during := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
-	var leaving []netip.Addr
-	for _, p := range bound {
-		if desiredAddr[p.Addr()] {
-			during.BoundAddrs = append(during.BoundAddrs, p.Addr())
-		} else {
-			leaving = append(leaving, p.Addr())
-		}
-	}
+	during := ipvs.Coverage{NodeAddrs: a.nodeAddrs, Bound: func(addr netip.Addr) bool { return a.addrs.Bound(addr) && !leaving[addr] }}
 	var recordFor []string
 	if !full {
 		recordFor = changed
 	}
-	if err := a.ipvs.Record(st.VirtualServers, during, leaving, recordFor...); err != nil {
+	if err := a.ipvs.Record(st.VirtualServers, during, leavingList, recordFor...); err != nil {
 		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
+	lap(&res.Took.Journal)
 
-	res.Unbind = a.addrs.Unbind(st.Addresses)
+	res.Unbind = a.addrs.Remove(unwanted)
+	lap(&res.Took.Unbind)
 	for _, f := range res.Unbind.Failures {
 		for _, s := range servicesOf(f.Prefix.Addr()) {
 			res.add(s, f)
@@ -284,6 +296,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 		res.add(f.Service, f)
 	}
 	res.Drift.VirtualServers = res.IPVS.Drift
+	lap(&res.Took.IPVS)
 
 	if a.rules != nil {
 		apply := a.rules.Apply
@@ -298,6 +311,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 			res.Drift.Drift = dr.LastDrift()
 		}
 	}
+	lap(&res.Took.Rules)
 
 	ready := func(addr netip.Addr) bool {
 		for _, vs := range byAddr(addr) {
@@ -313,14 +327,18 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 			res.add(s, f)
 		}
 	}
+	lap(&res.Took.Bind)
 	a.settle(res, full)
+	lap(&res.Took.Journal)
 	mode := "partial"
 	if full {
 		mode = "full"
 	}
 	fields := []zap.Field{zap.String("mode", mode), zap.Int("ipvsChanges", res.IPVS.Changes()),
 		zap.Int("bound", res.Bind.Bound), zap.Int("unbound", res.Unbind.Unbound),
-		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Strings("failedServices", res.FailedServices())}
+		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Strings("failedServices", res.FailedServices()),
+		zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
+		zap.Duration("ipvsTook", res.Took.IPVS), zap.Duration("rulesTook", res.Took.Rules), zap.Duration("bindTook", res.Took.Bind)}
 	if err := res.Err(); err != nil {
 		a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)
 	} else {

@@ -245,6 +245,7 @@ func BenchmarkKernelSync(b *testing.B) {
 				return err
 			}
 			start = time.Now()
+			var took Timings
 			for i := range *benchPartials {
 				want := &st2
 				if i%2 == 1 {
@@ -260,8 +261,18 @@ func BenchmarkKernelSync(b *testing.B) {
 				if res.IPVS.Changes() == 0 {
 					return fmt.Errorf("partial sync %d changed nothing", i)
 				}
+				t := res.Took
+				took.Dump += t.Dump
+				took.Journal += t.Journal
+				took.Unbind += t.Unbind
+				took.IPVS += t.IPVS
+				took.Rules += t.Rules
+				took.Bind += t.Bind
 			}
 			sum.partial += progress("applier Partial (mean)", time.Since(start)/time.Duration(*benchPartials))
+			n := time.Duration(*benchPartials)
+			fmt.Fprintf(os.Stderr, "BenchmarkKernelSync: partial phases (mean): dump %v, journal %v, unbind %v, ipvs %v, rules %v, bind %v\n",
+				took.Dump/n, took.Journal/n, took.Unbind/n, took.IPVS/n, took.Rules/n, took.Bind/n)
 			return nil
 		})
 		node.Close()

@@ -107,7 +107,11 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 			}
 			// Keeps in the journal only what could not be deleted.
-			if err := r.Settle(own); err != nil {
+			bound := map[netip.Addr]bool{}
+			for _, p := range node.Bound {
+				bound[p.Addr()] = true
+			}
+			if err := r.Settle(ipvs.Coverage{NodeAddrs: own.NodeAddrs, Bound: func(a netip.Addr) bool { return bound[a] }}); err != nil {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 			}
 		}
