@@ -57,6 +57,7 @@ fuzz-short:
 SOAK_SERVICES  ?= 1000
 SOAK_DURATION  ?= 60s
 SOAK_SEED      ?= 1
+SOAK_FULL_EVERY ?= 10
 RELIABILITY_DIR ?= $(CURDIR)/.cache/reliability
 VMRUN          ?= $(GO) run ./internal/vmtest/cmd/vmrun
 
@@ -65,10 +66,18 @@ soak:
 	bash scripts/install-deps.sh
 	@mkdir -p $(RELIABILITY_DIR)
 	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/soak.test ./soak
-	$(VMRUN) -timeout 90m -env SOAK_SERVICES=$(SOAK_SERVICES) -env SOAK_DURATION=$(SOAK_DURATION) -env SOAK_SEED=$(SOAK_SEED) \
+	$(VMRUN) -fail-on-skip -timeout 90m -env SOAK_SERVICES=$(SOAK_SERVICES) -env SOAK_DURATION=$(SOAK_DURATION) -env SOAK_SEED=$(SOAK_SEED) \
+		-env SOAK_FULL_EVERY=$(SOAK_FULL_EVERY) \
 		-- $(RELIABILITY_DIR)/soak.test -test.v -test.timeout 85m
 
 reliability: soak
+
+# The short soak of `make test`: 200 services churned for 30 s with a full
+# resync every second sync, the same invariants and traffic checks.
+.PHONY: soak-short
+soak-short:
+	@$(MAKE) --no-print-directory soak SOAK_SERVICES=200 SOAK_DURATION=30s SOAK_FULL_EVERY=2
+TEST_TARGETS += soak-short
 
 # --- chaos (test/e2e/chaos: API server on the host, proxy in the VM) ---
 # make chaos                    3 kills, then the four tampers
