@@ -1,8 +1,10 @@
 // Package ipvs owns the node's IPVS table: it plans the virtual servers a
 // service needs (pure) and reconciles the kernel to them through
 // github.com/moby/ipvs. It deletes only virtual servers it owns — those on
-// addresses it binds on kube-ipvs0 and NodePort servers on node addresses —
-// and never touches foreign ones (keepalived, kube-vip) or excluded CIDRs.
+// addresses it binds on kube-ipvs0, NodePort servers on node addresses, and
+// what its ownership journal (--state-dir/ipvs-owned, the one file it
+// writes) records — and never touches foreign ones (keepalived, kube-vip)
+// or excluded CIDRs.
 package ipvs
 
 import (
