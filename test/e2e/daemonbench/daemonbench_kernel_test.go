@@ -1,0 +1,585 @@
+//go:build kernel
+
+package daemonbench
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"math"
+	"net"
+	"net/http"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/ipvs"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+)
+
+const (
+	metricsAddr = "127.0.0.1:10249"
+	// syncPeriod is long enough that no periodic full sync runs during the
+	// benchmark: every sync after the first is a partial one.
+	syncPeriod = 3 * time.Hour
+	// pollEvery is the netlink polling interval of the latency loop.
+	pollEvery = 10 * time.Millisecond
+)
+
+func mustEnv(t *testing.T, key string) string {
+	t.Helper()
+	v := os.Getenv(key)
+	if v == "" {
+		t.Fatalf("%s is not set: TestDaemonBenchGuest runs in the VM under TestDaemonBench (see the package doc)", key)
+	}
+	return v
+}
+
+// startRelay listens on 127.0.0.1:PORT in the node namespace and pipes
+// every connection to target (the API server as the VM sees it).
+func startRelay(t *testing.T, node *ktest.Node, target string) {
+	t.Helper()
+	_, port, err := net.SplitHostPort(target)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ln net.Listener
+	if err := node.Do(func() error {
+		var err error
+		ln, err = net.Listen("tcp", "127.0.0.1:"+port)
+		return err
+	}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { ln.Close() })
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			go func() {
+				defer c.Close()
+				u, err := net.DialTimeout("tcp", target, 10*time.Second)
+				if err != nil {
+					return
+				}
+				defer u.Close()
+				go func() { _, _ = io.Copy(u, c); _ = u.(*net.TCPConn).CloseWrite() }()
+				_, _ = io.Copy(c, u)
+			}()
+		}
+	}()
+}
+
+// proxy is the `ipvs-proxy run` process in the node namespace, with its
+// JSON log read as it grows.
+type proxy struct {
+	cmd     *exec.Cmd
+	start   time.Time
+	logPath string
+	done    chan error
+	off     int64
+	partial []byte
+	records []map[string]any
+}
+
+func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) *proxy {
+	t.Helper()
+	dir := t.TempDir()
+	p := &proxy{logPath: filepath.Join(dir, "proxy.log"), done: make(chan error, 1)}
+	f, err := os.Create(p.logPath)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// `ip netns exec` execs the proxy without forking: the PID is the proxy's.
+	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
+		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
+		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metricsAddr,
+		"--state-dir", filepath.Join(dir, "state"), "--log-level", "debug", "--log-format", "json")
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	p.start = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait(); f.Close() }()
+	t.Cleanup(func() {
+		if p.cmd.ProcessState == nil {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(p.logPath)
+			lines := strings.Split(string(b), "\n")
+			if len(lines) > 60 {
+				lines = lines[len(lines)-60:]
+			}
+			t.Logf("proxy log (tail):\n%s", strings.Join(lines, "\n"))
+		}
+	})
+	return p
+}
+
+func (p *proxy) alive() bool {
+	select {
+	case err := <-p.done:
+		p.done <- err
+		return false
+	default:
+		return true
+	}
+}
+
+// scan reads the log lines written since the last call and returns their
+// records (non-JSON lines are skipped).
+func (p *proxy) scan() []map[string]any {
+	f, err := os.Open(p.logPath)
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	if _, err := f.Seek(p.off, io.SeekStart); err != nil {
+		return nil
+	}
+	b, _ := io.ReadAll(f)
+	p.off += int64(len(b))
+	p.partial = append(p.partial, b...)
+	var out []map[string]any
+	for {
+		i := bytes.IndexByte(p.partial, '\n')
+		if i < 0 {
+			break
+		}
+		line := p.partial[:i]
+		p.partial = p.partial[i+1:]
+		var r map[string]any
+		if json.Unmarshal(line, &r) == nil {
+			out = append(out, r)
+			p.records = append(p.records, r)
+		}
+	}
+	return out
+}
+
+func str(r map[string]any, k string) string { s, _ := r[k].(string); return s }
+
+func seconds(r map[string]any, k string) time.Duration {
+	f, _ := r[k].(float64)
+	return time.Duration(f * float64(time.Second))
+}
+
+// logTime is a record's "ts" (zap's ISO8601 encoder).
+func logTime(r map[string]any) time.Time {
+	ts, _ := time.Parse("2006-01-02T15:04:05.000Z0700", str(r, "ts"))
+	return ts
+}
+
+// waitRecord polls the log every interval until match returns true for a
+// record, and returns that record and when it was seen.
+func (p *proxy) waitRecord(t *testing.T, what string, timeout, interval time.Duration, match func(map[string]any) bool) (map[string]any, time.Time) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for {
+		for _, r := range p.scan() {
+			if str(r, "level") == "warn" || str(r, "level") == "error" {
+				t.Logf("proxy %s: %s %v", str(r, "level"), str(r, "msg"), r)
+			}
+			if match(r) {
+				return r, time.Now()
+			}
+		}
+		if !p.alive() {
+			t.Fatalf("proxy exited while waiting for %s: %v", what, <-p.done)
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(interval)
+	}
+}
+
+// status reads a "VmXXX:   N kB" field of /proc/PID/status in KiB.
+func status(t *testing.T, pid int, field string) int {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, field+":"); ok {
+			n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB"))
+			if err != nil {
+				t.Fatalf("%s: %q", field, l)
+			}
+			return n
+		}
+	}
+	t.Fatalf("no %s in /proc/%d/status", field, pid)
+	return 0
+}
+
+// httpGet fetches http://ADDR/PATH inside the node namespace.
+func httpGet(node *ktest.Node, addr, path string) (string, error) {
+	var body string
+	err := node.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		if resp.StatusCode != http.StatusOK {
+			return fmt.Errorf("GET %s: %s", path, resp.Status)
+		}
+		body = string(b)
+		return err
+	})
+	return body, err
+}
+
+// metric is the value of the sample named exactly name (labels included).
+func metric(text, name string) (float64, bool) {
+	for _, l := range strings.Split(text, "\n") {
+		if v, ok := strings.CutPrefix(l, name+" "); ok {
+			f, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+			return f, err == nil
+		}
+	}
+	return 0, false
+}
+
+// histQuantile is the upper bound of the bucket holding quantile q of a
+// Prometheus histogram in text form.
+func histQuantile(text, name string, q float64) string {
+	count, _ := metric(text, name+"_count")
+	if count == 0 {
+		return "n/a"
+	}
+	prefix := name + `_bucket{le="`
+	for _, l := range strings.Split(text, "\n") {
+		rest, ok := strings.CutPrefix(l, prefix)
+		if !ok {
+			continue
+		}
+		le, v, _ := strings.Cut(rest, `"} `)
+		n, _ := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if n >= math.Ceil(q*count) {
+			return "≤ " + le + " s"
+		}
+	}
+	return "?"
+}
+
+// quantile of sorted durations, nearest rank.
+func quantile(d []time.Duration, q float64) time.Duration {
+	i := int(math.Ceil(q*float64(len(d)))) - 1
+	return d[max(0, min(i, len(d)-1))]
+}
+
+func countIPVS(save string) (vs, rs int) {
+	for _, l := range strings.Split(save, "\n") {
+		switch {
+		case strings.HasPrefix(l, "-A "):
+			vs++
+		case strings.HasPrefix(l, "-a "):
+			rs++
+		}
+	}
+	return vs, rs
+}
+
+// addrBatch turns `ip -o addr show dev kube-ipvs0` into `ip -batch` input.
+func addrBatch(t *testing.T, out string) (string, int) {
+	t.Helper()
+	var b strings.Builder
+	n := 0
+	for _, l := range strings.Split(out, "\n") {
+		f := strings.Fields(l)
+		if len(f) < 4 {
+			continue
+		}
+		if f[2] != "inet" && f[2] != "inet6" {
+			t.Fatalf("unexpected address line %q", l)
+		}
+		fmt.Fprintf(&b, "address add %s dev kube-ipvs0\n", f[3])
+		n++
+	}
+	return b.String(), n
+}
+
+func timed(t *testing.T, what string, f func() error) time.Duration {
+	t.Helper()
+	start := time.Now()
+	if err := f(); err != nil {
+		t.Fatalf("%s: %v", what, err)
+	}
+	d := time.Since(start)
+	t.Logf("%s: %v", what, d.Round(time.Millisecond))
+	return d
+}
+
+func TestDaemonBenchGuest(t *testing.T) {
+	ctx := context.Background()
+	services := envInt(t, "DAEMONBENCH_SERVICES", 10000)
+	endpoints := envInt(t, "DAEMONBENCH_ENDPOINTS", 10)
+	changes := envInt(t, "DAEMONBENCH_CHANGES", 100)
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMONBENCH_KUBECONFIG_ADMIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminCfg.QPS, adminCfg.Burst = -1, 0
+	client := kubernetes.NewForConfigOrDie(adminCfg)
+	bin := mustEnv(t, "DAEMONBENCH_PROXY_BIN")
+	proxyKC := mustEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
+
+	node := ktest.NewNode(t)
+	// The client puts the node's LAN address (ktest.NodeIPv4) on eth0: the
+	// planner serves a family only when the node has an address of it.
+	node.AddClient(t, "cli")
+	for x := 0; x < realPods; x++ {
+		node.AddPod(t, fmt.Sprintf("pod-%d", x), podIP(x).String())
+	}
+	startRelay(t, node, strings.TrimPrefix(adminCfg.Host, "https://"))
+
+	// (1) The first full sync.
+	p := startProxy(t, node, bin, proxyKC)
+	pid := p.cmd.Process.Pid
+	cachesRec, _ := p.waitRecord(t, "the informer caches", 30*time.Minute, 200*time.Millisecond, func(r map[string]any) bool {
+		return strings.HasPrefix(str(r, "msg"), "informer caches synced")
+	})
+	// The proxy logs, so `ip netns exec` has exec'd it: the PID is its own.
+	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); !strings.HasPrefix(string(comm), "ipvs-proxy") {
+		t.Fatalf("PID %d is %q, not the proxy", pid, comm)
+	}
+	var appliedRec map[string]any
+	failed := 0
+	doneRec, doneSeen := p.waitRecord(t, "the first full sync", 60*time.Minute, 200*time.Millisecond, func(r map[string]any) bool {
+		switch str(r, "msg") {
+		case "sync applied":
+			if str(r, "mode") == "full" {
+				appliedRec = r
+			}
+		case "sync failed; retrying":
+			failed++
+		case "sync done":
+			return str(r, "mode") == "full"
+		}
+		return false
+	})
+	cachesAt := logTime(cachesRec).Sub(p.start)
+	fullAt := logTime(doneRec).Sub(p.start)
+	fullTook := seconds(doneRec, "took")
+	t.Logf("caches synced %v after start; first full sync done %v after start (seen %v), took %v; %d failed syncs before",
+		cachesAt, fullAt, doneSeen.Sub(p.start), fullTook, failed)
+	hwmAfterFull := status(t, pid, "VmHWM")
+
+	// What the proxy programmed: checked, and kept for the floor.
+	var ipvsSave, addrOut, setSave string
+	dumpIPVS := timed(t, "ipvsadm -S -n of the proxy's namespace", func() (err error) {
+		ipvsSave, err = node.Exec("ipvsadm", "-S", "-n")
+		return err
+	})
+	addrOut = node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
+	setSave = node.Run(t, "ipset", "save")
+	nVS, nRS := countIPVS(ipvsSave)
+	addrIn, nAddr := addrBatch(t, addrOut)
+	nSet := 0
+	for _, l := range strings.Split(setSave, "\n") {
+		if strings.HasPrefix(l, "add ") {
+			nSet++
+		}
+	}
+	t.Logf("kernel after the first full sync: %d virtual servers, %d real servers, %d kube-ipvs0 addresses, %d ipset entries",
+		nVS, nRS, nAddr, nSet)
+	// The API server's own "kubernetes" Service adds one virtual server
+	// (its endpoint is the host's address).
+	if nVS < services || nRS < services*endpoints || nAddr < services {
+		t.Fatalf("the first full sync did not program everything: %d virtual servers (want ≥ %d), %d real servers (want ≥ %d), %d addresses",
+			nVS, services, nRS, services*endpoints, nAddr)
+	}
+
+	// (3) Network programming latency, one EndpointSlice change at a time.
+	h, err := ipvs.New(node.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	var lat, syncTook, ipvsTook, bindTook, rulesTook []time.Duration
+	polls := 0
+	for k := 0; k < changes; k++ {
+		i := changedService(k, services)
+		svc, err := client.CoreV1().Services(benchNS).Get(ctx, serviceName(i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl, err := client.DiscoveryV1().EndpointSlices(benchNS).Get(ctx, sliceName(i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		vs := &ipvs.Service{AddressFamily: syscall.AF_INET, Protocol: syscall.IPPROTO_TCP,
+			Address: net.ParseIP(svc.Spec.ClusterIP), Port: servicePort}
+		want := changeIP(k)
+		sl.Endpoints[0].Addresses = []string{want.String()}
+		p.scan() // records so far are not this change's
+		w := time.Now()
+		if sl.Annotations == nil {
+			sl.Annotations = map[string]string{}
+		}
+		sl.Annotations[triggerAnnotation] = w.UTC().Format(time.RFC3339Nano)
+		if _, err := client.DiscoveryV1().EndpointSlices(benchNS).Update(ctx, sl, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := w.Add(5 * time.Minute)
+		for {
+			polls++
+			dests, err := h.GetDestinations(vs)
+			if err != nil {
+				t.Fatalf("change %d: GET_DEST %s: %v", k, svc.Spec.ClusterIP, err)
+			}
+			if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
+				a, _ := netip.AddrFromSlice(d.Address)
+				return a.Unmap() == want && d.Weight > 0
+			}) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("change %d: real server %s not in %s:%d after 5 minutes", k, want, svc.Spec.ClusterIP, servicePort)
+			}
+			time.Sleep(pollEvery)
+		}
+		lat = append(lat, time.Since(w))
+		// Let that sync finish before the next change.
+		var applied map[string]any
+		done, _ := p.waitRecord(t, fmt.Sprintf("change %d's sync", k), 5*time.Minute, 50*time.Millisecond, func(r map[string]any) bool {
+			if str(r, "msg") == "sync applied" {
+				applied = r
+			}
+			return str(r, "msg") == "sync done"
+		})
+		syncTook = append(syncTook, seconds(done, "took"))
+		if applied != nil {
+			ipvsTook = append(ipvsTook, seconds(applied, "ipvsTook"))
+			bindTook = append(bindTook, seconds(applied, "bindTook"))
+			rulesTook = append(rulesTook, seconds(applied, "rulesTook"))
+		}
+		if k%10 == 9 {
+			t.Logf("%d changes, last %v", k+1, lat[len(lat)-1].Round(time.Millisecond))
+		}
+	}
+	slices.Sort(lat)
+	for _, d := range [][]time.Duration{syncTook, ipvsTook, bindTook, rulesTook} {
+		slices.Sort(d)
+	}
+	metrics, err := httpGet(node, metricsAddr, "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	const npl = "ipvs_proxy_network_programming_duration_seconds"
+	nplCount, _ := metric(metrics, npl+"_count")
+	nplSum, _ := metric(metrics, npl+"_sum")
+	vsMetric, _ := metric(metrics, "ipvs_proxy_virtual_servers")
+	rsMetric, _ := metric(metrics, "ipvs_proxy_real_servers")
+	applyErrs, _ := metric(metrics, `ipvs_proxy_apply_errors_total{mode="full"}`)
+	applyErrsP, _ := metric(metrics, `ipvs_proxy_apply_errors_total{mode="partial"}`)
+	fullSyncs, _ := metric(metrics, `ipvs_proxy_syncs_total{mode="full"}`)
+
+	// (4) Peak RSS, then stop the proxy.
+	hwm := status(t, pid, "VmHWM")
+	rss := status(t, pid, "VmRSS")
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+	case <-time.After(2 * time.Minute):
+		t.Fatal("proxy did not exit after SIGTERM")
+	}
+
+	// (2) The floor: the same content in a fresh namespace. First empty
+	// the proxy's namespace (untimed): IPVS services of every namespace
+	// share one hash table, and the proxy started from an empty one.
+	timed(t, "ipvsadm -C and kube-ipvs0 removal in the proxy's namespace (untimed cleanup)", func() error {
+		if _, err := node.Exec("ipvsadm", "-C"); err != nil {
+			return err
+		}
+		_, err := node.Exec("ip", "link", "del", "kube-ipvs0")
+		return err
+	})
+	fresh := ktest.NewNode(t)
+	fresh.Run(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
+	floorIPVS := timed(t, "floor: ipvsadm -R", func() error { _, err := fresh.ExecInput(ipvsSave, "ipvsadm", "-R"); return err })
+	floorAddr := timed(t, "floor: ip -batch", func() error { _, err := fresh.ExecInput(addrIn, "ip", "-batch", "-"); return err })
+	floorSets := timed(t, "floor: ipset restore", func() error { _, err := fresh.ExecInput(setSave, "ipset", "restore"); return err })
+	floor := floorIPVS + floorAddr + floorSets
+	fh, err := ipvs.New(fresh.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	fsvcs, err := fh.GetServices()
+	fh.Close()
+	if err != nil || len(fsvcs) != nVS {
+		t.Errorf("floor namespace holds %d virtual servers (%v), want %d", len(fsvcs), err, nVS)
+	}
+
+	pct := func(d time.Duration) string { return fmt.Sprintf("%.2f %%", 100*d.Seconds()/fullTook.Seconds()) }
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "MISSED"
+	}
+	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
+	ms := func(d time.Duration) string { return d.Round(time.Millisecond).String() }
+	p50, p99, pmax := quantile(lat, 0.5), quantile(lat, 0.99), lat[len(lat)-1]
+	var rep strings.Builder
+	fmt.Fprintf(&rep, "DAEMONBENCH-REPORT-BEGIN\n")
+	fmt.Fprintf(&rep, "content: %d Services × %d endpoints (ClusterIP, TCP); kernel: %d virtual servers, %d real servers, %d kube-ipvs0 addresses, %d ipset entries (metrics: %.0f / %.0f)\n",
+		services, endpoints, nVS, nRS, nAddr, nSet, vsMetric, rsMetric)
+	fmt.Fprintf(&rep, "proxy start -> informer caches synced: %s\n", ms(cachesAt))
+	fmt.Fprintf(&rep, "proxy start -> first full sync done: %s (sync itself, plan + apply, \"took\": %s; ipvs %s, rules %s, bind %s, dump %s; %d failed syncs before; apply errors full/partial %.0f/%.0f; full syncs %.0f)\n",
+		ms(fullAt), ms(fullTook), ms(seconds(appliedRec, "ipvsTook")), ms(seconds(appliedRec, "rulesTook")), ms(seconds(appliedRec, "bindTook")),
+		ms(seconds(appliedRec, "dumpTook")), failed, applyErrs, applyErrsP, fullSyncs)
+	fmt.Fprintf(&rep, "ipvsadm -S -n of the converged namespace: %s\n", ms(dumpIPVS))
+	fmt.Fprintf(&rep, "floor (fresh namespace): ipvsadm -R %s + ip -batch %s + ipset restore %s = %s\n", ms(floorIPVS), ms(floorAddr), ms(floorSets), ms(floor))
+	fmt.Fprintf(&rep, "ratio full sync (took) / floor: %.2f; start -> done / floor: %.2f; target ≤ 1.5: %s\n",
+		fullTook.Seconds()/floor.Seconds(), fullAt.Seconds()/floor.Seconds(), verdict(fullTook.Seconds() <= 1.5*floor.Seconds()))
+	fmt.Fprintf(&rep, "ratio full sync (took) / (ipvsadm -R + ip -batch): %.2f\n", fullTook.Seconds()/(floorIPVS+floorAddr).Seconds())
+	fmt.Fprintf(&rep, "network programming latency, API write -> new real server in the kernel (netlink poll every %v), n=%d: p50 %s p99 %s max %s min %s\n",
+		pollEvery, len(lat), ms(p50), ms(p99), ms(pmax), ms(lat[0]))
+	fmt.Fprintf(&rep, "  as a share of the full sync (took): p50 %s, p99 %s; target < 1 %%: %s\n", pct(p50), pct(p99), verdict(p99.Seconds() < 0.01*fullTook.Seconds()))
+	if len(syncTook) > 0 && len(ipvsTook) > 0 {
+		fmt.Fprintf(&rep, "  partial syncs (proxy log), median: took %s, ipvs %s, rules %s, bind %s; max took %s\n",
+			ms(quantile(syncTook, 0.5)), ms(quantile(ipvsTook, 0.5)), ms(quantile(rulesTook, 0.5)), ms(quantile(bindTook, 0.5)), ms(syncTook[len(syncTook)-1]))
+	}
+	if nplCount > 0 {
+		fmt.Fprintf(&rep, "  proxy's %s: count %.0f, mean %s, p50 %s, p99 %s\n", npl, nplCount,
+			ms(time.Duration(nplSum/nplCount*float64(time.Second))), histQuantile(metrics, npl, 0.5), histQuantile(metrics, npl, 0.99))
+	}
+	fmt.Fprintf(&rep, "proxy peak RSS (VmHWM): %s (after the first full sync %s; VmRSS at the end %s); target < 150 MiB: %s\n",
+		mib(hwm), mib(hwmAfterFull), mib(rss), verdict(hwm < 150*1024))
+	fmt.Fprintf(&rep, "netlink polls: %d\nDAEMONBENCH-REPORT-END\n", polls)
+	// On stdout, not through t.Log, so the block is not indented.
+	fmt.Print(rep.String())
+}

@@ -1,0 +1,162 @@
+//go:build !kernel
+
+package daemonbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
+
+func goCmd(dir string, args ...string) error {
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		return fmt.Errorf("go %v: %w\n%s", args, err, out)
+	}
+	return nil
+}
+
+// createAll creates the namespace, the Nodes, and every Service with its
+// EndpointSlice, with workers concurrent clients.
+func createAll(ctx context.Context, c kubernetes.Interface, services, endpoints, workers int) error {
+	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
+		return err
+	}
+	for n := 1; n <= 1+otherNodes; n++ {
+		node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n" + strconv.Itoa(n)},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: nodeIP(n).String()}}}}
+		if _, err := c.CoreV1().Nodes().Create(ctx, node, metav1.CreateOptions{}); err != nil {
+			return err
+		}
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make([]error, workers)
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for {
+				i := int(next.Add(1) - 1)
+				if i >= services {
+					return
+				}
+				if _, err := c.CoreV1().Services(benchNS).Create(ctx, benchService(i), metav1.CreateOptions{}); err != nil {
+					errs[w] = fmt.Errorf("service %d: %w", i, err)
+					return
+				}
+				if _, err := c.DiscoveryV1().EndpointSlices(benchNS).Create(ctx, benchSlice(i, endpoints), metav1.CreateOptions{}); err != nil {
+					errs[w] = fmt.Errorf("endpointslice %d: %w", i, err)
+					return
+				}
+			}
+		}(w)
+	}
+	wg.Wait()
+	return errors.Join(errs...)
+}
+
+// TestDaemonBench creates the cluster on the host's API server and runs
+// TestDaemonBenchGuest in the VM against it (see the package doc). It runs
+// only with DAEMONBENCH=1: it takes tens of minutes.
+func TestDaemonBench(t *testing.T) {
+	if os.Getenv("DAEMONBENCH") != "1" {
+		t.Skip("the daemon benchmark runs only when asked: DAEMONBENCH=1 (or `make bench-daemon`); it takes tens of minutes")
+	}
+	services := envInt(t, "DAEMONBENCH_SERVICES", 10000)
+	endpoints := envInt(t, "DAEMONBENCH_ENDPOINTS", 10)
+	changes := envInt(t, "DAEMONBENCH_CHANGES", 100)
+	workers := envInt(t, "DAEMONBENCH_WORKERS", 16)
+	memMiB := envInt(t, "DAEMONBENCH_MEM", 4096)
+	guestTimeout := envDuration(t, "DAEMONBENCH_TIMEOUT", 80*time.Minute)
+	if services > 60000 {
+		t.Fatalf("DAEMONBENCH_SERVICES=%d: the Service CIDR is a /16", services)
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), guestTimeout+20*time.Minute)
+	defer cancel()
+	// deploy/base's DaemonSet is privileged: the server must allow it.
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--allow-privileged=true"}})
+
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	root := filepath.Join(wd, "..", "..", "..")
+	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "daemonbench.test")
+	// The builds run while the objects are created.
+	built := make(chan error, 1)
+	go func() {
+		if err := goCmd(root, "build", "-p", "2", "-o", proxyBin, "./cmd/ipvs-proxy"); err != nil {
+			built <- err
+			return
+		}
+		built <- goCmd(wd, "test", "-p", "2", "-vet=off", "-c", "-tags", "kernel", "-o", guestBin, ".")
+	}()
+
+	cfg := srv.Config()
+	cfg.QPS, cfg.Burst = -1, 0 // no client-side rate limit
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	client := kubernetes.NewForConfigOrDie(cfg)
+	start := time.Now()
+	if err := createAll(ctx, client, services, endpoints, workers); err != nil {
+		t.Fatal(err)
+	}
+	created := time.Since(start)
+	t.Logf("created %d Services and %d EndpointSlices (%d endpoints each) in %v with %d workers (%.0f objects/s)",
+		services, services, endpoints, created.Round(time.Millisecond), workers, float64(2*services)/created.Seconds())
+	if err := <-built; err != nil {
+		t.Fatal(err)
+	}
+
+	// The ServiceAccount's token lives an hour: ask for it last.
+	inst, err := deploy.Install(ctx, srv, deploy.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	guestKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
+	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WriteKubeconfig(proxyKC, inst.Config, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+
+	res, err := vmtest.Run(ctx, vmtest.Config{
+		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestDaemonBenchGuest$",
+			"-test.timeout", guestTimeout.String()}, Dir: wd}},
+		Env: []string{"DAEMONBENCH_KUBECONFIG_ADMIN=" + guestKC, "DAEMONBENCH_KUBECONFIG_PROXY=" + proxyKC,
+			"DAEMONBENCH_PROXY_BIN=" + proxyBin,
+			"DAEMONBENCH_SERVICES=" + strconv.Itoa(services), "DAEMONBENCH_ENDPOINTS=" + strconv.Itoa(endpoints),
+			"DAEMONBENCH_CHANGES=" + strconv.Itoa(changes)},
+		ForwardPort: srv.Port,
+		MemoryMiB:   memMiB,
+		Timeout:     guestTimeout + 5*time.Minute,
+		FailOnSkip:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+}
