@@ -48,7 +48,7 @@ func parseIPVSSave(out string) ([]ipvs.VirtualServer, error) {
 		if len(f) < 3 || (f[0] != "-A" && f[0] != "-a") {
 			return nil, bad("want -A or -a SERVICE ...")
 		}
-		key, err := parseService(f[1], f[2])
+		key, err := ipvs.ParseKey(f[1] + " " + f[2])
 		if err != nil {
 			return nil, bad(err.Error())
 		}
@@ -132,25 +132,6 @@ func parseIPVSSave(out string) ([]ipvs.VirtualServer, error) {
 		vss[i].RealServers = append(vss[i].RealServers, rs)
 	}
 	return vss, nil
-}
-
-func parseService(sw, addr string) (ipvs.Key, error) {
-	var p model.Protocol
-	switch sw {
-	case "-t":
-		p = model.TCP
-	case "-u":
-		p = model.UDP
-	case "--sctp-service":
-		p = model.SCTP
-	default:
-		return ipvs.Key{}, fmt.Errorf("service kind %s has no plan form", sw)
-	}
-	ap, err := netip.ParseAddrPort(addr)
-	if err != nil {
-		return ipvs.Key{}, err
-	}
-	return ipvs.Key{Protocol: p, Address: ap.Addr(), Port: ap.Port()}, nil
 }
 
 // parseSchedFlags is the inverse of ipvsadm's -b list.
