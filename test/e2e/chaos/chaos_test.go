@@ -56,6 +56,7 @@ func TestChaos(t *testing.T) {
 		goBuild(t, root, "build", "-o", proxyBin, "./cmd/ipvs-proxy")
 	}
 	if guestBin == "" {
+		guestBin = filepath.Join(dir, "chaos.test")
 		goBuild(t, wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
 	}
 
