@@ -331,6 +331,16 @@ func addrBatch(t *testing.T, out string) (string, int) {
 	return b.String(), n
 }
 
+// appliedParts is the sum of the applier's timed parts of a "sync applied"
+// record.
+func appliedParts(r map[string]any) time.Duration {
+	var d time.Duration
+	for _, k := range []string{"dumpTook", "journalTook", "unbindTook", "ipvsTook", "rulesTook", "bindTook"} {
+		d += seconds(r, k)
+	}
+	return d
+}
+
 func timed(t *testing.T, what string, f func() error) time.Duration {
 	t.Helper()
 	start := time.Now()
@@ -431,7 +441,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer h.Close()
-	var lat, syncTook, ipvsTook, bindTook, rulesTook []time.Duration
+	var lat, syncTook, ipvsTook, bindTook, rulesTook, dumpTook, journalTook, otherTook []time.Duration
 	polls := 0
 	for k := 0; k < changes; k++ {
 		i := changedService(k, services)
@@ -488,13 +498,16 @@ func TestDaemonBenchGuest(t *testing.T) {
 			ipvsTook = append(ipvsTook, seconds(applied, "ipvsTook"))
 			bindTook = append(bindTook, seconds(applied, "bindTook"))
 			rulesTook = append(rulesTook, seconds(applied, "rulesTook"))
+			dumpTook = append(dumpTook, seconds(applied, "dumpTook"))
+			journalTook = append(journalTook, seconds(applied, "journalTook"))
+			otherTook = append(otherTook, seconds(done, "took")-appliedParts(applied))
 		}
 		if k%10 == 9 {
 			t.Logf("%d changes, last %v", k+1, lat[len(lat)-1].Round(time.Millisecond))
 		}
 	}
 	slices.Sort(lat)
-	for _, d := range [][]time.Duration{syncTook, ipvsTook, bindTook, rulesTook} {
+	for _, d := range [][]time.Duration{syncTook, ipvsTook, bindTook, rulesTook, dumpTook, journalTook, otherTook} {
 		slices.Sort(d)
 	}
 	metrics, err := httpGet(node, metricsAddr, "/metrics")
@@ -509,6 +522,9 @@ func TestDaemonBenchGuest(t *testing.T) {
 	applyErrs, _ := metric(metrics, `ipvs_proxy_apply_errors_total{mode="full"}`)
 	applyErrsP, _ := metric(metrics, `ipvs_proxy_apply_errors_total{mode="partial"}`)
 	fullSyncs, _ := metric(metrics, `ipvs_proxy_syncs_total{mode="full"}`)
+	heapAlloc, _ := metric(metrics, "go_memstats_heap_alloc_bytes")
+	heapSys, _ := metric(metrics, "go_memstats_heap_sys_bytes")
+	nextGC, _ := metric(metrics, "go_memstats_next_gc_bytes")
 
 	// (4) Peak RSS, then stop the proxy.
 	hwm := status(t, pid, "VmHWM")
@@ -571,6 +587,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 	fmt.Fprintf(&rep, "proxy start -> first full sync done: %s (sync itself, plan + apply, \"took\": %s; ipvs %s, rules %s, bind %s, dump %s; %d failed syncs before; apply errors full/partial %.0f/%.0f; full syncs %.0f)\n",
 		ms(fullAt), ms(fullTook), ms(seconds(appliedRec, "ipvsTook")), ms(seconds(appliedRec, "rulesTook")), ms(seconds(appliedRec, "bindTook")),
 		ms(seconds(appliedRec, "dumpTook")), failed, applyErrs, applyErrsP, fullSyncs)
+	fmt.Fprintf(&rep, "  first full sync outside the applier's timed parts (model, plan, node addresses, health): %s\n", ms(fullTook-appliedParts(appliedRec)))
 	fmt.Fprintf(&rep, "ipvsadm -S -n of the converged namespace: %s\n", ms(dumpIPVS))
 	fmt.Fprintf(&rep, "floor (fresh namespace): ipvsadm -R %s + ip -batch %s + ipset restore %s + ip(6)tables-restore %s = %s\n",
 		ms(floorIPVS), ms(floorAddr), ms(floorSets), ms(floorRules), ms(floor))
@@ -584,8 +601,9 @@ func TestDaemonBenchGuest(t *testing.T) {
 		pollEvery, len(lat), ms(p50), ms(p99), ms(pmax), ms(lat[0]))
 	fmt.Fprintf(&rep, "  as a share of the full sync (took): p50 %s, p99 %s; target < 1 %%: %s\n", pct(p50), pct(p99), verdict(p99.Seconds() < 0.01*fullTook.Seconds()))
 	if len(syncTook) > 0 && len(ipvsTook) > 0 {
-		fmt.Fprintf(&rep, "  partial syncs (proxy log), median: took %s, ipvs %s, rules %s, bind %s; max took %s\n",
-			ms(quantile(syncTook, 0.5)), ms(quantile(ipvsTook, 0.5)), ms(quantile(rulesTook, 0.5)), ms(quantile(bindTook, 0.5)), ms(syncTook[len(syncTook)-1]))
+		fmt.Fprintf(&rep, "  partial syncs (proxy log), median: took %s, kube-ipvs0 dump %s, journal %s, ipvs %s, rules %s, bind %s, outside the applier (model, plan, node addresses) %s; max took %s\n",
+			ms(quantile(syncTook, 0.5)), ms(quantile(dumpTook, 0.5)), ms(quantile(journalTook, 0.5)), ms(quantile(ipvsTook, 0.5)),
+			ms(quantile(rulesTook, 0.5)), ms(quantile(bindTook, 0.5)), ms(quantile(otherTook, 0.5)), ms(syncTook[len(syncTook)-1]))
 	}
 	if nplCount > 0 {
 		fmt.Fprintf(&rep, "  proxy's %s: count %.0f, mean %s, p50 %s, p99 %s\n", npl, nplCount,
@@ -593,6 +611,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 	}
 	fmt.Fprintf(&rep, "proxy peak RSS (VmHWM): %s (after the first full sync %s; VmRSS at the end %s); target < 150 MiB: %s\n",
 		mib(hwm), mib(hwmAfterFull), mib(rss), verdict(hwm < 150*1024))
+	fmt.Fprintf(&rep, "  Go heap at the end: alloc %s, sys %s, next GC at %s\n", mib(int(heapAlloc/1024)), mib(int(heapSys/1024)), mib(int(nextGC/1024)))
 	fmt.Fprintf(&rep, "netlink polls: %d\nDAEMONBENCH-REPORT-END\n", polls)
 	// On stdout, not through t.Log, so the block is not indented.
 	fmt.Print(rep.String())
