@@ -3,7 +3,6 @@ package iptables
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"slices"
 	"sync"
 
@@ -102,14 +101,6 @@ func (a *Applier) Close() {
 	}
 }
 
-func (a *Applier) restores() int {
-	n := 0
-	for _, c := range a.chains {
-		n += c.restores
-	}
-	return n
-}
-
 func (a *Applier) chainsFor(family string) (*chainSyncer, error) {
 	if c := a.chains[family]; c != nil {
 		return c, nil
@@ -139,23 +130,20 @@ func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
 	if err := a.sets.full(sets); err != nil {
 		errs = append(errs, err)
 	}
+	// With the planned rules unchanged since the last chain sync, every
+	// rewrite repairs what others changed: name it, then count it.
 	samePlan := a.lastRules != nil && equalRulesets(a.lastRules, rules)
-	restores := a.restores()
-	for _, c := range a.chains {
-		c.rewrote = nil
+	for fam, c := range a.chains {
+		c.repairing = nil
+		if samePlan {
+			c.repairing = func(table string, chains []string) {
+				a.drift.Tables++
+				a.log.Info("repairing iptables chains changed outside the proxy", zap.String("family", fam), zap.String("table", table), zap.Strings("chains", chains))
+			}
+		}
 	}
 	if err := a.syncChains(rules); err != nil {
 		errs = append(errs, err)
-	}
-	if samePlan {
-		a.drift.Tables = a.restores() - restores
-		if a.drift.Tables > 0 {
-			for _, fam := range slices.Sorted(maps.Keys(a.chains)) {
-				if c := a.chains[fam]; len(c.rewrote) > 0 {
-					a.log.Info("repaired iptables chains changed outside the proxy", zap.String("family", fam), zap.Strings("chains", c.rewrote))
-				}
-			}
-		}
 	}
 	if err := a.sets.destroyStale(sets); err != nil {
 		errs = append(errs, err)

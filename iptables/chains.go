@@ -104,10 +104,11 @@ type chainSyncer struct {
 	// owned holds "table/chain" of every chain the proxy has planned since
 	// it started, so a chain dropped from the plan is still removed.
 	owned map[string]bool
-	// restores counts iptables-restore runs that changed something;
-	// rewrote names the "table/chain"s they rewrote.
-	restores int
-	rewrote  []string
+	// repairing, when set (a full sync whose planned rules did not change
+	// since the last one), is told before each iptables-restore which
+	// chains it rewrites: others changed them. It is called before the
+	// write, so the log names a repair before anyone can see it done.
+	repairing func(table string, chains []string)
 }
 
 func newChainSyncer(family string, r ruleRunner) *chainSyncer {
@@ -272,14 +273,17 @@ func (c *chainSyncer) syncTable(t Table) error {
 		return nil
 	}
 	script := "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"
+	if c.repairing != nil {
+		var names []string
+		for _, ch := range t.Chains {
+			if rewritten[ch.Name] {
+				names = append(names, ch.Name)
+			}
+		}
+		c.repairing(t.Name, append(names, stale...))
+	}
 	if err := c.r.Restore(script); err != nil {
 		return err
-	}
-	c.restores++
-	for _, ch := range t.Chains {
-		if rewritten[ch.Name] {
-			c.rewrote = append(c.rewrote, t.Name+"/"+ch.Name)
-		}
 	}
 	for _, n := range stale {
 		delete(c.owned, t.Name+"/"+n)
