@@ -68,7 +68,12 @@ func NewGuard(cfg GuardConfig) *Guard {
 		}
 	}
 	for a, n := range cfg.NodeAddrs {
-		if a.IsValid() {
+		if !a.IsValid() {
+			continue
+		}
+		// Keys that differ only in their zone name one address: the
+		// smallest node name wins, whatever the map's order.
+		if prev, ok := g.nodes[norm(a)]; !ok || n < prev {
 			g.nodes[norm(a)] = n
 		}
 	}
