@@ -26,9 +26,10 @@
 //     `ip -o addr show dev kube-ipvs0`;
 //     2. the kernel floor of exactly that content: what the proxy's
 //     namespace holds (`ipvsadm -S -n`, the kube-ipvs0 addresses,
-//     `ipset save`) replayed into a fresh node namespace by `ipvsadm -R`,
-//     `ip -batch -` (`address add ... dev kube-ipvs0`, dummy created
-//     untimed) and `ipset restore`, after the proxy's namespace was
+//     `ipset save`, `iptables-save`, `ip6tables-save`) replayed into a
+//     fresh node namespace by `ipvsadm -R`, `ip -batch -` (`address add
+//     ... dev kube-ipvs0`, dummy created untimed), `ipset restore` and
+//     `iptables-restore` + `ip6tables-restore`, after the proxy's namespace was
 //     emptied (`ipvsadm -C`, kube-ipvs0 deleted; the IPVS service hash is
 //     global to all namespaces);
 //     3. network programming latency over DAEMONBENCH_CHANGES single
