@@ -72,42 +72,6 @@ func mustEnv(t *testing.T, key string) string {
 	return v
 }
 
-// relay listens on 127.0.0.1:port inside the node namespace and pipes each
-// connection to the API server as the VM sees it (10.0.2.100:port).
-func relay(t *testing.T, node *ktest.Node, apiAddr string) {
-	_, port, err := net.SplitHostPort(apiAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ln net.Listener
-	if err := node.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", "127.0.0.1:"+port)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.DialTimeout("tcp", apiAddr, 10*time.Second)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { io.Copy(u, c); u.(*net.TCPConn).CloseWrite() }()
-				io.Copy(c, u)
-			}()
-		}
-	}()
-}
-
 // cluster writes and churns the API objects.
 type cluster struct {
 	t      *testing.T
@@ -629,7 +593,11 @@ func TestChaosGuest(t *testing.T) {
 	// The LAN client also gives the node its addresses (198.51.100.1 on the
 	// bridge eth0): without them the node has no family to plan.
 	lan := node.AddClient(t, "lan")
-	relay(t, node, apiAddr)
+	_, apiPort, err := net.SplitHostPort(apiAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Relay(t, "127.0.0.1:"+apiPort, apiAddr)
 
 	e := &env{t: t, node: node, bin: mustEnv(t, "CHAOS_PROXY_BIN"), kc: mustEnv(t, "CHAOS_KUBECONFIG_PROXY"), dir: t.TempDir()}
 	e.stateDir = filepath.Join(e.dir, "state")

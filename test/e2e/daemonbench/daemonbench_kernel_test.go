@@ -49,43 +49,6 @@ func mustEnv(t *testing.T, key string) string {
 	return v
 }
 
-// startRelay listens on 127.0.0.1:PORT in the node namespace and pipes
-// every connection to target (the API server as the VM sees it).
-func startRelay(t *testing.T, node *ktest.Node, target string) {
-	t.Helper()
-	_, port, err := net.SplitHostPort(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	var ln net.Listener
-	if err := node.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", "127.0.0.1:"+port)
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { ln.Close() })
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go func() {
-				defer c.Close()
-				u, err := net.DialTimeout("tcp", target, 10*time.Second)
-				if err != nil {
-					return
-				}
-				defer u.Close()
-				go func() { _, _ = io.Copy(u, c); _ = u.(*net.TCPConn).CloseWrite() }()
-				_, _ = io.Copy(c, u)
-			}()
-		}
-	}()
-}
-
 // proxy is the `ipvs-proxy run` process in the node namespace, with its
 // JSON log read as it grows.
 type proxy struct {
@@ -375,7 +338,12 @@ func TestDaemonBenchGuest(t *testing.T) {
 	for x := 0; x < realPods; x++ {
 		node.AddPod(t, fmt.Sprintf("pod-%d", x), podIP(x).String())
 	}
-	startRelay(t, node, strings.TrimPrefix(adminCfg.Host, "https://"))
+	apiTarget := strings.TrimPrefix(adminCfg.Host, "https://")
+	_, apiPort, err := net.SplitHostPort(apiTarget)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Relay(t, "127.0.0.1:"+apiPort, apiTarget)
 
 	// (1) The first full sync.
 	p := startProxy(t, node, bin, proxyKC)
