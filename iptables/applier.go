@@ -124,12 +124,10 @@ func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
-	a.drift = Drift{}
-	a.sets.drift = &a.drift
-	defer func() { a.sets.drift = nil }()
 	if err := a.sets.full(sets); err != nil {
 		errs = append(errs, err)
 	}
+	a.drift = a.sets.drift
 	// With the planned rules unchanged since the last chain sync, every
 	// rewrite repairs what others changed: name it, then count it.
 	samePlan := a.lastRules != nil && equalRulesets(a.lastRules, rules)

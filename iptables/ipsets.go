@@ -40,9 +40,9 @@ type setSyncer struct {
 	// fallbacks counts batches the kernel refused and that were retried
 	// entry by entry.
 	fallbacks int
-	// drift, during a full sync, counts what others changed since the
-	// mirror was last written.
-	drift *Drift
+	// drift is what the last full found changed by others since the
+	// mirror was last written (SetEntries and Sets).
+	drift Drift
 }
 
 func newSetSyncer(k setKernel, log *zap.Logger) *setSyncer {
@@ -53,6 +53,7 @@ func newSetSyncer(k setKernel, log *zap.Logger) *setSyncer {
 // one dump. Sets the plan does not name are not touched here (see
 // destroyStale). Errors are per set; the other sets are still synced.
 func (s *setSyncer) full(want []IPSet) error {
+	s.drift = Drift{}
 	have, err := s.k.ListAll()
 	if err != nil {
 		return err
@@ -61,7 +62,7 @@ func (s *setSyncer) full(want []IPSet) error {
 	for _, w := range want {
 		w.Entries = normalize(w.Type, w.Entries)
 		ks := have[w.Name]
-		if prev := s.mirror[w.Name]; prev != nil && s.drift != nil {
+		if prev := s.mirror[w.Name]; prev != nil {
 			switch {
 			case ks == nil || !compatible(ks, prev.spec):
 				s.drift.Sets++

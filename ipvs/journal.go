@@ -141,6 +141,9 @@ func (j *FileJournal) Save(addrs []netip.Addr, keys []Key) error {
 	return nil
 }
 
+// keyProtocols are the protocols a Key can name.
+var keyProtocols = []model.Protocol{model.TCP, model.UDP, model.SCTP}
+
 // ParseKey parses a key in Key.String's form: "-t 10.96.0.10:80",
 // "-u [fd00::a]:53", "--sctp-service 10.96.0.12:9".
 func ParseKey(s string) (Key, error) {
@@ -148,17 +151,12 @@ func ParseKey(s string) (Key, error) {
 	if !ok {
 		return Key{}, fmt.Errorf("virtual server %q: want PROTOCOL-FLAG ADDRESS:PORT", s)
 	}
-	var p model.Protocol
-	switch flag {
-	case "-t":
-		p = model.TCP
-	case "-u":
-		p = model.UDP
-	case "--sctp-service":
-		p = model.SCTP
-	default:
+	// The inverse of Key.String's protoFlag.
+	i := slices.IndexFunc(keyProtocols, func(p model.Protocol) bool { return protoFlag(p) == flag })
+	if i < 0 {
 		return Key{}, fmt.Errorf("virtual server %q: unknown protocol flag %q", s, flag)
 	}
+	p := keyProtocols[i]
 	ap, err := netip.ParseAddrPort(strings.TrimSpace(hp))
 	if err != nil {
 		return Key{}, fmt.Errorf("virtual server %q: %w", s, err)

@@ -257,10 +257,10 @@ func (r *Reconciler) covers(c Coverage, k Key) bool {
 	return r.opts.NodePortRange.Contains(k.Port) && slices.Contains(c.NodeAddrs, k.Address)
 }
 
-// ruleOwns is the kernel-state part of Ownership: bound on kube-ipvs0, or a
-// NodePort-range port on a node address.
-func (r *Reconciler) ruleOwns(k Key, bound, node map[netip.Addr]bool) bool {
-	return bound[k.Address] || (node[k.Address] && r.opts.NodePortRange.Contains(k.Port))
+// Coverage is the ownership rule's kernel-state part as a Coverage.
+func (o Ownership) Coverage() Coverage {
+	bound := addrSet(o.BoundAddrs)
+	return Coverage{Bound: func(a netip.Addr) bool { return bound[a] }, NodeAddrs: o.NodeAddrs}
 }
 
 func addrSet(addrs []netip.Addr) map[netip.Addr]bool {
@@ -321,12 +321,10 @@ func (r *Reconciler) Settle(after Coverage) error {
 		}
 	}
 	r.touched, r.settleAll = make(map[Key]bool), false
-	next := make(map[Key]bool, len(r.journal.keys))
 	for k := range r.journal.keys {
-		if !candidates[k] {
-			candidates[k] = true
-		}
+		candidates[k] = true
 	}
+	next := make(map[Key]bool, len(r.journal.keys))
 	for k := range candidates {
 		if r.mirror[k] != nil && !r.covers(after, k) {
 			next[k] = true
@@ -354,15 +352,6 @@ func (r *Reconciler) saveJournal() error {
 	return nil
 }
 
-// Journaled returns the recorded addresses and keys, sorted (for tests and
-// `plan`-style output).
-func (r *Reconciler) Journaled() ([]netip.Addr, []Key) {
-	r.loadJournal()
-	addrs := slices.SortedFunc(maps.Keys(r.journal.addrs), netip.Addr.Compare)
-	keys := slices.SortedFunc(maps.Keys(r.journal.keys), CompareKeys)
-	return addrs, keys
-}
-
 // ErrNotSynced is returned by Partial before the first Full.
 var ErrNotSynced = errors.New("ipvs reconciler: Partial before the first Full")
 
@@ -386,7 +375,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	bound, node := addrSet(own.BoundAddrs), addrSet(own.NodeAddrs)
+	cov := own.Coverage()
 	want := make(map[Key]*VirtualServer, len(desired))
 	for i := range desired {
 		want[desired[i].Key] = &desired[i]
@@ -403,7 +392,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		// (an L4-only server on a node address for a protected externalIP,
 		// outside the NodePort range; one whose address was unbound first).
 		p := prev[vs.Key]
-		owned := p != nil || r.journal.owns(vs.Key) || r.ruleOwns(vs.Key, bound, node)
+		owned := p != nil || r.journal.owns(vs.Key) || r.covers(cov, vs.Key)
 		if !owned && want[vs.Key] == nil {
 			continue
 		}

@@ -382,9 +382,10 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 			zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
 			zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
 		if l.Metrics != nil {
-			for i, n := range []int{d.VirtualServers, d.Addresses, d.SetEntries, d.Sets, d.Tables} {
-				l.Metrics.DriftRepairs.WithLabelValues(metrics.DriftKinds[i]).Add(float64(n))
-			}
+			l.Metrics.AddDriftRepairs(map[string]int{
+				metrics.DriftVirtualServer: d.VirtualServers, metrics.DriftAddress: d.Addresses,
+				metrics.DriftIPSetEntry: d.SetEntries, metrics.DriftIPSet: d.Sets, metrics.DriftIPTablesTable: d.Tables,
+			})
 		}
 	}
 	failed := map[string]bool{}

@@ -1,8 +1,11 @@
 package ktest
 
 import (
+	"bufio"
+	"fmt"
 	"io"
 	"net"
+	"net/http"
 	"testing"
 	"time"
 )
@@ -50,4 +53,30 @@ func pipe(c net.Conn, target string) {
 		}
 	}()
 	_, _ = io.Copy(c, u)
+}
+
+// HTTPGet fetches http://addr/path from inside the namespace (the socket is
+// created on the namespace's thread) and returns the status code and body.
+// timeout bounds the whole exchange.
+func (ns *NS) HTTPGet(addr, path string, timeout time.Duration) (code int, body string, err error) {
+	err = ns.Do(func() error {
+		c, err := net.DialTimeout("tcp", addr, timeout)
+		if err != nil {
+			return err
+		}
+		defer c.Close()
+		_ = c.SetDeadline(time.Now().Add(timeout))
+		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
+			return err
+		}
+		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		b, err := io.ReadAll(resp.Body)
+		code, body = resp.StatusCode, string(b)
+		return err
+	})
+	return code, body, err
 }

@@ -45,12 +45,25 @@ type Metrics struct {
 	// LastSync is the Unix time of the last successful sync.
 	LastSync prometheus.Gauge
 	// DriftRepairs counts kernel state changed by others and put back, by
-	// kind (DriftKinds).
+	// kind (the Drift* labels).
 	DriftRepairs *prometheus.CounterVec
 }
 
-// DriftKinds are the kind labels of DriftRepairs.
-var DriftKinds = []string{"virtual_server", "address", "ipset_entry", "ipset", "iptables_table"}
+// The kind labels of DriftRepairs.
+const (
+	DriftVirtualServer = "virtual_server"
+	DriftAddress       = "address"
+	DriftIPSetEntry    = "ipset_entry"
+	DriftIPSet         = "ipset"
+	DriftIPTablesTable = "iptables_table"
+)
+
+// AddDriftRepairs adds repairs by kind label.
+func (m *Metrics) AddDriftRepairs(byKind map[string]int) {
+	for kind, n := range byKind {
+		m.DriftRepairs.WithLabelValues(kind).Add(float64(n))
+	}
+}
 
 // New creates the metrics on a fresh registry, with Go and process metrics.
 func New() *Metrics {
@@ -113,7 +126,7 @@ func New() *Metrics {
 		m.VirtualServers, m.RealServers, m.Addresses, m.Refusals,
 		m.ApplyErrors, m.Syncs, m.LastSync, m.DriftRepairs,
 	)
-	for _, k := range DriftKinds {
+	for _, k := range []string{DriftVirtualServer, DriftAddress, DriftIPSetEntry, DriftIPSet, DriftIPTablesTable} {
 		m.DriftRepairs.WithLabelValues(k)
 	}
 	for _, mode := range []string{ModeFull, ModePartial} {

@@ -107,11 +107,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 			}
 			// Keeps in the journal only what could not be deleted.
-			bound := map[netip.Addr]bool{}
-			for _, p := range node.Bound {
-				bound[p.Addr()] = true
-			}
-			if err := r.Settle(ipvs.Coverage{NodeAddrs: own.NodeAddrs, Bound: func(a netip.Addr) bool { return bound[a] }}); err != nil {
+			if err := r.Settle(own.Coverage()); err != nil {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 			}
 		}

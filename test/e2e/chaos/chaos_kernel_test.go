@@ -7,7 +7,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -555,25 +554,6 @@ func driftRepairs(metrics string) map[string]float64 {
 	return out
 }
 
-// metrics reads the proxy's /metrics inside the node namespace.
-func (e *env) metrics() (string, error) {
-	var out []byte
-	err := e.node.Do(func() error {
-		c, err := net.DialTimeout("tcp", "127.0.0.1:10249", 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := io.WriteString(c, "GET /metrics HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n"); err != nil {
-			return err
-		}
-		out, err = io.ReadAll(c)
-		return err
-	})
-	return string(out), err
-}
-
 // TestChaosGuest is the VM half of TestChaos.
 func TestChaosGuest(t *testing.T) {
 	kills := envInt(t, "CHAOS_KILLS", 3)
@@ -694,7 +674,7 @@ func TestChaosGuest(t *testing.T) {
 		}
 		tamperTimes = append(tamperTimes, fmt.Sprintf("%s: repaired in %v; named in the log after it: %v", tm.name, d.Round(10*time.Millisecond), named))
 	}
-	metrics, err := e.metrics()
+	_, metrics, err := e.node.HTTPGet("127.0.0.1:10249", "/metrics", 10*time.Second)
 	drift := driftRepairs(metrics)
 	tamperTimes = append(tamperTimes, fmt.Sprintf("ipvs_proxy_drift_repairs_total after the tampers: %v (%v)", drift, err))
 	for _, kind := range []string{"virtual_server", "address", "ipset_entry", "iptables_table"} {

@@ -3,7 +3,6 @@
 package daemon
 
 import (
-	"bufio"
 	"context"
 	"fmt"
 	"io"
@@ -209,33 +208,6 @@ func tail(s string, n int) string {
 	return strings.Join(lines, "\n")
 }
 
-// httpGet fetches http://127.0.0.1:PORT/PATH inside the node namespace on
-// one socket (the socket is created on the namespace's thread).
-func httpGet(node *ktest.Node, addr, path string) (int, string, error) {
-	var code int
-	var body string
-	err := node.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(10 * time.Second))
-		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
-			return err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		code, body = resp.StatusCode, string(b)
-		return err
-	})
-	return code, body, err
-}
-
 // waitFor polls cond every interval until it holds or timeout passes, and
 // returns how long it took.
 func waitFor(t *testing.T, what string, timeout, interval time.Duration, cond func() bool) time.Duration {
@@ -369,12 +341,12 @@ func TestDaemonGuest(t *testing.T) {
 
 	// Health and metrics.
 	for _, path := range []string{"/healthz", "/livez"} {
-		code, body, err := httpGet(node, "127.0.0.1:10256", path)
+		code, body, err := node.HTTPGet("127.0.0.1:10256", path, 10*time.Second)
 		if err != nil || code != http.StatusOK {
 			t.Errorf("%s: %d %v %s", path, code, err, body)
 		}
 	}
-	code, metrics, err := httpGet(node, "127.0.0.1:10249", "/metrics")
+	code, metrics, err := node.HTTPGet("127.0.0.1:10249", "/metrics", 10*time.Second)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("/metrics: %d %v", code, err)
 	}

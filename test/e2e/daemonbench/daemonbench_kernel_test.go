@@ -3,7 +3,6 @@
 package daemonbench
 
 import (
-	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -196,31 +195,13 @@ func status(t *testing.T, pid int, field string) int {
 	return 0
 }
 
-// httpGet fetches http://ADDR/PATH inside the node namespace.
-func httpGet(node *ktest.Node, addr, path string) (string, error) {
-	var body string
-	err := node.Do(func() error {
-		c, err := net.DialTimeout("tcp", addr, 5*time.Second)
-		if err != nil {
-			return err
-		}
-		defer c.Close()
-		_ = c.SetDeadline(time.Now().Add(60 * time.Second))
-		if _, err := fmt.Fprintf(c, "GET %s HTTP/1.0\r\nHost: %s\r\n\r\n", path, addr); err != nil {
-			return err
-		}
-		resp, err := http.ReadResponse(bufio.NewReader(c), nil)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
-		b, err := io.ReadAll(resp.Body)
-		if resp.StatusCode != http.StatusOK {
-			return fmt.Errorf("GET %s: %s", path, resp.Status)
-		}
-		body = string(b)
-		return err
-	})
+// getOK is GET http://addr/path in the node namespace; any status but 200
+// is an error.
+func getOK(node *ktest.Node, addr, path string) (string, error) {
+	code, body, err := node.HTTPGet(addr, path, 60*time.Second)
+	if err == nil && code != http.StatusOK {
+		err = fmt.Errorf("GET %s: status %d", path, code)
+	}
 	return body, err
 }
 
@@ -478,7 +459,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 	for _, d := range [][]time.Duration{syncTook, ipvsTook, bindTook, rulesTook, dumpTook, journalTook, otherTook} {
 		slices.Sort(d)
 	}
-	metrics, err := httpGet(node, metricsAddr, "/metrics")
+	metrics, err := getOK(node, metricsAddr, "/metrics")
 	if err != nil {
 		t.Fatal(err)
 	}
