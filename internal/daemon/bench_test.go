@@ -6,13 +6,26 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
+// nopApplier applies nothing: the benchmark measures the loop's own work.
+type nopApplier struct{}
+
+func (nopApplier) Full(*planner.State, []netip.Addr) (*applier.Result, error) {
+	return &applier.Result{}, nil
+}
+
+func (nopApplier) Partial(*planner.State, ...string) (*applier.Result, error) {
+	return &applier.Result{}, nil
+}
+
 // BenchmarkPartialPlan is the user-space cost of one EndpointSlice change
-// with 10,000 services × 10 endpoints present: the incremental model
-// (one service converted again, the cluster assembled) and planner.Plan.
-// The kernel's share is the applier's (docs/benchmarks.md).
+// with 10,000 services × 10 endpoints present: the changed service read
+// from the source, planned again, and the state patched (the incremental
+// plan), as a partial sync does before the applier. The kernel's share is
+// the applier's (docs/benchmarks.md).
 //
 //	go test -run '^$' -bench BenchmarkPartialPlan -benchmem ./internal/daemon/
 func BenchmarkPartialPlan(b *testing.B) {
@@ -25,28 +38,21 @@ func BenchmarkPartialPlan(b *testing.B) {
 		src.set(fmt.Sprintf("s%05d", i), netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}).String(), time.Time{}, eps...)
 	}
 	src.TakeChanges()
-	l := &Loop{Source: src}
-	o := testOpts
-	l.cluster(true, nil)
-	for _, withPlan := range []bool{false, true} {
-		name := "model"
-		if withPlan {
-			name = "model+plan"
+	l := &Loop{Source: src, Applier: nopApplier{}, Options: testOpts}
+	l.defaults()
+	if _, _, err := l.apply(&SyncReport{Full: true}, nil); err != nil {
+		b.Fatal(err)
+	}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		src.set("s00042", "10.96.0.42", time.Time{}, "10.244.200.1", fmt.Sprintf("10.244.201.%d", i%250))
+		ch := src.TakeChanges()
+		st, _, err := l.apply(&SyncReport{}, ch.Services)
+		if err != nil || len(st.VirtualServers) != 10000 {
+			b.Fatalf("%v, %d virtual servers", err, len(st.VirtualServers))
 		}
-		b.Run(name, func(b *testing.B) {
-			for i := 0; i < b.N; i++ {
-				src.set("s00042", "10.96.0.42", time.Time{}, "10.244.200.1", fmt.Sprintf("10.244.201.%d", i%250))
-				ch := src.TakeChanges()
-				c := l.cluster(false, ch.Services)
-				if len(c.Services) != 10000 {
-					b.Fatalf("%d services", len(c.Services))
-				}
-				if withPlan {
-					if st := planner.Plan(c, o); len(st.VirtualServers) < 10000 {
-						b.Fatalf("%d virtual servers", len(st.VirtualServers))
-					}
-				}
-			}
-		})
 	}
 }

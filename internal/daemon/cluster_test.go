@@ -13,6 +13,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 func apiService(ns, name, vip string, externalIPs ...string) *corev1.Service {
@@ -36,10 +37,11 @@ func apiSlice(ns, svc, name string, addrs ...string) *discoveryv1.EndpointSlice 
 	return s
 }
 
-// TestIncrementalClusterEqualsConvert: the loop's per-service model, after
-// a full rebuild and after partial updates, equals the whole-cache
-// conversion `plan` uses (informers.Convert through Watcher.Cluster).
-func TestIncrementalClusterEqualsConvert(t *testing.T) {
+// TestIncrementalPlanEqualsPlan: the loop's plan, after a full sync and
+// after partial ones that update only the changed services, is exactly
+// what `plan` computes from the whole cache (planner.Plan of
+// informers.Convert through Watcher.Cluster).
+func TestIncrementalPlanEqualsPlan(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	client := fake.NewClientset(
@@ -57,7 +59,8 @@ func TestIncrementalClusterEqualsConvert(t *testing.T) {
 	if !w.WaitForCacheSync(ctx) {
 		t.Fatal("no cache sync")
 	}
-	l := &Loop{Source: w}
+	l := &Loop{Source: w, Applier: nopApplier{}, Options: testOpts}
+	l.defaults()
 	check := func(what string, full bool) {
 		t.Helper()
 		deadline := time.Now().Add(5 * time.Second)
@@ -66,12 +69,20 @@ func TestIncrementalClusterEqualsConvert(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // let the rest of a burst arrive
 		ch := w.TakeChanges()
-		got, want := l.cluster(full, ch.Services), w.Cluster()
-		if len(want.Services) == 0 {
+		rep := &SyncReport{Full: full}
+		got, _, err := l.apply(rep, ch.Services)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if rep.Full != full {
+			t.Fatalf("%s: full sync %v, want %v", what, rep.Full, full)
+		}
+		c := w.Cluster()
+		if len(c.Services) == 0 {
 			t.Fatalf("%s: empty cluster", what)
 		}
-		if !reflect.DeepEqual(got, want) {
-			t.Fatalf("%s: incremental model differs from Convert:\n got %+v\nwant %+v", what, got, want)
+		if want := planner.Plan(c, testOpts); !reflect.DeepEqual(*got, want) {
+			t.Fatalf("%s: incremental plan differs from Plan:\n got %+v\nwant %+v", what, *got, want)
 		}
 	}
 	check("full", true)

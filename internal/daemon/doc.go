@@ -4,8 +4,11 @@
 // The loop (Loop) applies nothing before the informer caches have synced;
 // then it runs one full sync (reads the kernel — `ipvsadm -S -n`, `ip addr
 // show dev kube-ipvs0`, `ipset list`, `iptables-save` — and repairs any
-// drift), a partial sync for each batch of changed services (only their
+// drift), a partial sync for each batch of changed services (only they are
+// converted and planned again, with planner.Incremental, and only their
 // virtual servers are touched), and another full sync every --sync-period.
+// A change of the node's own addresses or of any Node makes the next sync a
+// full one.
 // Changes are coalesced: with --min-sync-period 0 a change is applied at
 // once and whatever arrives during an apply is batched into the next one.
 // A failed apply is retried with exponential backoff; a failure outside a

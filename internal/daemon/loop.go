@@ -81,10 +81,10 @@ type Loop struct {
 	// Options are the planning options; NodeName and APIServerAddrs set,
 	// the Env fields are filled in at each sync.
 	Options planner.Options
-	// OnPlan, if set, is called with the options, cluster and state of
-	// every sync before it is applied (the address manager's guard follows
-	// the planner's through it).
-	OnPlan func(o *planner.Options, c *model.Cluster, st *planner.State)
+	// OnPlan, if set, is called with the options, nodes and state of every
+	// sync before it is applied (the address manager's guard follows the
+	// planner's through it).
+	OnPlan func(o *planner.Options, nodes []model.Node, st *planner.State)
 
 	// SyncPeriod is --sync-period (full resync); MinSyncPeriod is
 	// --min-sync-period (minimum time between two syncs).
@@ -112,19 +112,15 @@ type Loop struct {
 	needFull  bool
 	dirty     bool
 	stats     Stats
-	// services is the converted model per service key, updated for the
-	// changed services only (a full sync converts everything again).
-	services map[string]*converted
-	// order is the keys of services sorted by (namespace, name); nil when
-	// it must be rebuilt.
-	order []string
-}
-
-// converted is one Service's share of the cluster model.
-type converted struct {
-	ports     []model.ServicePort
-	endpoints map[model.ServicePortName][]model.Endpoint
-	refusals  []model.Refusal
+	// plan is the incremental plan: rebuilt from every cached service by a
+	// full sync or when the node's addresses changed, updated with the
+	// changed services only by a partial sync.
+	plan *planner.Incremental
+	// planned are the options plan was built with, nodes its nodes.
+	planned planner.Options
+	nodes   []model.Node
+	// health are the healthCheckNodePort servers each service asks for.
+	health map[string][]healthPort
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -261,7 +257,7 @@ func (l *Loop) syncOnce() {
 	}
 
 	rep := SyncReport{Full: full, Services: changes.Services}
-	st, res, err := l.apply(full, changes.Services)
+	st, res, err := l.apply(&rep, changes.Services)
 	rep.Duration = l.Clock.Since(start)
 	if err == nil {
 		err = res.Err()
@@ -270,28 +266,72 @@ func (l *Loop) syncOnce() {
 	l.finish(&rep, changes, st, res)
 }
 
-func (l *Loop) apply(full bool, changed []string) (*planner.State, *applier.Result, error) {
+// options are the planning options of this sync: l.Options with the
+// node's addresses and gateways read now.
+func (l *Loop) options() (planner.Options, error) {
 	o := l.Options
 	if l.Env != nil {
 		env, err := l.Env()
 		if err != nil {
-			return nil, nil, fmt.Errorf("read the node's addresses: %w", err)
+			return o, fmt.Errorf("read the node's addresses: %w", err)
 		}
 		o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
 	}
-	cluster := l.cluster(full, changed)
-	st := planner.Plan(cluster, o)
+	return o, nil
+}
+
+// sameNodeEnv reports whether two syncs' options saw the same node
+// addresses and gateways (the rest of the options never change).
+func sameNodeEnv(a, b *planner.Options) bool {
+	return slices.Equal(a.LocalAddrs, b.LocalAddrs) && slices.Equal(a.LocalPrefixes, b.LocalPrefixes) &&
+		slices.Equal(a.Gateways, b.Gateways)
+}
+
+// apply plans and applies. A full sync plans every service again, and so
+// does a partial one that finds the node's addresses changed: every
+// service's NodePorts and guard decisions may change with them, so it
+// becomes a full sync. A partial sync plans only the changed services.
+func (l *Loop) apply(rep *SyncReport, changed []string) (*planner.State, *applier.Result, error) {
+	o, err := l.options()
+	if err != nil {
+		return nil, nil, err
+	}
+	if !rep.Full && (l.plan == nil || !sameNodeEnv(&o, &l.planned)) {
+		if l.plan != nil {
+			l.Log.Info("the node's addresses changed; planning and applying everything")
+		}
+		rep.Full = true
+		l.needFull = false
+		l.nextFull = l.lastStart.Add(l.SyncPeriod)
+	}
+	if rep.Full {
+		var nodeRefusals []model.Refusal
+		l.nodes, nodeRefusals = l.Source.Nodes()
+		l.plan = planner.NewIncremental(o, l.nodes, nodeRefusals)
+		l.planned = o
+		l.health = map[string][]healthPort{}
+		changed = l.Source.ServiceKeys()
+	}
+	for _, k := range changed {
+		ports, eps, refusals := l.Source.Service(k)
+		l.plan.Update(k, ports, eps, refusals)
+		if hp := serviceHealth(ports, eps, o.NodeName); len(hp) > 0 {
+			l.health[k] = hp
+		} else {
+			delete(l.health, k)
+		}
+	}
+	st := l.plan.State()
 	if l.OnPlan != nil {
-		l.OnPlan(&o, &cluster, &st)
+		l.OnPlan(&o, l.nodes, &st)
 	}
 	if l.Services != nil {
-		for _, err := range l.Services.Sync(HealthCheckPorts(cluster, o.NodeName)) {
+		for _, err := range l.Services.Sync(mergeHealth(l.health)) {
 			l.Log.Warn("health check node port", zap.Error(err))
 		}
 	}
 	var res *applier.Result
-	var err error
-	if full {
+	if rep.Full {
 		res, err = l.Applier.Full(&st, o.LocalAddrs)
 	} else {
 		res, err = l.Applier.Partial(&st, changed...)
@@ -300,70 +340,6 @@ func (l *Loop) apply(full bool, changed []string) (*planner.State, *applier.Resu
 		return &st, nil, err
 	}
 	return &st, res, nil
-}
-
-// cluster is the model planned: every service converted again for a full
-// sync, only the changed ones for a partial sync. It equals
-// informers.Convert of the same cache.
-func (l *Loop) cluster(full bool, changed []string) model.Cluster {
-	keys := changed
-	if full || l.services == nil {
-		l.services = map[string]*converted{}
-		l.order = nil
-		keys = l.Source.ServiceKeys()
-	}
-	for _, k := range keys {
-		ports, eps, refusals := l.Source.Service(k)
-		_, had := l.services[k]
-		if len(ports) == 0 && len(refusals) == 0 {
-			if had {
-				delete(l.services, k)
-				l.order = nil
-			}
-			continue
-		}
-		// Convert's order: namespace, name, then port name.
-		slices.SortFunc(ports, func(a, b model.ServicePort) int { return cmp.Compare(a.Name.Port, b.Name.Port) })
-		l.services[k] = &converted{ports: ports, endpoints: eps, refusals: refusals}
-		if !had {
-			l.order = nil
-		}
-	}
-	if l.order == nil {
-		// Sorted by (namespace, name), which is not the order of the
-		// "namespace/name" strings ("a-b/x" < "a/z", but "a" < "a-b").
-		l.order = make([]string, 0, len(l.services))
-		for k := range l.services {
-			l.order = append(l.order, k)
-		}
-		slices.SortFunc(l.order, func(a, b string) int {
-			an, aname, _ := strings.Cut(a, "/")
-			bn, bname, _ := strings.Cut(b, "/")
-			if c := cmp.Compare(an, bn); c != 0 {
-				return c
-			}
-			return cmp.Compare(aname, bname)
-		})
-	}
-	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, len(l.services))}
-	n := 0
-	for _, e := range l.services {
-		n += len(e.ports)
-	}
-	c.Services = make([]model.ServicePort, 0, n)
-	for _, k := range l.order {
-		e := l.services[k]
-		c.Services = append(c.Services, e.ports...)
-		for pn, v := range e.endpoints {
-			c.Endpoints[pn] = v
-		}
-		c.Refusals = append(c.Refusals, e.refusals...)
-	}
-	var nodeRefusals []model.Refusal
-	c.Nodes, nodeRefusals = l.Source.Nodes()
-	c.Refusals = append(c.Refusals, nodeRefusals...)
-	informers.SortRefusals(c.Refusals)
-	return c
 }
 
 // finish records the outcome: retries, metrics, health, Events.
@@ -483,26 +459,57 @@ func serviceKey(s string) string {
 	return s
 }
 
-// HealthCheckPorts returns the healthCheckNodePort servers the cluster
-// needs on node: one per Service with externalTrafficPolicy: Local and a
-// health check node port, with its ready endpoints on this node.
-func HealthCheckPorts(c model.Cluster, node string) map[uint16]health.ServiceHealth {
-	out := map[uint16]health.ServiceHealth{}
-	local := map[uint16]map[netip.Addr]bool{}
-	for i := range c.Services {
-		sp := &c.Services[i]
+// healthPort is a healthCheckNodePort server one service port asks for.
+type healthPort struct {
+	port     uint16
+	svc      model.ServicePortName
+	localEPs []netip.Addr
+}
+
+// serviceHealth lists the healthCheckNodePort servers a service's ports
+// ask for on node: ports with externalTrafficPolicy: Local and a health
+// check node port, each with its ready endpoints on this node.
+func serviceHealth(ports []model.ServicePort, eps map[model.ServicePortName][]model.Endpoint, node string) []healthPort {
+	var out []healthPort
+	for i := range ports {
+		sp := &ports[i]
 		if !sp.ExternalPolicyLocal || sp.HealthCheckNodePort == 0 {
 			continue
 		}
-		p := sp.HealthCheckNodePort
-		if _, ok := out[p]; !ok {
-			out[p] = health.ServiceHealth{Namespace: sp.Name.Namespace, Name: sp.Name.Name}
-			local[p] = map[netip.Addr]bool{}
-		}
-		for _, ep := range c.Endpoints[sp.Name] {
+		hp := healthPort{port: sp.HealthCheckNodePort, svc: sp.Name}
+		for _, ep := range eps[sp.Name] {
 			if ep.Ready && ep.NodeName == node {
-				local[p][ep.Address] = true
+				hp.localEPs = append(hp.localEPs, ep.Address)
 			}
+		}
+		out = append(out, hp)
+	}
+	return out
+}
+
+// mergeHealth is the servers of every service: one per port, named after
+// the first service (by namespace, name) that asks for it, answering with
+// the distinct local endpoints of all that do.
+func mergeHealth(bySvc map[string][]healthPort) map[uint16]health.ServiceHealth {
+	var all []healthPort
+	for _, hps := range bySvc {
+		all = append(all, hps...)
+	}
+	slices.SortStableFunc(all, func(a, b healthPort) int {
+		if c := cmp.Compare(a.svc.Namespace, b.svc.Namespace); c != 0 {
+			return c
+		}
+		return cmp.Compare(a.svc.Name, b.svc.Name)
+	})
+	out := map[uint16]health.ServiceHealth{}
+	local := map[uint16]map[netip.Addr]bool{}
+	for _, hp := range all {
+		if _, ok := out[hp.port]; !ok {
+			out[hp.port] = health.ServiceHealth{Namespace: hp.svc.Namespace, Name: hp.svc.Name}
+			local[hp.port] = map[netip.Addr]bool{}
+		}
+		for _, a := range hp.localEPs {
+			local[hp.port][a] = true
 		}
 	}
 	for p, h := range out {
@@ -510,4 +517,16 @@ func HealthCheckPorts(c model.Cluster, node string) map[uint16]health.ServiceHea
 		out[p] = h
 	}
 	return out
+}
+
+// HealthCheckPorts returns the healthCheckNodePort servers the cluster
+// needs on node: one per Service with externalTrafficPolicy: Local and a
+// health check node port, with its ready endpoints on this node.
+func HealthCheckPorts(c model.Cluster, node string) map[uint16]health.ServiceHealth {
+	bySvc := map[string][]healthPort{}
+	for i := range c.Services {
+		k := c.Services[i].Name.ServiceKey()
+		bySvc[k] = append(bySvc[k], serviceHealth(c.Services[i:i+1], c.Endpoints, node)...)
+	}
+	return mergeHealth(bySvc)
 }

@@ -534,6 +534,41 @@ func TestNodeChangeIsFullSync(t *testing.T) {
 }
 
 // What a sync repaired behind the proxy's back is counted by kind.
+// TestNodeAddressChangeIsFullSync: a partial sync that finds the node's
+// own addresses changed plans and applies everything (NodePorts follow the
+// addresses), and the partial syncs after it plan only what changed.
+func TestNodeAddressChangeIsFullSync(t *testing.T) {
+	h := newHarness(t, 0)
+	var mu sync.Mutex
+	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
+	h.loop.Env = func() (Env, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		return Env{LocalAddrs: slices.Clone(local)}, nil
+	}
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.2")
+	if calls := h.waitCalls(2); calls[1] != "partial ns/a" {
+		t.Fatalf("calls %v", calls)
+	}
+	mu.Lock()
+	local = append(local, netip.MustParseAddr("192.168.0.2"))
+	mu.Unlock()
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.3")
+	if calls := h.waitCalls(3); calls[2] != "full" {
+		t.Fatalf("a sync after the node's addresses changed: calls %v, want full", calls)
+	}
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.4")
+	if calls := h.waitCalls(4); calls[3] != "partial ns/a" {
+		t.Fatalf("calls %v", calls)
+	}
+	if st := h.loop.Stats(); st.Full != 2 || st.Partial != 2 {
+		t.Errorf("stats %+v", st)
+	}
+}
+
 func TestDriftRepairsCounted(t *testing.T) {
 	h := newHarness(t, 0)
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")

@@ -137,3 +137,31 @@ func vmHWM() float64 {
 	}
 	return 0
 }
+
+// BenchmarkIncrementalUpdate is one EndpointSlice change with 10,000
+// services × 10 endpoints planned: one service's ports planned again and
+// the state patched (Update + State), what a partial sync plans. Reproduce:
+//
+//	go test -run '^$' -bench BenchmarkIncrementalUpdate -benchmem ./internal/planner/
+func BenchmarkIncrementalUpdate(b *testing.B) {
+	c, o := benchCluster(10000, 10)
+	inc := NewIncremental(o, c.Nodes, nil)
+	for i := range c.Services {
+		inc.Update(c.Services[i].Name.ServiceKey(), c.Services[i:i+1], c.Endpoints, nil)
+	}
+	inc.State()
+	sp := c.Services[4242]
+	eps := slices.Clone(c.Endpoints[sp.Name])
+	m := map[model.ServicePortName][]model.Endpoint{sp.Name: eps}
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		eps[0].Address = netip.AddrFrom4([4]byte{10, 250, byte(i >> 8), byte(i)})
+		inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, m, nil)
+		if st := inc.State(); len(st.VirtualServers) < 10000 {
+			b.Fatalf("%d virtual servers", len(st.VirtualServers))
+		}
+	}
+}

@@ -58,44 +58,41 @@ func (k vipKind) field() string {
 	return FieldExternalIPs
 }
 
-// candidate is one virtual server some service port asks for.
-type candidate struct {
-	key  ipvs.Key
-	svc  int32
-	kind vipKind
-	bind bool
-}
-
 // famEndpoints are one service port's endpoints of one family, categorised.
 type famEndpoints struct {
 	done bool
-	used bool
 	// cluster serves Cluster traffic policy, local serves Local policy.
 	cluster, local []ipvs.RealServer
 	// loop are the endpoints on this node among cluster and local: hairpin.
 	loop []ipvs.RealServer
 }
 
-type svcState struct {
-	name string
-	fam  [2]famEndpoints
-}
-
-type planner struct {
-	c        *model.Cluster
-	o        *Options
+// env is what planning every service port shares: the options and what the
+// nodes imply (the guard, this node's zone, the NodePort addresses, the
+// families planned, the rulesets). It is built once per (options, nodes)
+// and never changed.
+type env struct {
+	o        Options
 	sched    string
 	guard    *addrmgr.Guard
 	families [2]bool
 	npAddrs  []netip.Addr
 	zone     string
-	svcs     []svcState
-	cands    []candidate
-	refusals []model.Refusal
-	bound    []netip.Addr
-	sets     [2][][]iptables.Entry
-	setIdx   map[string]int
+	rulesets []iptables.Ruleset
+	// sets are the state's IPSets in name order: family and SetSpecs index.
+	sets []setRef
 }
+
+type setRef struct{ fam, spec uint8 }
+
+// setIndex maps an iptables.SetSpecs name to its index.
+var setIndex = func() map[string]uint8 {
+	m := make(map[string]uint8, len(iptables.SetSpecs))
+	for i, s := range iptables.SetSpecs {
+		m[s.Name] = uint8(i)
+	}
+	return m
+}()
 
 func famOf(a netip.Addr) int {
 	if a.Is4() {
@@ -118,26 +115,33 @@ func serviceAddr(a netip.Addr) bool {
 // sorted and the same input gives the same State. Nothing in c or o is
 // modified. It never panics on any input; what it cannot plan becomes a
 // Refusal. State.Refusals holds c.Refusals too, merged, sorted and without
-// duplicates.
+// duplicates. Plan is an Incremental fed every service at once.
 func Plan(c model.Cluster, o Options) State {
-	p := &planner{c: &c, o: &o}
-	p.init()
+	inc := NewIncremental(o, c.Nodes, c.Refusals)
+	byService := make(map[string][]*model.ServicePort, len(c.Services))
+	keys := make([]string, 0, len(c.Services))
 	for i := range c.Services {
-		p.service(i)
+		k := c.Services[i].Name.ServiceKey()
+		if _, ok := byService[k]; !ok {
+			keys = append(keys, k)
+		}
+		byService[k] = append(byService[k], &c.Services[i])
 	}
-	return p.finish()
+	for _, k := range keys {
+		inc.update(k, byService[k], c.Endpoints, nil)
+	}
+	return inc.State()
 }
 
-func (p *planner) init() {
-	o := p.o
-	p.sched = o.Scheduler
-	if p.sched == "" {
-		p.sched = ipvs.DefaultScheduler
+func newEnv(o Options, nodes []model.Node) *env {
+	e := &env{o: o, sched: o.Scheduler}
+	if e.sched == "" {
+		e.sched = ipvs.DefaultScheduler
 	}
-	p.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
+	e.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
 		LocalAddrs:     o.LocalAddrs,
 		LocalPrefixes:  o.LocalPrefixes,
-		NodeAddrs:      addrmgr.NodeAddresses(p.c.Nodes),
+		NodeAddrs:      addrmgr.NodeAddresses(nodes),
 		APIServers:     o.APIServerAddrs,
 		Gateways:       o.Gateways,
 		ProtectedCIDRs: o.ProtectedCIDRs,
@@ -145,7 +149,7 @@ func (p *planner) init() {
 	})
 	for _, a := range o.LocalAddrs {
 		if serviceAddr(a) {
-			p.families[famOf(a)] = true
+			e.families[famOf(a)] = true
 		}
 	}
 	for _, a := range o.LocalAddrs {
@@ -160,29 +164,58 @@ func (p *planner) init() {
 		} else if !containsAny(o.NodePortAddresses, a) {
 			continue
 		}
-		p.npAddrs = append(p.npAddrs, a)
-		p.families[famOf(a)] = true
+		e.npAddrs = append(e.npAddrs, a)
+		e.families[famOf(a)] = true
 	}
-	slices.SortFunc(p.npAddrs, netip.Addr.Compare)
-	p.npAddrs = slices.Compact(p.npAddrs)
-	for i := range p.c.Nodes {
-		if n := &p.c.Nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
-			p.zone = n.Labels[ZoneLabel]
+	slices.SortFunc(e.npAddrs, netip.Addr.Compare)
+	e.npAddrs = slices.Compact(e.npAddrs)
+	for i := range nodes {
+		if n := &nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
+			e.zone = n.Labels[ZoneLabel]
 			break
 		}
 	}
-	p.svcs = make([]svcState, len(p.c.Services))
-	p.cands = make([]candidate, 0, len(p.c.Services)*(1+len(p.npAddrs)))
-	p.refusals = append(make([]model.Refusal, 0, len(p.c.Refusals)+16), p.c.Refusals...)
-	p.setIdx = make(map[string]int, len(iptables.SetSpecs))
-	for i, s := range iptables.SetSpecs {
-		p.setIdx[s.Name] = i
-	}
-	for f := range p.sets {
-		if p.families[f] {
-			p.sets[f] = make([][]iptables.Entry, len(iptables.SetSpecs))
+	var names []string
+	for f := range e.families {
+		if !e.families[f] {
+			continue
 		}
+		fam := familyNames[f]
+		for si, spec := range iptables.SetSpecs {
+			e.sets = append(e.sets, setRef{fam: uint8(f), spec: uint8(si)})
+			names = append(names, iptables.SetName(spec.Name, fam))
+		}
+		cfg := iptables.RulesConfig{Family: fam, MasqueradeBit: o.MasqueradeBit, MasqueradeAll: o.MasqueradeAll}
+		if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+			cfg.MasqueradeBit = DefaultMasqueradeBit
+		}
+		for _, cidr := range o.ClusterCIDRs {
+			if cidr.IsValid() && famOf(cidr.Addr()) == f && !cidr.Addr().Is4In6() {
+				cfg.ClusterCIDR = cidr.Masked()
+				break
+			}
+		}
+		if len(o.NodePortAddresses) > 0 {
+			cfg.NodePortAddrs = []netip.Addr{}
+			for _, a := range e.npAddrs {
+				if famOf(a) == f {
+					cfg.NodePortAddrs = append(cfg.NodePortAddrs, a)
+				}
+			}
+		}
+		e.rulesets = append(e.rulesets, iptables.Rules(cfg))
 	}
+	order := make([]int, len(e.sets))
+	for i := range order {
+		order[i] = i
+	}
+	slices.SortFunc(order, func(a, b int) int { return strings.Compare(names[a], names[b]) })
+	sorted := make([]setRef, len(order))
+	for i, j := range order {
+		sorted[i] = e.sets[j]
+	}
+	e.sets = sorted
+	return e
 }
 
 func containsAny(ps []netip.Prefix, a netip.Addr) bool {
@@ -194,9 +227,73 @@ func containsAny(ps []netip.Prefix, a netip.Addr) bool {
 	return false
 }
 
-func (p *planner) refuse(i int, field, addr string, r model.Reason, msg string) {
-	p.refusals = append(p.refusals, model.Refusal{
-		Service: p.c.Services[i].Name.ServiceKey(),
+// claim is one virtual server a service port asks for, built as it is
+// programmed if the port wins it (see resolve).
+type claim struct {
+	port *portPlan
+	kind vipKind
+	bind bool
+	vs   ipvs.VirtualServer
+	// entries are the ipset entries the claim puts in the state while it
+	// wins, KUBE-IPVS-IPS's included when it binds.
+	entries []setEntry
+}
+
+// setEntry is an entry of the set SetSpecs[spec] of family fam.
+type setEntry struct {
+	fam, spec uint8
+	e         iptables.Entry
+}
+
+// portPlan is one service port's share of the state, whatever other
+// services ask for.
+type portPlan struct {
+	name model.ServicePortName
+	// label is "namespace/name:port", the Service of its virtual servers.
+	label string
+	// index is the port's position among its service's ports: the last
+	// tie-break between two claims of equal kind and name.
+	index    int
+	claims   []*claim
+	refusals []model.Refusal
+	// loop are the hairpin entries (KUBE-LOOP-BACK) of each family, in the
+	// state while the port wins a virtual server of that family; wins
+	// counts those.
+	loop [2][]setEntry
+	wins [2]int
+}
+
+// portPlanner plans one service port against the env.
+type portPlanner struct {
+	e   *env
+	sp  *model.ServicePort
+	eps []model.Endpoint
+	fam [2]famEndpoints
+	out *portPlan
+}
+
+// planPort plans service port sp with its endpoints; index is its position
+// among its service's ports.
+func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *portPlan {
+	n := &sp.Name
+	label := n.Namespace + "/" + n.Name
+	if n.Port != "" {
+		label += ":" + n.Port
+	}
+	p := &portPlanner{e: e, sp: sp, eps: eps, out: &portPlan{name: sp.Name, label: label, index: index}}
+	p.service()
+	for f := range p.fam {
+		for _, rs := range p.fam[f].loop {
+			p.out.loop[f] = p.add(p.out.loop[f], f, iptables.SetLoopBack,
+				iptables.Entry{IP: rs.Address, Protocol: sp.Protocol, Port: rs.Port, Net: iptables.HostPrefix(rs.Address)})
+		}
+	}
+	return p.out
+}
+
+func (p *portPlanner) refuse(field, addr string, r model.Reason, msg string) {
+	p.out.refusals = append(p.out.refusals, model.Refusal{
+		Service: p.sp.Name.ServiceKey(),
 		Field:   field,
 		Address: addr,
 		Reason:  r,
@@ -204,34 +301,34 @@ func (p *planner) refuse(i int, field, addr string, r model.Reason, msg string) 
 	})
 }
 
-// service collects the candidate virtual servers of service port i.
-func (p *planner) service(i int) {
-	sp := &p.c.Services[i]
+// service collects the claims of the service port.
+func (p *portPlanner) service() {
+	sp := p.sp
 	sched := sp.Scheduler
 	if sched == "" {
-		sched = p.sched
+		sched = p.e.sched
 	}
 	if !ipvs.KnownScheduler(sched) {
 		field := FieldScheduler
 		if sp.Scheduler == "" {
 			field = FieldSchedulerFlag
 		}
-		p.refuse(i, field, sched, model.ReasonUnknownScheduler,
+		p.refuse(field, sched, model.ReasonUnknownScheduler,
 			"not an IPVS scheduler this kernel ships ("+strings.Join(ipvs.Schedulers, " ")+"); port "+portLabel(sp)+" not planned")
 		return
 	}
 	switch sp.Protocol {
 	case model.TCP, model.UDP, model.SCTP:
 	default:
-		p.refuse(i, FieldProtocol, string(sp.Protocol), model.ReasonInvalidProtocol, "IPVS serves TCP, UDP and SCTP only; port "+portLabel(sp)+" not planned")
+		p.refuse(FieldProtocol, string(sp.Protocol), model.ReasonInvalidProtocol, "IPVS serves TCP, UDP and SCTP only; port "+portLabel(sp)+" not planned")
 		return
 	}
 	if sp.Port == 0 {
-		p.refuse(i, FieldPort, "0", model.ReasonInvalidPort, "port 0; port "+portLabel(sp)+" not planned")
+		p.refuse(FieldPort, "0", model.ReasonInvalidPort, "port 0; port "+portLabel(sp)+" not planned")
 		return
 	}
 	for _, a := range sp.ClusterIPs {
-		p.vip(i, a, sp.Port, kindClusterIP)
+		p.vip(a, sp.Port, kindClusterIP)
 	}
 	if sp.NodePort != 0 {
 		// NodePorts are served in the families the service has cluster IPs
@@ -245,23 +342,23 @@ func (p *planner) service(i int) {
 		if !svcFam[0] && !svcFam[1] {
 			svcFam = [2]bool{true, true}
 		}
-		for _, a := range p.npAddrs {
+		for _, a := range p.e.npAddrs {
 			if !svcFam[famOf(a)] {
 				continue
 			}
-			if containsAny(p.o.ExcludeCIDRs, a) {
-				p.refuse(i, FieldNodePort, a.String(), model.ReasonExcludedCIDR,
+			if containsAny(p.e.o.ExcludeCIDRs, a) {
+				p.refuse(FieldNodePort, a.String(), model.ReasonExcludedCIDR,
 					"node address inside --ipvs-exclude-cidrs; no NodePort virtual server on it")
 				continue
 			}
-			p.cands = append(p.cands, candidate{key: ipvs.Key{Protocol: sp.Protocol, Address: a, Port: sp.NodePort}, svc: int32(i), kind: kindNodePort})
+			p.claim(ipvs.Key{Protocol: sp.Protocol, Address: a, Port: sp.NodePort}, kindNodePort, false)
 		}
 	}
 	for _, a := range sp.ExternalIPs {
-		p.vip(i, a, sp.Port, kindExternalIP)
+		p.vip(a, sp.Port, kindExternalIP)
 	}
 	for _, a := range sp.LoadBalancerIPs {
-		p.vip(i, a, sp.Port, kindLoadBalancer)
+		p.vip(a, sp.Port, kindLoadBalancer)
 	}
 }
 
@@ -273,44 +370,45 @@ func portLabel(sp *model.ServicePort) string {
 }
 
 // vip checks one service address against the guard and the options and
-// records its candidate virtual server, or a refusal, or both.
-func (p *planner) vip(i int, a netip.Addr, port uint16, kind vipKind) {
+// records its claim, or a refusal, or both.
+func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 	field := kind.field()
 	if !a.IsValid() {
-		p.refuse(i, field, a.String(), model.ReasonInvalidAddress, "not an IP address; not planned")
+		p.refuse(field, a.String(), model.ReasonInvalidAddress, "not an IP address; not planned")
 		return
 	}
 	a = a.WithZone("")
-	if !a.Is4In6() && !p.families[famOf(a)] {
+	if !a.Is4In6() && !p.e.families[famOf(a)] {
 		fam := "IPv4"
 		if a.Is6() {
 			fam = "IPv6"
 		}
-		p.refuse(i, field, a.String(), model.ReasonUnsupportedFamily, "this node has no "+fam+" address; not planned")
+		p.refuse(field, a.String(), model.ReasonUnsupportedFamily, "this node has no "+fam+" address; not planned")
 		return
 	}
-	if containsAny(p.o.ExcludeCIDRs, a) {
-		p.refuse(i, field, a.String(), model.ReasonExcludedCIDR, "inside --ipvs-exclude-cidrs; no virtual server, no binding, no rule")
+	if containsAny(p.e.o.ExcludeCIDRs, a) {
+		p.refuse(field, a.String(), model.ReasonExcludedCIDR, "inside --ipvs-exclude-cidrs; no virtual server, no binding, no rule")
 		return
 	}
-	reason, detail, allowed := p.guard.Check(a)
+	key := ipvs.Key{Protocol: p.sp.Protocol, Address: a, Port: port}
+	reason, detail, allowed := p.e.guard.Check(a)
 	if allowed {
-		p.cands = append(p.cands, candidate{key: ipvs.Key{Protocol: p.c.Services[i].Protocol, Address: a, Port: port}, svc: int32(i), kind: kind, bind: true})
+		p.claim(key, kind, true)
 		return
 	}
 	external := kind == kindExternalIP || kind == kindLoadBalancer
-	_, isNode := p.guard.IsNodeAddress(a)
-	local := p.guard.IsLocal(a)
+	_, isNode := p.e.guard.IsNodeAddress(a)
+	local := p.e.guard.IsLocal(a)
 	switch {
 	case addrmgr.NeverVIP(reason):
-		p.refuse(i, field, a.String(), reason, detail+"; no virtual server, no binding, no rule")
-	case external && p.o.RefuseNodeExternalIPs && (isNode || local):
-		p.refuse(i, field, a.String(), reason, detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
+		p.refuse(field, a.String(), reason, detail+"; no virtual server, no binding, no rule")
+	case external && p.e.o.RefuseNodeExternalIPs && (isNode || local):
+		p.refuse(field, a.String(), reason, detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
 	case local:
-		p.refuse(i, field, a.String(), reason, detail+"; not bound on kube-ipvs0, served at L4 because it is a local address of this node")
-		p.cands = append(p.cands, candidate{key: ipvs.Key{Protocol: p.c.Services[i].Protocol, Address: a, Port: port}, svc: int32(i), kind: kind})
+		p.refuse(field, a.String(), reason, detail+"; not bound on kube-ipvs0, served at L4 because it is a local address of this node")
+		p.claim(key, kind, false)
 	default:
-		p.refuse(i, field, a.String(), reason, detail+"; not bound on kube-ipvs0 and not served by this node")
+		p.refuse(field, a.String(), reason, detail+"; not bound on kube-ipvs0 and not served by this node")
 	}
 }
 
@@ -322,99 +420,6 @@ func compareNames(a, b *model.ServicePortName) int {
 		return c
 	}
 	return strings.Compare(a.Port, b.Port)
-}
-
-func (p *planner) compareCands(a, b candidate) int {
-	if c := ipvs.CompareKeys(a.key, b.key); c != 0 {
-		return c
-	}
-	if a.kind != b.kind {
-		return int(a.kind) - int(b.kind)
-	}
-	if a.svc == b.svc {
-		return 0
-	}
-	if c := compareNames(&p.c.Services[a.svc].Name, &p.c.Services[b.svc].Name); c != 0 {
-		return c
-	}
-	return int(a.svc) - int(b.svc)
-}
-
-func (p *planner) finish() State {
-	slices.SortFunc(p.cands, p.compareCands)
-	vss := make([]ipvs.VirtualServer, 0, len(p.cands))
-	for j := 0; j < len(p.cands); {
-		win := p.cands[j]
-		k := j + 1
-		for ; k < len(p.cands) && p.cands[k].key == win.key; k++ {
-			lose := p.cands[k]
-			if lose.svc == win.svc {
-				continue
-			}
-			p.refuse(int(lose.svc), lose.kind.field(), lose.key.Address.String(), model.ReasonDuplicateVirtual,
-				string(lose.key.Protocol)+" "+ipvsAddrPort(lose.key)+" is already served by "+p.svcName(int(win.svc))+" ("+win.kind.field()+
-					"); a ClusterIP wins over a NodePort, a LoadBalancer IP and an externalIP, then the first service by name")
-		}
-		j = k
-		vss = append(vss, p.virtualServer(win))
-	}
-
-	st := State{VirtualServers: vss}
-	// kube-ipvs0 addresses and KUBE-IPVS-IPS.
-	slices.SortFunc(p.bound, netip.Addr.Compare)
-	p.bound = slices.Compact(p.bound)
-	st.Addresses = make([]netip.Prefix, len(p.bound))
-	for i, a := range p.bound {
-		st.Addresses[i] = iptables.HostPrefix(a)
-		p.add(famOf(a), iptables.SetIPVSIPs, iptables.Entry{IP: a})
-	}
-	// Loopback entries of every service port family in use.
-	for i := range p.svcs {
-		for f := range p.svcs[i].fam {
-			fe := &p.svcs[i].fam[f]
-			if !fe.used {
-				continue
-			}
-			proto := p.c.Services[i].Protocol
-			for _, rs := range fe.loop {
-				p.add(f, iptables.SetLoopBack, iptables.Entry{IP: rs.Address, Protocol: proto, Port: rs.Port, Net: iptables.HostPrefix(rs.Address)})
-			}
-		}
-	}
-	for f := range p.families {
-		if !p.families[f] {
-			continue
-		}
-		fam := familyNames[f]
-		sets := make([]iptables.IPSet, len(iptables.SetSpecs))
-		for si, spec := range iptables.SetSpecs {
-			sets[si] = iptables.IPSet{Name: iptables.SetName(spec.Name, fam), Type: spec.Type, Family: fam, Comment: spec.Comment,
-				Entries: iptables.SortEntries(p.sets[f][si])}
-		}
-		st.IPSets = append(st.IPSets, sets...)
-		cfg := iptables.RulesConfig{Family: fam, MasqueradeBit: p.o.MasqueradeBit, MasqueradeAll: p.o.MasqueradeAll}
-		if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
-			cfg.MasqueradeBit = DefaultMasqueradeBit
-		}
-		for _, cidr := range p.o.ClusterCIDRs {
-			if cidr.IsValid() && famOf(cidr.Addr()) == f && !cidr.Addr().Is4In6() {
-				cfg.ClusterCIDR = cidr.Masked()
-				break
-			}
-		}
-		if len(p.o.NodePortAddresses) > 0 {
-			cfg.NodePortAddrs = []netip.Addr{}
-			for _, a := range p.npAddrs {
-				if famOf(a) == f {
-					cfg.NodePortAddrs = append(cfg.NodePortAddrs, a)
-				}
-			}
-		}
-		st.Rulesets = append(st.Rulesets, iptables.Rules(cfg))
-	}
-	slices.SortFunc(st.IPSets, func(a, b iptables.IPSet) int { return strings.Compare(a.Name, b.Name) })
-	st.Refusals = SortRefusals(p.refusals)
-	return st
 }
 
 // SortRefusals sorts refusals by service, field, address, reason and
@@ -442,72 +447,61 @@ func compareRefusals(a, b model.Refusal) int {
 
 func ipvsAddrPort(k ipvs.Key) string { return string(ipvs.AppendAddrPort(nil, k.Address, k.Port)) }
 
-// svcName is "namespace/name:port" without fmt, cached per service port.
-func (p *planner) svcName(i int) string {
-	s := &p.svcs[i]
-	if s.name == "" {
-		n := &p.c.Services[i].Name
-		if n.Port == "" {
-			s.name = n.Namespace + "/" + n.Name
-		} else {
-			s.name = n.Namespace + "/" + n.Name + ":" + n.Port
-		}
+// add appends entry e of set (a SetSpecs name) of family f to es; a
+// family the node does not plan gets nothing (never reached: its addresses
+// are refused before they are claimed).
+func (p *portPlanner) add(es []setEntry, f int, set string, e iptables.Entry) []setEntry {
+	if !p.e.families[f] {
+		return es
 	}
-	return s.name
+	return append(es, setEntry{fam: uint8(f), spec: setIndex[set], e: e})
 }
 
-func (p *planner) add(f int, set string, e iptables.Entry) {
-	if p.sets[f] == nil {
-		return // a family the node does not plan; never reached
-	}
-	si := p.setIdx[set]
-	p.sets[f][si] = append(p.sets[f][si], e)
-}
-
-// virtualServer builds the winner's virtual server and records its address
-// binding and ipset entries.
-func (p *planner) virtualServer(cd candidate) ipvs.VirtualServer {
-	i := int(cd.svc)
-	sp := &p.c.Services[i]
-	f := famOf(cd.key.Address)
+// claim records the port's claim on key: the virtual server it gets if it
+// wins, the address it binds and the ipset entries it adds.
+func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
+	sp := p.sp
+	f := famOf(key.Address)
 	sched := sp.Scheduler
 	if sched == "" {
-		sched = p.sched
+		sched = p.e.sched
 	}
-	vs := ipvs.VirtualServer{Key: cd.key, Scheduler: sched, Flags: ipvs.SchedulerFlags(sched), Service: p.svcName(i)}
+	c := &claim{port: p.out, kind: kind, bind: bind,
+		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: ipvs.SchedulerFlags(sched), Service: p.out.label}}
 	if sp.AffinityTimeout > 0 {
-		vs.Flags |= ipvs.FlagPersistent
-		vs.PersistenceTimeout = sp.AffinityTimeout
+		c.vs.Flags |= ipvs.FlagPersistent
+		c.vs.PersistenceTimeout = sp.AffinityTimeout
 	}
-	fe := p.endpoints(i, f)
-	fe.used = true
+	fe := p.endpoints(f)
 	local := sp.ExternalPolicyLocal
-	if cd.kind == kindClusterIP {
+	if kind == kindClusterIP {
 		local = sp.InternalPolicyLocal
 	}
 	src := fe.cluster
 	if local {
 		src = fe.local
 	}
-	vs.RealServers = slices.Clone(src)
-	if cd.bind {
-		p.bound = append(p.bound, cd.key.Address)
-	}
+	c.vs.RealServers = slices.Clone(src)
+	p.out.claims = append(p.out.claims, c)
 
-	e := iptables.Entry{IP: cd.key.Address, Protocol: sp.Protocol, Port: cd.key.Port}
-	switch cd.kind {
+	var es []setEntry
+	if bind {
+		es = p.add(es, f, iptables.SetIPVSIPs, iptables.Entry{IP: key.Address})
+	}
+	e := iptables.Entry{IP: key.Address, Protocol: sp.Protocol, Port: key.Port}
+	switch kind {
 	case kindClusterIP:
-		p.add(f, iptables.SetClusterIP, e)
+		es = p.add(es, f, iptables.SetClusterIP, e)
 	case kindExternalIP:
 		if sp.ExternalPolicyLocal {
-			p.add(f, iptables.SetExternalIPLocal, e)
+			es = p.add(es, f, iptables.SetExternalIPLocal, e)
 		} else {
-			p.add(f, iptables.SetExternalIP, e)
+			es = p.add(es, f, iptables.SetExternalIP, e)
 		}
 	case kindLoadBalancer:
-		p.add(f, iptables.SetLoadBalancer, e)
+		es = p.add(es, f, iptables.SetLoadBalancer, e)
 		if sp.ExternalPolicyLocal {
-			p.add(f, iptables.SetLoadBalancerLocal, e)
+			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
 		}
 		fw, fromNode := false, false
 		for _, r := range sp.LoadBalancerSourceRanges {
@@ -518,9 +512,9 @@ func (p *planner) virtualServer(cd candidate) ipvs.VirtualServer {
 			r = r.Masked()
 			e2 := e
 			e2.Net = r
-			p.add(f, iptables.SetLoadBalancerSourceCIDR, e2)
+			es = p.add(es, f, iptables.SetLoadBalancerSourceCIDR, e2)
 			if !fromNode {
-				for _, a := range p.o.LocalAddrs {
+				for _, a := range p.e.o.LocalAddrs {
 					if r.Contains(a.WithZone("")) {
 						fromNode = true
 						break
@@ -529,57 +523,57 @@ func (p *planner) virtualServer(cd candidate) ipvs.VirtualServer {
 			}
 		}
 		if fw {
-			p.add(f, iptables.SetLoadBalancerFW, e)
+			es = p.add(es, f, iptables.SetLoadBalancerFW, e)
 		}
 		if fromNode {
 			e2 := e
-			e2.Net = iptables.HostPrefix(cd.key.Address)
-			p.add(f, iptables.SetLoadBalancerSourceIP, e2)
+			e2.Net = iptables.HostPrefix(key.Address)
+			es = p.add(es, f, iptables.SetLoadBalancerSourceIP, e2)
 		}
 		if sp.HealthCheckNodePort != 0 {
-			p.add(f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
+			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 		}
 	case kindNodePort:
-		np := iptables.Entry{Port: cd.key.Port}
+		np := iptables.Entry{Port: key.Port}
 		switch sp.Protocol {
 		case model.TCP:
-			p.add(f, iptables.SetNodePortTCP, np)
+			es = p.add(es, f, iptables.SetNodePortTCP, np)
 			if sp.ExternalPolicyLocal {
-				p.add(f, iptables.SetNodePortLocalTCP, np)
+				es = p.add(es, f, iptables.SetNodePortLocalTCP, np)
 			}
 		case model.UDP:
-			p.add(f, iptables.SetNodePortUDP, np)
+			es = p.add(es, f, iptables.SetNodePortUDP, np)
 			if sp.ExternalPolicyLocal {
-				p.add(f, iptables.SetNodePortLocalUDP, np)
+				es = p.add(es, f, iptables.SetNodePortLocalUDP, np)
 			}
 		case model.SCTP:
-			p.add(f, iptables.SetNodePortSCTP, e)
+			es = p.add(es, f, iptables.SetNodePortSCTP, e)
 			if sp.ExternalPolicyLocal {
-				p.add(f, iptables.SetNodePortLocalSCTP, e)
+				es = p.add(es, f, iptables.SetNodePortLocalSCTP, e)
 			}
 		}
 		if sp.HealthCheckNodePort != 0 {
-			p.add(f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
+			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 		}
 	}
-	return vs
+	c.entries = es
 }
 
-// endpoints categorises service port i's endpoints of family f as
+// endpoints categorises the port's endpoints of family f as
 // kube-proxy's CategorizeEndpoints does: Cluster policy uses the ready
 // endpoints (narrowed by topology hints when they apply), or if none is
 // ready the serving and terminating ones; Local policy uses this node's
 // ready endpoints, or if none, this node's serving and terminating ones.
 // Non-serving endpoints are never used.
-func (p *planner) endpoints(i, f int) *famEndpoints {
-	fe := &p.svcs[i].fam[f]
+func (p *portPlanner) endpoints(f int) *famEndpoints {
+	fe := &p.fam[f]
 	if fe.done {
 		return fe
 	}
 	fe.done = true
-	sp := &p.c.Services[i]
-	eps := p.c.Endpoints[sp.Name]
-	node := p.o.NodeName
+	sp := p.sp
+	eps := p.eps
+	node := p.e.o.NodeName
 	ok := func(e *model.Endpoint) bool {
 		if !e.Address.IsValid() || e.Port == 0 || e.Address.Is4In6() {
 			return false
@@ -609,7 +603,7 @@ func (p *planner) endpoints(i, f int) *famEndpoints {
 			}
 			if len(e.ZoneHints) == 0 {
 				allZone = false
-			} else if p.zone != "" && slices.Contains(e.ZoneHints, p.zone) {
+			} else if p.e.zone != "" && slices.Contains(e.ZoneHints, p.e.zone) {
 				hasZone = true
 			}
 			if len(e.NodeHints) == 0 {
@@ -635,7 +629,7 @@ func (p *planner) endpoints(i, f int) *famEndpoints {
 		case topoNode:
 			return slices.Contains(e.NodeHints, node)
 		case topoZone:
-			return slices.Contains(e.ZoneHints, p.zone)
+			return slices.Contains(e.ZoneHints, p.e.zone)
 		}
 		return true
 	}

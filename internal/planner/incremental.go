@@ -1,0 +1,369 @@
+package planner
+
+import (
+	"net/netip"
+	"slices"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// Incremental plans a node's state service by service. Update plans one
+// Service's ports again, and State patches the last state with what that
+// changed, so that one EndpointSlice change costs that Service's share and
+// a copy of the sorted lists, not a plan of the whole cluster. For the same
+// services, options and nodes its State is exactly Plan's, whatever the
+// order and number of the updates. Options or nodes that change need a new
+// Incremental.
+//
+// It keeps no reference to the model it is given: a Service's ports and
+// endpoints may be dropped or reused once Update returns. Not safe for
+// concurrent use.
+type Incremental struct {
+	env      *env
+	services map[string]*serviceFragment
+	// claims are every claim on each key; winners the one that wins it.
+	claims  map[ipvs.Key][]*claim
+	winners map[ipvs.Key]*claim
+	// dups are the DuplicateVirtualServer refusals of each key's losers.
+	dups map[ipvs.Key][]model.Refusal
+	// dirty are the keys whose claims changed since the last State.
+	dirty    map[ipvs.Key]struct{}
+	addrs    counted[netip.Prefix]
+	sets     [2][]counted[iptables.Entry]
+	refusals counted[model.Refusal]
+	st       State
+}
+
+// serviceFragment is one Service's share: its ports' plans and the
+// conversion's refusals.
+type serviceFragment struct {
+	ports    []*portPlan
+	refusals []model.Refusal
+}
+
+// NewIncremental returns an empty plan for these options and nodes;
+// refusals (the nodes' conversion refusals, say) are part of every State.
+// Nothing in o, nodes or refusals is modified or kept.
+func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *Incremental {
+	inc := &Incremental{
+		env:      newEnv(o, nodes),
+		services: map[string]*serviceFragment{},
+		claims:   map[ipvs.Key][]*claim{},
+		winners:  map[ipvs.Key]*claim{},
+		dups:     map[ipvs.Key][]model.Refusal{},
+		dirty:    map[ipvs.Key]struct{}{},
+	}
+	for f := range inc.sets {
+		inc.sets[f] = make([]counted[iptables.Entry], len(iptables.SetSpecs))
+	}
+	for _, r := range refusals {
+		inc.refusals.add(r)
+	}
+	inc.st = State{VirtualServers: []ipvs.VirtualServer{}, Addresses: []netip.Prefix{}, Refusals: []model.Refusal{},
+		Rulesets: inc.env.rulesets}
+	inc.st.IPSets = inc.ipsets()
+	return inc
+}
+
+// Update replaces the Service key ("namespace/name") with ports, whose
+// endpoints are looked up in endpoints by port name, and its conversion
+// refusals. No ports and no refusals remove the Service.
+func (inc *Incremental) Update(key string, ports []model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
+	ps := make([]*model.ServicePort, len(ports))
+	for i := range ports {
+		ps[i] = &ports[i]
+	}
+	inc.update(key, ps, endpoints, refusals)
+}
+
+// Len is the number of Services planned.
+func (inc *Incremental) Len() int { return len(inc.services) }
+
+func (inc *Incremental) update(key string, ports []*model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
+	if old := inc.services[key]; old != nil {
+		for _, pp := range old.ports {
+			for _, c := range pp.claims {
+				inc.unclaim(c)
+			}
+			for _, r := range pp.refusals {
+				inc.refusals.remove(r)
+			}
+		}
+		for _, r := range old.refusals {
+			inc.refusals.remove(r)
+		}
+		delete(inc.services, key)
+	}
+	if len(ports) == 0 && len(refusals) == 0 {
+		return
+	}
+	frag := &serviceFragment{ports: make([]*portPlan, len(ports)), refusals: slices.Clone(refusals)}
+	for i, sp := range ports {
+		pp := inc.env.planPort(sp, endpoints[sp.Name], i)
+		frag.ports[i] = pp
+		for _, c := range pp.claims {
+			inc.claims[c.vs.Key] = append(inc.claims[c.vs.Key], c)
+			inc.dirty[c.vs.Key] = struct{}{}
+		}
+		for _, r := range pp.refusals {
+			inc.refusals.add(r)
+		}
+	}
+	for _, r := range refusals {
+		inc.refusals.add(r)
+	}
+	inc.services[key] = frag
+}
+
+func (inc *Incremental) unclaim(c *claim) {
+	k := c.vs.Key
+	cs := slices.DeleteFunc(inc.claims[k], func(x *claim) bool { return x == c })
+	if len(cs) == 0 {
+		delete(inc.claims, k)
+	} else {
+		inc.claims[k] = cs
+	}
+	inc.dirty[k] = struct{}{}
+}
+
+// beats reports whether claim a wins over claim b of the same key: a
+// ClusterIP over a NodePort over a LoadBalancer IP over an externalIP, then
+// the first service port by (namespace, name, port), then by position.
+func beats(a, b *claim) bool {
+	if a.kind != b.kind {
+		return a.kind < b.kind
+	}
+	if c := compareNames(&a.port.name, &b.port.name); c != 0 {
+		return c < 0
+	}
+	return a.port.index < b.port.index
+}
+
+// resolve picks key k's winner again and moves the state's share of it:
+// the address, the set entries, the losers' refusals. It reports whether
+// the winner changed.
+func (inc *Incremental) resolve(k ipvs.Key) bool {
+	cs := inc.claims[k]
+	var win *claim
+	for _, c := range cs {
+		if win == nil || beats(c, win) {
+			win = c
+		}
+	}
+	for _, r := range inc.dups[k] {
+		inc.refusals.remove(r)
+	}
+	delete(inc.dups, k)
+	var dups []model.Refusal
+	for _, c := range cs {
+		if c.port == win.port {
+			continue
+		}
+		r := model.Refusal{Service: c.port.name.ServiceKey(), Field: c.kind.field(), Address: k.Address.String(),
+			Reason: model.ReasonDuplicateVirtual,
+			Message: string(k.Protocol) + " " + ipvsAddrPort(k) + " is already served by " + win.port.label + " (" + win.kind.field() +
+				"); a ClusterIP wins over a NodePort, a LoadBalancer IP and an externalIP, then the first service by name"}
+		dups = append(dups, r)
+		inc.refusals.add(r)
+	}
+	if len(dups) > 0 {
+		inc.dups[k] = dups
+	}
+	old := inc.winners[k]
+	if old == win {
+		return false
+	}
+	if old != nil {
+		inc.contribute(old, -1)
+		delete(inc.winners, k)
+	}
+	if win != nil {
+		inc.contribute(win, +1)
+		inc.winners[k] = win
+	}
+	return true
+}
+
+// contribute adds (d = +1) or removes (d = -1) a winning claim's address
+// and set entries, and its port's hairpin entries with its first win (or
+// last loss) in the family.
+func (inc *Incremental) contribute(c *claim, d int) {
+	if c.bind {
+		inc.addrs.move(iptables.HostPrefix(c.vs.Address), d)
+	}
+	for _, se := range c.entries {
+		inc.sets[se.fam][se.spec].move(se.e, d)
+	}
+	f := famOf(c.vs.Address)
+	pp := c.port
+	before := pp.wins[f]
+	pp.wins[f] += d
+	if before == 0 || pp.wins[f] == 0 {
+		for _, se := range pp.loop[f] {
+			inc.sets[se.fam][se.spec].move(se.e, d)
+		}
+	}
+}
+
+// State returns the plan of every Service updated so far. The state is
+// shared with the Incremental and with the States it returned before:
+// treat it as read-only. A slice nothing changed in is the last State's.
+func (inc *Incremental) State() State {
+	changed := make([]ipvs.Key, 0, len(inc.dirty))
+	for k := range inc.dirty {
+		if inc.resolve(k) {
+			changed = append(changed, k)
+		}
+	}
+	if len(inc.dirty) > 1024 {
+		inc.dirty = map[ipvs.Key]struct{}{}
+	} else {
+		clear(inc.dirty)
+	}
+	st := inc.st
+	if len(changed) > 0 {
+		slices.SortFunc(changed, ipvs.CompareKeys)
+		st.VirtualServers = mergeVirtualServers(inc.st.VirtualServers, changed, inc.winners)
+	}
+	st.Addresses = inc.addrs.patch(inc.st.Addresses, comparePrefix)
+	if st.Addresses == nil {
+		st.Addresses = []netip.Prefix{}
+	}
+	st.Refusals = inc.refusals.patch(inc.st.Refusals, compareRefusals)
+	if st.Refusals == nil {
+		st.Refusals = []model.Refusal{}
+	}
+	st.IPSets = inc.ipsets()
+	inc.st = st
+	return st
+}
+
+// ipsets is every set of the planned families, in name order, with the
+// entries patched.
+func (inc *Incremental) ipsets() []iptables.IPSet {
+	var prev map[setRef][]iptables.Entry
+	if len(inc.st.IPSets) == len(inc.env.sets) {
+		prev = make(map[setRef][]iptables.Entry, len(inc.env.sets))
+		for i, ref := range inc.env.sets {
+			prev[ref] = inc.st.IPSets[i].Entries
+		}
+	}
+	same := prev != nil
+	out := make([]iptables.IPSet, len(inc.env.sets))
+	for i, ref := range inc.env.sets {
+		spec := iptables.SetSpecs[ref.spec]
+		fam := familyNames[ref.fam]
+		old := prev[ref]
+		es := inc.sets[ref.fam][ref.spec].patch(old, iptables.CompareEntries)
+		if len(es) == 0 {
+			es = nil
+		}
+		if len(es) != len(old) || len(es) > 0 && &es[0] != &old[0] {
+			same = false
+		}
+		out[i] = iptables.IPSet{Name: iptables.SetName(spec.Name, fam), Type: spec.Type, Family: fam, Comment: spec.Comment, Entries: es}
+	}
+	if same {
+		return inc.st.IPSets
+	}
+	return out
+}
+
+// mergeVirtualServers returns old (sorted by key) with the virtual servers
+// of the changed keys (sorted) replaced by their winners', or removed.
+func mergeVirtualServers(old []ipvs.VirtualServer, changed []ipvs.Key, winners map[ipvs.Key]*claim) []ipvs.VirtualServer {
+	out := make([]ipvs.VirtualServer, 0, len(old)+len(changed))
+	i := 0
+	for _, k := range changed {
+		j, found := slices.BinarySearchFunc(old[i:], k, func(vs ipvs.VirtualServer, k ipvs.Key) int { return ipvs.CompareKeys(vs.Key, k) })
+		out = append(out, old[i:i+j]...)
+		i += j
+		if found {
+			i++
+		}
+		if w := winners[k]; w != nil {
+			out = append(out, w.vs)
+		}
+	}
+	return append(out, old[i:]...)
+}
+
+func comparePrefix(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+// counted is a multiset whose distinct elements are kept as a sorted slice
+// outside it: move counts an element in or out, patch applies the elements
+// that appeared or disappeared since the last patch to that slice.
+type counted[T comparable] struct {
+	n map[T]int32
+	// was is, for every element whose count went to or from zero since
+	// the last patch, whether it was in the slice.
+	was map[T]bool
+}
+
+func (c *counted[T]) add(t T)    { c.move(t, +1) }
+func (c *counted[T]) remove(t T) { c.move(t, -1) }
+
+func (c *counted[T]) move(t T, d int) {
+	if c.n == nil {
+		c.n = map[T]int32{}
+	}
+	n := c.n[t]
+	next := n + int32(d)
+	if next < 0 {
+		next = 0 // removing what was never added: nothing to do
+	}
+	if (n == 0) != (next == 0) {
+		if c.was == nil {
+			c.was = map[T]bool{}
+		}
+		if _, ok := c.was[t]; !ok {
+			c.was[t] = n > 0
+		}
+	}
+	if next == 0 {
+		delete(c.n, t)
+	} else {
+		c.n[t] = next
+	}
+}
+
+// patch returns sorted, the distinct elements at the last patch, with the
+// elements that appeared since inserted and those that disappeared
+// removed; sorted itself when none did.
+func (c *counted[T]) patch(sorted []T, cmp func(a, b T) int) []T {
+	var ch []T
+	for t, was := range c.was {
+		if (c.n[t] > 0) != was {
+			ch = append(ch, t)
+		}
+	}
+	if len(c.was) > 1024 {
+		c.was = nil
+	} else {
+		clear(c.was)
+	}
+	if len(ch) == 0 {
+		return sorted
+	}
+	slices.SortFunc(ch, cmp)
+	out := make([]T, 0, len(sorted)+len(ch))
+	i := 0
+	for _, t := range ch {
+		j, found := slices.BinarySearchFunc(sorted[i:], t, cmp)
+		out = append(out, sorted[i:i+j]...)
+		i += j
+		if found {
+			i++ // it disappeared
+		} else {
+			out = append(out, t) // it appeared
+		}
+	}
+	return append(out, sorted[i:]...)
+}
