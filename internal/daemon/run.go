@@ -268,8 +268,8 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		Applier: k,
 		Env:     NetlinkEnv(k.nl),
 		Options: opts,
-		OnPlan: func(o *planner.Options, cl *model.Cluster, _ *planner.State) {
-			k.guard.Update(o, cl.Nodes)
+		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
+			k.guard.Update(o, nodes)
 		},
 		SyncPeriod:    c.SyncPeriod,
 		MinSyncPeriod: c.MinSyncPeriod,
