@@ -23,6 +23,7 @@ FUZZTIME       ?= 30s
 # about 5 s each on an idle 2-vCPU machine.
 FUZZSHORT_GUARD ?= 40000x
 FUZZSHORT_PLAN  ?= 8000x
+FUZZSHORT_INCREMENTAL ?= 3000x
 FUZZPARALLEL   ?= 2
 
 # package:target pairs, one fuzz run each (go test -fuzz takes one target).
@@ -31,7 +32,8 @@ FUZZ_TARGETS := \
 	./informers:FuzzConvertObjects \
 	./addrmgr:FuzzGuard \
 	./addrmgr:FuzzGuardCheck \
-	./internal/planner:FuzzPlan
+	./internal/planner:FuzzPlan \
+	./internal/planner:FuzzIncremental
 
 .PHONY: reliability fuzz fuzz-short
 
@@ -50,6 +52,7 @@ fuzz:
 fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_GUARD) FUZZ_TARGETS=./addrmgr:FuzzGuard
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_PLAN) FUZZ_TARGETS=./internal/planner:FuzzPlan
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_INCREMENTAL) FUZZ_TARGETS=./internal/planner:FuzzIncremental
 
 # --- soak (test/e2e/soak, a kernel test in the VM) ---
 # make soak                                     1,000 services, 60s of churn

@@ -175,3 +175,41 @@ func checkRealServers(t *testing.T, c model.Cluster, st State) {
 		}
 	}
 }
+
+// FuzzIncremental updates the services of a cluster one at a time, in an
+// order and with contents taken from the input, and checks after every
+// update that the incremental state is exactly Plan's for the cluster as
+// it then is.
+func FuzzIncremental(f *testing.F) {
+	f.Add([]byte{3, 1, 0, 0, 1, 2, 1, 2, 2, 3, 4, 2, 7, 5, 1, 3, 1, 200, 9}, []byte{0, 1, 2, 3, 0})
+	f.Add(bytes.Repeat([]byte{5, 17, 3}, 40), []byte{2, 2, 1, 0, 3, 3})
+	f.Fuzz(func(t *testing.T, data, order []byte) {
+		if len(order) > 64 {
+			order = order[:64]
+		}
+		_, o := clusterFromBytes(data)
+		live := newLiveCluster(testNodes)
+		inc := NewIncremental(o, testNodes, nil)
+		for i, b := range order {
+			// Each step takes a version of one service from a cluster built
+			// from the input shifted by the step.
+			c, _ := clusterFromBytes(append(data[min(i, len(data)):], b))
+			key := "default/" + string(rune('a'+b%4))
+			var ports []model.ServicePort
+			eps := map[model.ServicePortName][]model.Endpoint{}
+			for _, sp := range c.Services {
+				if sp.Name.ServiceKey() == key {
+					ports = append(ports, sp)
+					eps[sp.Name] = c.Endpoints[sp.Name]
+				}
+			}
+			var rs []model.Refusal
+			if b&16 != 0 {
+				rs = []model.Refusal{{Service: key, Field: "spec", Reason: model.ReasonInvalidField, Message: "conversion"}}
+			}
+			live.set(key, ports, eps, rs)
+			inc.Update(key, ports, eps, rs)
+			sameState(t, fmt.Sprintf("step %d", i), inc.State(), Plan(live.cluster(), o))
+		}
+	})
+}
