@@ -195,14 +195,7 @@ func FuzzIncremental(f *testing.F) {
 			// from the input shifted by the step.
 			c, _ := clusterFromBytes(append(data[min(i, len(data)):], b))
 			key := "default/" + string(rune('a'+b%4))
-			var ports []model.ServicePort
-			eps := map[model.ServicePortName][]model.Endpoint{}
-			for _, sp := range c.Services {
-				if sp.Name.ServiceKey() == key {
-					ports = append(ports, sp)
-					eps[sp.Name] = c.Endpoints[sp.Name]
-				}
-			}
+			ports, eps := serviceOf(c, key)
 			var rs []model.Refusal
 			if b&16 != 0 {
 				rs = []model.Refusal{{Service: key, Field: "spec", Reason: model.ReasonInvalidField, Message: "conversion"}}

@@ -53,6 +53,19 @@ func (l *liveCluster) cluster() model.Cluster {
 	return c
 }
 
+// serviceOf is the ports of Service key in c, with their endpoints.
+func serviceOf(c model.Cluster, key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint) {
+	var ports []model.ServicePort
+	eps := map[model.ServicePortName][]model.Endpoint{}
+	for _, sp := range c.Services {
+		if sp.Name.ServiceKey() == key {
+			ports = append(ports, sp)
+			eps[sp.Name] = c.Endpoints[sp.Name]
+		}
+	}
+	return ports, eps
+}
+
 // sameState fails unless got is exactly want: the same values, the same
 // nil-ness (reflect.DeepEqual), and the same text and JSON.
 func sameState(t *testing.T, step string, got, want State) {
@@ -90,14 +103,7 @@ func TestIncrementalMatchesPlan(t *testing.T) {
 		for step := 0; step < 40; step++ {
 			c, _ := clusterFromBytes(randomBytes())
 			key := "default/" + string(rune('a'+r.Intn(4)))
-			var ports []model.ServicePort
-			eps := map[model.ServicePortName][]model.Endpoint{}
-			for _, sp := range c.Services {
-				if sp.Name.ServiceKey() == key {
-					ports = append(ports, sp)
-					eps[sp.Name] = c.Endpoints[sp.Name]
-				}
-			}
+			ports, eps := serviceOf(c, key)
 			var rs []model.Refusal
 			if r.Intn(4) == 0 {
 				rs = []model.Refusal{{Service: key, Field: "spec.ports", Reason: model.ReasonInvalidField, Message: "conversion refusal " + strconv.Itoa(r.Intn(2))}}
