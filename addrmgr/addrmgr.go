@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"go.uber.org/zap"
 
@@ -45,7 +46,10 @@ func (p guardProtector) Check(addr netip.Addr) (model.Reason, string, bool) {
 	return reason, detail, !allowed
 }
 
-// Protector returns the guard as a Protector (protected = not allowed).
+func (p guardProtector) Fingerprint() uint64 { return p.g.Fingerprint() }
+
+// Protector returns the guard as a Protector (protected = not allowed),
+// and a Fingerprinter.
 func (g *Guard) Protector() Protector { return guardProtector{g} }
 
 // Link is kube-ipvs0's address list. *KernelLink is the netlink
@@ -103,18 +107,50 @@ func (r *Result) Err() error {
 // guard immediately before binding it, and removes from kube-ipvs0 whatever
 // is protected or not desired (everything on kube-ipvs0 is the proxy's). It
 // never touches any other interface and never brings kube-ipvs0 up. It keeps
-// the set found by the last dump, updated by its own changes. Not safe for
-// concurrent use.
+// the set found by the last dump, updated by its own changes, and — with
+// Watch — follows the device between dumps, so that Refresh reads it only
+// when someone else changed it. Its methods other than the watch's are not
+// safe for concurrent use: one goroutine syncs.
 type Manager struct {
 	link  Link
 	guard Protector
 	log   *zap.Logger
-	cur   map[netip.Prefix]bool
+	// cur is what the manager believes the device holds. Only the syncing
+	// goroutine writes it, under mu; it reads it without.
+	cur map[netip.Prefix]bool
 	// dumped is set by the first Dump: from then on cur is what the
 	// manager believes the device holds, and a Dump that finds otherwise
 	// has found drift.
 	dumped bool
 	drift  int
+
+	// lastDesired is the desired list of the last Unwanted or Bind, want
+	// its set; bindDone says every one of lastDesired is in cur.
+	lastDesired []netip.Prefix
+	want        map[netip.Prefix]bool
+	bindDone    bool
+	// noneUnwanted: the last Unwanted, of lastDesired, found nothing to
+	// remove; since then only addresses of lastDesired were added.
+	noneUnwanted bool
+	// checkedFP is the guard's fingerprint when every address in cur was
+	// last checked against it (guardChecked); see Fingerprinter.
+	checkedFP    uint64
+	guardChecked bool
+
+	// The watch's state, shared with its goroutine.
+	mu sync.Mutex
+	// live: a subscription reports every change; stale: it saw a change
+	// by others or lost events since the last dump began; gen counts the
+	// times the view went stale.
+	live, stale bool
+	gen         uint64
+	// pending are the events awaited from the manager's own changes, per
+	// prefix in the order made; nil when not watching.
+	pending  map[netip.Prefix][]pending
+	npending int
+	seq      uint64
+	kick     func()
+	foreign  int
 }
 
 // NewManager returns a manager of link's addresses guarded by guard; guard
@@ -129,9 +165,13 @@ func NewManager(link Link, guard Protector, log *zap.Logger) *Manager {
 	return &Manager{link: link, guard: guard, log: log, cur: map[netip.Prefix]bool{}}
 }
 
-// Dump reads the device's addresses once (one RTM_GETADDR dump) and
-// returns them sorted; the manager's view is replaced by it.
+// Dump reads the device's addresses once (one RTM_GETADDR dump, `ip -o
+// addr show dev kube-ipvs0`) and returns them sorted; the manager's view is
+// replaced by it. A full sync dumps whether or not the device is watched.
 func (m *Manager) Dump() ([]netip.Prefix, error) {
+	m.mu.Lock()
+	gen := m.gen
+	m.mu.Unlock()
 	ps, err := m.link.Addrs()
 	if err != nil {
 		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
@@ -155,8 +195,35 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 			}
 		}
 	}
+	m.mu.Lock()
 	m.cur, m.dumped = next, true
+	// What the watch saw while the dump ran may be newer than the dump:
+	// the view stays stale then, and the next Refresh dumps again.
+	if m.gen == gen {
+		m.stale = false
+	}
+	m.mu.Unlock()
+	m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
 	return m.Current(), nil
+}
+
+// Refresh makes the manager's view current for a sync and reports whether
+// it had to dump the device for that: it dumps (as Dump) when the view was
+// never read, when no live watch follows the device, or when the watch saw
+// a change by others or lost events since the last dump; otherwise it
+// trusts the view, and costs nothing.
+func (m *Manager) Refresh() (dumped bool, err error) {
+	m.mu.Lock()
+	trust := m.dumped && m.live && !m.stale
+	m.mu.Unlock()
+	if trust {
+		m.drift = 0
+		return false, nil
+	}
+	if _, err := m.Dump(); err != nil {
+		return false, err
+	}
+	return true, nil
 }
 
 // Drift is how many addresses the last Dump found added to or removed from
@@ -190,19 +257,58 @@ type Unwanted struct {
 	Why string
 }
 
-// Unwanted lists, without changing anything, what Unbind(desired) would
-// remove: every address on the device (as last dumped, updated by the
-// manager's own changes) that is not desired, is not a host prefix, or that
-// the guard refuses — also a protected address put there by hand.
-func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
-	want := make(map[netip.Prefix]bool, len(desired))
+// Fingerprinter is a Protector whose answers stay the same for as long as
+// Fingerprint returns the same value (Guard.Protector). The manager then
+// checks the addresses already bound against it only when the fingerprint
+// changed or the device was dumped, instead of at every Unwanted; the
+// addresses it binds itself are checked immediately before each bind
+// either way.
+type Fingerprinter interface {
+	Fingerprint() uint64
+}
+
+// noteDesired remembers desired (and its set) when it differs from the
+// last one, and reports whether it did.
+func (m *Manager) noteDesired(desired []netip.Prefix) bool {
+	if m.want != nil && slices.Equal(desired, m.lastDesired) {
+		return false
+	}
+	m.lastDesired = slices.Clone(desired)
+	m.noneUnwanted = false
+	m.want = make(map[netip.Prefix]bool, len(desired))
 	for _, p := range desired {
-		want[p] = true
+		m.want[p] = true
+	}
+	m.bindDone = false
+	return true
+}
+
+// Unwanted lists, sorted and without changing anything, what
+// Unbind(desired) would remove: every address on the device (as last
+// dumped, updated by the manager's own changes) that is not desired, is not
+// a host prefix, or that the guard refuses — also a protected address put
+// there by hand. Cost: one pass over the bound addresses (map lookups);
+// the guard is asked about each only when it may answer differently than
+// at the last pass (see Fingerprinter), and about each address removed.
+func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
+	changed := m.noteDesired(desired)
+	fp, fingerprinted := uint64(0), false
+	if f, ok := m.guard.(Fingerprinter); ok {
+		fp, fingerprinted = f.Fingerprint(), true
+	}
+	checkAll := !fingerprinted || !m.guardChecked || fp != m.checkedFP
+	if !changed && !checkAll && m.noneUnwanted {
+		// Nothing was added since the last pass found nothing to
+		// remove but desired addresses the same guard allowed.
+		return nil
 	}
 	var out []Unwanted
-	for _, p := range m.Current() {
+	for p := range m.cur {
+		remove := !m.want[p] || !isHost(p)
+		if !remove && !checkAll {
+			continue
+		}
 		why := "not desired"
-		remove := !want[p] || !isHost(p)
 		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
 			remove, why = true, string(reason)+": "+msg
 		}
@@ -210,6 +316,9 @@ func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 			out = append(out, Unwanted{Prefix: p, Why: why})
 		}
 	}
+	m.checkedFP, m.guardChecked = fp, fingerprinted
+	m.noneUnwanted = len(out) == 0
+	slices.SortFunc(out, func(a, b Unwanted) int { return comparePrefix(a.Prefix, b.Prefix) })
 	return out
 }
 
@@ -225,11 +334,14 @@ func (m *Manager) Unbind(desired []netip.Prefix) *Result {
 func (m *Manager) Remove(unwanted []Unwanted) *Result {
 	res := &Result{}
 	for _, u := range unwanted {
+		id := m.expect(u.Prefix, false)
 		if err := m.link.DelAddr(u.Prefix); err != nil {
+			m.forget(u.Prefix, id)
 			res.Failures = append(res.Failures, Failure{Prefix: u.Prefix, Op: "unbind", Err: err})
 			continue
 		}
-		delete(m.cur, u.Prefix)
+		m.setCur(u.Prefix, false)
+		m.bindDone = false
 		res.Unbound++
 		m.log.Info("unbound address", zap.String("device", Device), zap.Stringer("address", u.Prefix), zap.String("why", u.Why))
 	}
@@ -245,9 +357,18 @@ func (m *Manager) Bound(a netip.Addr) bool {
 // Bind adds every desired address the device lacks, asking the guard about
 // each immediately before binding it; refused ones are reported and not
 // bound. ready, when not nil, must say true for an address before it is
-// bound (the applier passes "all of its virtual servers exist").
+// bound (the applier passes "all of its virtual servers exist"). When the
+// same desired addresses were all bound by the last Bind and none has gone
+// since, it returns at once.
 func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Result {
 	res := &Result{}
+	if !m.noteDesired(desired) && m.bindDone {
+		return res
+	}
+	if f, ok := m.guard.(Fingerprinter); ok && m.guardChecked && f.Fingerprint() != m.checkedFP {
+		// What this binds is checked against a guard the others were not.
+		m.guardChecked = false
+	}
 	for _, p := range desired {
 		if m.cur[p] {
 			continue
@@ -265,12 +386,15 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(reason)), zap.String("message", msg))
 			continue
 		}
+		id := m.expect(p, true)
 		if err := m.link.AddAddr(p); err != nil {
+			m.forget(p, id)
 			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: err})
 			continue
 		}
-		m.cur[p] = true
+		m.setCur(p, true)
 		res.Bound++
 	}
+	m.bindDone = len(res.Failures) == 0 && len(res.Refused) == 0
 	return res
 }

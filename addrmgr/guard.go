@@ -5,8 +5,10 @@ package addrmgr
 // planner and `recover` all use it.
 
 import (
+	"hash/maphash"
 	"net/netip"
 	"slices"
+	"sync"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -43,6 +45,55 @@ type Guard struct {
 	gateways   map[netip.Addr]struct{}
 	protected  []netip.Prefix
 	pods       []netip.Prefix
+
+	fpOnce sync.Once
+	fp     uint64
+}
+
+// fpSeed seeds every guard's fingerprint in this process.
+var fpSeed = maphash.MakeSeed()
+
+// Fingerprint is a hash of everything the guard protects: two guards with
+// the same fingerprint answer every Check the same (but for a 64-bit hash
+// collision). Computed once, on first use, in O(what it protects).
+func (g *Guard) Fingerprint() uint64 {
+	g.fpOnce.Do(func() {
+		var h maphash.Hash
+		h.SetSeed(fpSeed)
+		// Order-independent: the sum of one hash per entry, each entry
+		// tagged with what it is.
+		entry := func(tag byte, a netip.Addr, bits int, name string) {
+			h.Reset()
+			h.WriteByte(tag)
+			b := a.As16()
+			h.Write(b[:])
+			h.WriteByte(byte(bits))
+			h.WriteString(name)
+			g.fp += h.Sum64()
+		}
+		for a := range g.local {
+			entry('l', a, 0, "")
+		}
+		for a := range g.broadcast {
+			entry('b', a, 0, "")
+		}
+		for a, n := range g.nodes {
+			entry('n', a, 0, n)
+		}
+		for a := range g.apiServers {
+			entry('a', a, 0, "")
+		}
+		for a := range g.gateways {
+			entry('g', a, 0, "")
+		}
+		for _, p := range g.protected {
+			entry('p', p.Addr(), p.Bits(), "")
+		}
+		for _, p := range g.pods {
+			entry('c', p.Addr(), p.Bits(), "")
+		}
+	})
+	return g.fp
 }
 
 // NewGuard builds a Guard from cfg. Invalid addresses and prefixes in cfg

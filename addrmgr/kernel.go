@@ -1,12 +1,15 @@
 package addrmgr
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net"
 	"net/netip"
+	"time"
 
 	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,6 +37,8 @@ import (
 type KernelLink struct {
 	h    *netlink.Handle
 	link netlink.Link
+	// noForceRcvBuf: the watch could not force its receive buffer size.
+	noForceRcvBuf bool
 }
 
 var _ Link = (*KernelLink)(nil)
@@ -138,4 +143,157 @@ func (k *KernelLink) DelAddr(p netip.Prefix) error {
 		return fmt.Errorf("ip addr del %s dev %s: %w", p, Device, err)
 	}
 	return nil
+}
+
+var _ Watcher = (*KernelLink)(nil)
+
+// watchRcvBuf is the receive buffer asked for the address subscription
+// (SO_RCVBUFFORCE, falling back to the default): a full sync's binds of
+// tens of thousands of addresses each cause one event.
+const watchRcvBuf = 8 << 20
+
+// Watch implements Watcher: an RTM_NEWADDR/RTM_DELADDR subscription
+// (`ip monitor address dev kube-ipvs0`), filtered on the device's index.
+// It subscribes in the network namespace of the calling thread, which must
+// be the handle's (checked: the device seen there must have the same index
+// and hardware address). A lost subscription (ENOBUFS when events come
+// faster than they are read, or any error) is reported to status and made
+// again, retried with backoff, until ctx ends.
+func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status func(error)) error {
+	ns, err := netns.Get()
+	if err != nil {
+		return fmt.Errorf("this thread's network namespace: %w", err)
+	}
+	if err := k.sameDevice(ns); err != nil {
+		ns.Close()
+		return err
+	}
+	sub, err := k.subscribe(ns)
+	if err != nil {
+		ns.Close()
+		return err
+	}
+	go func() {
+		defer ns.Close()
+		backoff := time.Second
+		for {
+			err := sub.run(ctx, k.Index(), event)
+			if ctx.Err() != nil {
+				return
+			}
+			status(fmt.Errorf("%w: %v", ErrWatchLost, err))
+			for {
+				select {
+				case <-ctx.Done():
+					return
+				case <-time.After(backoff):
+				}
+				if sub, err = k.subscribe(ns); err == nil {
+					break
+				}
+				backoff = min(2*backoff, 30*time.Second)
+			}
+			backoff = time.Second
+			status(nil)
+		}
+	}()
+	return nil
+}
+
+// sameDevice checks that kube-ipvs0 in ns is the device of the handle.
+func (k *KernelLink) sameDevice(ns netns.NsHandle) error {
+	h, err := netlink.NewHandleAt(ns)
+	if err != nil {
+		return fmt.Errorf("netlink in this thread's namespace: %w", err)
+	}
+	defer h.Close()
+	l, err := h.LinkByIndex(k.Index())
+	if err != nil {
+		return fmt.Errorf("%w: no link %d in this thread's namespace: %v", ErrWatchNamespace, k.Index(), err)
+	}
+	if a, b := l.Attrs(), k.link.Attrs(); a.Name != b.Name || a.HardwareAddr.String() != b.HardwareAddr.String() {
+		return fmt.Errorf("%w: link %d is %s %s here, %s %s through the handle", ErrWatchNamespace, k.Index(), a.Name, a.HardwareAddr, b.Name, b.HardwareAddr)
+	}
+	return nil
+}
+
+// ErrWatchNamespace is returned by Watch when the calling thread is not in
+// the namespace of the link's handle.
+var ErrWatchNamespace = errors.New("not the namespace of the " + Device + " handle")
+
+// addrSub is one subscription.
+type addrSub struct {
+	ch   chan netlink.AddrUpdate
+	done chan struct{}
+	errs chan error
+}
+
+func (k *KernelLink) subscribe(ns netns.NsHandle) (*addrSub, error) {
+	var s *addrSub
+	try := func(opts netlink.AddrSubscribeOptions) error {
+		s = &addrSub{ch: make(chan netlink.AddrUpdate, 1024), done: make(chan struct{}), errs: make(chan error, 1)}
+		opts.Namespace = &ns
+		opts.ErrorCallback = func(err error) {
+			select {
+			case s.errs <- err:
+			default:
+			}
+		}
+		err := netlink.AddrSubscribeWithOptions(s.ch, s.done, opts)
+		if err != nil {
+			close(s.done)
+		}
+		return err
+	}
+	// Without CAP_NET_ADMIN the forced size fails (and the library leaks
+	// that socket): asked once only.
+	if !k.noForceRcvBuf {
+		if err := try(netlink.AddrSubscribeOptions{ReceiveBufferSize: watchRcvBuf, ReceiveBufferForceSize: true}); err == nil {
+			return s, nil
+		}
+		k.noForceRcvBuf = true
+	}
+	if err := try(netlink.AddrSubscribeOptions{}); err != nil {
+		return nil, fmt.Errorf("ip monitor address dev %s: %w", Device, err)
+	}
+	return s, nil
+}
+
+// run delivers the subscription's events of link index until it fails or
+// ctx ends; it closes the subscription and returns why it ended.
+func (s *addrSub) run(ctx context.Context, index int, event func(AddrEvent)) error {
+	defer func() {
+		close(s.done)
+		// The library's reader ends once its socket is closed; let it.
+		go func() {
+			for range s.ch {
+			}
+		}()
+	}()
+	for {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case err := <-s.errs:
+			return err
+		case u, ok := <-s.ch:
+			if !ok {
+				select {
+				case err := <-s.errs:
+					return err
+				default:
+					return errors.New("subscription closed")
+				}
+			}
+			if u.LinkIndex != index || u.LinkAddress.IP == nil {
+				continue
+			}
+			ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+			if !ok {
+				continue
+			}
+			ones, _ := u.LinkAddress.Mask.Size()
+			event(AddrEvent{Prefix: netip.PrefixFrom(ip.Unmap(), ones), Added: u.NewAddr})
+		}
+	}
 }

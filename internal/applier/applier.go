@@ -1,6 +1,8 @@
 // Package applier makes the kernel hold a planner.State, in a safe order:
 //
-//  1. dump kube-ipvs0's addresses (one dump): what is bound now decides,
+//  1. dump kube-ipvs0's addresses (one dump; a partial sync only when the
+//     address manager's watch saw a change by others or lost events, see
+//     addrmgr.Manager.Refresh): what is bound now decides,
 //     with the node addresses, which virtual servers are ours; what that
 //     rule will not show during this sync (virtual servers on unbound
 //     addresses, addresses about to be unbound) is journaled first
@@ -24,6 +26,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -100,6 +103,10 @@ type Result struct {
 	Drift Drift
 	// Took is how long each phase of the sync took.
 	Took Timings
+	// AddressesDumped says kube-ipvs0 was read: always in a full sync, in
+	// a partial one when the address manager's view was not trusted (see
+	// addrmgr.Manager.Refresh).
+	AddressesDumped bool
 	// Failed maps "namespace/name:port" to why that service is not fully
 	// programmed; "" collects failures that belong to no service.
 	Failed map[string][]error
@@ -107,7 +114,8 @@ type Result struct {
 
 // Timings are the durations of a sync's phases, in their order.
 type Timings struct {
-	// Dump is the kube-ipvs0 address dump; Journal the ownership
+	// Dump is the kube-ipvs0 address dump (in a partial sync, the check
+	// whether one is needed, and the dump if so); Journal the ownership
 	// journal's Record and Settle; Unbind, IPVS, Rules and Bind the phases.
 	Dump, Journal, Unbind, IPVS, Rules, Bind time.Duration
 }
@@ -200,9 +208,55 @@ func (a *Applier) settle(res *Result, always bool) {
 
 // Partial applies the virtual servers of the changed services only (see
 // ipvs.Reconciler.Partial) and the whole address and rule state; IPVS is
-// not read. changed holds "namespace/name" or "namespace/name:port".
+// not read, kube-ipvs0 only when the address manager does not trust its
+// view (addrmgr.Manager.Refresh). changed holds "namespace/name" or
+// "namespace/name:port"; with none (the sync the address manager's kick
+// asks for) no virtual server is touched, and addresses and rules are
+// repaired.
 func (a *Applier) Partial(st *planner.State, changed ...string) (*Result, error) {
 	return a.sync(st, false, changed)
+}
+
+// changedOnly returns the virtual servers of the changed services, matched
+// as ipvs.Reconciler.Partial matches them ("namespace/name" is every port
+// of the Service, "namespace/name:port" one), in one pass without
+// allocating per virtual server.
+func changedOnly(vss []ipvs.VirtualServer, changed []string) []ipvs.VirtualServer {
+	if len(changed) == 0 {
+		return nil
+	}
+	var set map[string]bool
+	if len(changed) > 8 {
+		set = make(map[string]bool, len(changed))
+		for _, c := range changed {
+			set[c] = true
+		}
+	}
+	match := func(service string) bool {
+		if service == "" {
+			return false
+		}
+		svc := service
+		if i := strings.LastIndexByte(service, ':'); i >= 0 {
+			svc = service[:i]
+		}
+		if set != nil {
+			return set[service] || set[svc]
+		}
+		for _, c := range changed {
+			if c == service || c == svc {
+				return true
+			}
+		}
+		return false
+	}
+	var out []ipvs.VirtualServer
+	for i := range vss {
+		if match(vss[i].Service) {
+			out = append(out, vss[i])
+		}
+	}
+	return out
 }
 
 func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result, error) {
@@ -213,12 +267,28 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 		*d += now.Sub(mark)
 		mark = now
 	}
-	bound, err := a.addrs.Dump()
+	// A full sync reads kube-ipvs0; a partial one only when the address
+	// manager's watch saw a change by others or lost events (or there is
+	// no watch): its view is kube-ipvs0's otherwise.
+	var bound []netip.Prefix
+	var err error
+	if full {
+		bound, err = a.addrs.Dump()
+		res.AddressesDumped = err == nil
+	} else {
+		res.AddressesDumped, err = a.addrs.Refresh()
+	}
 	if err != nil {
 		return nil, err
 	}
 	res.Drift.Addresses = a.addrs.Drift()
 	lap(&res.Took.Dump)
+	// The changed services' share of the desired virtual servers, picked
+	// once for the journal and the reconciler.
+	selected := st.VirtualServers
+	if !full {
+		selected = changedOnly(st.VirtualServers, changed)
+	}
 	// Who asked for each address, to attribute address failures and to
 	// know when an address is ready to bind. Built on first use: a partial
 	// sync that binds nothing and fails nothing never needs it.
@@ -261,7 +331,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	if !full {
 		recordFor = changed
 	}
-	if err := a.ipvs.Record(st.VirtualServers, during, leavingList, recordFor...); err != nil {
+	if err := a.ipvs.Record(selected, during, leavingList, recordFor...); err != nil {
 		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
 	lap(&res.Took.Journal)
@@ -284,7 +354,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 		}
 		res.IPVS, err = a.ipvs.Full(st.VirtualServers, own)
 	} else {
-		res.IPVS, err = a.ipvs.Partial(st.VirtualServers, changed...)
+		res.IPVS, err = a.ipvs.Partial(selected, changed...)
 	}
 	if err != nil {
 		// The table could not be read (full) or was never read (partial):
@@ -337,7 +407,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	fields := []zap.Field{zap.String("mode", mode), zap.Int("ipvsChanges", res.IPVS.Changes()),
 		zap.Int("bound", res.Bind.Bound), zap.Int("unbound", res.Unbind.Unbound),
 		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Strings("failedServices", res.FailedServices()),
-		zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
+		zap.Bool("addressesDumped", res.AddressesDumped), zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
 		zap.Duration("ipvsTook", res.Took.IPVS), zap.Duration("rulesTook", res.Took.Rules), zap.Duration("bindTook", res.Took.Bind)}
 	if err := res.Err(); err != nil {
 		a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)

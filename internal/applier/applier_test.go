@@ -314,3 +314,65 @@ func TestRestartAfterKillBetweenUnbindAndDelete(t *testing.T) {
 		}
 	}
 }
+
+// With the address manager watching kube-ipvs0, a partial sync does not
+// dump it unless someone else changed it: a protected address added by
+// hand kicks, and the next partial sync — even one with no changed
+// service — dumps and removes it.
+func TestWatchedPartialSyncs(t *testing.T) {
+	b := newBed(t, setGuard{nodeIP: true})
+	mgr := addrmgr.NewManager(b.link, setGuard{nodeIP: true}, nil)
+	kicks := make(chan struct{}, 1)
+	if err := mgr.Watch(t.Context(), func() {
+		select {
+		case kicks <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		t.Fatal(err)
+	}
+	b.a = New(ipvs.NewReconciler(b.table, ipvs.Options{}), mgr, b.rules, nil)
+	st := state("ns/a=10.96.0.1", "ns/b=10.96.0.2")
+	if res, err := b.a.Full(st, []netip.Addr{nodeIP}); err != nil || res.Err() != nil || !res.AddressesDumped {
+		t.Fatal(err, res.Err())
+	}
+	dumps := b.link.Dumps
+	for i, st := range []*planner.State{state("ns/a=10.96.0.1"), state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), state("ns/a=10.96.0.1", "ns/b=10.96.0.2", "ns/c=10.96.0.3")} {
+		b.link.Flush()
+		res, err := b.a.Partial(st, "ns/b", "ns/c")
+		if err != nil || res.Err() != nil || res.AddressesDumped || b.link.Dumps != dumps {
+			t.Fatalf("partial %d: %v %v, dumped %v", i, err, res.Err(), res.AddressesDumped)
+		}
+	}
+	if got := b.link.String(); got != "10.96.0.1/32\n10.96.0.2/32\n10.96.0.3/32\n" {
+		t.Fatalf("addresses %q", got)
+	}
+	select {
+	case <-kicks:
+		t.Fatal("own changes kicked")
+	default:
+	}
+	b.link.Put(netip.PrefixFrom(nodeIP, 32))
+	b.link.Flush()
+	select {
+	case <-kicks:
+	default:
+		t.Fatal("no kick for a protected address added by hand")
+	}
+	tbl := b.table.String()
+	st = state("ns/a=10.96.0.1", "ns/b=10.96.0.2", "ns/c=10.96.0.3")
+	res, err := b.a.Partial(st)
+	if err != nil || res.Err() != nil || !res.AddressesDumped || res.Unbind.Unbound != 1 || res.Drift.Addresses != 1 {
+		t.Fatalf("%v %v %+v %+v", err, res.Err(), res, res.Unbind)
+	}
+	if got := b.link.String(); strings.Contains(got, nodeIP.String()) {
+		t.Fatalf("protected address left: %q", got)
+	}
+	if b.table.String() != tbl || res.IPVS.Changes() != 0 {
+		t.Fatalf("a sync with no changed service changed IPVS: %+v", res.IPVS)
+	}
+	b.link.Flush()
+	if res, _ := b.a.Partial(st); res.AddressesDumped {
+		t.Fatal("dumped again after the repair")
+	}
+}
