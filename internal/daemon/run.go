@@ -101,10 +101,28 @@ type kernel struct {
 	rules *iptables.Applier
 	guard *Guard
 	app   *applier.Applier
+	// addrKick receives (coalesced, never blocking the sender) when the
+	// address manager's watch of kube-ipvs0 saw an address added or
+	// removed by someone else, or lost events: a sync should run soon
+	// (a partial one with no changed service is enough; it dumps
+	// kube-ipvs0 and repairs it). stopWatch ends the watch.
+	addrKick  chan struct{}
+	stopWatch context.CancelFunc
 }
 
+// AddrKick is the channel a sync loop selects on to sync soon after
+// kube-ipvs0 was changed by others (see kernel.addrKick).
+func (k *kernel) AddrKick() <-chan struct{} { return k.addrKick }
+
+// fingerprintedGuard is the daemon's guard as the address manager's
+// Protector and addrmgr.Fingerprinter: the fingerprint of the guard in
+// force, so the manager re-checks the bound addresses only when it changed.
+type fingerprintedGuard struct{ *Guard }
+
+func (g fingerprintedGuard) Fingerprint() uint64 { return g.g.Load().Fingerprint() }
+
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
-	k := &kernel{guard: NewGuard()}
+	k := &kernel{guard: NewGuard(), addrKick: make(chan struct{}, 1)}
 	var err error
 	if k.table, err = ipvs.OpenKernel(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
@@ -151,13 +169,29 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Journal:        ipvs.NewFileJournal(c.StateDir),
 		Log:            log.Named("ipvs"),
 	})
-	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
+	mgr := addrmgr.NewManager(link, fingerprintedGuard{k.guard}, log.Named("addrmgr"))
+	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
+	// kube-ipvs0 only after a change by others (or lost events). Without
+	// the watch every sync dumps it, as before.
+	var watchCtx context.Context
+	watchCtx, k.stopWatch = context.WithCancel(context.Background())
+	if err := mgr.Watch(watchCtx, func() {
+		select {
+		case k.addrKick <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		log.Warn("not following "+addrmgr.Device+" addresses: every sync dumps them", zap.Error(err))
+	}
 	k.app = applier.New(rec, mgr, k.rules, log.Named("applier"))
 	ok = true
 	return k, nil
 }
 
 func (k *kernel) close() {
+	if k.stopWatch != nil {
+		k.stopWatch()
+	}
 	if k.rules != nil {
 		k.rules.Close()
 	}
