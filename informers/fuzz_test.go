@@ -216,6 +216,7 @@ func FuzzConvertFields(f *testing.F) {
 		checkCluster(t, c)
 		checkNothingDropped(t, svcs, c)
 		checkPlan(t, c)
+		checkStripped(t, svcs, eps, nodes, c)
 	})
 }
 
@@ -259,7 +260,36 @@ func FuzzConvertObjects(f *testing.F) {
 		checkCluster(t, c)
 		checkNothingDropped(t, svcs, c)
 		checkPlan(t, c)
+		checkStripped(t, svcs, eps, nodes, c)
 	})
+}
+
+// checkStripped asserts that the informers' transform keeps everything the
+// conversion reads: the objects' lean copies convert to c too.
+func checkStripped(t *testing.T, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node, c model.Cluster) {
+	t.Helper()
+	lean := func(o any) any {
+		out, err := informers.StripUnused(o)
+		if err != nil {
+			t.Fatalf("StripUnused: %v", err)
+		}
+		return out
+	}
+	var ls []*corev1.Service
+	var le []*discoveryv1.EndpointSlice
+	var ln []*corev1.Node
+	for _, o := range svcs {
+		ls = append(ls, lean(o).(*corev1.Service))
+	}
+	for _, o := range eps {
+		le = append(le, lean(o).(*discoveryv1.EndpointSlice))
+	}
+	for _, o := range nodes {
+		ln = append(ln, lean(o).(*corev1.Node))
+	}
+	if got := informers.Convert(ls, le, ln); !reflect.DeepEqual(got, c) {
+		t.Fatalf("Convert differs after StripUnused:\n%+v\n%+v", got, c)
+	}
 }
 
 // checkCluster asserts what the planner relies on: sorted, unique service

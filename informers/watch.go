@@ -12,7 +12,6 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	"k8s.io/apimachinery/pkg/api/meta"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
@@ -98,33 +97,16 @@ func ProxySelector() labels.Selector {
 	return labels.NewSelector().Add(*noProxyName, *noHeadless)
 }
 
-// StripUnused is the informers' transform: it drops what the proxy never
-// reads from an object before the cache keeps it — metadata.managedFields
-// and kubectl's last-applied-configuration annotation, often the larger
-// part of a Service or Node — so that 10,000 services cost the cache their
-// specs, not their edit history. Other objects pass unchanged.
-func StripUnused(obj any) (any, error) {
-	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
-		return d, nil
-	}
-	m, err := meta.Accessor(obj)
-	if err != nil {
-		return obj, nil
-	}
-	m.SetManagedFields(nil)
-	if a := m.GetAnnotations(); a != nil {
-		if _, ok := a[corev1.LastAppliedConfigAnnotation]; ok {
-			delete(a, corev1.LastAppliedConfigAnnotation)
-			m.SetAnnotations(a)
-		}
-	}
-	return obj, nil
-}
-
 // NewWatcher builds the informers. addrs may be nil (no state file).
 // resync is the informers' resync period (0: none; the sync loop does its
 // own periodic full sync).
 func NewWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger) (*Watcher, error) {
+	return newWatcher(client, nodeName, addrs, resync, log, StripUnused)
+}
+
+// newWatcher is NewWatcher with the informers' transform given (nil: none),
+// for the cache memory benchmark.
+func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger, transform cache.TransformFunc) (*Watcher, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -134,8 +116,8 @@ func NewWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		nodeName: nodeName,
 		factory: informers.NewSharedInformerFactoryWithOptions(client, resync,
 			informers.WithTweakListOptions(func(o *metav1.ListOptions) { o.LabelSelector = sel }),
-			informers.WithTransform(StripUnused)),
-		nodes:     informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(StripUnused)),
+			informers.WithTransform(transform)),
+		nodes:     informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(transform)),
 		addrs:     addrs,
 		dirty:     map[string]bool{},
 		triggers:  map[string]time.Time{},
@@ -387,7 +369,7 @@ func (w *Watcher) ServiceKeys() []string {
 }
 
 // Nodes returns every cached Node converted, sorted by name, with the
-// conversion's refusals.
+// conversion's refusals, sorted.
 func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 	ns, _ := w.nodeLister.List(labels.Everything())
 	out := make([]model.Node, 0, len(ns))
@@ -406,6 +388,7 @@ func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 		}
 		return 0
 	})
+	SortRefusals(refusals)
 	return out, refusals
 }
 

@@ -1,0 +1,329 @@
+package informers
+
+// BenchmarkInformerCacheMemory measures what the informer caches keep: the
+// heap the real Watcher holds once it has listed Services, EndpointSlices
+// and Nodes shaped as the daemon benchmark (test/e2e/daemonbench) creates
+// them, as the API server returns them (server-set fields and managedFields
+// included), decoded from protobuf as the daemon's client decodes them.
+//
+//	go test -run '^$' -bench InformerCacheMemory -benchtime 1x ./informers/
+//	# other sizes: -informers.services 2000 -informers.endpoints 5
+//
+// It reports heap figures, not times: cache-MiB is the live heap after a
+// forced GC with the caches filled minus the same before the Watcher
+// started; B/service is that per Service with its EndpointSlice (the nodes
+// are included).
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"runtime"
+	"strconv"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/api/meta"
+	"k8s.io/apimachinery/pkg/api/resource"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	kruntime "k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+)
+
+var (
+	memServices  = flag.Int("informers.services", 10000, "BenchmarkInformerCacheMemory: Services, each with one EndpointSlice")
+	memEndpoints = flag.Int("informers.endpoints", 10, "BenchmarkInformerCacheMemory: endpoints per EndpointSlice")
+)
+
+// memShape says what the objects look like.
+type memShape struct {
+	name string
+	// controller: as kubectl apply and the EndpointSlice controller make
+	// them (selectors, app labels, last-applied-configuration, owner
+	// references, targetRefs, zones, trigger times) and Nodes as a kubelet
+	// reports them; otherwise exactly the daemon benchmark's objects.
+	controller bool
+	nodes      int
+}
+
+var memShapes = []memShape{
+	{name: "daemonbench", nodes: 11},
+	{name: "controller", controller: true, nodes: 100},
+}
+
+const memNS = "bench"
+
+var memTime = metav1.NewTime(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC))
+
+func memUID(kind string, i int) types.UID {
+	return types.UID(fmt.Sprintf("%08x-%04x-4%03x-8%03x-%012x", i, len(kind), i%4096, i%4096, i*7919))
+}
+
+func memField(manager, apiVersion, fields string) metav1.ManagedFieldsEntry {
+	return metav1.ManagedFieldsEntry{Manager: manager, Operation: metav1.ManagedFieldsOperationUpdate, APIVersion: apiVersion,
+		Time: &memTime, FieldsType: "FieldsV1", FieldsV1: &metav1.FieldsV1{Raw: []byte(fields)}}
+}
+
+// memNode is the node of endpoint x: n1 for the first 4 (the real pods of
+// the daemon benchmark), then n2..n(nodes).
+func memNode(x, nodes int) string {
+	if x < 4 {
+		return "n1"
+	}
+	return "n" + strconv.Itoa(2+x%(nodes-1))
+}
+
+func memService(i int, sh memShape) *corev1.Service {
+	name := fmt.Sprintf("s%05d", i)
+	ip := netip.AddrFrom4([4]byte{10, 96, byte(i / 250), byte(i%250 + 1)}).String()
+	svc := &corev1.Service{
+		ObjectMeta: metav1.ObjectMeta{Namespace: memNS, Name: name, UID: memUID("Service", i),
+			ResourceVersion: strconv.Itoa(100000 + 2*i), CreationTimestamp: memTime,
+			ManagedFields: []metav1.ManagedFieldsEntry{memField("daemonbench.test", "v1",
+				`{"f:spec":{"f:internalTrafficPolicy":{},"f:ports":{".":{},"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:port":{},"f:protocol":{},"f:targetPort":{}}},"f:sessionAffinity":{},"f:type":{}}}`)}},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: ip, ClusterIPs: []string{ip},
+			Ports:           []corev1.ServicePort{{Name: "", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}},
+			SessionAffinity: corev1.ServiceAffinityNone, IPFamilies: []corev1.IPFamily{corev1.IPv4Protocol},
+			IPFamilyPolicy:        ptr.To(corev1.IPFamilyPolicySingleStack),
+			InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster)},
+	}
+	if sh.controller {
+		svc.Labels = map[string]string{"app": name, "app.kubernetes.io/part-of": "shop", "team": "payments"}
+		svc.Spec.Selector = map[string]string{"app": name}
+		svc.Spec.Ports[0].Name = "http"
+		svc.Spec.Ports[0].TargetPort = intstr.FromString("http")
+		svc.Annotations = map[string]string{corev1.LastAppliedConfigAnnotation: fmt.Sprintf(
+			`{"apiVersion":"v1","kind":"Service","metadata":{"annotations":{},"labels":{"app":%q,"app.kubernetes.io/part-of":"shop","team":"payments"},"name":%q,"namespace":%q},"spec":{"ports":[{"name":"http","port":80,"targetPort":"http"}],"selector":{"app":%q}}}`+"\n",
+			name, name, memNS, name)}
+		svc.ManagedFields = append(svc.ManagedFields, memField("kubectl-client-side-apply", "v1",
+			`{"f:metadata":{"f:annotations":{".":{},"f:kubectl.kubernetes.io/last-applied-configuration":{}},"f:labels":{".":{},"f:app":{},"f:app.kubernetes.io/part-of":{},"f:team":{}}},"f:spec":{"f:internalTrafficPolicy":{},"f:ports":{".":{},"k:{\"port\":80,\"protocol\":\"TCP\"}":{".":{},"f:name":{},"f:port":{},"f:protocol":{},"f:targetPort":{}}},"f:selector":{},"f:sessionAffinity":{},"f:type":{}}}`))
+	}
+	return svc
+}
+
+func memSlice(i, endpoints int, sh memShape) *discoveryv1.EndpointSlice {
+	svc := fmt.Sprintf("s%05d", i)
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: memNS, Name: svc + "-1", UID: memUID("EndpointSlice", i),
+			ResourceVersion: strconv.Itoa(100001 + 2*i), Generation: 1, CreationTimestamp: memTime,
+			Labels: map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "e2e-daemonbench"},
+			ManagedFields: []metav1.ManagedFieldsEntry{memField("daemonbench.test", "discovery.k8s.io/v1",
+				`{"f:addressType":{},"f:endpoints":{},"f:metadata":{"f:labels":{".":{},"f:endpointslice.kubernetes.io/managed-by":{},"f:kubernetes.io/service-name":{}}},"f:ports":{}}`)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To(""), Port: ptr.To(int32(8080)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	if sh.controller {
+		s.Name = svc + "-" + fmt.Sprintf("%05x", i*31)
+		s.GenerateName = svc + "-"
+		s.Labels = map[string]string{discoveryv1.LabelServiceName: svc, discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io",
+			"app": svc, "app.kubernetes.io/part-of": "shop", "team": "payments"}
+		s.Annotations = map[string]string{AnnotationTriggerTime: memTime.UTC().Format(time.RFC3339Nano)}
+		s.OwnerReferences = []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: svc, UID: memUID("Service", i),
+			Controller: ptr.To(true), BlockOwnerDeletion: ptr.To(true)}}
+		s.Ports[0].Name = ptr.To("http")
+		s.ManagedFields = []metav1.ManagedFieldsEntry{memField("kube-controller-manager", "discovery.k8s.io/v1",
+			`{"f:addressType":{},"f:endpoints":{},"f:metadata":{"f:annotations":{".":{},"f:endpoints.kubernetes.io/last-change-trigger-time":{}},"f:generateName":{},"f:labels":{".":{},"f:app":{},"f:app.kubernetes.io/part-of":{},"f:endpointslice.kubernetes.io/managed-by":{},"f:kubernetes.io/service-name":{},"f:team":{}},"f:ownerReferences":{".":{},"k:{\"uid\":\"0\"}":{}}},"f:ports":{}}`)}
+	}
+	for j := 0; j < endpoints; j++ {
+		x := (i*endpoints + j) % 20000
+		e := discoveryv1.Endpoint{Addresses: []string{netip.AddrFrom4([4]byte{10, 244, byte(x / 250), byte(x%250 + 1)}).String()},
+			NodeName:   ptr.To(memNode(x, sh.nodes)),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true)}}
+		if sh.controller {
+			e.Conditions.Terminating = ptr.To(false)
+			e.Zone = ptr.To("zone-" + string(rune('a'+x%3)))
+			e.TargetRef = &corev1.ObjectReference{Kind: "Pod", Namespace: memNS, Name: fmt.Sprintf("%s-7d9c5b8f6-%05x", svc, x),
+				UID: memUID("Pod", x)}
+		}
+		s.Endpoints = append(s.Endpoints, e)
+	}
+	return s
+}
+
+func memNodeObject(n int, sh memShape) *corev1.Node {
+	name := "n" + strconv.Itoa(n)
+	node := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name, UID: memUID("Node", n), ResourceVersion: strconv.Itoa(n),
+		CreationTimestamp: memTime},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP,
+			Address: netip.AddrFrom4([4]byte{198, 51, 100, byte(n)}).String()}}}}
+	if !sh.controller {
+		return node
+	}
+	node.Labels = map[string]string{"kubernetes.io/hostname": name, "kubernetes.io/os": "linux", "kubernetes.io/arch": "amd64",
+		"beta.kubernetes.io/os": "linux", "beta.kubernetes.io/arch": "amd64", "node.kubernetes.io/instance-type": "m6i.2xlarge",
+		"topology.kubernetes.io/zone": "zone-" + string(rune('a'+n%3)), "topology.kubernetes.io/region": "eu-west-1",
+		"node-role.kubernetes.io/worker": ""}
+	node.Annotations = map[string]string{"node.alpha.kubernetes.io/ttl": "0",
+		"volumes.kubernetes.io/controller-managed-attach-detach": "true",
+		"csi.volume.kubernetes.io/nodeid":                        fmt.Sprintf(`{"ebs.csi.aws.com":"i-%017x"}`, n)}
+	node.ManagedFields = []metav1.ManagedFieldsEntry{
+		memField("kubelet", "v1", `{"f:metadata":{"f:annotations":{".":{},"f:volumes.kubernetes.io/controller-managed-attach-detach":{}},"f:labels":{".":{},"f:beta.kubernetes.io/arch":{},"f:beta.kubernetes.io/os":{},"f:kubernetes.io/arch":{},"f:kubernetes.io/hostname":{},"f:kubernetes.io/os":{}}},"f:spec":{"f:providerID":{}}}`),
+		memField("kubelet", "v1", `{"f:status":{"f:allocatable":{"f:cpu":{},"f:ephemeral-storage":{},"f:memory":{}},"f:capacity":{"f:cpu":{},"f:ephemeral-storage":{},"f:memory":{}},"f:conditions":{"k:{\"type\":\"DiskPressure\"}":{"f:lastHeartbeatTime":{}},"k:{\"type\":\"MemoryPressure\"}":{"f:lastHeartbeatTime":{}},"k:{\"type\":\"PIDPressure\"}":{"f:lastHeartbeatTime":{}},"k:{\"type\":\"Ready\"}":{"f:lastHeartbeatTime":{},"f:lastTransitionTime":{},"f:message":{},"f:reason":{},"f:status":{}}},"f:images":{},"f:nodeInfo":{"f:bootID":{},"f:kernelVersion":{}}}}`),
+	}
+	node.Spec = corev1.NodeSpec{PodCIDR: fmt.Sprintf("10.244.%d.0/24", n), PodCIDRs: []string{fmt.Sprintf("10.244.%d.0/24", n)},
+		ProviderID: fmt.Sprintf("aws:///eu-west-1a/i-%017x", n)}
+	node.Status.Addresses = append(node.Status.Addresses, corev1.NodeAddress{Type: corev1.NodeHostName, Address: name + ".eu-west-1.compute.internal"})
+	res := corev1.ResourceList{corev1.ResourceCPU: resource.MustParse("8"), corev1.ResourceMemory: resource.MustParse("32386544Ki"),
+		corev1.ResourceEphemeralStorage: resource.MustParse("104845292Ki"), corev1.ResourcePods: resource.MustParse("110"),
+		"hugepages-1Gi": resource.MustParse("0"), "hugepages-2Mi": resource.MustParse("0")}
+	node.Status.Capacity, node.Status.Allocatable = res, res.DeepCopy()
+	for _, c := range []corev1.NodeConditionType{"MemoryPressure", "DiskPressure", "PIDPressure", "Ready"} {
+		node.Status.Conditions = append(node.Status.Conditions, corev1.NodeCondition{Type: c, Status: corev1.ConditionFalse,
+			LastHeartbeatTime: memTime, LastTransitionTime: memTime, Reason: "Kubelet" + string(c), Message: "kubelet has no " + string(c)})
+	}
+	node.Status.DaemonEndpoints.KubeletEndpoint.Port = 10250
+	node.Status.NodeInfo = corev1.NodeSystemInfo{MachineID: fmt.Sprintf("ec2%029x", n), SystemUUID: fmt.Sprintf("ec2%029x", n),
+		BootID: fmt.Sprintf("%032x", n*31), KernelVersion: "6.1.0-56-amd64", OSImage: "Debian GNU/Linux 12 (bookworm)",
+		ContainerRuntimeVersion: "containerd://1.7.24", KubeletVersion: "v1.35.1", OperatingSystem: "linux", Architecture: "amd64"}
+	for k := 0; k < 30; k++ {
+		node.Status.Images = append(node.Status.Images, corev1.ContainerImage{
+			Names: []string{fmt.Sprintf("registry.example.com/team/app-%02d@sha256:%064x", k, k*n),
+				fmt.Sprintf("registry.example.com/team/app-%02d:v1.%d.0", k, k)}, SizeBytes: int64(40000000 + k*1000)})
+	}
+	return node
+}
+
+// memLists are the protobuf encodings of the three lists.
+type memLists struct{ svcs, slices, nodes []byte }
+
+func memEncode(tb testing.TB, services, endpoints int, sh memShape) memLists {
+	var sl corev1.ServiceList
+	var el discoveryv1.EndpointSliceList
+	var nl corev1.NodeList
+	for i := 0; i < services; i++ {
+		sl.Items = append(sl.Items, *memService(i, sh))
+		el.Items = append(el.Items, *memSlice(i, endpoints, sh))
+	}
+	for n := 1; n <= sh.nodes; n++ {
+		nl.Items = append(nl.Items, *memNodeObject(n, sh))
+	}
+	var out memLists
+	var err1, err2, err3 error
+	out.svcs, err1 = sl.Marshal()
+	out.slices, err2 = el.Marshal()
+	out.nodes, err3 = nl.Marshal()
+	if err1 != nil || err2 != nil || err3 != nil {
+		tb.Fatalf("encode: %v %v %v", err1, err2, err3)
+	}
+	return out
+}
+
+// memClient is a fake clientset whose lists are decoded afresh from the
+// protobuf encodings on every call, as a real client decodes them.
+func memClient(l memLists) *fake.Clientset {
+	c := fake.NewClientset()
+	c.PrependReactor("list", "services", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		var out corev1.ServiceList
+		return true, &out, out.Unmarshal(l.svcs)
+	})
+	c.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		var out discoveryv1.EndpointSliceList
+		return true, &out, out.Unmarshal(l.slices)
+	})
+	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, kruntime.Object, error) {
+		var out corev1.NodeList
+		return true, &out, out.Unmarshal(l.nodes)
+	})
+	return c
+}
+
+func liveHeap() uint64 {
+	runtime.GC()
+	runtime.GC()
+	var m runtime.MemStats
+	runtime.ReadMemStats(&m)
+	return m.HeapAlloc
+}
+
+// cacheHeap starts a Watcher with transform on the lists and returns the
+// live heap it adds once every object went through the event handlers.
+func cacheHeap(tb testing.TB, l memLists, services, nodes int, transform cache.TransformFunc) uint64 {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	before := liveHeap()
+	client := memClient(l)
+	w, err := newWatcher(client, "n1", nil, 0, nil, transform)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	w.Start(ctx)
+	if !w.WaitForCacheSync(ctx) {
+		tb.Fatal("caches did not sync")
+	}
+	deadline := time.Now().Add(2 * time.Minute)
+	for {
+		w.mu.Lock()
+		done := len(w.dirty) == services && len(w.nodeView) == nodes
+		w.mu.Unlock()
+		if done {
+			break
+		}
+		if time.Now().After(deadline) {
+			tb.Fatalf("handlers saw %d services, %d nodes; want %d, %d", w.Pending(), len(w.nodeView), services, nodes)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	after := liveHeap()
+	if got := len(w.ServiceKeys()); got != services {
+		tb.Fatalf("cache holds %d services, want %d", got, services)
+	}
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(client)
+	if after < before {
+		return 0
+	}
+	return after - before
+}
+
+// stripHistory is the transform before the lean copies (commit d240003):
+// managedFields and last-applied-configuration dropped in place. Kept here
+// as the benchmark's reference.
+func stripHistory(obj any) (any, error) {
+	if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+		return d, nil
+	}
+	m, err := meta.Accessor(obj)
+	if err != nil {
+		return obj, nil
+	}
+	m.SetManagedFields(nil)
+	if a := m.GetAnnotations(); a != nil {
+		delete(a, corev1.LastAppliedConfigAnnotation)
+	}
+	return obj, nil
+}
+
+var memTransforms = []struct {
+	name string
+	fn   cache.TransformFunc
+}{
+	{"none", nil},
+	{"history", stripHistory},
+	{"lean-no-intern", newLeaner(false).transform},
+	{"StripUnused", StripUnused},
+}
+
+func BenchmarkInformerCacheMemory(b *testing.B) {
+	services, endpoints := *memServices, *memEndpoints
+	for _, sh := range memShapes {
+		l := memEncode(b, services, endpoints, sh)
+		for _, tr := range memTransforms {
+			b.Run(sh.name+"/"+tr.name, func(b *testing.B) {
+				var heap uint64
+				for b.Loop() {
+					heap = cacheHeap(b, l, services, sh.nodes, tr.fn)
+				}
+				b.ReportMetric(float64(heap)/(1<<20), "cache-MiB")
+				b.ReportMetric(float64(heap)/float64(services), "B/service")
+			})
+		}
+	}
+}

@@ -1,0 +1,282 @@
+package informers
+
+import (
+	"sync"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// What the lean copies keep of labels and annotations. Everything the proxy
+// reads from a cached object is listed here or copied in lean*, and
+// TestStripUnusedConverts checks that the conversion cannot tell a lean copy
+// from the original: a new read of a cached field must be added here.
+var (
+	// Services: SkipReason reads the proxy-name label; the headless label
+	// is the other half of the informers' selector.
+	serviceLabels      = []string{LabelServiceProxyName, LabelHeadless}
+	serviceAnnotations = []string{AnnotationScheduler, AnnotationSourceRanges}
+	// EndpointSlices: the service-name label ties a slice to its Service
+	// (SliceServiceKey, the slice index); onSlice reads the trigger time.
+	sliceLabels      = []string{LabelServiceName, LabelServiceProxyName, LabelHeadless}
+	sliceAnnotations = []string{AnnotationTriggerTime}
+	// Nodes keep every label (the planner reads the zone, the local node's
+	// labels are compared as a whole) and no annotation.
+)
+
+// StripUnused is the informers' transform: it replaces each Service,
+// EndpointSlice and Node by a lean copy holding only what the proxy reads
+// (see leanService, leanSlice, leanNode), before the cache keeps it, so
+// that the decoded original — managedFields, last-applied-configuration,
+// selectors, targetRefs, a Node's images and conditions, and the spare
+// capacity of decoded lists — can be freed. The copies share their strings
+// and small leaf values with the original and with each other (node names,
+// zones, namespaces and label keys are interned): like every informer
+// cache, they are read-only. The original is never modified. Other objects
+// and tombstones pass unchanged. It is idempotent: client-go may apply it
+// twice to one object (watch-list's temporary store, then the FIFO).
+func StripUnused(obj any) (any, error) { return defaultLeaner.transform(obj) }
+
+var defaultLeaner = newLeaner(true)
+
+// leaner builds lean copies, interning the strings that repeat across
+// objects.
+type leaner struct {
+	intern bool
+
+	mu   sync.Mutex
+	strs map[string]string
+	ptrs map[string]*string
+}
+
+// maxInterned bounds each intern table: past it the table starts again
+// (objects keep their strings; only sharing with later objects is lost), so
+// node names of long-gone nodes cannot pile up.
+const maxInterned = 1 << 14
+
+func newLeaner(intern bool) *leaner {
+	return &leaner{intern: intern, strs: map[string]string{}, ptrs: map[string]*string{}}
+}
+
+func (l *leaner) transform(obj any) (any, error) {
+	switch o := obj.(type) {
+	case *corev1.Service:
+		if o != nil {
+			return l.service(o), nil
+		}
+	case *discoveryv1.EndpointSlice:
+		if o != nil {
+			return l.slice(o), nil
+		}
+	case *corev1.Node:
+		if o != nil {
+			return l.node(o), nil
+		}
+	}
+	return obj, nil
+}
+
+// str returns the interned copy of s.
+func (l *leaner) str(s string) string {
+	if !l.intern || s == "" {
+		return s
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.strs[s]; ok {
+		return c
+	}
+	if len(l.strs) >= maxInterned {
+		clear(l.strs)
+	}
+	l.strs[s] = s
+	return s
+}
+
+// ptr returns a shared pointer to a string equal to *p.
+func (l *leaner) ptr(p *string) *string {
+	if !l.intern || p == nil {
+		return p
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if c, ok := l.ptrs[*p]; ok {
+		return c
+	}
+	if len(l.ptrs) >= maxInterned {
+		clear(l.ptrs)
+	}
+	l.ptrs[*p] = p
+	return p
+}
+
+var (
+	boolTrue, boolFalse           = true, false
+	protoTCP, protoUDP, protoSCTP = corev1.ProtocolTCP, corev1.ProtocolUDP, corev1.ProtocolSCTP
+)
+
+// boolPtr shares the pointers of the endpoint conditions.
+func boolPtr(p *bool) *bool {
+	switch {
+	case p == nil:
+		return nil
+	case *p:
+		return &boolTrue
+	}
+	return &boolFalse
+}
+
+// protoPtr shares the pointers of the usual protocols.
+func protoPtr(p *corev1.Protocol) *corev1.Protocol {
+	if p == nil {
+		return nil
+	}
+	switch *p {
+	case corev1.ProtocolTCP:
+		return &protoTCP
+	case corev1.ProtocolUDP:
+		return &protoUDP
+	case corev1.ProtocolSCTP:
+		return &protoSCTP
+	}
+	return p
+}
+
+// keep returns a new map with only the keys of m in want, nil when there
+// are none. Its keys are the package's constants, not the decoded strings.
+func keep(m map[string]string, want []string) map[string]string {
+	n := 0
+	for _, k := range want {
+		if _, ok := m[k]; ok {
+			n++
+		}
+	}
+	if n == 0 {
+		return nil
+	}
+	out := make(map[string]string, n)
+	for _, k := range want {
+		if v, ok := m[k]; ok {
+			out[k] = v
+		}
+	}
+	return out
+}
+
+// meta keeps what identifies an object and what the informers need of it:
+// name, namespace, UID (Events name it), resourceVersion, generation, the
+// timestamps; labels and annotations as the caller filters them. Owner
+// references, finalizers and managedFields go.
+func (l *leaner) meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
+	return metav1.ObjectMeta{
+		Name:              m.Name,
+		Namespace:         l.str(m.Namespace),
+		UID:               m.UID,
+		ResourceVersion:   m.ResourceVersion,
+		Generation:        m.Generation,
+		CreationTimestamp: m.CreationTimestamp,
+		DeletionTimestamp: m.DeletionTimestamp,
+	}
+}
+
+// service keeps what ServicePorts and SkipReason read: type, cluster IPs,
+// external IPs, source ranges, traffic policies, health check node port,
+// session affinity, traffic distribution, each port's name, protocol, port
+// and node port, the load balancer ingress IPs and IP modes. The selector,
+// IP family fields, target ports, app protocols, ingress hostnames and
+// ports, and status conditions go.
+func (l *leaner) service(s *corev1.Service) *corev1.Service {
+	sp := &s.Spec
+	out := &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: l.meta(&s.ObjectMeta)}
+	out.Labels = keep(s.Labels, serviceLabels)
+	out.Annotations = keep(s.Annotations, serviceAnnotations)
+	out.Spec = corev1.ServiceSpec{
+		Type:                     sp.Type,
+		ClusterIP:                sp.ClusterIP,
+		ClusterIPs:               sp.ClusterIPs,
+		ExternalIPs:              sp.ExternalIPs,
+		LoadBalancerSourceRanges: sp.LoadBalancerSourceRanges,
+		ExternalTrafficPolicy:    sp.ExternalTrafficPolicy,
+		InternalTrafficPolicy:    sp.InternalTrafficPolicy,
+		HealthCheckNodePort:      sp.HealthCheckNodePort,
+		SessionAffinity:          sp.SessionAffinity,
+		SessionAffinityConfig:    sp.SessionAffinityConfig,
+		TrafficDistribution:      sp.TrafficDistribution,
+	}
+	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
+		out.Spec.ClusterIP = sp.ClusterIPs[0] // one string, not two equal ones
+	}
+	if len(sp.Ports) > 0 {
+		out.Spec.Ports = make([]corev1.ServicePort, len(sp.Ports))
+		for i, p := range sp.Ports {
+			out.Spec.Ports[i] = corev1.ServicePort{Name: l.str(p.Name), Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort}
+		}
+	}
+	if ing := s.Status.LoadBalancer.Ingress; len(ing) > 0 {
+		out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, len(ing))
+		for i, in := range ing {
+			out.Status.LoadBalancer.Ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode}
+		}
+	}
+	return out
+}
+
+// slice keeps what EndpointsFromSlice reads: the address type, every port's
+// name, protocol and number, and of every endpoint (all of them, in order:
+// refusals name them by index) the first address, the conditions, node
+// name, zone and hints. Target references, hostnames, deprecated topology
+// and app protocols go.
+func (l *leaner) slice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: l.meta(&s.ObjectMeta), AddressType: s.AddressType}
+	out.Labels = keep(s.Labels, sliceLabels)
+	out.Annotations = keep(s.Annotations, sliceAnnotations)
+	if len(s.Ports) > 0 {
+		out.Ports = make([]discoveryv1.EndpointPort, len(s.Ports))
+		for i, p := range s.Ports {
+			out.Ports[i] = discoveryv1.EndpointPort{Name: l.ptr(p.Name), Protocol: protoPtr(p.Protocol), Port: p.Port}
+		}
+	}
+	if len(s.Endpoints) > 0 {
+		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			addrs := e.Addresses
+			if len(addrs) > 1 {
+				addrs = []string{addrs[0]}
+			}
+			out.Endpoints[i] = discoveryv1.Endpoint{
+				Addresses: addrs,
+				Conditions: discoveryv1.EndpointConditions{
+					Ready:       boolPtr(e.Conditions.Ready),
+					Serving:     boolPtr(e.Conditions.Serving),
+					Terminating: boolPtr(e.Conditions.Terminating),
+				},
+				NodeName: l.ptr(e.NodeName),
+				Zone:     l.ptr(e.Zone),
+				Hints:    e.Hints,
+			}
+		}
+	}
+	return out
+}
+
+// node keeps what NodeFromObject and the health server read: every label,
+// the deletion timestamp, unschedulable and the taints, and every entry of
+// status.addresses (all of them, in order: refusals name them by index).
+// Annotations, the pod CIDRs, provider ID, capacity, conditions, images,
+// volumes and system info go.
+func (l *leaner) node(n *corev1.Node) *corev1.Node {
+	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: l.meta(&n.ObjectMeta)}
+	out.Labels = n.Labels
+	if l.intern && len(n.Labels) > 0 {
+		out.Labels = make(map[string]string, len(n.Labels))
+		for k, v := range n.Labels {
+			out.Labels[l.str(k)] = l.str(v)
+		}
+	}
+	out.Spec.Unschedulable = n.Spec.Unschedulable
+	out.Spec.Taints = n.Spec.Taints
+	out.Status.Addresses = n.Status.Addresses
+	return out
+}
