@@ -61,6 +61,9 @@ type Config struct {
 
 	HealthzBindAddress string
 	MetricsBindAddress string
+	// EnableProfiling is --profiling: net/http/pprof under /debug/pprof/ on
+	// the metrics server, as kube-proxy's enableProfiling.
+	EnableProfiling bool
 
 	StateDir string
 
@@ -108,6 +111,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "Remove what the proxy created (virtual servers, kube-ipvs0, chains, ipsets) and exit.")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "host:port of the /healthz and /livez server; empty disables it.")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
+	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "Serve Go's profiles (net/http/pprof: heap, CPU, goroutines) under /debug/pprof/ on the --metrics-bind-address server, as kube-proxy's --profiling.")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn, error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
@@ -157,6 +161,9 @@ func (c *Config) Validate() error {
 		if _, _, err := net.SplitHostPort(addr); err != nil {
 			bad(flag, "%v", err)
 		}
+	}
+	if c.EnableProfiling && c.MetricsBindAddress == "" {
+		bad("profiling", "profiles are served on the metrics server, and --metrics-bind-address is empty")
 	}
 	if c.StateDir == "" {
 		bad("state-dir", "must not be empty")

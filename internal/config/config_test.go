@@ -38,7 +38,7 @@ func TestDefaults(t *testing.T) {
 	}
 	if c.SyncPeriod != 30*time.Second || c.MinSyncPeriod != 0 || c.HealthzBindAddress != "0.0.0.0:10256" ||
 		c.MetricsBindAddress != "127.0.0.1:10249" || c.StateDir != "/var/lib/ipvs-proxy" || c.Planning.Scheduler != "rr" ||
-		c.Planning.MasqueradeBit != 14 {
+		c.Planning.MasqueradeBit != 14 || c.EnableProfiling {
 		t.Errorf("defaults: %+v", c)
 	}
 }
@@ -53,7 +53,7 @@ func TestOwnFileAndFlagPrecedence(t *testing.T) {
 	}
 	if c.HostnameOverride != "node-a" || !c.IPVSStrictARP || c.IPVSTCPTimeout != 900*time.Second ||
 		c.IPVSGracefulPeriod != time.Minute || c.MinSyncPeriod != time.Second || !c.Planning.RefuseNodeExternalIPs ||
-		c.StateDir != "/tmp/x" || c.LogLevel != "debug" || c.LogFormat != "console" {
+		c.StateDir != "/tmp/x" || c.LogLevel != "debug" || c.LogFormat != "console" || !c.EnableProfiling {
 		t.Errorf("file values not applied: %+v", c)
 	}
 	if len(c.Warnings) != 0 {
@@ -84,6 +84,24 @@ func TestKubeProxyConfiguration(t *testing.T) {
 	}
 }
 
+// kube-proxy's enableProfiling maps onto --profiling; the command line wins.
+func TestKubeProxyProfiling(t *testing.T) {
+	p := t.TempDir() + "/kp.yaml"
+	if err := os.WriteFile(p, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nenableProfiling: true\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	c, err := parse(t, "--config", p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !c.EnableProfiling || len(c.Warnings) != 0 {
+		t.Errorf("enableProfiling: %v, warnings %v", c.EnableProfiling, c.Warnings)
+	}
+	if c, err = parse(t, "--config", p, "--profiling=false"); err != nil || c.EnableProfiling {
+		t.Errorf("--profiling=false must win over the file: %v %v", c.EnableProfiling, err)
+	}
+}
+
 func TestInvalidFile(t *testing.T) {
 	dir := t.TempDir()
 	p := dir + "/bad.yaml"
@@ -108,6 +126,7 @@ func TestInvalid(t *testing.T) {
 		{"--min-sync-period", "1m", "--sync-period", "30s"},
 		{"--log-format", "xml"},
 		{"--healthz-bind-address", "10256"},
+		{"--profiling", "--metrics-bind-address", ""},
 		{"--config", "testdata/missing.yaml"},
 		{"--config", "config_test.go"},
 	} {

@@ -49,6 +49,7 @@ type ProxyConfiguration struct {
 	MinSyncPeriod         *v1.Duration     `json:"minSyncPeriod,omitempty"`
 	HealthzBindAddress    *string          `json:"healthzBindAddress,omitempty"`
 	MetricsBindAddress    *string          `json:"metricsBindAddress,omitempty"`
+	EnableProfiling       *bool            `json:"enableProfiling,omitempty"`
 	RefuseNodeExternalIPs *bool            `json:"refuseNodeExternalIPs,omitempty"`
 	ProtectedCIDRs        []string         `json:"protectedCIDRs,omitempty"`
 	StateDir              *string          `json:"stateDir,omitempty"`
@@ -180,6 +181,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	setDuration(s, "min-sync-period", &c.MinSyncPeriod, pc.MinSyncPeriod)
 	set(s, "healthz-bind-address", &c.HealthzBindAddress, pc.HealthzBindAddress)
 	set(s, "metrics-bind-address", &c.MetricsBindAddress, pc.MetricsBindAddress)
+	set(s, "profiling", &c.EnableProfiling, pc.EnableProfiling)
 	set(s, "refuse-node-external-ips", &c.Planning.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
 	setPrefixes(s, "protected-cidrs", &c.Planning.ProtectedCIDRs, pc.ProtectedCIDRs)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
@@ -215,6 +217,7 @@ var kubeProxyUsed = map[string]bool{
 	"hostnameOverride":            true,
 	"healthzBindAddress":          true,
 	"metricsBindAddress":          true,
+	"enableProfiling":             true,
 	"mode":                        true,
 	"clusterCIDR":                 true,
 	"nodePortAddresses":           true,
@@ -235,6 +238,7 @@ func (c *Config) applyKubeProxy(kp *kubeproxy.KubeProxyConfiguration, s setter) 
 	set(s, "hostname-override", &c.HostnameOverride, nonEmpty(kp.HostnameOverride))
 	set(s, "healthz-bind-address", &c.HealthzBindAddress, nonEmpty(kp.HealthzBindAddress))
 	set(s, "metrics-bind-address", &c.MetricsBindAddress, nonEmpty(kp.MetricsBindAddress))
+	set(s, "profiling", &c.EnableProfiling, nonEmpty(kp.EnableProfiling))
 	if kp.ClusterCIDR != "" {
 		setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, strings.Split(kp.ClusterCIDR, ","))
 	}

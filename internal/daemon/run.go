@@ -279,12 +279,17 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	metricsHandler := m.Handler()
+	if c.EnableProfiling {
+		metricsHandler = metrics.WithProfiling(metricsHandler)
+		log.Info("serving profiles", zap.String("address", c.MetricsBindAddress), zap.String("path", "/debug/pprof/"))
+	}
 	for _, srv := range []struct {
 		what, addr string
 		run        func(context.Context, string) error
 	}{
 		{"healthz", c.HealthzBindAddress, func(ctx context.Context, a string) error { return health.Serve(ctx, a, hp.Handler()) }},
-		{"metrics", c.MetricsBindAddress, func(ctx context.Context, a string) error { return health.Serve(ctx, a, m.Handler()) }},
+		{"metrics", c.MetricsBindAddress, func(ctx context.Context, a string) error { return health.Serve(ctx, a, metricsHandler) }},
 	} {
 		if srv.addr == "" {
 			continue

@@ -1,6 +1,7 @@
 package metrics
 
 import (
+	"net/http"
 	"net/http/httptest"
 	"strings"
 	"testing"
@@ -33,5 +34,28 @@ func TestMetrics(t *testing.T) {
 	}
 	if strings.Contains(body, `reason="NodeIP"`) {
 		t.Error("a refusal reason that went away is still exported")
+	}
+}
+
+func TestWithProfiling(t *testing.T) {
+	m := New()
+	get := func(h http.Handler, path string) (int, string) {
+		rec := httptest.NewRecorder()
+		h.ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+		return rec.Code, rec.Body.String()
+	}
+	h := WithProfiling(m.Handler())
+	if code, body := get(h, "/metrics"); code != 200 || !strings.Contains(body, "ipvs_proxy_syncs_total") {
+		t.Errorf("/metrics with profiling: %d", code)
+	}
+	if code, body := get(h, "/debug/pprof/heap?debug=1"); code != 200 || !strings.Contains(body, "heap profile") {
+		t.Errorf("/debug/pprof/heap: %d %.80q", code, body)
+	}
+	if code, body := get(h, "/debug/pprof/"); code != 200 || !strings.Contains(body, "goroutine") {
+		t.Errorf("/debug/pprof/: %d %.80q", code, body)
+	}
+	// Without it, no profile is served.
+	if code, _ := get(m.Handler(), "/debug/pprof/heap"); code != 404 {
+		t.Errorf("/debug/pprof/heap without profiling: %d, want 404", code)
 	}
 }
