@@ -16,6 +16,7 @@ package applier
 
 import (
 	"bufio"
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -242,7 +243,44 @@ type kproxy struct {
 	table *ipvs.Kernel
 	rules *iptables.Applier
 	rec   *ipvs.Reconciler
+	mgr   *addrmgr.Manager
 	app   *Applier
+	// link counts kube-ipvs0 dumps; kicks receives the address
+	// manager's kicks (coalesced), as the daemon's loop does.
+	link  *countingLink
+	kicks chan struct{}
+}
+
+// countingLink is kube-ipvs0 counting its dumps (Link.Addrs calls); it
+// watches through the kernel link.
+type countingLink struct {
+	*addrmgr.KernelLink
+	mu    sync.Mutex
+	dumps int
+}
+
+func (c *countingLink) Addrs() ([]netip.Prefix, error) {
+	c.mu.Lock()
+	c.dumps++
+	c.mu.Unlock()
+	return c.KernelLink.Addrs()
+}
+
+func (c *countingLink) Dumps() int {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.dumps
+}
+
+// waitKick waits for the address manager's kick, as the daemon's loop
+// would before its next sync.
+func (p *kproxy) waitKick(t *testing.T, what string) {
+	t.Helper()
+	select {
+	case <-p.kicks:
+	case <-time.After(10 * time.Second):
+		t.Fatalf("%s: no kick from the kube-ipvs0 watch in 10 s", what)
+	}
 }
 
 // open starts a proxy in the node, as a (re)started process would: new
@@ -275,10 +313,27 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	b.t.Cleanup(func() { p.table.Close(); ct.Close(); nl.Close(); p.rules.Close() })
+	ctx, stopWatch := context.WithCancel(context.Background())
+	b.t.Cleanup(func() { stopWatch(); p.table.Close(); ct.Close(); nl.Close(); p.rules.Close() })
 	opts.Conntrack = ct
 	p.rec = ipvs.NewReconciler(p.table, opts)
-	p.app = New(p.rec, addrmgr.NewManager(link, b.guard, nil), p.rules, nil)
+	p.link = &countingLink{KernelLink: link}
+	p.kicks = make(chan struct{}, 1)
+	p.mgr = addrmgr.NewManager(p.link, b.guard, nil)
+	// As the daemon: the manager follows kube-ipvs0 (from the node's
+	// namespace, the handle's).
+	err = b.node.Do(func() error {
+		return p.mgr.Watch(ctx, func() {
+			select {
+			case p.kicks <- struct{}{}:
+			default:
+			}
+		})
+	})
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	p.app = New(p.rec, p.mgr, p.rules, nil)
 	return p
 }
 
@@ -974,14 +1029,15 @@ func TestKernelOwnershipAndCleanup(t *testing.T) {
 	b.checkPlan(st, foreign...)
 	checkForeign("after more syncs")
 
-	// A protected address put on kube-ipvs0 by hand is gone after the next
-	// sync, even a partial one.
+	// A protected address put on kube-ipvs0 by hand is gone after the
+	// sync its notification kicks, even a partial one.
 	hand := hostPrefix(ktest.NodeIPv4)
 	b.handAdded = append(b.handAdded, hand)
 	b.node.Run(t, "ip", "addr", "add", hand.String(), "dev", addrmgr.Device)
+	p.waitKick(t, "protected address added by hand")
 	res := b.partial(p, st)
-	if slices.Contains(b.kubeIPVS0(), hand.String()) || res.Unbind.Unbound != 1 {
-		t.Fatalf("protected address still on kube-ipvs0 after a sync: %v (%+v)", b.kubeIPVS0(), res.Unbind)
+	if slices.Contains(b.kubeIPVS0(), hand.String()) || res.Unbind.Unbound != 1 || !res.AddressesDumped {
+		t.Fatalf("protected address still on kube-ipvs0 after a sync: %v (%+v, dumped %v)", b.kubeIPVS0(), res.Unbind, res.AddressesDumped)
 	}
 	b.checkPlan(st, foreign...)
 
