@@ -16,11 +16,17 @@ package informers
 
 import (
 	"context"
+	"errors"
 	"flag"
 	"fmt"
+	"math"
 	"net/netip"
+	"os"
 	"runtime"
+	"runtime/debug"
+	"runtime/metrics"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -36,6 +42,8 @@ import (
 	k8stesting "k8s.io/client-go/testing"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 var (
@@ -249,6 +257,18 @@ func cacheHeap(tb testing.TB, l memLists, services, nodes int, transform cache.T
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	before := liveHeap()
+	w := startWatcher(ctx, tb, l, services, nodes, transform)
+	after := liveHeap()
+	runtime.KeepAlive(w)
+	if after < before {
+		return 0
+	}
+	return after - before
+}
+
+// startWatcher starts a Watcher on the lists and waits until every object
+// went through the event handlers.
+func startWatcher(ctx context.Context, tb testing.TB, l memLists, services, nodes int, transform cache.TransformFunc) *Watcher {
 	client := memClient(l)
 	w, err := newWatcher(client, "n1", nil, 0, nil, transform)
 	if err != nil {
@@ -271,16 +291,10 @@ func cacheHeap(tb testing.TB, l memLists, services, nodes int, transform cache.T
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	after := liveHeap()
 	if got := len(w.ServiceKeys()); got != services {
 		tb.Fatalf("cache holds %d services, want %d", got, services)
 	}
-	runtime.KeepAlive(w)
-	runtime.KeepAlive(client)
-	if after < before {
-		return 0
-	}
-	return after - before
+	return w
 }
 
 // stripHistory is the transform before the lean copies (commit d240003):
@@ -326,4 +340,82 @@ func BenchmarkInformerCacheMemory(b *testing.B) {
 			})
 		}
 	}
+}
+
+// BenchmarkSyncGC measures what the GC settings cost and save in the
+// daemon's steady state, natively: the Watcher's caches filled with the
+// daemon benchmark's objects (StripUnused), and per op what every sync of
+// the current loop does in-process — convert the whole cache
+// (Watcher.Cluster) and plan it — keeping the last plan alive as the loop
+// does. Per setting it reports the time per sync, the GC's share of the
+// process CPU (runtime/metrics), the largest heap goal (the heap the
+// runtime lets grow before collecting: the peak's main part) and the peak
+// RSS (VmHWM, reset before each setting). The settings run from the most
+// to the least frequent collection, so that each one's RSS is its own.
+//
+//	go test -run '^$' -bench SyncGC -benchtime 20x ./informers/
+func BenchmarkSyncGC(b *testing.B) {
+	services, endpoints := *memServices, *memEndpoints
+	sh := memShapes[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := startWatcher(ctx, b, memEncode(b, services, endpoints, sh), services, sh.nodes, StripUnused)
+	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	const noLimit = math.MaxInt64
+	for _, gc := range []struct {
+		name    string
+		percent int
+		limit   int64
+	}{
+		{"GOGC=25", 25, noLimit},
+		{"GOGC=50", 50, noLimit},
+		{"GOGC=100,GOMEMLIMIT=100MiB", 100, 100 << 20},
+		{"GOGC=100,GOMEMLIMIT=120MiB", 100, 120 << 20},
+		{"GOGC=100", 100, noLimit},
+	} {
+		b.Run(gc.name, func(b *testing.B) {
+			defer debug.SetGCPercent(debug.SetGCPercent(gc.percent))
+			defer debug.SetMemoryLimit(debug.SetMemoryLimit(gc.limit))
+			debug.FreeOSMemory()
+			hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+			samples := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/gc/heap/goal:bytes"}}
+			metrics.Read(samples)
+			gc0, total0 := samples[0].Value.Float64(), samples[1].Value.Float64()
+			var last planner.State
+			var goal uint64
+			for b.Loop() {
+				last = planner.Plan(w.Cluster(), o)
+				metrics.Read(samples[2:])
+				goal = max(goal, samples[2].Value.Uint64())
+			}
+			runtime.KeepAlive(last)
+			metrics.Read(samples)
+			if d := samples[1].Value.Float64() - total0; d > 0 {
+				b.ReportMetric(100*(samples[0].Value.Float64()-gc0)/d, "gc-cpu-%")
+			}
+			b.ReportMetric(float64(goal)/(1<<20), "heap-goal-MiB")
+			if hwm, err := vmHWM(); err == nil && hwmReset {
+				b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
+			}
+		})
+	}
+}
+
+// vmHWM is the process's peak RSS in bytes.
+func vmHWM() (uint64, error) {
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return 0, fmt.Errorf("read /proc/self/status: %w", err)
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "VmHWM:"); ok {
+			kb, err := strconv.ParseUint(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			if err != nil {
+				return 0, fmt.Errorf("VmHWM %q: %w", v, err)
+			}
+			return kb << 10, nil
+		}
+	}
+	return 0, errors.New("no VmHWM in /proc/self/status")
 }
