@@ -307,17 +307,26 @@ func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []
 
 // Settle prunes the journal after a sync to the owned (mirrored) virtual
 // servers that after does not cover, and writes it if that changed
-// anything. It looks only at the journal's entries and the virtual servers
-// this sync created, adopted or deleted (the whole mirror after a Full, or
-// when an address was journaled), so a partial sync pays for what it
+// anything. It looks only at the journal's entries, the virtual servers
+// this sync created, adopted or deleted, and those on journaled addresses
+// (the whole mirror after a Full), so a partial sync pays for what it
 // changed.
 func (r *Reconciler) Settle(after Coverage) error {
 	r.loadJournal()
 	candidates := r.touched
-	if r.settleAll || len(r.journal.addrs) > 0 {
+	switch {
+	case r.settleAll:
 		candidates = make(map[Key]bool, len(r.mirror))
 		for k := range r.mirror {
 			candidates[k] = true
+		}
+	case len(r.journal.addrs) > 0:
+		// An address entry is pruned: the virtual servers on it that
+		// stay uncovered are kept as keys.
+		for k := range r.mirror {
+			if r.journal.addrs[k.Address] {
+				candidates[k] = true
+			}
 		}
 	}
 	r.touched, r.settleAll = make(map[Key]bool), false
