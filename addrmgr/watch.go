@@ -120,7 +120,8 @@ func (m *Manager) Foreign() int {
 func (m *Manager) expect(p netip.Prefix, added bool) uint64 {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	if m.pending == nil {
+	if m.pending == nil || !m.live {
+		// Not watching, or no subscription: no event will come.
 		return 0
 	}
 	if m.npending >= maxPending {
@@ -220,6 +221,11 @@ func (m *Manager) onEvent(e AddrEvent) {
 // onStatus is the watch's status callback.
 func (m *Manager) onStatus(err error) {
 	m.mu.Lock()
+	if m.pending == nil {
+		// The watch ended (its context) while resubscribing.
+		m.mu.Unlock()
+		return
+	}
 	m.live = err == nil
 	// The events of changes made before a new subscription will not come.
 	m.pending = map[netip.Prefix][]pending{}
