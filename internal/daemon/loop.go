@@ -82,9 +82,15 @@ type Loop struct {
 	// the Env fields are filled in at each sync.
 	Options planner.Options
 	// OnPlan, if set, is called with the options, nodes and state of every
-	// sync before it is applied (the address manager's guard follows the
-	// planner's through it).
+	// sync that planned everything (a full one) before it is applied: the
+	// address manager's guard follows the planner's through it. Partial
+	// syncs plan with the same options and nodes.
 	OnPlan func(o *planner.Options, nodes []model.Node, st *planner.State)
+
+	// Kick, if set, asks for a sync soon although no service changed: the
+	// address manager sends on it when others changed kube-ipvs0, and the
+	// partial sync that follows reads it again and repairs it.
+	Kick <-chan struct{}
 
 	// SyncPeriod is --sync-period (full resync); MinSyncPeriod is
 	// --min-sync-period (minimum time between two syncs).
@@ -111,6 +117,7 @@ type Loop struct {
 	backoff   time.Duration
 	needFull  bool
 	dirty     bool
+	kicked    bool
 	stats     Stats
 	// plan is the incremental plan: rebuilt from every cached service by a
 	// full sync or when the node's addresses changed, updated with the
@@ -194,6 +201,8 @@ func (l *Loop) Run(ctx context.Context) error {
 			return nil
 		case <-l.Source.Notify():
 			l.dirty = true
+		case <-l.Kick:
+			l.dirty, l.kicked = true, true
 		case <-timer.C():
 		}
 	}
@@ -237,8 +246,9 @@ func (l *Loop) syncOnce() {
 	default:
 	}
 	changes := l.Source.TakeChanges()
-	l.dirty = false
-	if !full && changes.Empty() {
+	kicked := l.kicked
+	l.dirty, l.kicked = false, false
+	if !full && changes.Empty() && !kicked {
 		return
 	}
 	if changes.Nodes {
@@ -322,7 +332,7 @@ func (l *Loop) apply(rep *SyncReport, changed []string) (*planner.State, *applie
 		}
 	}
 	st := l.plan.State()
-	if l.OnPlan != nil {
+	if l.OnPlan != nil && rep.Full {
 		l.OnPlan(&o, l.nodes, &st)
 	}
 	if l.Services != nil {

@@ -533,6 +533,24 @@ func TestNodeChangeIsFullSync(t *testing.T) {
 	}
 }
 
+// TestKickSyncsWithoutChanges: a kick (kube-ipvs0 changed by others) runs
+// a partial sync although no service changed, and only one per kick.
+func TestKickSyncsWithoutChanges(t *testing.T) {
+	h := newHarness(t, 0)
+	kick := make(chan struct{}, 1)
+	h.loop.Kick = kick
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.settle(1)
+	kick <- struct{}{}
+	if calls := h.waitCalls(2); calls[1] != "partial " {
+		t.Fatalf("calls %v, want a partial sync of no service", calls)
+	}
+	h.settle(2)
+	h.wantKernel()
+}
+
 // What a sync repaired behind the proxy's back is counted by kind.
 // TestNodeAddressChangeIsFullSync: a partial sync that finds the node's
 // own addresses changed plans and applies everything (NodePorts follow the

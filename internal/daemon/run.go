@@ -306,6 +306,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		Source:  watcher,
 		Applier: k,
 		Env:     NetlinkEnv(k.nl),
+		Kick:    k.AddrKick(),
 		Options: opts,
 		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
 			k.guard.Update(o, nodes)
