@@ -73,7 +73,7 @@ func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) *proxy {
 		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
 		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metricsAddr,
-		"--state-dir", filepath.Join(dir, "state"), "--log-level", "debug", "--log-format", "json")
+		"--state-dir", filepath.Join(dir, "state"), "--log-level", "debug", "--log-format", "json", "--profiling")
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	p.start = time.Now()
 	if err := p.cmd.Start(); err != nil {
@@ -474,6 +474,16 @@ func TestDaemonBenchGuest(t *testing.T) {
 	heapAlloc, _ := metric(metrics, "go_memstats_heap_alloc_bytes")
 	heapSys, _ := metric(metrics, "go_memstats_heap_sys_bytes")
 	nextGC, _ := metric(metrics, "go_memstats_next_gc_bytes")
+
+	// The proxy's heap profile (go tool pprof), where asked for: a path
+	// on the host, which the VM shares.
+	if path := os.Getenv("DAEMONBENCH_HEAP_PROFILE"); path != "" {
+		if prof, err := getOK(node, metricsAddr, "/debug/pprof/heap"); err != nil {
+			t.Errorf("heap profile: %v", err)
+		} else if err := os.WriteFile(path, []byte(prof), 0o644); err != nil {
+			t.Errorf("heap profile: %v", err)
+		}
+	}
 
 	// (4) Peak RSS, then stop the proxy.
 	hwm := status(t, pid, "VmHWM")

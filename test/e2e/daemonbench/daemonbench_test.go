@@ -149,7 +149,7 @@ func TestDaemonBench(t *testing.T) {
 		Env: []string{"DAEMONBENCH_KUBECONFIG_ADMIN=" + guestKC, "DAEMONBENCH_KUBECONFIG_PROXY=" + proxyKC,
 			"DAEMONBENCH_PROXY_BIN=" + proxyBin,
 			"DAEMONBENCH_SERVICES=" + strconv.Itoa(services), "DAEMONBENCH_ENDPOINTS=" + strconv.Itoa(endpoints),
-			"DAEMONBENCH_CHANGES=" + strconv.Itoa(changes)},
+			"DAEMONBENCH_CHANGES=" + strconv.Itoa(changes), "DAEMONBENCH_HEAP_PROFILE=" + os.Getenv("DAEMONBENCH_HEAP_PROFILE")},
 		ForwardPort: srv.Port,
 		MemoryMiB:   memMiB,
 		Timeout:     guestTimeout + 5*time.Minute,
