@@ -28,7 +28,6 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -39,38 +38,6 @@ var (
 	benchEndpoints = flag.Int("applier.endpoints", 5, "endpoints per service in BenchmarkKernelSync")
 	benchPartials  = flag.Int("applier.partials", 20, "partial syncs timed per repetition")
 )
-
-// benchNodePortEvery: one service in this many also has a NodePort (the
-// default range holds 2,768 ports).
-const benchNodePortEvery = 4
-
-// benchCluster is n single-stack IPv4 TCP services with m endpoints each,
-// spread over 50 nodes (this node holds one in 50: KUBE-LOOP-BACK entries),
-// one in benchNodePortEvery with a NodePort. moved replaces the first
-// endpoint of service moved (-1: none) by a new address.
-func benchCluster(n, m, moved int) model.Cluster {
-	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, n)}
-	for s := range n {
-		sp := port(fmt.Sprintf("svc-%05d", s), "http", model.TCP, 80)
-		sp.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})}
-		if s%benchNodePortEvery == 0 {
-			sp.NodePort = uint16(30000 + s/benchNodePortEvery)
-		}
-		c.Services = append(c.Services, sp)
-		es := make([]model.Endpoint, m)
-		for e := range m {
-			k := s*m + e
-			a := netip.AddrFrom4([4]byte{10, byte(128 + k>>16), byte(k >> 8), byte(k)})
-			if s == moved && e == 0 {
-				a = netip.AddrFrom4([4]byte{10, 255, 255, 1})
-			}
-			es[e] = model.Endpoint{Address: a, Port: 8080, NodeName: fmt.Sprintf("node-%d", k%50), Ready: true, Serving: true}
-		}
-		c.Endpoints[sp.Name] = es
-	}
-	c.Nodes = []model.Node{{Name: "node-0", Addresses: []netip.Addr{ktest.NodeIPv4}}}
-	return c
-}
 
 func benchOptions() planner.Options {
 	return planner.Options{
@@ -183,8 +150,8 @@ func ms(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // of one changed endpoint. It reports every time in ms and the ratios.
 func BenchmarkKernelSync(b *testing.B) {
 	opts := benchOptions()
-	st := planner.Plan(benchCluster(*benchServices, *benchEndpoints, -1), opts)
-	st2 := planner.Plan(benchCluster(*benchServices, *benchEndpoints, *benchServices/2), opts)
+	st := planner.Plan(benchCluster(*benchServices, *benchEndpoints, -1, ktest.NodeIPv4), opts)
+	st2 := planner.Plan(benchCluster(*benchServices, *benchEndpoints, *benchServices/2, ktest.NodeIPv4), opts)
 	changed := fmt.Sprintf("default/svc-%05d", *benchServices/2)
 	nodeAddrs := []netip.Addr{ktest.NodeIPv4}
 	rs, entries := 0, 0
@@ -317,7 +284,7 @@ func BenchmarkKernelSync(b *testing.B) {
 // sides load the same kernel state, so the timings compare like with like.
 func TestKernelBenchContent(t *testing.T) {
 	opts := benchOptions()
-	st := planner.Plan(benchCluster(200, 3, -1), opts)
+	st := planner.Plan(benchCluster(200, 3, -1, ktest.NodeIPv4), opts)
 	var ours, floor [3][]string
 	capture := func(node *ktest.Node) [3][]string {
 		b := &kbed{t: t, node: node}

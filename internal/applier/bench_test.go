@@ -12,16 +12,22 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// fakeCluster is n TCP services with m endpoints each, one in 4 with a
-// NodePort, as BenchmarkKernelSync's cluster; moved replaces the first
-// endpoint of service moved (-1: none).
-func fakeCluster(n, m, moved int) model.Cluster {
+// benchNodePortEvery: one service in this many also has a NodePort (the
+// default range holds 2,768 ports).
+const benchNodePortEvery = 4
+
+// benchCluster is n single-stack IPv4 TCP services with m endpoints each,
+// spread over 50 nodes (node-0, this node at address node, holds one in 50:
+// KUBE-LOOP-BACK entries), one in benchNodePortEvery with a NodePort. moved
+// replaces the first endpoint of service moved (-1: none) by a new address.
+// BenchmarkKernelSync and BenchmarkPartialSync plan it.
+func benchCluster(n, m, moved int, node netip.Addr) model.Cluster {
 	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, n)}
 	for s := range n {
 		sp := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", s), Port: "http"}, Protocol: model.TCP, Port: 80}
 		sp.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})}
-		if s%4 == 0 {
-			sp.NodePort = uint16(30000 + s/4)
+		if s%benchNodePortEvery == 0 {
+			sp.NodePort = uint16(30000 + s/benchNodePortEvery)
 		}
 		c.Services = append(c.Services, sp)
 		es := make([]model.Endpoint, m)
@@ -35,7 +41,7 @@ func fakeCluster(n, m, moved int) model.Cluster {
 		}
 		c.Endpoints[sp.Name] = es
 	}
-	c.Nodes = []model.Node{{Name: "node-0", Addresses: []netip.Addr{nodeIP}}}
+	c.Nodes = []model.Node{{Name: "node-0", Addresses: []netip.Addr{node}}}
 	return c
 }
 
@@ -46,8 +52,8 @@ func BenchmarkPartialSync(b *testing.B) {
 	opts := planner.Options{NodeName: "node-0", LocalAddrs: []netip.Addr{nodeIP}, Scheduler: "rr",
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}, MasqueradeBit: planner.DefaultMasqueradeBit}
 	const n = 10000
-	st := planner.Plan(fakeCluster(n, 10, -1), opts)
-	st2 := planner.Plan(fakeCluster(n, 10, n/2), opts)
+	st := planner.Plan(benchCluster(n, 10, -1, nodeIP), opts)
+	st2 := planner.Plan(benchCluster(n, 10, n/2, nodeIP), opts)
 	changed := fmt.Sprintf("default/svc-%05d", n/2)
 	link := addrmgr.NewFakeLink()
 	guard := addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: []netip.Addr{nodeIP}, PodCIDRs: opts.ClusterCIDRs})
