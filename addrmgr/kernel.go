@@ -39,6 +39,13 @@ type KernelLink struct {
 	link netlink.Link
 	// noForceRcvBuf: the watch could not force its receive buffer size.
 	noForceRcvBuf bool
+	// OtherLinks, if set before Watch, hears from the watch about the
+	// addresses of every other link (the node's own): it is called with
+	// false whenever one was added or removed or the watch (re)started,
+	// and with true when events may be lost until a later call with false.
+	// A cache of the node's addresses reads them again after each call.
+	// It is called from the watch's goroutine.
+	OtherLinks func(lost bool)
 }
 
 var _ Link = (*KernelLink)(nil)
@@ -173,15 +180,17 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 		ns.Close()
 		return err
 	}
+	k.otherLinks(false) // followed from now on
 	go func() {
 		defer ns.Close()
 		backoff := time.Second
 		for {
-			err := sub.run(ctx, k.Index(), event)
+			err := sub.run(ctx, k.Index(), event, k.OtherLinks)
 			if ctx.Err() != nil {
 				return
 			}
 			status(fmt.Errorf("%w: %v", ErrWatchLost, err))
+			k.otherLinks(true)
 			for {
 				select {
 				case <-ctx.Done():
@@ -195,9 +204,16 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 			}
 			backoff = time.Second
 			status(nil)
+			k.otherLinks(false)
 		}
 	}()
 	return nil
+}
+
+func (k *KernelLink) otherLinks(lost bool) {
+	if k.OtherLinks != nil {
+		k.OtherLinks(lost)
+	}
 }
 
 // sameDevice checks that kube-ipvs0 in ns is the device of the handle.
@@ -260,8 +276,9 @@ func (k *KernelLink) subscribe(ns netns.NsHandle) (*addrSub, error) {
 }
 
 // run delivers the subscription's events of link index until it fails or
-// ctx ends; it closes the subscription and returns why it ended.
-func (s *addrSub) run(ctx context.Context, index int, event func(AddrEvent)) error {
+// ctx ends, telling others (if not nil) of the other links' events; it
+// closes the subscription and returns why it ended.
+func (s *addrSub) run(ctx context.Context, index int, event func(AddrEvent), others func(lost bool)) error {
 	defer func() {
 		close(s.done)
 		// The library's reader ends once its socket is closed; let it.
@@ -285,7 +302,13 @@ func (s *addrSub) run(ctx context.Context, index int, event func(AddrEvent)) err
 					return errors.New("subscription closed")
 				}
 			}
-			if u.LinkIndex != index || u.LinkAddress.IP == nil {
+			if u.LinkIndex != index {
+				if others != nil {
+					others(false)
+				}
+				continue
+			}
+			if u.LinkAddress.IP == nil {
 				continue
 			}
 			ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)

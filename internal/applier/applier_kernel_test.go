@@ -249,6 +249,9 @@ type kproxy struct {
 	// manager's kicks (coalesced), as the daemon's loop does.
 	link  *countingLink
 	kicks chan struct{}
+	// others receives what the watch says of the other links' addresses
+	// (addrmgr.KernelLink.OtherLinks), as the daemon's node-address cache.
+	others chan bool
 }
 
 // countingLink is kube-ipvs0 counting its dumps (Link.Addrs calls); it
@@ -319,6 +322,13 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 	p.rec = ipvs.NewReconciler(p.table, opts)
 	p.link = &countingLink{KernelLink: link}
 	p.kicks = make(chan struct{}, 1)
+	p.others = make(chan bool, 64)
+	link.OtherLinks = func(lost bool) {
+		select {
+		case p.others <- lost:
+		default:
+		}
+	}
 	p.mgr = addrmgr.NewManager(p.link, b.guard, nil)
 	// As the daemon: the manager follows kube-ipvs0 (from the node's
 	// namespace, the handle's).

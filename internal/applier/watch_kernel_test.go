@@ -42,6 +42,11 @@ func TestKernelAddressWatch(t *testing.T) {
 	}
 	noKick("after the full sync")
 	dumps := p.link.Dumps()
+	// The watch started followed; kube-ipvs0's own addresses say nothing
+	// of the other links.
+	if got := drain(p.others); !slices.Equal(got, []bool{false}) {
+		t.Fatalf("other links after the full sync: %v, want one start (false)", got)
+	}
 
 	// Services with dual-stack ClusterIPs come and go, by partial syncs.
 	with := func(n int) model.Cluster {
@@ -68,6 +73,24 @@ func TestKernelAddressWatch(t *testing.T) {
 	}
 	time.Sleep(500 * time.Millisecond)
 	noKick("after the partial syncs")
+	if got := drain(p.others); len(got) != 0 {
+		t.Fatalf("binds on kube-ipvs0 reported as other links' changes: %v", got)
+	}
+	// An address of another link (the node's own, here on lo) comes and
+	// goes: reported, for the node-address cache; kube-ipvs0 not kicked.
+	for _, op := range []string{"add", "del"} {
+		b.node.Run(t, "ip", "addr", op, "192.0.2.77/32", "dev", "lo")
+		select {
+		case lost := <-p.others:
+			if lost {
+				t.Fatalf("ip addr %s on lo: reported as lost events", op)
+			}
+		case <-time.After(5 * time.Second):
+			t.Fatalf("ip addr %s on lo: not reported", op)
+		}
+	}
+	time.Sleep(200 * time.Millisecond)
+	noKick("after another link's address changes")
 	res := b.partial(p, st, changed...)
 	if res.AddressesDumped || p.link.Dumps() != dumps {
 		t.Fatalf("own binds and unbinds made %d kube-ipvs0 dumps (dumped %v)", p.link.Dumps()-dumps, res.AddressesDumped)
@@ -117,6 +140,19 @@ func TestKernelAddressWatch(t *testing.T) {
 	m := addrmgr.NewManager(link, b.guard, nil)
 	if err := m.Watch(context.Background(), nil); !errors.Is(err, addrmgr.ErrWatchNamespace) {
 		t.Fatalf("watch from the test's namespace: %v, want ErrWatchNamespace", err)
+	}
+}
+
+// drain returns what ch holds now.
+func drain(ch chan bool) []bool {
+	var out []bool
+	for {
+		select {
+		case v := <-ch:
+			out = append(out, v)
+		default:
+			return out
+		}
 	}
 }
 

@@ -76,8 +76,9 @@ type Loop struct {
 	// Source and Applier are required.
 	Source  Source
 	Applier Applier
-	// Env reads the node's addresses and gateways; nil means none.
-	Env func() (Env, error)
+	// Env reads the node's addresses and gateways (full: a full sync, read
+	// everything from the kernel, nothing cached); nil means none.
+	Env func(full bool) (Env, error)
 	// Options are the planning options; NodeName and APIServerAddrs set,
 	// the Env fields are filled in at each sync.
 	Options planner.Options
@@ -278,10 +279,10 @@ func (l *Loop) syncOnce() {
 
 // options are the planning options of this sync: l.Options with the
 // node's addresses and gateways read now.
-func (l *Loop) options() (planner.Options, error) {
+func (l *Loop) options(full bool) (planner.Options, error) {
 	o := l.Options
 	if l.Env != nil {
-		env, err := l.Env()
+		env, err := l.Env(full)
 		if err != nil {
 			return o, fmt.Errorf("read the node's addresses: %w", err)
 		}
@@ -302,7 +303,7 @@ func sameNodeEnv(a, b *planner.Options) bool {
 // service's NodePorts and guard decisions may change with them, so it
 // becomes a full sync. A partial sync plans only the changed services.
 func (l *Loop) apply(rep *SyncReport, changed []string) (*planner.State, *applier.Result, error) {
-	o, err := l.options()
+	o, err := l.options(rep.Full || l.plan == nil)
 	if err != nil {
 		return nil, nil, err
 	}

@@ -559,7 +559,7 @@ func TestNodeAddressChangeIsFullSync(t *testing.T) {
 	h := newHarness(t, 0)
 	var mu sync.Mutex
 	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
-	h.loop.Env = func() (Env, error) {
+	h.loop.Env = func(bool) (Env, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		return Env{LocalAddrs: slices.Clone(local)}, nil

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 
 	"github.com/vishvananda/netlink"
@@ -14,60 +15,143 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
-// NetlinkEnv reads the node's addresses on every interface but kube-ipvs0
+// NodeEnv reads the node's addresses on every interface but kube-ipvs0
 // (`ip -o addr show`) and the gateways of its default routes (`ip route
-// show default`, both families) through h.
-func NetlinkEnv(h *netlink.Handle) func() (Env, error) {
-	return func() (Env, error) {
-		var env Env
-		addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
-		if err != nil {
-			return env, fmt.Errorf("ip addr show: %w", err)
-		}
-		skip := -1
-		if l, err := h.LinkByName(addrmgr.Device); err == nil {
-			skip = l.Attrs().Index
-		}
-		for _, a := range addrs {
-			if a.LinkIndex == skip || a.IPNet == nil {
-				continue
-			}
-			ip, ok := netip.AddrFromSlice(a.IP)
-			if !ok {
-				continue
-			}
-			ip = ip.Unmap()
-			ones, _ := a.Mask.Size()
-			env.LocalAddrs = append(env.LocalAddrs, ip)
-			env.LocalPrefixes = append(env.LocalPrefixes, netip.PrefixFrom(ip, ones))
-		}
-		for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-			routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
-			if err != nil {
-				return env, fmt.Errorf("ip route show default: %w", err)
-			}
-			for _, r := range routes {
-				if r.Dst != nil {
-					if ones, _ := r.Dst.Mask.Size(); ones != 0 {
-						continue
-					}
-				}
-				if gw, ok := netip.AddrFromSlice(r.Gw); ok && gw.IsValid() {
-					env.Gateways = append(env.Gateways, gw.Unmap())
-				}
-				for _, nh := range r.MultiPath {
-					if gw, ok := netip.AddrFromSlice(nh.Gw); ok && gw.IsValid() {
-						env.Gateways = append(env.Gateways, gw.Unmap())
-					}
-				}
-			}
-		}
-		slices.SortFunc(env.LocalAddrs, netip.Addr.Compare)
-		env.LocalAddrs = slices.Compact(env.LocalAddrs)
-		slices.SortFunc(env.Gateways, netip.Addr.Compare)
-		env.Gateways = slices.Compact(env.Gateways)
-		return env, nil
+// show default`, both families) through a netlink handle.
+//
+// The addresses are cached: with 10,000 service addresses on kube-ipvs0 an
+// address dump is most of a partial sync's own work, and the node's
+// addresses rarely change. A partial sync reads them again only after
+// Changed says an address of another link came or went, and only while
+// someone follows them (Changed(false) was called, not yet Changed(true));
+// a full sync always reads them. The default routes are read every time.
+// Safe for concurrent use.
+type NodeEnv struct {
+	// readAddrs and readGateways are the dumps (netlink; fakes in tests).
+	readAddrs    func() ([]netip.Addr, []netip.Prefix, error)
+	readGateways func() ([]netip.Addr, error)
+
+	mu sync.Mutex
+	// gen counts Changed calls; cachedGen is gen when the cache was read.
+	gen, cachedGen uint64
+	followed       bool
+	cached         bool
+	addrs          []netip.Addr
+	prefixes       []netip.Prefix
+}
+
+// NewNodeEnv reads through h; nothing is cached until Changed(false).
+func NewNodeEnv(h *netlink.Handle) *NodeEnv {
+	return &NodeEnv{readAddrs: func() ([]netip.Addr, []netip.Prefix, error) { return netlinkAddrs(h) },
+		readGateways: func() ([]netip.Addr, error) { return netlinkGateways(h) }}
+}
+
+// Changed tells the cache that the node's addresses may have changed;
+// lost says that changes may go unreported until the next Changed(false).
+// addrmgr.KernelLink.OtherLinks calls it.
+func (e *NodeEnv) Changed(lost bool) {
+	e.mu.Lock()
+	e.gen++
+	e.followed = !lost
+	e.cached = false
+	e.mu.Unlock()
+}
+
+// Read returns the node's addresses and default gateways; full reads the
+// addresses from the kernel even if they are cached.
+func (e *NodeEnv) Read(full bool) (Env, error) {
+	var env Env
+	e.mu.Lock()
+	hit := !full && e.cached && e.followed
+	gen := e.gen
+	if hit {
+		env.LocalAddrs, env.LocalPrefixes = e.addrs, e.prefixes
 	}
+	e.mu.Unlock()
+	if !hit {
+		var err error
+		if env.LocalAddrs, env.LocalPrefixes, err = e.readAddrs(); err != nil {
+			return env, err
+		}
+		e.mu.Lock()
+		// A change reported during the dump may be missing from it: cache
+		// only what no report has overtaken.
+		if e.gen == gen && e.followed {
+			e.addrs, e.prefixes, e.cached, e.cachedGen = env.LocalAddrs, env.LocalPrefixes, true, gen
+		}
+		e.mu.Unlock()
+	}
+	gws, err := e.readGateways()
+	if err != nil {
+		return env, err
+	}
+	env.Gateways = gws
+	return env, nil
+}
+
+// netlinkAddrs is `ip -o addr show` without kube-ipvs0 and without
+// link-local addresses: addresses sorted and unique, prefixes in dump
+// order. Link-local addresses are never a VIP, a NodePort address or a
+// family of the node, and every pod's host-side veth may get one: kept,
+// each pod start would look like a change of the node's addresses, which
+// makes a sync a full one.
+func netlinkAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ip addr show: %w", err)
+	}
+	skip := -1
+	if l, err := h.LinkByName(addrmgr.Device); err == nil {
+		skip = l.Attrs().Index
+	}
+	var local []netip.Addr
+	var prefixes []netip.Prefix
+	for _, a := range addrs {
+		if a.LinkIndex == skip || a.IPNet == nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.IsLinkLocalUnicast() {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		local = append(local, ip)
+		prefixes = append(prefixes, netip.PrefixFrom(ip, ones))
+	}
+	slices.SortFunc(local, netip.Addr.Compare)
+	return slices.Compact(local), prefixes, nil
+}
+
+// readGateways is `ip route show default` of both families: sorted, unique.
+func netlinkGateways(h *netlink.Handle) ([]netip.Addr, error) {
+	var gws []netip.Addr
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, fmt.Errorf("ip route show default: %w", err)
+		}
+		for _, r := range routes {
+			if r.Dst != nil {
+				if ones, _ := r.Dst.Mask.Size(); ones != 0 {
+					continue
+				}
+			}
+			if gw, ok := netip.AddrFromSlice(r.Gw); ok && gw.IsValid() {
+				gws = append(gws, gw.Unmap())
+			}
+			for _, nh := range r.MultiPath {
+				if gw, ok := netip.AddrFromSlice(nh.Gw); ok && gw.IsValid() {
+					gws = append(gws, gw.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(gws, netip.Addr.Compare)
+	return slices.Compact(gws), nil
 }
 
 // Guard is the address manager's node-IP guard, rebuilt from the same

@@ -108,6 +108,8 @@ type kernel struct {
 	// kube-ipvs0 and repairs it). stopWatch ends the watch.
 	addrKick  chan struct{}
 	stopWatch context.CancelFunc
+	// env caches the node's own addresses between syncs.
+	env *NodeEnv
 }
 
 // AddrKick is the channel a sync loop selects on to sync soon after
@@ -175,6 +177,9 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	// the watch every sync dumps it, as before.
 	var watchCtx context.Context
 	watchCtx, k.stopWatch = context.WithCancel(context.Background())
+	// The same watch tells the node-address cache about the other links.
+	k.env = NewNodeEnv(k.nl)
+	link.OtherLinks = k.env.Changed
 	if err := mgr.Watch(watchCtx, func() {
 		select {
 		case k.addrKick <- struct{}{}:
@@ -305,7 +310,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	loop := &Loop{
 		Source:  watcher,
 		Applier: k,
-		Env:     NetlinkEnv(k.nl),
+		Env:     k.env.Read,
 		Kick:    k.AddrKick(),
 		Options: opts,
 		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
