@@ -30,6 +30,10 @@ const (
 	poolSize = 20000
 	// triggerAnnotation is endpoints.kubernetes.io/last-change-trigger-time.
 	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
+	// heapBegin and heapEnd frame the proxy's heap profile in the guest's
+	// console (DAEMONBENCH_HEAP_PROFILE).
+	heapBegin = "DAEMONBENCH-HEAP-BEGIN"
+	heapEnd   = "DAEMONBENCH-HEAP-END"
 )
 
 // envInt reads a positive integer from the environment, def when unset.

@@ -3,13 +3,17 @@
 package daemonbench
 
 import (
+	"bytes"
 	"context"
+	"encoding/base64"
 	"errors"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -143,7 +147,9 @@ func TestDaemonBench(t *testing.T) {
 		t.Fatal(err)
 	}
 
+	var console bytes.Buffer
 	res, err := vmtest.Run(ctx, vmtest.Config{
+		Output: io.MultiWriter(os.Stdout, &console),
 		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestDaemonBenchGuest$",
 			"-test.timeout", guestTimeout.String()}, Dir: wd}},
 		Env: []string{"DAEMONBENCH_KUBECONFIG_ADMIN=" + guestKC, "DAEMONBENCH_KUBECONFIG_PROXY=" + proxyKC,
@@ -159,4 +165,30 @@ func TestDaemonBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+	if path := os.Getenv("DAEMONBENCH_HEAP_PROFILE"); path != "" {
+		prof, err := heapProfile(console.String())
+		if err == nil {
+			err = os.WriteFile(path, prof, 0o644)
+		}
+		if err != nil {
+			t.Fatalf("heap profile: %v", err)
+		}
+		t.Logf("the proxy's heap profile: %s (go tool pprof -sample_index=inuse_space -top %s)", path, path)
+	}
+}
+
+// heapProfile is the profile the guest printed between the heap markers.
+func heapProfile(console string) ([]byte, error) {
+	_, rest, ok := strings.Cut(console, heapBegin)
+	enc, _, ok2 := strings.Cut(rest, heapEnd)
+	if !ok || !ok2 {
+		return nil, errors.New("no heap profile in the guest's output")
+	}
+	enc = strings.Map(func(r rune) rune {
+		if r == '\n' || r == '\r' || r == ' ' {
+			return -1
+		}
+		return r
+	}, enc)
+	return base64.StdEncoding.DecodeString(enc)
 }
