@@ -63,7 +63,10 @@ func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *In
 	}
 	inc.st = State{VirtualServers: []ipvs.VirtualServer{}, Addresses: []netip.Prefix{}, Refusals: []model.Refusal{},
 		Rulesets: inc.env.rulesets}
-	inc.st.IPSets = inc.ipsets()
+	inc.st.IPSets = make([]iptables.IPSet, len(inc.env.sets))
+	for i, ref := range inc.env.sets {
+		inc.st.IPSets[i] = newIPSet(ref, nil)
+	}
 	return inc
 }
 
@@ -253,8 +256,6 @@ func (inc *Incremental) ipsets() []iptables.IPSet {
 	same := prev != nil
 	out := make([]iptables.IPSet, len(inc.env.sets))
 	for i, ref := range inc.env.sets {
-		spec := iptables.SetSpecs[ref.spec]
-		fam := familyNames[ref.fam]
 		old := prev[ref]
 		es := inc.sets[ref.fam][ref.spec].patch(old, iptables.CompareEntries)
 		if len(es) == 0 {
@@ -263,12 +264,18 @@ func (inc *Incremental) ipsets() []iptables.IPSet {
 		if len(es) != len(old) || len(es) > 0 && &es[0] != &old[0] {
 			same = false
 		}
-		out[i] = iptables.IPSet{Name: iptables.SetName(spec.Name, fam), Type: spec.Type, Family: fam, Comment: spec.Comment, Entries: es}
+		out[i] = newIPSet(ref, es)
 	}
 	if same {
 		return inc.st.IPSets
 	}
 	return out
+}
+
+func newIPSet(ref setRef, es []iptables.Entry) iptables.IPSet {
+	spec := iptables.SetSpecs[ref.spec]
+	fam := familyNames[ref.fam]
+	return iptables.IPSet{Name: iptables.SetName(spec.Name, fam), Type: spec.Type, Family: fam, Comment: spec.Comment, Entries: es}
 }
 
 // mergeVirtualServers returns old (sorted by key) with the virtual servers
@@ -303,8 +310,10 @@ func comparePrefix(a, b netip.Prefix) int {
 type counted[T comparable] struct {
 	n map[T]int32
 	// was is, for every element whose count went to or from zero since
-	// the last patch, whether it was in the slice.
-	was map[T]bool
+	// the last patch, whether it was in the slice. Before the first patch
+	// nothing is tracked: the slice is empty, every counted element new.
+	was     map[T]bool
+	patched bool
 }
 
 func (c *counted[T]) add(t T)    { c.move(t, +1) }
@@ -319,7 +328,7 @@ func (c *counted[T]) move(t T, d int) {
 	if next < 0 {
 		next = 0 // removing what was never added: nothing to do
 	}
-	if (n == 0) != (next == 0) {
+	if c.patched && (n == 0) != (next == 0) {
 		if c.was == nil {
 			c.was = map[T]bool{}
 		}
@@ -336,8 +345,21 @@ func (c *counted[T]) move(t T, d int) {
 
 // patch returns sorted, the distinct elements at the last patch, with the
 // elements that appeared since inserted and those that disappeared
-// removed; sorted itself when none did.
+// removed; sorted itself when none did. The first patch is given the empty
+// slice: every counted element is new.
 func (c *counted[T]) patch(sorted []T, cmp func(a, b T) int) []T {
+	if !c.patched {
+		c.patched = true
+		if len(c.n) == 0 {
+			return sorted
+		}
+		out := make([]T, 0, len(c.n))
+		for t := range c.n {
+			out = append(out, t)
+		}
+		slices.SortFunc(out, cmp)
+		return out
+	}
 	var ch []T
 	for t, was := range c.was {
 		if (c.n[t] > 0) != was {
