@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -30,11 +31,14 @@ const (
 	poolSize = 20000
 	// triggerAnnotation is endpoints.kubernetes.io/last-change-trigger-time.
 	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
-	// heapBegin and heapEnd frame the proxy's heap profile in the guest's
-	// console (DAEMONBENCH_HEAP_PROFILE).
-	heapBegin = "DAEMONBENCH-HEAP-BEGIN"
-	heapEnd   = "DAEMONBENCH-HEAP-END"
 )
+
+// profileMarkers frame a pprof profile of the proxy ("heap", "cpu") in the
+// guest's console (DAEMONBENCH_HEAP_PROFILE, DAEMONBENCH_CPU_PROFILE).
+func profileMarkers(kind string) (begin, end string) {
+	k := strings.ToUpper(kind)
+	return "DAEMONBENCH-" + k + "-PROFILE-BEGIN", "DAEMONBENCH-" + k + "-PROFILE-END"
+}
 
 // envInt reads a positive integer from the environment, def when unset.
 func envInt(t testing.TB, key string, def int) int {

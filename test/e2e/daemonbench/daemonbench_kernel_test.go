@@ -206,6 +206,22 @@ func getOK(node *ktest.Node, addr, path string) (string, error) {
 	return body, err
 }
 
+// printProfile prints a pprof profile of the proxy to the console in
+// base64 between the markers of its kind: the host root is read-only
+// here, and the host test writes it to DAEMONBENCH_<KIND>_PROFILE.
+func printProfile(kind, prof string) {
+	begin, end := profileMarkers(kind)
+	enc := base64.StdEncoding.EncodeToString([]byte(prof))
+	var b strings.Builder
+	b.WriteString(begin + "\n")
+	for len(enc) > 76 {
+		b.WriteString(enc[:76] + "\n")
+		enc = enc[76:]
+	}
+	b.WriteString(enc + "\n" + end + "\n")
+	fmt.Print(b.String())
+}
+
 // metric is the value of the sample named exactly name (labels included).
 func metric(text, name string) (float64, bool) {
 	for _, l := range strings.Split(text, "\n") {
@@ -386,6 +402,19 @@ func TestDaemonBenchGuest(t *testing.T) {
 	}
 
 	// (3) Network programming latency, one EndpointSlice change at a time.
+	// Where asked for, the proxy's CPU profile of the first 20 s of it.
+	type profResult struct {
+		prof string
+		err  error
+	}
+	var cpuProf chan profResult
+	if os.Getenv("DAEMONBENCH_CPU_PROFILE") != "" {
+		cpuProf = make(chan profResult, 1)
+		go func() {
+			prof, err := getOK(node, metricsAddr, "/debug/pprof/profile?seconds=20")
+			cpuProf <- profResult{prof, err}
+		}()
+	}
 	h, err := ipvs.New(node.Path())
 	if err != nil {
 		t.Fatal(err)
@@ -476,22 +505,19 @@ func TestDaemonBenchGuest(t *testing.T) {
 	heapSys, _ := metric(metrics, "go_memstats_heap_sys_bytes")
 	nextGC, _ := metric(metrics, "go_memstats_next_gc_bytes")
 
-	// The proxy's heap profile (go tool pprof), where asked for: the host
-	// root is read-only here, so it goes to the console in base64 between
-	// markers, and the host test writes it to DAEMONBENCH_HEAP_PROFILE.
+	// The proxy's heap profile, where asked for.
 	if os.Getenv("DAEMONBENCH_HEAP_PROFILE") != "" {
 		if prof, err := getOK(node, metricsAddr, "/debug/pprof/heap"); err != nil {
 			t.Errorf("heap profile: %v", err)
 		} else {
-			enc := base64.StdEncoding.EncodeToString([]byte(prof))
-			var b strings.Builder
-			b.WriteString(heapBegin + "\n")
-			for len(enc) > 76 {
-				b.WriteString(enc[:76] + "\n")
-				enc = enc[76:]
-			}
-			b.WriteString(enc + "\n" + heapEnd + "\n")
-			fmt.Print(b.String())
+			printProfile("heap", prof)
+		}
+	}
+	if cpuProf != nil {
+		if r := <-cpuProf; r.err != nil {
+			t.Errorf("CPU profile: %v", r.err)
+		} else {
+			printProfile("cpu", r.prof)
 		}
 	}
 

@@ -155,7 +155,8 @@ func TestDaemonBench(t *testing.T) {
 		Env: []string{"DAEMONBENCH_KUBECONFIG_ADMIN=" + guestKC, "DAEMONBENCH_KUBECONFIG_PROXY=" + proxyKC,
 			"DAEMONBENCH_PROXY_BIN=" + proxyBin,
 			"DAEMONBENCH_SERVICES=" + strconv.Itoa(services), "DAEMONBENCH_ENDPOINTS=" + strconv.Itoa(endpoints),
-			"DAEMONBENCH_CHANGES=" + strconv.Itoa(changes), "DAEMONBENCH_HEAP_PROFILE=" + os.Getenv("DAEMONBENCH_HEAP_PROFILE")},
+			"DAEMONBENCH_CHANGES=" + strconv.Itoa(changes), "DAEMONBENCH_HEAP_PROFILE=" + os.Getenv("DAEMONBENCH_HEAP_PROFILE"),
+			"DAEMONBENCH_CPU_PROFILE=" + os.Getenv("DAEMONBENCH_CPU_PROFILE")},
 		ForwardPort: srv.Port,
 		MemoryMiB:   memMiB,
 		Timeout:     guestTimeout + 5*time.Minute,
@@ -165,24 +166,30 @@ func TestDaemonBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
-	if path := os.Getenv("DAEMONBENCH_HEAP_PROFILE"); path != "" {
-		prof, err := heapProfile(console.String())
+	for _, kind := range []string{"heap", "cpu"} {
+		path := os.Getenv("DAEMONBENCH_" + strings.ToUpper(kind) + "_PROFILE")
+		if path == "" {
+			continue
+		}
+		prof, err := consoleProfile(console.String(), kind)
 		if err == nil {
 			err = os.WriteFile(path, prof, 0o644)
 		}
 		if err != nil {
-			t.Fatalf("heap profile: %v", err)
+			t.Fatalf("%s profile: %v", kind, err)
 		}
-		t.Logf("the proxy's heap profile: %s (go tool pprof -sample_index=inuse_space -top %s)", path, path)
+		t.Logf("the proxy's %s profile: %s (go tool pprof -top %s)", kind, path, path)
 	}
 }
 
-// heapProfile is the profile the guest printed between the heap markers.
-func heapProfile(console string) ([]byte, error) {
-	_, rest, ok := strings.Cut(console, heapBegin)
-	enc, _, ok2 := strings.Cut(rest, heapEnd)
+// consoleProfile is the profile of kind the guest printed between its
+// markers.
+func consoleProfile(console, kind string) ([]byte, error) {
+	begin, end := profileMarkers(kind)
+	_, rest, ok := strings.Cut(console, begin)
+	enc, _, ok2 := strings.Cut(rest, end)
 	if !ok || !ok2 {
-		return nil, errors.New("no heap profile in the guest's output")
+		return nil, errors.New("no " + kind + " profile in the guest's output")
 	}
 	enc = strings.Map(func(r rune) rune {
 		if r == '\n' || r == '\r' || r == ' ' {
