@@ -126,7 +126,10 @@ func netlinkAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
 	return slices.Compact(local), prefixes, nil
 }
 
-// readGateways is `ip route show default` of both families: sorted, unique.
+// netlinkGateways is `ip route show default` of both families: sorted,
+// unique. Only the main table is asked for: through a handle with strict
+// checking the kernel dumps that table alone, without the local table and
+// its route of every kube-ipvs0 address.
 func netlinkGateways(h *netlink.Handle) ([]netip.Addr, error) {
 	var gws []netip.Addr
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {

@@ -12,6 +12,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -108,8 +109,10 @@ type kernel struct {
 	// kube-ipvs0 and repairs it). stopWatch ends the watch.
 	addrKick  chan struct{}
 	stopWatch context.CancelFunc
-	// env caches the node's own addresses between syncs.
-	env *NodeEnv
+	// env caches the node's own addresses between syncs; envNL is its
+	// netlink handle (strict checking on).
+	env   *NodeEnv
+	envNL *netlink.Handle
 }
 
 // AddrKick is the channel a sync loop selects on to sync soon after
@@ -178,7 +181,15 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	var watchCtx context.Context
 	watchCtx, k.stopWatch = context.WithCancel(context.Background())
 	// The same watch tells the node-address cache about the other links.
-	k.env = NewNodeEnv(k.nl)
+	if k.envNL, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	// With strict checking the kernel dumps the main routing table alone,
+	// not the local table's route of every kube-ipvs0 address.
+	if err := k.envNL.SetStrictCheck(true); err != nil {
+		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table", zap.Error(err))
+	}
+	k.env = NewNodeEnv(k.envNL)
 	link.OtherLinks = k.env.Changed
 	if err := mgr.Watch(watchCtx, func() {
 		select {
@@ -202,6 +213,9 @@ func (k *kernel) close() {
 	}
 	if k.nl != nil {
 		k.nl.Close()
+	}
+	if k.envNL != nil {
+		k.envNL.Close()
 	}
 	if k.ct != nil {
 		k.ct.Close()
