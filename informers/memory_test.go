@@ -344,16 +344,18 @@ func BenchmarkInformerCacheMemory(b *testing.B) {
 
 // BenchmarkSyncGC measures what the GC settings cost and save in the
 // daemon's steady state, natively: the Watcher's caches filled with the
-// daemon benchmark's objects (StripUnused), and per op what every sync of
-// the current loop does in-process — convert the whole cache
-// (Watcher.Cluster) and plan it — keeping the last plan alive as the loop
-// does. Per setting it reports the time per sync, the GC's share of the
-// process CPU (runtime/metrics), the largest heap goal (the heap the
-// runtime lets grow before collecting: the peak's main part) and the peak
-// RSS (VmHWM, reset before each setting). The settings run from the most
-// to the least frequent collection, so that each one's RSS is its own.
+// daemon benchmark's objects (StripUnused), and per op what the sync loop
+// does in-process: a partial sync — one Service converted again
+// (Watcher.Service) and planned incrementally (planner.Incremental: Update,
+// State) — and, every fullEvery ops, a full sync that converts and plans
+// every Service into a new Incremental. Per setting it reports the time
+// per op, the GC's share of the process CPU (runtime/metrics), the largest
+// heap goal (the heap the runtime lets grow before collecting: the peak's
+// main part) and the peak RSS (VmHWM, reset before each setting). The
+// settings run from the most to the least frequent collection, so that
+// each one's RSS is its own.
 //
-//	go test -run '^$' -bench SyncGC -benchtime 20x ./informers/
+//	go test -run '^$' -bench SyncGC -benchtime 2000x ./informers/
 func BenchmarkSyncGC(b *testing.B) {
 	services, endpoints := *memServices, *memEndpoints
 	sh := memShapes[0]
@@ -362,6 +364,19 @@ func BenchmarkSyncGC(b *testing.B) {
 	w := startWatcher(ctx, b, memEncode(b, services, endpoints, sh), services, sh.nodes, StripUnused)
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
+	keys := w.ServiceKeys()
+	// fullEvery: a full sync every 30 s with a change every 100 ms.
+	const fullEvery = 300
+	full := func() *planner.Incremental {
+		nodes, refusals := w.Nodes()
+		inc := planner.NewIncremental(o, nodes, refusals)
+		for _, k := range keys {
+			ports, eps, rs := w.Service(k)
+			inc.Update(k, ports, eps, rs)
+		}
+		inc.State()
+		return inc
+	}
 	const noLimit = math.MaxInt64
 	for _, gc := range []struct {
 		name    string
@@ -382,10 +397,19 @@ func BenchmarkSyncGC(b *testing.B) {
 			samples := []metrics.Sample{{Name: "/cpu/classes/gc/total:cpu-seconds"}, {Name: "/cpu/classes/total:cpu-seconds"}, {Name: "/gc/heap/goal:bytes"}}
 			metrics.Read(samples)
 			gc0, total0 := samples[0].Value.Float64(), samples[1].Value.Float64()
+			inc := full()
 			var last planner.State
 			var goal uint64
+			i := 0
 			for b.Loop() {
-				last = planner.Plan(w.Cluster(), o)
+				i++
+				if i%fullEvery == 0 {
+					inc = full()
+				}
+				k := keys[i*7919%len(keys)]
+				ports, eps, rs := w.Service(k)
+				inc.Update(k, ports, eps, rs)
+				last = inc.State()
 				metrics.Read(samples[2:])
 				goal = max(goal, samples[2].Value.Uint64())
 			}
