@@ -19,6 +19,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -206,6 +207,62 @@ func getOK(node *ktest.Node, addr, path string) (string, error) {
 	return body, err
 }
 
+// rssWatcher samples a process's VmRSS every 100 ms and keeps the largest
+// with the phase of the test it was seen in.
+type rssWatcher struct {
+	mu       sync.Mutex
+	cur      string
+	max      int
+	maxPhase string
+	done     chan struct{}
+	stopOnce sync.Once
+}
+
+func watchRSS(pid int, phase string) *rssWatcher {
+	w := &rssWatcher{cur: phase, done: make(chan struct{})}
+	go func() {
+		tick := time.NewTicker(100 * time.Millisecond)
+		defer tick.Stop()
+		for {
+			select {
+			case <-w.done:
+				return
+			case <-tick.C:
+			}
+			b, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+			if err != nil {
+				continue
+			}
+			for _, l := range strings.Split(string(b), "\n") {
+				if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+					if n, err := strconv.Atoi(strings.TrimSuffix(strings.TrimSpace(v), " kB")); err == nil {
+						w.mu.Lock()
+						if n > w.max {
+							w.max, w.maxPhase = n, w.cur
+						}
+						w.mu.Unlock()
+					}
+				}
+			}
+		}
+	}()
+	return w
+}
+
+func (w *rssWatcher) phase(p string) {
+	w.mu.Lock()
+	w.cur = p
+	w.mu.Unlock()
+}
+
+func (w *rssWatcher) peak() (int, string) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.max, w.maxPhase
+}
+
+func (w *rssWatcher) stop() { w.stopOnce.Do(func() { close(w.done) }) }
+
 // printProfile prints a pprof profile of the proxy to the console in
 // base64 between the markers of its kind: the host root is read-only
 // here, and the host test writes it to DAEMONBENCH_<KIND>_PROFILE.
@@ -346,6 +403,8 @@ func TestDaemonBenchGuest(t *testing.T) {
 	// (1) The first full sync.
 	p := startProxy(t, node, bin, proxyKC)
 	pid := p.cmd.Process.Pid
+	rssWatch := watchRSS(pid, "informer lists and first full sync")
+	defer rssWatch.stop()
 	cachesRec, _ := p.waitRecord(t, "the informer caches", 30*time.Minute, 200*time.Millisecond, func(r map[string]any) bool {
 		return strings.HasPrefix(str(r, "msg"), "informer caches synced")
 	})
@@ -374,6 +433,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 	t.Logf("caches synced %v after start; first full sync done %v after start (seen %v), took %v; %d failed syncs before",
 		cachesAt, fullAt, doneSeen.Sub(p.start), fullTook, failed)
 	hwmAfterFull := status(t, pid, "VmHWM")
+	rssWatch.phase("kernel read back by the test")
 
 	// What the proxy programmed: checked, and kept for the floor.
 	var ipvsSave, addrOut, setSave string
@@ -402,6 +462,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 	}
 
 	// (3) Network programming latency, one EndpointSlice change at a time.
+	rssWatch.phase("the 100 changes")
 	// Where asked for, the proxy's CPU profile of the first 20 s of it.
 	type profResult struct {
 		prof string
@@ -489,6 +550,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 	for _, d := range [][]time.Duration{syncTook, ipvsTook, bindTook, rulesTook, dumpTook, journalTook, otherTook} {
 		slices.Sort(d)
 	}
+	rssWatch.phase("metrics and profiles read")
 	metrics, err := getOK(node, metricsAddr, "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -606,6 +668,8 @@ func TestDaemonBenchGuest(t *testing.T) {
 	}
 	fmt.Fprintf(&rep, "proxy peak RSS (VmHWM): %s (after the first full sync %s; VmRSS at the end %s); target < 150 MiB: %s\n",
 		mib(hwm), mib(hwmAfterFull), mib(rss), verdict(hwm < 150*1024))
+	peak, phase := rssWatch.peak()
+	fmt.Fprintf(&rep, "  largest VmRSS sampled every 100ms: %s, during %s\n", mib(peak), phase)
 	fmt.Fprintf(&rep, "  Go heap at the end: alloc %s, sys %s, next GC at %s\n", mib(int(heapAlloc/1024)), mib(int(heapSys/1024)), mib(int(nextGC/1024)))
 	fmt.Fprintf(&rep, "netlink polls: %d\nDAEMONBENCH-REPORT-END\n", polls)
 	// On stdout, not through t.Log, so the block is not indented.
