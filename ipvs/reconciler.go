@@ -592,7 +592,8 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 			res.ServicesAdded++
 		}
 		vs := *d
-		vs.RealServers = nil
+		// Filled below as the real servers are added: sized for them.
+		vs.RealServers = make([]RealServer, 0, len(d.RealServers))
 		m = &mirrorVS{vs: vs}
 		r.mirror[d.Key] = m
 		r.touched[d.Key] = true
