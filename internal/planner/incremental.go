@@ -211,8 +211,11 @@ func (inc *Incremental) contribute(c *claim, d int) {
 }
 
 // State returns the plan of every Service updated so far. The state is
-// shared with the Incremental and with the States it returned before:
-// treat it as read-only. A slice nothing changed in is the last State's.
+// shared with the Incremental: treat it as read-only, and use it before the
+// next call to State, which may update its virtual servers in place (when
+// the changes only replaced virtual servers, as an endpoint change does,
+// no list of 10,000 is allocated again). A slice nothing changed in is
+// the last State's.
 func (inc *Incremental) State() State {
 	changed := make([]ipvs.Key, 0, len(inc.dirty))
 	for k := range inc.dirty {
@@ -228,7 +231,7 @@ func (inc *Incremental) State() State {
 	st := inc.st
 	if len(changed) > 0 {
 		slices.SortFunc(changed, ipvs.CompareKeys)
-		st.VirtualServers = mergeVirtualServers(inc.st.VirtualServers, changed, inc.winners)
+		st.VirtualServers = patchVirtualServers(inc.st.VirtualServers, changed, inc.winners)
 	}
 	st.Addresses = inc.addrs.patch(inc.st.Addresses, comparePrefix)
 	if st.Addresses == nil {
@@ -278,8 +281,28 @@ func newIPSet(ref setRef, es []iptables.Entry) iptables.IPSet {
 	return iptables.IPSet{Name: iptables.SetName(spec.Name, fam), Type: spec.Type, Family: fam, Comment: spec.Comment, Entries: es}
 }
 
-// mergeVirtualServers returns old (sorted by key) with the virtual servers
-// of the changed keys (sorted) replaced by their winners', or removed.
+// patchVirtualServers returns old (sorted by key) with the virtual servers
+// of the changed keys (sorted) replaced by their winners', or removed or
+// inserted. When every changed key is in old and still won, old itself is
+// updated in place; otherwise a new slice is merged.
+func patchVirtualServers(old []ipvs.VirtualServer, changed []ipvs.Key, winners map[ipvs.Key]*claim) []ipvs.VirtualServer {
+	at := make([]int, 0, len(changed))
+	for _, k := range changed {
+		i, found := slices.BinarySearchFunc(old, k, func(vs ipvs.VirtualServer, k ipvs.Key) int { return ipvs.CompareKeys(vs.Key, k) })
+		if !found || winners[k] == nil {
+			return mergeVirtualServers(old, changed, winners)
+		}
+		at = append(at, i)
+	}
+	for j, k := range changed {
+		old[at[j]] = winners[k].vs
+	}
+	return old
+}
+
+// mergeVirtualServers returns a new slice: old (sorted by key) with the
+// virtual servers of the changed keys (sorted) replaced by their winners',
+// or removed.
 func mergeVirtualServers(old []ipvs.VirtualServer, changed []ipvs.Key, winners map[ipvs.Key]*claim) []ipvs.VirtualServer {
 	out := make([]ipvs.VirtualServer, 0, len(old)+len(changed))
 	i := 0

@@ -162,35 +162,37 @@ func TestIncrementalLarge(t *testing.T) {
 	}
 }
 
-// TestIncrementalStatesAreNotRewritten checks that a State, once returned,
-// keeps its content through later updates: the applier may still hold it.
-func TestIncrementalStatesAreNotRewritten(t *testing.T) {
+// TestIncrementalPatchesInPlace: a change that only replaces virtual
+// servers (an endpoint changed) updates the last state's list in place; one
+// that adds or removes a virtual server makes a new list and leaves the
+// last state's as it was.
+func TestIncrementalPatchesInPlace(t *testing.T) {
 	c, o := benchCluster(200, 3)
 	inc := NewIncremental(o, c.Nodes, nil)
 	for _, sp := range c.Services {
 		inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, c.Endpoints, nil)
 	}
-	var states []State
-	var texts []string
-	for i := 0; i < 20; i++ {
-		st := inc.State()
-		var b bytes.Buffer
-		_ = WriteText(&b, st)
-		states, texts = append(states, st), append(texts, b.String())
-		sp := c.Services[i*7%len(c.Services)]
-		eps := slices.Clone(c.Endpoints[sp.Name])
-		eps[0].Port++
-		inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, map[model.ServicePortName][]model.Endpoint{sp.Name: eps}, nil)
-		if i%3 == 0 {
-			inc.Update(c.Services[i].Name.ServiceKey(), nil, nil, nil)
-		}
+	st := inc.State()
+	sp := c.Services[17]
+	eps := slices.Clone(c.Endpoints[sp.Name])
+	eps[0].Port++
+	inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, map[model.ServicePortName][]model.Endpoint{sp.Name: eps}, nil)
+	st2 := inc.State()
+	if &st2.VirtualServers[0] != &st.VirtualServers[0] {
+		t.Error("an endpoint change allocated a new list of virtual servers")
 	}
-	for i, st := range states {
-		var b bytes.Buffer
-		_ = WriteText(&b, st)
-		if b.String() != texts[i] {
-			t.Fatalf("state %d changed after it was returned", i)
-		}
+	var before bytes.Buffer
+	_ = WriteText(&before, st2)
+	inc.Update(sp.Name.ServiceKey(), nil, nil, nil) // removed: its virtual servers go
+	st3 := inc.State()
+	if len(st3.VirtualServers) >= len(st2.VirtualServers) || &st3.VirtualServers[0] == &st2.VirtualServers[0] {
+		t.Fatalf("removal: %d virtual servers (was %d), same list %v", len(st3.VirtualServers), len(st2.VirtualServers),
+			&st3.VirtualServers[0] == &st2.VirtualServers[0])
+	}
+	var after bytes.Buffer
+	_ = WriteText(&after, st2)
+	if after.String() != before.String() {
+		t.Error("a removal rewrote the last state")
 	}
 }
 
