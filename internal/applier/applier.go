@@ -120,6 +120,16 @@ type Timings struct {
 	Dump, Journal, Unbind, IPVS, Rules, Bind time.Duration
 }
 
+// Add adds u's phases to t's (to average over several syncs).
+func (t *Timings) Add(u Timings) {
+	t.Dump += u.Dump
+	t.Journal += u.Journal
+	t.Unbind += u.Unbind
+	t.IPVS += u.IPVS
+	t.Rules += u.Rules
+	t.Bind += u.Bind
+}
+
 // Err joins every failure, or is nil. Guard refusals are not failures.
 func (r *Result) Err() error {
 	var errs []error

@@ -239,13 +239,7 @@ func BenchmarkKernelSync(b *testing.B) {
 				if res.AddressesDumped {
 					dumped++
 				}
-				t := res.Took
-				took.Dump += t.Dump
-				took.Journal += t.Journal
-				took.Unbind += t.Unbind
-				took.IPVS += t.IPVS
-				took.Rules += t.Rules
-				took.Bind += t.Bind
+				took.Add(res.Took)
 			}
 			sum.partial += progress("applier Partial (mean)", time.Since(start)/time.Duration(*benchPartials))
 			n := time.Duration(*benchPartials)

@@ -77,13 +77,7 @@ func BenchmarkPartialSync(b *testing.B) {
 		if err != nil || res.Err() != nil || res.IPVS.Changes() == 0 || (i > 0 && res.AddressesDumped) {
 			b.Fatal(err, res.Err(), res.AddressesDumped)
 		}
-		t := res.Took
-		took.Dump += t.Dump
-		took.Journal += t.Journal
-		took.Unbind += t.Unbind
-		took.IPVS += t.IPVS
-		took.Rules += t.Rules
-		took.Bind += t.Bind
+		took.Add(res.Took)
 	}
 	per := func(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 / float64(b.N) }
 	b.ReportMetric(per(took.Dump), "dump-ms")
