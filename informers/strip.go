@@ -2,6 +2,7 @@ package informers
 
 import (
 	"sync"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -46,17 +47,16 @@ type leaner struct {
 	intern bool
 
 	mu   sync.Mutex
-	strs map[string]string
 	ptrs map[string]*string
 }
 
-// maxInterned bounds each intern table: past it the table starts again
-// (objects keep their strings; only sharing with later objects is lost), so
-// node names of long-gone nodes cannot pile up.
+// maxInterned bounds the table of shared pointers: past it the table starts
+// again (objects keep their pointers; only sharing with later objects is
+// lost), so node names of long-gone nodes cannot pile up.
 const maxInterned = 1 << 14
 
 func newLeaner(intern bool) *leaner {
-	return &leaner{intern: intern, strs: map[string]string{}, ptrs: map[string]*string{}}
+	return &leaner{intern: intern, ptrs: map[string]*string{}}
 }
 
 func (l *leaner) transform(obj any) (any, error) {
@@ -77,21 +77,13 @@ func (l *leaner) transform(obj any) (any, error) {
 	return obj, nil
 }
 
-// str returns the interned copy of s.
+// str returns the interned copy of s (unique.Make: the copies are shared
+// while any object holds them, and freed after).
 func (l *leaner) str(s string) string {
 	if !l.intern || s == "" {
 		return s
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	if c, ok := l.strs[s]; ok {
-		return c
-	}
-	if len(l.strs) >= maxInterned {
-		clear(l.strs)
-	}
-	l.strs[s] = s
-	return s
+	return unique.Make(s).Value()
 }
 
 // ptr returns a shared pointer to a string equal to *p.

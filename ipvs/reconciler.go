@@ -282,7 +282,7 @@ func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []
 	r.loadJournal()
 	match := func(string) bool { return true }
 	if len(changed) > 0 {
-		match = changedMatcher(changed)
+		match = ChangedMatcher(changed)
 	}
 	added := false
 	for i := range desired {
@@ -452,7 +452,7 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Resul
 		return nil, ErrNotSynced
 	}
 	start := r.opts.Now()
-	match := changedMatcher(changed)
+	match := ChangedMatcher(changed)
 	res := &Result{}
 	want := make(map[Key]bool)
 	for i := range desired {
@@ -519,7 +519,12 @@ func sameRealServers(a, b []RealServer) bool {
 	return true
 }
 
-func changedMatcher(changed []string) func(string) bool {
+// ChangedMatcher reports whether a virtual server's Service
+// ("namespace/name:port") is one of changed, which holds Service keys
+// "namespace/name" (every port of the Service) or port names
+// "namespace/name:port": how Partial and Record pick the changed services'
+// virtual servers.
+func ChangedMatcher(changed []string) func(service string) bool {
 	set := make(map[string]bool, len(changed))
 	for _, c := range changed {
 		set[c] = true

@@ -26,7 +26,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -228,38 +227,12 @@ func (a *Applier) Partial(st *planner.State, changed ...string) (*Result, error)
 }
 
 // changedOnly returns the virtual servers of the changed services, matched
-// as ipvs.Reconciler.Partial matches them ("namespace/name" is every port
-// of the Service, "namespace/name:port" one), in one pass without
-// allocating per virtual server.
+// as ipvs.Reconciler.Partial matches them (ipvs.ChangedMatcher).
 func changedOnly(vss []ipvs.VirtualServer, changed []string) []ipvs.VirtualServer {
 	if len(changed) == 0 {
 		return nil
 	}
-	var set map[string]bool
-	if len(changed) > 8 {
-		set = make(map[string]bool, len(changed))
-		for _, c := range changed {
-			set[c] = true
-		}
-	}
-	match := func(service string) bool {
-		if service == "" {
-			return false
-		}
-		svc := service
-		if i := strings.LastIndexByte(service, ':'); i >= 0 {
-			svc = service[:i]
-		}
-		if set != nil {
-			return set[service] || set[svc]
-		}
-		for _, c := range changed {
-			if c == service || c == svc {
-				return true
-			}
-		}
-		return false
-	}
+	match := ipvs.ChangedMatcher(changed)
 	var out []ipvs.VirtualServer
 	for i := range vss {
 		if match(vss[i].Service) {

@@ -69,13 +69,9 @@ func TestIncrementalPlanEqualsPlan(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // let the rest of a burst arrive
 		ch := w.TakeChanges()
-		rep := &SyncReport{Full: full}
-		got, _, err := l.apply(rep, ch.Services)
+		got, _, err := l.apply(full, testOpts, ch.Services)
 		if err != nil {
 			t.Fatal(err)
-		}
-		if rep.Full != full {
-			t.Fatalf("%s: full sync %v, want %v", what, rep.Full, full)
 		}
 		c := w.Cluster()
 		if len(c.Services) == 0 {

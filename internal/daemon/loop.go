@@ -259,6 +259,15 @@ func (l *Loop) syncOnce() {
 	}
 	start := l.Clock.Now()
 	l.lastStart = start
+	o, err := l.options(full || l.plan == nil)
+	if err == nil && !full && (l.plan == nil || !sameNodeEnv(&o, &l.planned)) {
+		// Every service's NodePorts and guard decisions may change with
+		// the node's addresses: plan and apply everything.
+		if l.plan != nil {
+			l.Log.Info("the node's addresses changed; planning and applying everything")
+		}
+		full = true
+	}
 	if full {
 		l.needFull = false
 		l.nextFull = start.Add(l.SyncPeriod)
@@ -268,7 +277,11 @@ func (l *Loop) syncOnce() {
 	}
 
 	rep := SyncReport{Full: full, Services: changes.Services}
-	st, res, err := l.apply(&rep, changes.Services)
+	var st *planner.State
+	var res *applier.Result
+	if err == nil {
+		st, res, err = l.apply(full, o, changes.Services)
+	}
 	rep.Duration = l.Clock.Since(start)
 	if err == nil {
 		err = res.Err()
@@ -298,24 +311,10 @@ func sameNodeEnv(a, b *planner.Options) bool {
 		slices.Equal(a.Gateways, b.Gateways)
 }
 
-// apply plans and applies. A full sync plans every service again, and so
-// does a partial one that finds the node's addresses changed: every
-// service's NodePorts and guard decisions may change with them, so it
-// becomes a full sync. A partial sync plans only the changed services.
-func (l *Loop) apply(rep *SyncReport, changed []string) (*planner.State, *applier.Result, error) {
-	o, err := l.options(rep.Full || l.plan == nil)
-	if err != nil {
-		return nil, nil, err
-	}
-	if !rep.Full && (l.plan == nil || !sameNodeEnv(&o, &l.planned)) {
-		if l.plan != nil {
-			l.Log.Info("the node's addresses changed; planning and applying everything")
-		}
-		rep.Full = true
-		l.needFull = false
-		l.nextFull = l.lastStart.Add(l.SyncPeriod)
-	}
-	if rep.Full {
+// apply plans with o and applies: a full sync plans every service again
+// into a new plan, a partial one only the changed services.
+func (l *Loop) apply(full bool, o planner.Options, changed []string) (*planner.State, *applier.Result, error) {
+	if full {
 		var nodeRefusals []model.Refusal
 		l.nodes, nodeRefusals = l.Source.Nodes()
 		l.plan = planner.NewIncremental(o, l.nodes, nodeRefusals)
@@ -333,7 +332,7 @@ func (l *Loop) apply(rep *SyncReport, changed []string) (*planner.State, *applie
 		}
 	}
 	st := l.plan.State()
-	if l.OnPlan != nil && rep.Full {
+	if l.OnPlan != nil && full {
 		l.OnPlan(&o, l.nodes, &st)
 	}
 	if l.Services != nil {
@@ -342,7 +341,8 @@ func (l *Loop) apply(rep *SyncReport, changed []string) (*planner.State, *applie
 		}
 	}
 	var res *applier.Result
-	if rep.Full {
+	var err error
+	if full {
 		res, err = l.Applier.Full(&st, o.LocalAddrs)
 	} else {
 		res, err = l.Applier.Partial(&st, changed...)

@@ -32,12 +32,12 @@ type NodeEnv struct {
 	readGateways func() ([]netip.Addr, error)
 
 	mu sync.Mutex
-	// gen counts Changed calls; cachedGen is gen when the cache was read.
-	gen, cachedGen uint64
-	followed       bool
-	cached         bool
-	addrs          []netip.Addr
-	prefixes       []netip.Prefix
+	// gen counts Changed calls: a dump overtaken by one is not cached.
+	gen      uint64
+	followed bool
+	cached   bool
+	addrs    []netip.Addr
+	prefixes []netip.Prefix
 }
 
 // NewNodeEnv reads through h; nothing is cached until Changed(false).
@@ -77,7 +77,7 @@ func (e *NodeEnv) Read(full bool) (Env, error) {
 		// A change reported during the dump may be missing from it: cache
 		// only what no report has overtaken.
 		if e.gen == gen && e.followed {
-			e.addrs, e.prefixes, e.cached, e.cachedGen = env.LocalAddrs, env.LocalPrefixes, true, gen
+			e.addrs, e.prefixes, e.cached = env.LocalAddrs, env.LocalPrefixes, true
 		}
 		e.mu.Unlock()
 	}
@@ -165,7 +165,10 @@ type Guard struct {
 	g atomic.Pointer[addrmgr.Guard]
 }
 
-var _ addrmgr.Protector = (*Guard)(nil)
+var (
+	_ addrmgr.Protector     = (*Guard)(nil)
+	_ addrmgr.Fingerprinter = (*Guard)(nil)
+)
 
 // NewGuard returns a guard protecting only the never-a-VIP classes until
 // the first Update.
@@ -193,6 +196,10 @@ func GuardConfig(o *planner.Options, nodes []model.Node) addrmgr.GuardConfig {
 		PodCIDRs:       o.ClusterCIDRs,
 	}
 }
+
+// Fingerprint implements addrmgr.Fingerprinter: the guard in force's, so
+// the address manager checks the bound addresses again only when it changed.
+func (g *Guard) Fingerprint() uint64 { return g.g.Load().Fingerprint() }
 
 // Check implements addrmgr.Protector: protected is true when the guard
 // does not allow addr on kube-ipvs0. (addrmgr.Guard.Check answers

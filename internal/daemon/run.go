@@ -116,17 +116,6 @@ type kernel struct {
 	envNL *netlink.Handle
 }
 
-// AddrKick is the channel a sync loop selects on to sync soon after
-// kube-ipvs0 was changed by others (see kernel.addrKick).
-func (k *kernel) AddrKick() <-chan struct{} { return k.addrKick }
-
-// fingerprintedGuard is the daemon's guard as the address manager's
-// Protector and addrmgr.Fingerprinter: the fingerprint of the guard in
-// force, so the manager re-checks the bound addresses only when it changed.
-type fingerprintedGuard struct{ *Guard }
-
-func (g fingerprintedGuard) Fingerprint() uint64 { return g.g.Load().Fingerprint() }
-
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	k := &kernel{guard: NewGuard(), addrKick: make(chan struct{}, 1)}
 	var err error
@@ -175,13 +164,12 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Journal:        ipvs.NewFileJournal(c.StateDir),
 		Log:            log.Named("ipvs"),
 	})
-	mgr := addrmgr.NewManager(link, fingerprintedGuard{k.guard}, log.Named("addrmgr"))
+	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
 	// the watch every sync dumps it, as before.
 	var watchCtx context.Context
 	watchCtx, k.stopWatch = context.WithCancel(context.Background())
-	// The same watch tells the node-address cache about the other links.
 	if k.envNL, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
@@ -191,6 +179,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table", zap.Error(err))
 	}
 	k.env = NewNodeEnv(k.envNL)
+	// The same watch tells the node-address cache about the other links.
 	link.OtherLinks = k.env.Changed
 	if err := mgr.Watch(watchCtx, func() {
 		select {
@@ -340,7 +329,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		Source:  watcher,
 		Applier: k,
 		Env:     k.env.Read,
-		Kick:    k.AddrKick(),
+		Kick:    k.addrKick,
 		Options: opts,
 		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
 			k.guard.Update(o, nodes)

@@ -81,9 +81,6 @@ func (inc *Incremental) Update(key string, ports []model.ServicePort, endpoints 
 	inc.update(key, ps, endpoints, refusals)
 }
 
-// Len is the number of Services planned.
-func (inc *Incremental) Len() int { return len(inc.services) }
-
 func (inc *Incremental) update(key string, ports []*model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
 	if old := inc.services[key]; old != nil {
 		for _, pp := range old.ports {
