@@ -462,6 +462,10 @@ func diff(plan, kernel snapshot) string {
 				fmt.Fprintf(&b, "  extra:   %s\n", l)
 			}
 		}
+		if len(p) != len(k) || slices.Equal(sorted(slices.Clone(p)), sorted(slices.Clone(k))) {
+			// The same rules in another order or count: show both.
+			fmt.Fprintf(&b, "  plan:   %q\n  kernel: %q\n", p, k)
+		}
 		if b.Len() > 4000 {
 			break
 		}
