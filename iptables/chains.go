@@ -212,10 +212,13 @@ func (c *chainSyncer) syncTable(t Table) error {
 		want := renderRules(ch.Rules)
 		if ch.Builtin {
 			got := ourJumps(saved[ch.Name], targets, want, c.canon[key].got)
-			if c.matches(key, want, got) {
+			// A jump present twice (two proxies inserting at once) is
+			// drift however the text compares: rewrite the jumps.
+			dup := len(slices.Compact(slices.Sorted(slices.Values(got)))) != len(got)
+			if !dup && c.matches(key, want, got) {
 				continue
 			}
-			if _, known := c.canon[key]; !known && slices.Equal(jumpTargets(got), ruleTargets(ch.Rules)) {
+			if _, known := c.canon[key]; !known && !dup && slices.Equal(jumpTargets(got), ruleTargets(ch.Rules)) {
 				// First sync since start and only the text differs: ask
 				// iptables itself whether each planned jump is there.
 				ok, err := c.allExist(t.Name, ch.Name, ch.Rules)
