@@ -33,15 +33,20 @@ const LabelHeadless = corev1.IsHeadlessService
 // latency is measured from it.
 const AnnotationTriggerTime = corev1.EndpointsLastChangeTriggerTime
 
-const sliceByService = "service"
+// Indexes of the informer caches.
+const (
+	sliceByService = "service"
+	svcByClusterIP = "clusterIP"
+)
 
 // Changes are what happened since the last TakeChanges.
 type Changes struct {
 	// Services are the "namespace/name" keys whose Service or
 	// EndpointSlices changed, sorted.
 	Services []string
-	// Nodes is true when any Node's addresses, or this node's labels,
-	// changed: every service must be planned again.
+	// Nodes is true when any Node's addresses, this node's labels or the
+	// API server's endpoints (the default/kubernetes EndpointSlices)
+	// changed: the guard changed, every service must be planned again.
 	Nodes bool
 	// Triggers maps a service key to the oldest EndpointSlice change
 	// trigger time among its changes (only slices that carry the annotation).
@@ -77,7 +82,9 @@ type Watcher struct {
 	// change from a heartbeat.
 	nodeView  map[string][]netip.Addr
 	localView map[string]string
-	notify    chan struct{}
+	// apiView are the API server's endpoints (APIServerEndpoints).
+	apiView []netip.Addr
+	notify  chan struct{}
 	// OnLocalNode, if set, is called with this node's Node object whenever
 	// it is added or updated (health uses it for node eligibility).
 	OnLocalNode func(*corev1.Node)
@@ -141,6 +148,19 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		return nil, nil
 	}}); err != nil {
 		return nil, fmt.Errorf("endpointslice index: %w", err)
+	}
+	if err := w.svcInf.AddIndexers(cache.Indexers{svcByClusterIP: func(obj any) ([]string, error) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return nil, nil
+		}
+		var keys []string
+		for _, a := range clusterIPsOf(svc) {
+			keys = append(keys, a.String())
+		}
+		return keys, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("service index: %w", err)
 	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
@@ -211,8 +231,18 @@ func (w *Watcher) onSlice(obj any) {
 	if key == "" {
 		return
 	}
+	var api []netip.Addr
+	if key == APIServerServiceKey {
+		api = APIServerEndpoints(w.servicesSlices(key))
+	}
 	w.mu.Lock()
 	w.dirty[key] = true
+	apiChanged := key == APIServerServiceKey && !slices.Equal(api, w.apiView)
+	if apiChanged {
+		// The guard protects them: every service is planned again.
+		w.apiView = api
+		w.nodesChg = true
+	}
 	if v, ok := s.Annotations[AnnotationTriggerTime]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			if old, ok := w.triggers[key]; !ok || t.Before(old) {
@@ -274,6 +304,20 @@ func (w *Watcher) nodeViewCopy() map[string][]netip.Addr {
 		out[k] = v
 	}
 	return out
+}
+
+// APIServerEndpoints are the addresses of the cached default/kubernetes
+// EndpointSlices (see the package function of the same name).
+func (w *Watcher) APIServerEndpoints() []netip.Addr {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.apiView)
+}
+
+// IsServiceIP reports whether a is the ClusterIP of a cached Service.
+func (w *Watcher) IsServiceIP(a netip.Addr) bool {
+	objs, err := w.svcInf.GetIndexer().ByIndex(svcByClusterIP, a.WithZone("").Unmap().String())
+	return err == nil && len(objs) > 0
 }
 
 // TakeChanges returns and clears what changed since the last call.

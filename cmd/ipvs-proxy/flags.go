@@ -52,7 +52,7 @@ func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
 	fs.Var(newAddrList(&o.LocalAddrs), "node-ip",
 		"This node's addresses on interfaces other than kube-ipvs0 (required).")
 	fs.Var(newAddrList(&o.APIServerAddrs), "api-server-address",
-		"Addresses of the API server the proxy talks to; never bound on kube-ipvs0.")
+		"Addresses of the host run dials (its kubeconfig's server, or KUBERNETES_SERVICE_HOST in a pod): never bound on kube-ipvs0 unless a Service in the input has it as its ClusterIP. The input's default/kubernetes EndpointSlices are protected as the API server too.")
 	fs.Var(newAddrList(&o.Gateways), "gateway",
 		"The node's default gateways; never bound on kube-ipvs0.")
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -88,6 +89,14 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		opts.NodeName = name
 	}
 
+	// --api-server-address is the host run dials: the API server unless it
+	// is a Service IP of the input (10.96.0.1 in a pod); the input's
+	// default/kubernetes EndpointSlices are the API server too.
+	opts.APIServerAddrs = guard.APIServer{
+		Dialed:      opts.APIServerAddrs,
+		Endpoints:   informers.APIServerEndpoints(objs.EndpointSlices),
+		IsServiceIP: informers.ServiceIPs(objs.Services).Contains,
+	}.Addrs()
 	state := planner.Plan(cluster, opts)
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

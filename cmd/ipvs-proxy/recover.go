@@ -144,6 +144,7 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		notes = append(notes, "API server not used: "+err.Error())
 	default:
 		o.APIServerHost = cfg.Host
+		o.APIServerInCluster = f.kubeconfig == "" && f.master == ""
 		if o.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 			notes = append(notes, "API server not used: "+err.Error())
 			o.Client = nil

@@ -16,6 +16,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -45,6 +46,11 @@ type Source interface {
 	Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal)
 	// Nodes converts every cached Node.
 	Nodes() ([]model.Node, []model.Refusal)
+	// APIServerEndpoints are the addresses of the default/kubernetes
+	// EndpointSlices: the API server instances.
+	APIServerEndpoints() []netip.Addr
+	// IsServiceIP reports whether an address is a cached Service's ClusterIP.
+	IsServiceIP(a netip.Addr) bool
 }
 
 // Applier makes the kernel hold a planner.State: *applier.Applier.
@@ -79,9 +85,13 @@ type Loop struct {
 	// Env reads the node's addresses and gateways (full: a full sync, read
 	// everything from the kernel, nothing cached); nil means none.
 	Env func(full bool) (Env, error)
-	// Options are the planning options; NodeName and APIServerAddrs set,
-	// the Env fields are filled in at each sync.
+	// Options are the planning options; NodeName set, the Env fields and
+	// APIServerAddrs are filled in at each sync.
 	Options planner.Options
+	// APIServer is the host the proxy dials (Dialed, InCluster); each full
+	// sync adds the Source's API server endpoints and Service IPs, and
+	// protects what guard.APIServer.Addrs says (with Options.APIServerAddrs).
+	APIServer guard.APIServer
 	// OnPlan, if set, is called with the options, nodes and state of every
 	// sync that planned everything (a full one) before it is applied: the
 	// address manager's guard follows the planner's through it. Partial
@@ -271,6 +281,7 @@ func (l *Loop) syncOnce() {
 	if full {
 		l.needFull = false
 		l.nextFull = start.Add(l.SyncPeriod)
+		o.APIServerAddrs = l.apiServerAddrs()
 	}
 	if l.Metrics != nil {
 		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
@@ -291,9 +302,11 @@ func (l *Loop) syncOnce() {
 }
 
 // options are the planning options of this sync: l.Options with the
-// node's addresses and gateways read now.
+// node's addresses and gateways read now, and the API server's addresses
+// as last planned (a full sync asks apiServerAddrs).
 func (l *Loop) options(full bool) (planner.Options, error) {
 	o := l.Options
+	o.APIServerAddrs = l.planned.APIServerAddrs
 	if l.Env != nil {
 		env, err := l.Env(full)
 		if err != nil {
@@ -302,6 +315,16 @@ func (l *Loop) options(full bool) (planner.Options, error) {
 		o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
 	}
 	return o, nil
+}
+
+// apiServerAddrs are the addresses protected as the API server now: the
+// Source's endpoints of default/kubernetes and the dialed host unless it is
+// a Service IP (guard.APIServer), with Options.APIServerAddrs.
+func (l *Loop) apiServerAddrs() []netip.Addr {
+	api := l.APIServer
+	api.Endpoints = l.Source.APIServerEndpoints()
+	api.IsServiceIP = l.Source.IsServiceIP
+	return append(slices.Clone(l.Options.APIServerAddrs), api.Addrs()...)
 }
 
 // sameNodeEnv reports whether two syncs' options saw the same node

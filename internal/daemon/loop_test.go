@@ -40,6 +40,8 @@ type fakeSource struct {
 	triggers map[string]time.Time
 	nodesChg bool
 	notify   chan struct{}
+	// api are the default/kubernetes endpoints.
+	api []netip.Addr
 }
 
 func newFakeSource() *fakeSource {
@@ -122,6 +124,23 @@ func (s *fakeSource) Nodes() ([]model.Node, []model.Refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.nodes), nil
+}
+
+func (s *fakeSource) APIServerEndpoints() []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.api)
+}
+
+func (s *fakeSource) IsServiceIP(a netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.svcs {
+		if slices.Contains(sp.ClusterIPs, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // set creates or updates service name (in namespace "ns") with a ClusterIP

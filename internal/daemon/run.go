@@ -23,6 +23,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -70,8 +71,8 @@ func RESTConfig(master, kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// APIServerAddrs are the addresses of the API server cfg talks to (the
-// host of its URL, resolved): never bound on kube-ipvs0.
+// APIServerAddrs are the addresses of the host cfg dials (the host of its
+// URL, resolved); guard.APIServer decides which of them are the API server.
 func APIServerAddrs(cfg *rest.Config) []netip.Addr {
 	host := cfg.Host
 	if u, err := url.Parse(host); err == nil && u.Host != "" {
@@ -261,7 +262,10 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	opts := c.Planning
 	opts.NodeName = nodeName
-	opts.APIServerAddrs = append(opts.APIServerAddrs, APIServerAddrs(restCfg)...)
+	// In a pod without --kubeconfig or --master the client dials
+	// KUBERNETES_SERVICE_HOST: by default the kubernetes Service's
+	// ClusterIP, programmed like any other (guard.APIServer).
+	apiServer := guard.APIServer{Dialed: APIServerAddrs(restCfg), InCluster: c.Master == "" && c.Kubeconfig == ""}
 
 	k, err := openKernel(c, log)
 	if err != nil {
@@ -326,11 +330,12 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 
 	watcher.Start(ctx)
 	loop := &Loop{
-		Source:  watcher,
-		Applier: k,
-		Env:     k.env.Read,
-		Kick:    k.addrKick,
-		Options: opts,
+		Source:    watcher,
+		Applier:   k,
+		Env:       k.env.Read,
+		Kick:      k.addrKick,
+		Options:   opts,
+		APIServer: apiServer,
 		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
 			k.guard.Update(o, nodes)
 		},

@@ -11,12 +11,14 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -45,9 +47,10 @@ func RESTConfig(kubeconfig, master string, timeout time.Duration) (*rest.Config,
 	return cfg, nil
 }
 
-// APIServerAddrs are the addresses of the API server at host (a URL or
+// APIServerAddrs are the addresses of the host the client dials (a URL or
 // host[:port], as rest.Config.Host holds it): the literal IP, or what the
 // resolver answers within ctx (nothing when it does not).
+// guard.APIServer decides which of them are the API server.
 func APIServerAddrs(ctx context.Context, host string) []netip.Addr {
 	h := host
 	if u, err := url.Parse(host); err == nil && u.Host != "" {
@@ -80,13 +83,20 @@ type Cluster struct {
 	// Wanted are the kube-ipvs0 addresses `run` would bind for the current
 	// Services on this node (the plan's Addresses).
 	Wanted []netip.Prefix
+	// APIServers are the addresses protected as the API server: api's
+	// dialed host unless it is a Service IP, and the default/kubernetes
+	// endpoints (guard.APIServer.Addrs).
+	APIServers []netip.Addr
 }
 
-// ReadCluster lists the Nodes and the Services the proxy serves (kube-proxy's
-// label selector) within ctx, and plans them with o (the node's identity and
-// the planning flags) to learn which addresses are wanted on kube-ipvs0.
-// Endpoints are not read: they do not decide what is bound.
-func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Options) (*Cluster, error) {
+// ReadCluster lists the Nodes, the Services the proxy serves (kube-proxy's
+// label selector) and the API server's endpoints (the default/kubernetes
+// EndpointSlices) within ctx, and plans the Services with o (the node's
+// identity and the planning flags; its APIServerAddrs replaced by what api
+// protects once the Services are known) to learn which addresses are
+// wanted on kube-ipvs0. Other endpoints are not read: they do not decide
+// what is bound.
+func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Options, api guard.APIServer) (*Cluster, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -94,6 +104,11 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String()})
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
+	}
+	apiSlices, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx,
+		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
+	if err != nil {
+		return nil, fmt.Errorf("list the API server's endpointslices: %w", err)
 	}
 	c := &Cluster{Nodes: make(map[string][]netip.Addr, len(nodes.Items))}
 	nodePtrs := make([]*corev1.Node, len(nodes.Items))
@@ -107,6 +122,18 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	for i := range svcs.Items {
 		svcPtrs[i] = &svcs.Items[i]
 	}
+	slicePtrs := make([]*discoveryv1.EndpointSlice, len(apiSlices.Items))
+	for i := range apiSlices.Items {
+		slicePtrs[i] = &apiSlices.Items[i]
+	}
+	serviceIPs := informers.ServiceIPs(svcPtrs)
+	api.Endpoints = informers.APIServerEndpoints(slicePtrs)
+	api.IsServiceIP = func(a netip.Addr) bool {
+		_, found := slices.BinarySearchFunc(serviceIPs, a, netip.Addr.Compare)
+		return found
+	}
+	c.APIServers = api.Addrs()
+	o.APIServerAddrs = c.APIServers
 	st := planner.Plan(informers.Convert(svcPtrs, nil, nodePtrs), o)
 	c.Wanted = st.Addresses
 	return c, nil

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -39,8 +40,13 @@ type Options struct {
 	// Client talks to the API server; nil means offline.
 	Client kubernetes.Interface
 	// APIServerHost is the API server URL of the client configuration (its
-	// address is protected even when it does not answer); "" for none.
+	// address is protected even when it does not answer, unless it is a
+	// Service IP: guard.APIServer); "" for none.
 	APIServerHost string
+	// APIServerInCluster is true when APIServerHost comes from the
+	// in-cluster configuration (KUBERNETES_SERVICE_HOST): without the API
+	// server's answer it is taken for the kubernetes Service's ClusterIP.
+	APIServerInCluster bool
 	// Timeout bounds the API server requests and the name lookup of
 	// APIServerHost; 0 means 5s.
 	Timeout time.Duration
@@ -121,12 +127,15 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.NodeCache = "no --state-dir"
 	}
 
-	var apiAddrs []netip.Addr
+	api := guard.APIServer{InCluster: o.APIServerInCluster}
 	if o.APIServerHost != "" {
 		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		apiAddrs = APIServerAddrs(lctx, o.APIServerHost)
+		api.Dialed = APIServerAddrs(lctx, o.APIServerHost)
 		cancel()
 	}
+	// Offline the Services are unknown; ReadCluster protects what api
+	// says once they are listed.
+	apiAddrs := api.Addrs()
 	popts := planner.Options{
 		NodeName:       o.NodeName,
 		LocalAddrs:     node.LocalAddrs(),
@@ -142,13 +151,14 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.APIServer = "not configured"
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		cluster, err = ReadCluster(cctx, o.Client, popts)
+		cluster, err = ReadCluster(cctx, o.Client, popts, api)
 		cancel()
 		if err != nil {
 			rep.APIServer = "unreachable: " + err.Error()
 			cluster = nil
 		} else {
 			rep.APIServer = "reachable"
+			apiAddrs = cluster.APIServers
 			for n, as := range cluster.Nodes {
 				nodeAddrs[n] = append(nodeAddrs[n], as...)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -205,3 +206,54 @@ func TestRecoverNamesProxies(t *testing.T) {
 		t.Errorf("warnings:\n%s", w)
 	}
 }
+
+// TestRecoverInCluster: `recover` in a pod (deploy/base) dials
+// KUBERNETES_SERVICE_HOST, the kubernetes Service's ClusterIP 10.96.0.1.
+// That VIP is not the API server, online or offline: it stays bound with
+// its virtual server. The real API server, the default/kubernetes
+// EndpointSlice's 198.51.100.10, bound by a tenant's externalIP, goes.
+func TestRecoverInCluster(t *testing.T) {
+	kubernetes := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+	tenant := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "capture"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.77", ClusterIPs: []string{"10.96.0.77"},
+			ExternalIPs: []string{"198.51.100.10"},
+			Ports:       []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"198.51.100.10"}}}}
+	newNode := func() *fakeNode {
+		n := newFakeNode()
+		n.link = addrmgr.NewFakeLink(pfxs("10.96.0.1/32", "10.96.0.10/32", "10.96.0.77/32", "198.51.100.10/32")...)
+		n.table = ipvs.NewFakeTable(vss("tcp 10.96.0.1:443", "tcp 10.96.0.10:80", "tcp 10.96.0.77:443", "tcp 198.51.100.10:443")...)
+		return n
+	}
+	objs := append(clusterObjects(), kubernetes, tenant, slice)
+	for _, tc := range []struct {
+		name   string
+		client kubernetesClient
+		want   string
+	}{
+		{"online", func() *fake.Clientset { return fake.NewClientset(objs...) },
+			"198.51.100.10/32 APIServer [tcp 198.51.100.10:443]\n"},
+		{"offline: the in-cluster host is taken for a Service IP", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{NodeName: "a", ProcRoot: "-", StateDir: t.TempDir(),
+				APIServerHost: "https://10.96.0.1:443", APIServerInCluster: true}
+			if tc.client != nil {
+				o.Client = tc.client()
+			}
+			rep, err := Recover(context.Background(), newNode(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(rep.Findings); got != tc.want {
+				t.Errorf("findings:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+type kubernetesClient func() *fake.Clientset
