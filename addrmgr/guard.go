@@ -10,6 +10,7 @@ import (
 	"slices"
 	"sync"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -112,10 +113,10 @@ func NewGuard(cfg GuardConfig) *Guard {
 		if !p.IsValid() {
 			continue
 		}
-		a := norm(p.Addr())
-		g.local[a] = struct{}{}
-		if a.Is4() && p.Bits() < 31 {
-			g.broadcast[lastAddr4(p.Masked())] = struct{}{}
+		g.local[norm(p.Addr())] = struct{}{}
+		u, ok := guard.UnmapPrefix(netip.PrefixFrom(p.Addr().WithZone(""), p.Bits()))
+		if ok && u.Addr().Is4() && u.Bits() < 31 {
+			g.broadcast[lastAddr4(u.Masked())] = struct{}{}
 		}
 	}
 	for a, n := range cfg.NodeAddrs {
@@ -239,7 +240,10 @@ func (g *Guard) IsLocal(addr netip.Addr) bool {
 
 var limitedBroadcast = netip.AddrFrom4([4]byte{255, 255, 255, 255})
 
-func norm(a netip.Addr) netip.Addr { return a.WithZone("") }
+// norm drops the zone and unmaps an IPv4-mapped address: a node, local,
+// API server or gateway address written ::ffff:10.0.0.1 (a cache file of
+// an older version, a careless input) protects 10.0.0.1.
+func norm(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 
 func addrSet(as []netip.Addr) map[netip.Addr]struct{} {
 	m := make(map[netip.Addr]struct{}, len(as))
@@ -251,12 +255,21 @@ func addrSet(as []netip.Addr) map[netip.Addr]struct{} {
 	return m
 }
 
+// validPrefixes are the valid prefixes of ps, masked, an IPv4-mapped one
+// as the IPv4 prefix it maps (guard.UnmapPrefix). One shorter than /96
+// (which the flags reject) covers every IPv4-mapped address: it stands for
+// every IPv4 address too, protecting too much rather than nothing.
 func validPrefixes(ps []netip.Prefix) []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(ps))
 	for _, p := range ps {
-		if p.IsValid() {
-			out = append(out, p.Masked())
+		if !p.IsValid() {
+			continue
 		}
+		u, ok := guard.UnmapPrefix(netip.PrefixFrom(p.Addr().WithZone(""), p.Bits()))
+		if !ok {
+			out = append(out, netip.PrefixFrom(netip.IPv4Unspecified(), 0))
+		}
+		out = append(out, u.Masked())
 	}
 	// By address, then widest first: the detail of a refusal names the
 	// same prefix whatever the order of the flag's values.

@@ -7,6 +7,8 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 )
 
 // APIServerServiceKey is the "namespace/name" of the Service whose
@@ -16,9 +18,9 @@ const APIServerServiceKey = metav1.NamespaceDefault + "/kubernetes"
 
 // APIServerEndpoints are the addresses of every endpoint (every address of
 // each, not only the first) in the EndpointSlices of the default/kubernetes
-// Service among eps, sorted and without duplicates. The guard protects
-// them as the API server. Slices of other Services are ignored, and so are
-// addresses that do not parse.
+// Service among eps, read leniently (guard.ParseLenient), sorted and
+// without duplicates. The guard protects them as the API server. Slices of
+// other Services are ignored, and so are values that are no address.
 func APIServerEndpoints(eps []*discoveryv1.EndpointSlice) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range eps {
@@ -27,8 +29,8 @@ func APIServerEndpoints(eps []*discoveryv1.EndpointSlice) []netip.Addr {
 		}
 		for _, e := range s.Endpoints {
 			for _, raw := range e.Addresses {
-				if a, err := netip.ParseAddr(raw); err == nil {
-					out = append(out, a.WithZone("").Unmap())
+				if a, _, ok := guard.ParseLenient(raw); ok {
+					out = append(out, a)
 				}
 			}
 		}

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -654,9 +655,15 @@ func hostileEndpoint(a netip.Addr) (model.Reason, string) {
 }
 
 // NodeFromObject converts one Node: its name, labels (zone included) and
-// every address of status.addresses that is an IP. Hostname and DNS
-// entries are not addresses and are skipped; an IP entry that does not
-// parse is refused, with Service "Node/NAME".
+// every address of status.addresses that reads as an IP, whatever its type
+// (a Hostname, InternalDNS or ExternalDNS entry that is an IP literal is a
+// node address too). Addresses are read leniently (guard.ParseLenient:
+// trimmed, zone dropped, leading-zero octets as decimal, IPv4-mapped
+// unmapped), because protecting too much is safe: an address not in
+// canonical form is protected all the same and refused, with Service
+// "Node/NAME", naming the form it was written in. An InternalIP or
+// ExternalIP entry that is no address at all is refused and protects
+// nothing; a name in a Hostname or DNS entry is skipped.
 func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 	if n == nil {
 		return model.Node{}, nil
@@ -670,15 +677,17 @@ func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 		}
 	}
 	for i, a := range n.Status.Addresses {
-		switch a.Type {
-		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
+		field := fmt.Sprintf("status.addresses[%d]", i)
+		ip, canonical, ok := guard.ParseLenient(a.Address)
+		switch {
+		case !ok && (a.Type == corev1.NodeHostName || a.Type == corev1.NodeInternalDNS || a.Type == corev1.NodeExternalDNS):
 			continue
-		}
-		ip, err := ParseAddr(a.Address)
-		if err != nil {
-			r.add(fmt.Sprintf("status.addresses[%d]", i), a.Address, model.ReasonInvalidAddress,
-				"not an IP address; not protected as a node address")
+		case !ok:
+			r.add(field, a.Address, model.ReasonInvalidAddress, "not an IP address; not protected as a node address")
 			continue
+		case !canonical:
+			r.add(field, a.Address, model.ReasonInvalidAddress,
+				"not an IP address in canonical form; protected as node address %s all the same", ip)
 		}
 		if !slices.Contains(node.Addresses, ip) {
 			node.Addresses = append(node.Addresses, ip)

@@ -97,10 +97,14 @@ func TestWatcher(t *testing.T) {
 		t.Errorf("local node callbacks: %v", local)
 	}
 
-	na, err := ReadNodeAddresses(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The Node handler runs after the caches synced, maybe after the
+	// Service handler: wait for the file rather than race it.
+	var na NodeAddresses
+	waitFor(t, "the node address cache file", func() bool {
+		var err error
+		na, err = ReadNodeAddresses(dir)
+		return err == nil && len(na.Nodes) == 2
+	})
 	if want := map[string][]netip.Addr{"a": {netip.MustParseAddr("192.168.0.1")}, "b": {netip.MustParseAddr("192.168.0.2")}}; !reflect.DeepEqual(na.Nodes, want) {
 		t.Errorf("cache file %v", na.Nodes)
 	}

@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -87,6 +88,8 @@ func (l *addrList) String() string {
 	return strings.Join(s, ",")
 }
 
+// Set takes an IPv4-mapped IPv6 address (::ffff:10.0.0.1) as the IPv4
+// address it maps: the guard and the kernel know it only as that.
 func (l *addrList) Set(v string) error {
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
@@ -94,7 +97,7 @@ func (l *addrList) Set(v string) error {
 		if err != nil || a.Zone() != "" {
 			return fmt.Errorf("%q is not an IP address", f)
 		}
-		*l.p = append(*l.p, a)
+		*l.p = append(*l.p, a.Unmap())
 	}
 	return nil
 }
@@ -122,14 +125,15 @@ func (l *prefixList) String() string {
 	return strings.Join(s, ",")
 }
 
+// Set takes an IPv4-mapped IPv6 CIDR (::ffff:192.0.2.0/120) as the IPv4
+// CIDR it maps (192.0.2.0/24), and rejects one shorter than /96.
 func (l *prefixList) Set(v string) error {
 	for _, f := range strings.Split(v, ",") {
-		f = strings.TrimSpace(f)
-		p, err := netip.ParsePrefix(f)
-		if err != nil || p.Addr().Zone() != "" {
-			return fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", f)
+		p, err := config.ParseCIDR(f)
+		if err != nil {
+			return err
 		}
-		*l.p = append(*l.p, p.Masked())
+		*l.p = append(*l.p, p)
 	}
 	return nil
 }

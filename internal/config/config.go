@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -177,7 +178,8 @@ func (c *Config) Validate() error {
 }
 
 // ParseCIDRs parses CIDRs ("10.0.0.0/8", "fd00::/64"); a bare address is a
-// /32 or /128. Blank entries are skipped.
+// /32 or /128. Blank entries are skipped. IPv4-mapped IPv6 CIDRs are read
+// as the IPv4 CIDRs they map, as ParseCIDR does.
 func ParseCIDRs(ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
@@ -185,15 +187,38 @@ func ParseCIDRs(ss []string) ([]netip.Prefix, error) {
 		if s == "" {
 			continue
 		}
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
+		if _, err := netip.ParsePrefix(s); err != nil {
+			if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+				s = netip.PrefixFrom(a, a.BitLen()).String()
+			}
 		}
-		a, err := netip.ParseAddr(s)
+		p, err := ParseCIDR(s)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR", s)
+			return nil, err
 		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, p)
 	}
 	return out, nil
+}
+
+// ErrMappedPrefix is wrapped by ParseCIDR for an IPv4-mapped IPv6 CIDR
+// shorter than /96.
+var ErrMappedPrefix = errors.New("an IPv4-mapped IPv6 CIDR shorter than /96 covers IPv6 addresses that are not IPv4-mapped: write the IPv4 CIDR")
+
+// ParseCIDR parses one CIDR, masked. An IPv4-mapped IPv6 CIDR
+// (::ffff:192.0.2.0/120) is the IPv4 CIDR it maps (192.0.2.0/24): the
+// kernel and the guard see IPv4 addresses only as IPv4, so taken as
+// written it would protect, exclude or match nothing. One shorter than /96
+// is rejected (ErrMappedPrefix).
+func ParseCIDR(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	p, err := netip.ParsePrefix(s)
+	if err != nil || p.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", s)
+	}
+	u, ok := guard.UnmapPrefix(p)
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("%q: %w", s, ErrMappedPrefix)
+	}
+	return u.Masked(), nil
 }
