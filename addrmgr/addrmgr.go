@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -25,32 +26,14 @@ var (
 	ErrNotDummy = errors.New("kube-ipvs0 exists and is not a dummy device")
 )
 
-// Protector is what the Manager asks immediately before each bind: Check
-// reports whether addr must never be bound on kube-ipvs0 (protected true),
-// with the reason code and a human-readable detail.
-//
-// Beware: *Guard has a method of the same signature with the opposite
-// meaning (Guard.Check's third result is "allowed"), so a *Guard satisfies
-// this interface structurally. NewManager therefore turns a *Guard it is
-// given into Guard.Protector(); other implementations must answer
-// "protected".
+// Protector is what the Manager asks immediately before each bind: the
+// node-IP guard's verdict on an address (*guard.Guard, or the daemon's
+// holder of the guard in force).
 type Protector interface {
-	Check(addr netip.Addr) (reason model.Reason, detail string, protected bool)
+	Check(addr netip.Addr) guard.Verdict
 }
 
-// guardProtector is a *Guard as a Protector: "protected" is "not allowed".
-type guardProtector struct{ g *Guard }
-
-func (p guardProtector) Check(addr netip.Addr) (model.Reason, string, bool) {
-	reason, detail, allowed := p.g.Check(addr)
-	return reason, detail, !allowed
-}
-
-func (p guardProtector) Fingerprint() uint64 { return p.g.Fingerprint() }
-
-// Protector returns the guard as a Protector (protected = not allowed),
-// and a Fingerprinter.
-func (g *Guard) Protector() Protector { return guardProtector{g} }
+var _ Protector = (*guard.Guard)(nil)
 
 // Link is kube-ipvs0's address list. *KernelLink is the netlink
 // implementation; *FakeLink the in-memory one for unit tests.
@@ -153,16 +136,13 @@ type Manager struct {
 	foreign  int
 }
 
-// NewManager returns a manager of link's addresses guarded by guard; guard
-// must not be nil. A *Guard is used through Guard.Protector.
-func NewManager(link Link, guard Protector, log *zap.Logger) *Manager {
+// NewManager returns a manager of link's addresses guarded by g; g must
+// not be nil.
+func NewManager(link Link, g Protector, log *zap.Logger) *Manager {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if g, ok := guard.(*Guard); ok {
-		guard = g.Protector()
-	}
-	return &Manager{link: link, guard: guard, log: log, cur: map[netip.Prefix]bool{}}
+	return &Manager{link: link, guard: g, log: log, cur: map[netip.Prefix]bool{}}
 }
 
 // Dump reads the device's addresses once (one RTM_GETADDR dump, `ip -o
@@ -258,7 +238,7 @@ type Unwanted struct {
 }
 
 // Fingerprinter is a Protector whose answers stay the same for as long as
-// Fingerprint returns the same value (Guard.Protector). The manager then
+// Fingerprint returns the same value (*guard.Guard). The manager then
 // checks the addresses already bound against it only when the fingerprint
 // changed or the device was dumped, instead of at every Unwanted; the
 // addresses it binds itself are checked immediately before each bind
@@ -309,8 +289,8 @@ func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 			continue
 		}
 		why := "not desired"
-		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
-			remove, why = true, string(reason)+": "+msg
+		if v := m.guard.Check(p.Addr()); v.Protected {
+			remove, why = true, string(v.Reason)+": "+v.Detail
 		}
 		if remove {
 			out = append(out, Unwanted{Prefix: p, Why: why})
@@ -381,9 +361,9 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: errors.New("its virtual servers are not all programmed")})
 			continue
 		}
-		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
-			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: reason, Message: msg})
-			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(reason)), zap.String("message", msg))
+		if v := m.guard.Check(p.Addr()); v.Protected {
+			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: v.Reason, Message: v.Detail})
+			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(v.Reason)), zap.String("message", v.Detail))
 			continue
 		}
 		id := m.expect(p, true)

@@ -564,7 +564,10 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 				"address does not match the slice's addressType %s; endpoint not used", s.AddressType)
 			continue
 		}
-		if reason, why := hostileEndpoint(a); reason != "" {
+		// The guard's never-a-VIP classes: addresses the API server itself
+		// rejects (ValidateEndpointIP) and others no pod can have; a real
+		// server there would send service traffic to the node or nowhere.
+		if reason, why := guard.Special(a); reason != "" {
 			r.add(field, e.Addresses[0], reason, "%s; endpoint not used", why)
 			continue
 		}
@@ -631,27 +634,6 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 		out = append(out, sp)
 	}
 	return out, r.out
-}
-
-// hostileEndpoint refuses backend addresses the API server itself rejects
-// (ValidateEndpointIP) plus other addresses no pod can have: a real server
-// there would send service traffic to the node itself or nowhere.
-func hostileEndpoint(a netip.Addr) (model.Reason, string) {
-	switch {
-	case a.IsUnspecified():
-		return model.ReasonUnspecified, "unspecified address"
-	case a.IsLoopback():
-		return model.ReasonLoopback, "loopback address"
-	case a.IsMulticast():
-		return model.ReasonMulticast, "multicast address"
-	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return model.ReasonBroadcast, "broadcast address"
-	case a.IsLinkLocalUnicast():
-		return model.ReasonLinkLocal, "link-local address"
-	case a.Is4In6():
-		return model.ReasonIPv4Mapped, "IPv4-mapped IPv6 address"
-	}
-	return "", ""
 }
 
 // NodeFromObject converts one Node: its name, labels (zone included) and

@@ -13,8 +13,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -162,10 +162,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 func applyGolden(t *testing.T, nodes []model.Node, opts planner.Options, st *planner.State) {
 	b := &kbed{t: t, node: ktest.NewNode(t)}
 	b.nodeAddrs = opts.LocalAddrs
-	b.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs: opts.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(nodes), APIServers: opts.APIServerAddrs,
-		Gateways: opts.Gateways, ProtectedCIDRs: opts.ProtectedCIDRs, PodCIDRs: opts.ClusterCIDRs,
-	})
+	b.guard = guard.New(planner.GuardInputs(&opts, nodes))
 	p := b.open(ipvs.Options{ExcludeCIDRs: opts.ExcludeCIDRs})
 	res := b.full(p, st)
 	b.checkPlan(st)

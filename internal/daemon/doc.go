@@ -19,8 +19,9 @@
 // stack (client-go, netlink, IPVS, ipsets, iptables) in the network
 // namespace of the calling process.
 //
-// The package owns no kernel access of its own beyond reading the node's
-// addresses and default routes (`ip addr`, `ip route show default`); it
-// never modifies an API object other than by creating Events, and on
-// shutdown it leaves the data plane as it is.
+// The package owns no kernel access of its own: the node's addresses and
+// routes are read through internal/nodeenv, the guard is the planner's
+// (internal/guard), the kernel is changed by the applier. It never
+// modifies an API object other than by creating Events, and on shutdown it
+// leaves the data plane as it is.
 package daemon

@@ -20,6 +20,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -61,16 +62,6 @@ type Applier interface {
 	Partial(st *planner.State, changed ...string) (*applier.Result, error)
 }
 
-// Env is what the loop reads from the node itself before each sync.
-type Env struct {
-	// LocalAddrs are the node's addresses on interfaces other than
-	// kube-ipvs0 (`ip -o addr show`), LocalPrefixes the same with lengths.
-	LocalAddrs    []netip.Addr
-	LocalPrefixes []netip.Prefix
-	// Gateways are the default routes' gateways (`ip route show default`).
-	Gateways []netip.Addr
-}
-
 // Backoff defaults for a failed apply.
 const (
 	DefaultBackoffInitial = time.Second
@@ -84,7 +75,7 @@ type Loop struct {
 	Applier Applier
 	// Env reads the node's addresses and gateways (full: a full sync, read
 	// everything from the kernel, nothing cached); nil means none.
-	Env func(full bool) (Env, error)
+	Env func(full bool) (nodeenv.Env, error)
 	// Options are the planning options; NodeName set, the Env fields and
 	// APIServerAddrs are filled in at each sync.
 	Options planner.Options
@@ -92,11 +83,11 @@ type Loop struct {
 	// sync adds the Source's API server endpoints and Service IPs, and
 	// protects what guard.APIServer.Addrs says (with Options.APIServerAddrs).
 	APIServer guard.APIServer
-	// OnPlan, if set, is called with the options, nodes and state of every
-	// sync that planned everything (a full one) before it is applied: the
-	// address manager's guard follows the planner's through it. Partial
-	// syncs plan with the same options and nodes.
-	OnPlan func(o *planner.Options, nodes []model.Node, st *planner.State)
+	// OnPlan, if set, is called with the guard and the state of every sync
+	// that planned everything (a full one) before it is applied: the
+	// address manager's guard is the planner's through it. Partial syncs
+	// plan with the same guard.
+	OnPlan func(g *guard.Guard, st *planner.State)
 
 	// Kick, if set, asks for a sync soon although no service changed: the
 	// address manager sends on it when others changed kube-ipvs0, and the
@@ -356,7 +347,7 @@ func (l *Loop) apply(full bool, o planner.Options, changed []string) (*planner.S
 	}
 	st := l.plan.State()
 	if l.OnPlan != nil && full {
-		l.OnPlan(&o, l.nodes, &st)
+		l.OnPlan(l.plan.Guard(), &st)
 	}
 	if l.Services != nil {
 		for _, err := range l.Services.Sync(mergeHealth(l.health)) {

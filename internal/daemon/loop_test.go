@@ -24,6 +24,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -578,10 +579,10 @@ func TestNodeAddressChangeIsFullSync(t *testing.T) {
 	h := newHarness(t, 0)
 	var mu sync.Mutex
 	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
-	h.loop.Env = func(bool) (Env, error) {
+	h.loop.Env = func(bool) (nodeenv.Env, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return Env{LocalAddrs: slices.Clone(local)}, nil
+		return nodeenv.Env{LocalAddrs: slices.Clone(local)}, nil
 	}
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	close(h.src.synced)

@@ -4,16 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"runtime/debug"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -26,7 +23,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/version"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -72,28 +69,10 @@ func RESTConfig(master, kubeconfig string) (*rest.Config, error) {
 }
 
 // APIServerAddrs are the addresses of the host cfg dials (the host of its
-// URL, resolved); guard.APIServer decides which of them are the API server.
-func APIServerAddrs(cfg *rest.Config) []netip.Addr {
-	host := cfg.Host
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		host = u.Hostname()
-	} else if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{a.Unmap()}
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, ip := range ips {
-		if a, ok := netip.AddrFromSlice(ip); ok {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
+// URL, resolved; nodeenv.DialedAddrs); guard.APIServer decides which of
+// them are the API server.
+func APIServerAddrs(ctx context.Context, cfg *rest.Config) []netip.Addr {
+	return nodeenv.DialedAddrs(ctx, cfg.Host)
 }
 
 // kernel is the real data-plane stack of this network namespace.
@@ -113,12 +92,12 @@ type kernel struct {
 	stopWatch context.CancelFunc
 	// env caches the node's own addresses between syncs; envNL is its
 	// netlink handle (strict checking on).
-	env   *NodeEnv
+	env   *nodeenv.Cache
 	envNL *netlink.Handle
 }
 
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
-	k := &kernel{guard: NewGuard(), addrKick: make(chan struct{}, 1)}
+	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
 	var err error
 	if k.table, err = ipvs.OpenKernel(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
@@ -171,15 +150,16 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	// the watch every sync dumps it, as before.
 	var watchCtx context.Context
 	watchCtx, k.stopWatch = context.WithCancel(context.Background())
-	if k.envNL, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
-	}
 	// With strict checking the kernel dumps the main routing table alone,
 	// not the local table's route of every kube-ipvs0 address.
-	if err := k.envNL.SetStrictCheck(true); err != nil {
-		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table", zap.Error(err))
+	var strict bool
+	if k.envNL, strict, err = nodeenv.NewHandle(); err != nil {
+		return nil, err
 	}
-	k.env = NewNodeEnv(k.envNL)
+	if !strict {
+		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table")
+	}
+	k.env = nodeenv.NewCache(k.envNL)
 	// The same watch tells the node-address cache about the other links.
 	link.OtherLinks = k.env.Changed
 	if err := mgr.Watch(watchCtx, func() {
@@ -265,7 +245,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	// In a pod without --kubeconfig or --master the client dials
 	// KUBERNETES_SERVICE_HOST: by default the kubernetes Service's
 	// ClusterIP, programmed like any other (guard.APIServer).
-	apiServer := guard.APIServer{Dialed: APIServerAddrs(restCfg), InCluster: c.Master == "" && c.Kubeconfig == ""}
+	apiServer := guard.APIServer{Dialed: APIServerAddrs(ctx, restCfg), InCluster: c.Master == "" && c.Kubeconfig == ""}
 
 	k, err := openKernel(c, log)
 	if err != nil {
@@ -336,8 +316,8 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		Kick:      k.addrKick,
 		Options:   opts,
 		APIServer: apiServer,
-		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
-			k.guard.Update(o, nodes)
+		OnPlan: func(g *guard.Guard, _ *planner.State) {
+			k.guard.Set(g)
 		},
 		SyncPeriod:    c.SyncPeriod,
 		MinSyncPeriod: c.MinSyncPeriod,

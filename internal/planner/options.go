@@ -1,6 +1,11 @@
 package planner
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
 
 // Options are the node's identity and the planning flags `run` and `plan` share.
 type Options struct {
@@ -36,4 +41,19 @@ type Options struct {
 	MasqueradeAll bool
 	// MasqueradeBit is --masquerade-bit (default 14: mark 0x4000).
 	MasqueradeBit int
+}
+
+// GuardInputs is what the node-IP guard protects for these options and
+// nodes: the one place the guard's inputs are gathered, for the planner,
+// `run`'s address manager, `plan` and `recover` alike.
+func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
+	return guard.Inputs{
+		LocalAddrs:     o.LocalAddrs,
+		LocalPrefixes:  o.LocalPrefixes,
+		Nodes:          nodes,
+		APIServers:     o.APIServerAddrs,
+		Gateways:       o.Gateways,
+		ProtectedCIDRs: o.ProtectedCIDRs,
+		PodCIDRs:       o.ClusterCIDRs,
+	}
 }

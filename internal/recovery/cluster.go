@@ -4,9 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"net/url"
 	"slices"
 	"time"
 
@@ -45,35 +43,6 @@ func RESTConfig(kubeconfig, master string, timeout time.Duration) (*rest.Config,
 	}
 	cfg.Timeout = timeout
 	return cfg, nil
-}
-
-// APIServerAddrs are the addresses of the host the client dials (a URL or
-// host[:port], as rest.Config.Host holds it): the literal IP, or what the
-// resolver answers within ctx (nothing when it does not).
-// guard.APIServer decides which of them are the API server.
-func APIServerAddrs(ctx context.Context, host string) []netip.Addr {
-	h := host
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		h = u.Hostname()
-	} else if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	if a, err := netip.ParseAddr(h); err == nil {
-		return []netip.Addr{a.Unmap()}
-	}
-	if h == "" {
-		return nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
-	if err != nil {
-		return nil
-	}
-	out := make([]netip.Addr, 0, len(ips))
-	for _, a := range ips {
-		out = append(out, a.Unmap())
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
 }
 
 // Cluster is what the API server said.

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -44,11 +45,12 @@ func vss(ss ...string) []ipvs.VirtualServer {
 
 // node A is 198.51.100.1/24 with gateway 198.51.100.254; node B is
 // 198.51.100.2; the API server is 198.51.100.10.
-func testGuard() *addrmgr.Guard {
-	return addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs:     []netip.Addr{netip.MustParseAddr("198.51.100.1")},
-		LocalPrefixes:  pfxs("198.51.100.1/24", "2001:db8:100::1/64"),
-		NodeAddrs:      map[netip.Addr]string{netip.MustParseAddr("198.51.100.1"): "a", netip.MustParseAddr("198.51.100.2"): "b", netip.MustParseAddr("2001:db8:100::2"): "b"},
+func testGuard() *guard.Guard {
+	return guard.New(guard.Inputs{
+		LocalAddrs:    []netip.Addr{netip.MustParseAddr("198.51.100.1")},
+		LocalPrefixes: pfxs("198.51.100.1/24", "2001:db8:100::1/64"),
+		Nodes: []model.Node{{Name: "a", Addresses: []netip.Addr{netip.MustParseAddr("198.51.100.1")}},
+			{Name: "b", Addresses: []netip.Addr{netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8:100::2")}}},
 		APIServers:     []netip.Addr{netip.MustParseAddr("198.51.100.10")},
 		Gateways:       []netip.Addr{netip.MustParseAddr("198.51.100.254")},
 		ProtectedCIDRs: pfxs("192.0.2.0/28"),

@@ -15,6 +15,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -130,7 +131,7 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	api := guard.APIServer{InCluster: o.APIServerInCluster}
 	if o.APIServerHost != "" {
 		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		api.Dialed = APIServerAddrs(lctx, o.APIServerHost)
+		api.Dialed = nodeenv.DialedAddrs(lctx, o.APIServerHost)
 		cancel()
 	}
 	// Offline the Services are unknown; ReadCluster protects what api
@@ -169,19 +170,12 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	for n, as := range nodeAddrs {
 		models = append(models, model.Node{Name: n, Addresses: as})
 	}
-	guard := addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs:     popts.LocalAddrs,
-		LocalPrefixes:  node.LocalPrefixes,
-		NodeAddrs:      addrmgr.NodeAddresses(models),
-		APIServers:     apiAddrs,
-		Gateways:       node.Gateways,
-		ProtectedCIDRs: o.ProtectedCIDRs,
-		PodCIDRs:       o.ClusterCIDRs,
-	})
+	popts.APIServerAddrs = apiAddrs
+	g := guard.New(planner.GuardInputs(&popts, models))
 	facts := Facts{
 		Bound:          node.Bound,
 		VirtualServers: node.VirtualServers,
-		Guard:          guard,
+		Guard:          g,
 		Stale:          o.Stale,
 		ExcludeCIDRs:   o.ExcludeCIDRs,
 	}

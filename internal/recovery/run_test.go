@@ -160,26 +160,6 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-func TestAPIServerAddrs(t *testing.T) {
-	ctx := context.Background()
-	for in, want := range map[string]string{
-		"https://10.0.2.100:6443": "10.0.2.100",
-		"https://[fd00::1]:6443":  "fd00::1",
-		"10.0.0.1:443":            "10.0.0.1",
-		"10.0.0.2":                "10.0.0.2",
-		"":                        "",
-	} {
-		got := APIServerAddrs(ctx, in)
-		s := ""
-		if len(got) > 0 {
-			s = got[0].String()
-		}
-		if s != want {
-			t.Errorf("APIServerAddrs(%q) = %v, want %s", in, got, want)
-		}
-	}
-}
-
 func TestRecoverNamesProxies(t *testing.T) {
 	root := t.TempDir()
 	for pid, proc := range map[string][2]string{

@@ -1,25 +1,23 @@
 //go:build kernel
 
-package daemon
+package nodeenv
 
 import (
+	"errors"
 	"net/netip"
 	"slices"
 	"testing"
 
-	"github.com/vishvananda/netlink"
-	"golang.org/x/sys/unix"
-
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 )
 
-// TestKernelNodeEnv reads a node namespace as `run` does — a route handle
-// with strict checking on, as openKernel makes it — and checks what the
+// TestKernelRead reads a node namespace as `run` and `recover` do — a
+// route handle with strict checking on (NewHandle) — and checks what the
 // planner gets: the default gateways of both families from the main table
 // (the local table, with a route for each kube-ipvs0 address, is not asked
 // for), the node's own addresses without kube-ipvs0's and without
 // link-local ones.
-func TestKernelNodeEnv(t *testing.T) {
+func TestKernelRead(t *testing.T) {
 	node := ktest.NewNode(t)
 	node.AddClient(t, "cli") // the LAN: NodeIPv4/24 and NodeIPv6/64 on eth0
 	node.Run(t, "ip", "route", "add", "default", "via", "198.51.100.254")
@@ -30,15 +28,15 @@ func TestKernelNodeEnv(t *testing.T) {
 	}
 	var env Env
 	err := node.Do(func() error {
-		h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
+		h, strict, err := NewHandle()
 		if err != nil {
 			return err
 		}
 		defer h.Close()
-		if err := h.SetStrictCheck(true); err != nil {
-			return err
+		if !strict {
+			return errors.New("no strict checking: the kernel dumps every table")
 		}
-		env, err = NewNodeEnv(h).Read(true)
+		env, err = Read(h)
 		return err
 	})
 	if err != nil {

@@ -1,20 +1,21 @@
-package addrmgr_test
+package guard_test
 
 // FuzzGuard builds a guard from an arbitrary configuration and checks an
 // arbitrary address against it: whatever the input, Check must not panic,
-// must agree with itself (reason, detail and allowed; twice; with a zone;
+// must agree with itself (protected, reason and detail; twice; with a zone;
 // for a guard built from the same configuration in another order) and must
 // never allow an address the configuration protects or a never-a-VIP class.
 // (FuzzGuardCheck in guard_test.go fuzzes the address alone.)
 //
-// Run with `go test -run '^$' -fuzz '^FuzzGuard$' ./addrmgr/` or `make reliability`.
+// Run with `go test -run '^$' -fuzz '^FuzzGuard$' ./internal/guard/` or `make reliability`.
 
 import (
 	"net/netip"
 	"slices"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // guardAddrs mixes node-like, VIP-like and never-a-VIP addresses of both
@@ -77,22 +78,46 @@ func (s *bytesIn) prefixes() []netip.Prefix {
 	return out
 }
 
-func guardConfig(s *bytesIn) addrmgr.GuardConfig {
-	cfg := addrmgr.GuardConfig{
+func guardInputs(s *bytesIn) guard.Inputs {
+	in := guard.Inputs{
 		LocalAddrs: s.addrs(), LocalPrefixes: s.prefixes(), APIServers: s.addrs(), Gateways: s.addrs(),
-		ProtectedCIDRs: s.prefixes(), PodCIDRs: s.prefixes(), NodeAddrs: map[netip.Addr]string{},
+		ProtectedCIDRs: s.prefixes(), PodCIDRs: s.prefixes(),
 	}
 	for i, a := range s.addrs() {
-		cfg.NodeAddrs[a] = []string{"n1", "n2", "n3"}[i%3]
+		in.Nodes = append(in.Nodes, model.Node{Name: []string{"n1", "n2", "n3"}[i%3], Addresses: []netip.Addr{a}})
 	}
-	return cfg
+	return in
 }
 
-func reversedCfg(c addrmgr.GuardConfig) addrmgr.GuardConfig {
+func reversed(c guard.Inputs) guard.Inputs {
 	rev := func(in []netip.Addr) []netip.Addr { out := slices.Clone(in); slices.Reverse(out); return out }
 	revP := func(in []netip.Prefix) []netip.Prefix { out := slices.Clone(in); slices.Reverse(out); return out }
-	return addrmgr.GuardConfig{LocalAddrs: rev(c.LocalAddrs), LocalPrefixes: revP(c.LocalPrefixes), NodeAddrs: c.NodeAddrs,
+	nodes := slices.Clone(c.Nodes)
+	slices.Reverse(nodes)
+	return guard.Inputs{LocalAddrs: rev(c.LocalAddrs), LocalPrefixes: revP(c.LocalPrefixes), Nodes: nodes,
 		APIServers: rev(c.APIServers), Gateways: rev(c.Gateways), ProtectedCIDRs: revP(c.ProtectedCIDRs), PodCIDRs: revP(c.PodCIDRs)}
+}
+
+// same reports whether a configured address b stands for the candidate u
+// (zone dropped, IPv4-mapped unmapped: the guard protects the address b
+// reads as).
+func same(b, u netip.Addr) bool { return b.IsValid() && b.WithZone("").Unmap() == u }
+
+// covers reports whether a configured prefix p protects u: p, masked,
+// contains u, or p is IPv4-mapped and its IPv4 prefix does, or p is an
+// IPv4-mapped prefix shorter than /96 and u is IPv4.
+func covers(p netip.Prefix, u netip.Addr) bool {
+	if !p.IsValid() {
+		return false
+	}
+	p = netip.PrefixFrom(p.Addr().WithZone(""), p.Bits())
+	if p.Addr().Is4In6() {
+		if p.Bits() < 96 {
+			return u.Is4() || p.Masked().Contains(u)
+		}
+		return netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96).Masked().Contains(u)
+	}
+	return p.Masked().Contains(u)
 }
 
 func FuzzGuard(f *testing.F) {
@@ -101,69 +126,67 @@ func FuzzGuard(f *testing.F) {
 	f.Add([]byte("node addresses are protected; 169.254.169.254 never a VIP"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		s := &bytesIn{b: data}
-		cfg := guardConfig(s)
-		g, g2 := addrmgr.NewGuard(cfg), addrmgr.NewGuard(reversedCfg(cfg))
+		in := guardInputs(s)
+		g, g2 := guard.New(in), guard.New(reversed(in))
 		candidates := append(s.addrs(), s.addr())
-		for _, list := range [][]netip.Addr{cfg.LocalAddrs, cfg.APIServers, cfg.Gateways} {
+		for _, list := range [][]netip.Addr{in.LocalAddrs, in.APIServers, in.Gateways} {
 			candidates = append(candidates, list...)
 		}
-		for a := range cfg.NodeAddrs {
-			candidates = append(candidates, a)
+		for _, n := range in.Nodes {
+			for _, a := range n.Addresses {
+				candidates = append(candidates, a, a.Unmap())
+			}
 		}
-		for _, p := range slices.Concat(cfg.LocalPrefixes, cfg.ProtectedCIDRs, cfg.PodCIDRs) {
-			candidates = append(candidates, p.Addr())
+		for _, p := range slices.Concat(in.LocalPrefixes, in.ProtectedCIDRs, in.PodCIDRs) {
+			candidates = append(candidates, p.Addr(), p.Addr().Unmap())
 			if p.IsValid() {
 				candidates = append(candidates, p.Masked().Addr())
 			}
 		}
 		for _, a := range candidates {
-			reason, detail, ok := g.Check(a)
-			if ok != (reason == "") || ok != (detail == "") {
-				t.Fatalf("Check(%v) = %q %q %v: reason and allowed disagree", a, reason, detail, ok)
+			v := g.Check(a)
+			if v.Protected != (v.Reason != "") || v.Protected != (v.Detail != "") || (v.NeverVIP && !v.Protected) {
+				t.Fatalf("Check(%v) = %+v: protected, reason and detail disagree", a, v)
 			}
-			r2, d2, ok2 := g2.Check(a)
 			// The detail too: two prefixes that share their first address
 			// (10.0.0.0/8 and 10.0.0.0/16) once made it depend on the flag
 			// order (seed overlapping-prefixes).
-			if r2 != reason || d2 != detail || ok2 != ok {
-				t.Fatalf("Check(%v) depends on configuration order: %q/%v vs %q/%v", a, reason, ok, r2, ok2)
+			if v2 := g2.Check(a); v2 != v {
+				t.Fatalf("Check(%v) depends on the order of the inputs: %+v vs %+v", a, v, v2)
 			}
-			if r3, _, ok3 := g.Check(a.WithZone("kube-ipvs0")); a.Is6() && (r3 != reason || ok3 != ok) {
-				t.Fatalf("Check(%v) depends on the zone: %q vs %q", a, reason, r3)
+			if v3 := g.Check(a.WithZone("kube-ipvs0")); a.Is6() && (v3.Reason != v.Reason || v3.Protected != v.Protected) {
+				t.Fatalf("Check(%v) depends on the zone: %q vs %q", a, v.Reason, v3.Reason)
 			}
-			if !ok {
+			if v.Protected {
 				continue
 			}
-			// Allowed: then nothing in the configuration protects it.
+			// Allowed: then nothing in the inputs protects it.
 			u := a.WithZone("")
 			switch {
+			case v != (guard.Verdict{}):
+				t.Fatalf("Check(%v) = %+v: an allowed address with a node, local or a reason", a, v)
 			case !u.IsGlobalUnicast(), u.Is4In6(), u == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 				t.Fatalf("never-a-VIP address %v allowed", a)
-			case slices.ContainsFunc(slices.Concat(cfg.LocalAddrs, cfg.APIServers, cfg.Gateways), func(b netip.Addr) bool { return b.IsValid() && b.WithZone("") == u }):
+			case slices.ContainsFunc(slices.Concat(in.LocalAddrs, in.APIServers, in.Gateways), func(b netip.Addr) bool { return same(b, u) }):
 				t.Fatalf("configured address %v allowed", a)
-			case slices.ContainsFunc(slices.Concat(cfg.ProtectedCIDRs, cfg.PodCIDRs), func(p netip.Prefix) bool { return p.IsValid() && p.Masked().Contains(u) }):
+			case slices.ContainsFunc(slices.Concat(in.ProtectedCIDRs, in.PodCIDRs), func(p netip.Prefix) bool { return covers(p, u) }):
 				t.Fatalf("address %v inside a protected prefix allowed", a)
-			case slices.ContainsFunc(cfg.LocalPrefixes, func(p netip.Prefix) bool { return p.IsValid() && p.Addr().WithZone("") == u }):
+			case slices.ContainsFunc(in.LocalPrefixes, func(p netip.Prefix) bool { return p.IsValid() && same(p.Addr(), u) }):
 				t.Fatalf("local address %v allowed", a)
 			}
-			for b := range cfg.NodeAddrs {
-				if b.IsValid() && b.WithZone("") == u {
+			for _, n := range in.Nodes {
+				if slices.ContainsFunc(n.Addresses, func(b netip.Addr) bool { return same(b, u) }) {
 					t.Fatalf("node address %v allowed", a)
 				}
 			}
-			if _, isNode := g.IsNodeAddress(a); isNode {
-				t.Fatalf("IsNodeAddress(%v) but allowed", a)
-			}
-			if g.IsLocal(a) {
-				t.Fatalf("IsLocal(%v) but allowed", a)
-			}
 		}
-		// The zero configuration still refuses every never-a-VIP class.
-		zero := addrmgr.NewGuard(addrmgr.GuardConfig{})
+		// The zero inputs still refuse every never-a-VIP class, and only
+		// those.
+		zero := guard.New(guard.Inputs{})
 		for _, a := range candidates {
-			reason, _, ok := zero.Check(a)
-			if !ok && !addrmgr.NeverVIP(reason) {
-				t.Fatalf("zero guard refused %v as %q, not a never-a-VIP class", a, reason)
+			v := zero.Check(a)
+			if r, _ := guard.Special(a); v.Protected != (r != "") || v.Reason != r || (v.Protected && !v.NeverVIP) {
+				t.Fatalf("zero guard: Check(%v) = %+v, Special says %q", a, v, r)
 			}
 		}
 	})

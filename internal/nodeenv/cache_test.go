@@ -1,20 +1,21 @@
-package daemon
+package nodeenv
 
 import (
+	"context"
 	"net/netip"
 	"sync"
 	"testing"
 )
 
-// TestNodeEnvCache: the cached addresses are used only while followed and
+// TestCache: the cached addresses are used only while followed and
 // unchanged, a full read always dumps, and a change reported during a dump
 // keeps the result out of the cache. The netlink side is covered by the
 // daemon's e2e tests in the VM; here the dumps are counted.
-func TestNodeEnvCache(t *testing.T) {
+func TestCache(t *testing.T) {
 	var mu sync.Mutex
 	dumps := 0
 	during := func() {}
-	e := &NodeEnv{readGateways: func() ([]netip.Addr, error) { return nil, nil }}
+	e := &Cache{readGateways: func() ([]netip.Addr, error) { return nil, nil }}
 	e.readAddrs = func() ([]netip.Addr, []netip.Prefix, error) {
 		mu.Lock()
 		dumps++
@@ -52,4 +53,30 @@ func TestNodeEnvCache(t *testing.T) {
 	during = func() {}
 	read(false, 9) // the overtaken dump was not cached
 	read(false, 9)
+}
+
+func TestDialedAddrs(t *testing.T) {
+	ctx := context.Background()
+	for in, want := range map[string]string{
+		"https://10.0.2.100:6443":        "10.0.2.100",
+		"https://[fd00::1]:6443":         "fd00::1",
+		"https://[::ffff:10.0.0.3]:6443": "10.0.0.3",
+		"10.0.0.1:443":                   "10.0.0.1",
+		"10.0.0.2":                       "10.0.0.2",
+		"":                               "",
+	} {
+		got := DialedAddrs(ctx, in)
+		s := ""
+		if len(got) > 0 {
+			s = got[0].String()
+		}
+		if s != want {
+			t.Errorf("DialedAddrs(%q) = %v, want %s", in, got, want)
+		}
+	}
+	for _, a := range DialedAddrs(ctx, "https://localhost:6443") {
+		if !a.IsLoopback() {
+			t.Errorf("localhost resolved to %v", a)
+		}
+	}
 }
