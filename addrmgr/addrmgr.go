@@ -98,6 +98,9 @@ type Manager struct {
 	link  Link
 	guard Protector
 	log   *zap.Logger
+	// exclude is --ipvs-exclude-cidrs: host addresses inside are left on
+	// the device unless the guard protects them (SetExclude).
+	exclude []netip.Prefix
 	// cur is what the manager believes the device holds. Only the syncing
 	// goroutine writes it, under mu; it reads it without.
 	cur map[netip.Prefix]bool
@@ -143,6 +146,26 @@ func NewManager(link Link, g Protector, log *zap.Logger) *Manager {
 		log = zap.NewNop()
 	}
 	return &Manager{link: link, guard: g, log: log, cur: map[netip.Prefix]bool{}}
+}
+
+// SetExclude makes the manager leave on the device every /32 or /128
+// inside cidrs (--ipvs-exclude-cidrs) that is not desired, as kube-proxy
+// leaves what is there: the proxy plans nothing inside, and another agent
+// may bind its own VIPs there. A protected address inside is removed all
+// the same (the guard wins), and so is a wider prefix. Call it before the
+// first Unwanted.
+func (m *Manager) SetExclude(cidrs []netip.Prefix) {
+	m.exclude = slices.Clone(cidrs)
+	m.noneUnwanted = false
+}
+
+// excluded reports whether p is a host prefix inside an excluded CIDR.
+func (m *Manager) excluded(p netip.Prefix) bool {
+	if !isHost(p) {
+		return false
+	}
+	a := p.Addr().WithZone("").Unmap()
+	return slices.ContainsFunc(m.exclude, func(c netip.Prefix) bool { return c.Contains(a) })
 }
 
 // Dump reads the device's addresses once (one RTM_GETADDR dump, `ip -o
@@ -265,9 +288,9 @@ func (m *Manager) noteDesired(desired []netip.Prefix) bool {
 
 // Unwanted lists, sorted and without changing anything, what
 // Unbind(desired) would remove: every address on the device (as last
-// dumped, updated by the manager's own changes) that is not desired, is not
-// a host prefix, or that the guard refuses — also a protected address put
-// there by hand. Cost: one pass over the bound addresses (map lookups);
+// dumped, updated by the manager's own changes) that is not desired (but
+// for the excluded ones, SetExclude), is not a host prefix, or that the
+// guard refuses — also a protected address put there by hand. Cost: one pass over the bound addresses (map lookups);
 // the guard is asked about each only when it may answer differently than
 // at the last pass (see Fingerprinter), and about each address removed.
 func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
@@ -291,6 +314,8 @@ func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 		why := "not desired"
 		if v := m.guard.Check(p.Addr()); v.Protected {
 			remove, why = true, string(v.Reason)+": "+v.Detail
+		} else if m.excluded(p) {
+			remove = false
 		}
 		if remove {
 			out = append(out, Unwanted{Prefix: p, Why: why})

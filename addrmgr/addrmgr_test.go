@@ -174,3 +174,30 @@ func TestManagerWithRealGuard(t *testing.T) {
 		}
 	}
 }
+
+// TestExcludedAddressesStay: an address inside --ipvs-exclude-cidrs that
+// the proxy does not want stays on kube-ipvs0, as kube-proxy leaves it
+// (another agent may bind its VIPs there); a protected one inside goes all
+// the same, and so does a wider prefix (issue 14, item 13).
+func TestExcludedAddressesStay(t *testing.T) {
+	nodeIP := netip.MustParseAddr("10.1.0.9")
+	link := NewFakeLink(pfx("10.1.0.5/32", "10.1.0.9/32", "10.1.7.0/24", "10.96.0.99/32", "fd00:1::5/128")...)
+	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	m.SetExclude(pfx("10.1.0.0/16", "fd00:1::/64"))
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	desired := pfx("10.96.0.1/32")
+	var gone []string
+	for _, u := range m.Unwanted(desired) {
+		gone = append(gone, u.Prefix.String())
+	}
+	if want := "10.1.0.9/32 10.1.7.0/24 10.96.0.99/32"; strings.Join(gone, " ") != want {
+		t.Errorf("unwanted %v, want %s", gone, want)
+	}
+	m.Unbind(desired)
+	m.Bind(desired, nil)
+	if got, want := link.String(), "10.1.0.5/32\n10.96.0.1/32\nfd00:1::5/128\n"; got != want {
+		t.Errorf("kube-ipvs0:\n%s\nwant:\n%s", got, want)
+	}
+}

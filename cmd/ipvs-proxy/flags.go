@@ -33,7 +33,7 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 	fs.StringVar(&o.Scheduler, "ipvs-scheduler", o.Scheduler,
 		"Default IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh); a Service may override it with the annotation ipvs-proxy.io/scheduler.")
 	fs.Var(newPrefixList(&o.ExcludeCIDRs, "strings"), "ipvs-exclude-cidrs",
-		"CIDRs whose IPVS virtual servers the proxy never plans, changes or deletes.")
+		"CIDRs whose IPVS virtual servers the proxy never plans, changes or deletes; a /32 or /128 inside found on kube-ipvs0 stays bound unless the guard protects it.")
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false,
 		"Masquerade all traffic sent to service addresses.")
 	fs.IntVar(&o.MasqueradeBit, "masquerade-bit", o.MasqueradeBit,

@@ -145,6 +145,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Log:            log.Named("ipvs"),
 	})
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
+	mgr.SetExclude(c.Planning.ExcludeCIDRs)
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
 	// the watch every sync dumps it, as before.

@@ -64,7 +64,8 @@ type Facts struct {
 	// virtual server on it as not wanted.
 	Stale bool
 	// ExcludeCIDRs (--ipvs-exclude-cidrs): virtual servers inside are never
-	// removed.
+	// removed, and a /32 or /128 inside is removed only when the guard
+	// protects it (not when no Service wants it).
 	ExcludeCIDRs []netip.Prefix
 }
 
@@ -90,7 +91,7 @@ type Finding struct {
 // Find lists the bad addresses on kube-ipvs0, sorted by address: every
 // address the guard refuses, every prefix that is not a /32 or /128, and —
 // when the Services are known, or with Stale — every address no Service
-// wants. It is pure and deterministic.
+// wants, but for those inside ExcludeCIDRs. It is pure and deterministic.
 func Find(f Facts) []Finding {
 	g := f.Guard
 	if g == nil {
@@ -117,6 +118,9 @@ func Find(f Facts) []Finding {
 		case v.Protected:
 		case p.Bits() != p.Addr().BitLen():
 			reason, detail = ReasonNotHostPrefix, fmt.Sprintf("a /%d on kube-ipvs0 makes the whole subnet %s local; the proxy binds only host prefixes", p.Bits(), p.Masked())
+		case excluded(f.ExcludeCIDRs, a):
+			// Not the proxy's: run leaves it too (addrmgr.SetExclude).
+			continue
 		case f.WantedKnown && !wanted[a]:
 			reason, detail = ReasonNotWanted, "no current Service wants this address"
 		case !f.WantedKnown && f.Stale && len(byAddr[a]) == 0:

@@ -151,6 +151,12 @@ func TestFind(t *testing.T) {
 			want: "198.51.100.2/32 NodeIP [] kept\n",
 		},
 		{
+			name: "an excluded address no Service wants stays; a protected one goes (item 13)",
+			facts: Facts{Guard: testGuard(), WantedKnown: true, Stale: true, ExcludeCIDRs: pfxs("10.1.0.0/16", "192.0.2.0/24"),
+				Bound: pfxs("10.1.0.5/32", "192.0.2.3/32", "10.96.0.11/32")},
+			want: "10.96.0.11/32 NotWanted []\n192.0.2.3/32 ProtectedCIDR []\n",
+		},
+		{
 			name:  "no guard: only the never-a-VIP classes",
 			facts: Facts{Bound: pfxs("198.51.100.2/32", "127.0.0.2/32")},
 			want:  "127.0.0.2/32 Loopback []\n",
