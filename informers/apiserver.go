@@ -38,6 +38,18 @@ func APIServerEndpoints(eps []*discoveryv1.EndpointSlice) []netip.Addr {
 	return sortAddrs(out)
 }
 
+// APIServerAddrs are the addresses api protects as the API server once
+// the Services and the API server's EndpointSlices are known: its
+// endpoints are those of eps (APIServerEndpoints), and an address is a
+// Service IP when it is a ClusterIP of svcs (ServiceIPs). `plan` (from its
+// input) and `recover` (from what the API server lists) use it; `run` asks
+// its informer caches the same questions.
+func APIServerAddrs(api guard.APIServer, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) []netip.Addr {
+	api.Endpoints = APIServerEndpoints(eps)
+	api.IsServiceIP = ServiceIPs(svcs).Contains
+	return api.Addrs()
+}
+
 // AddrSet is a set of addresses, sorted and without duplicates.
 type AddrSet []netip.Addr
 

@@ -73,6 +73,10 @@ type Watcher struct {
 	nodeLister                corelisters.NodeLister
 
 	addrs *NodeAddressCache
+	// handlers report whether each event handler has seen its informer's
+	// first full list; nodesSynced is the Node handler's.
+	handlers    []cache.InformerSynced
+	nodesSynced cache.InformerSynced
 
 	mu       sync.Mutex
 	dirty    map[string]bool
@@ -104,7 +108,9 @@ func ProxySelector() labels.Selector {
 	return labels.NewSelector().Add(*noProxyName, *noHeadless)
 }
 
-// NewWatcher builds the informers. addrs may be nil (no state file).
+// NewWatcher builds the informers. addrs may be nil (no state file);
+// load it first (NodeAddressCache.Load) to remember the Nodes deleted
+// while no proxy ran.
 // resync is the informers' resync period (0: none; the sync loop does its
 // own periodic full sync).
 func NewWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger) (*Watcher, error) {
@@ -167,7 +173,7 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		fn  func(any)
 	}{{w.svcInf, w.onService}, {w.sliceInf, w.onSlice}, {w.nodeInf, w.onNode}} {
 		fn := h.fn
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    fn,
 			UpdateFunc: func(_, obj any) { fn(obj) },
 			DeleteFunc: func(obj any) {
@@ -176,8 +182,13 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 				}
 				fn(obj)
 			},
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, fmt.Errorf("event handler: %w", err)
+		}
+		w.handlers = append(w.handlers, reg.HasSynced)
+		if h.inf == w.nodeInf {
+			w.nodesSynced = reg.HasSynced
 		}
 	}
 	return w, nil
@@ -189,10 +200,32 @@ func (w *Watcher) Start(ctx context.Context) {
 	w.nodes.Start(ctx.Done())
 }
 
-// WaitForCacheSync blocks until every cache has its first full list, or
-// ctx ends (then it returns false).
+// WaitForCacheSync blocks until every cache has its first full list and
+// the Watcher's handlers have seen it, or ctx ends (then it returns
+// false). Then the node address cache holds exactly the Nodes listed, and
+// those it knew (from the file an earlier run wrote) that are not are
+// deleted from now on.
 func (w *Watcher) WaitForCacheSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), w.svcInf.HasSynced, w.sliceInf.HasSynced, w.nodeInf.HasSynced)
+	if !cache.WaitForCacheSync(ctx.Done(), w.handlers...) {
+		return false
+	}
+	w.writeNodeCache()
+	return true
+}
+
+// writeNodeCache records the Nodes in the API in the node address cache.
+// Only once the Node handler has seen the first full list: before, a Node
+// not yet delivered would be taken as deleted.
+func (w *Watcher) writeNodeCache() {
+	if w.addrs == nil || !w.nodesSynced() {
+		return
+	}
+	w.mu.Lock()
+	view := w.nodeViewCopy()
+	w.mu.Unlock()
+	if err := w.addrs.Set(view); err != nil {
+		w.log.Error("cannot write node address cache", zap.Error(err))
+	}
 }
 
 // Notify receives a value whenever changes are waiting (coalesced: one
@@ -288,7 +321,7 @@ func (w *Watcher) onNode(obj any) {
 	if n.Name == w.nodeName && !gone && w.OnLocalNode != nil {
 		w.OnLocalNode(n)
 	}
-	if addrsChanged && w.addrs != nil {
+	if addrsChanged && w.addrs != nil && w.nodesSynced() {
 		if err := w.addrs.Set(view); err != nil {
 			w.log.Error("cannot write node address cache", zap.Error(err))
 		}
@@ -412,16 +445,26 @@ func (w *Watcher) ServiceKeys() []string {
 	return out
 }
 
-// Nodes returns every cached Node converted, sorted by name, with the
-// conversion's refusals, sorted.
+// Nodes returns every cached Node converted and every deleted Node the
+// node address cache still protects (NodeAddressCache.Remembered, LastSeen
+// set), sorted by name, with the conversion's refusals, sorted.
 func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 	ns, _ := w.nodeLister.List(labels.Everything())
 	out := make([]model.Node, 0, len(ns))
 	var refusals []model.Refusal
+	live := make(map[string]bool, len(ns))
 	for _, n := range ns {
 		m, rs := NodeFromObject(n)
 		out = append(out, m)
 		refusals = append(refusals, rs...)
+		live[n.Name] = true
+	}
+	if w.addrs != nil {
+		for _, m := range w.addrs.Remembered() {
+			if !live[m.Name] {
+				out = append(out, m)
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b model.Node) int {
 		switch {

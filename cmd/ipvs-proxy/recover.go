@@ -51,7 +51,7 @@ func (e exitStatus) ExitCode() int { return e.code }
 type recoverFlags struct {
 	kubeconfig, master, hostname string
 	stateDir                     string
-	timeout                      time.Duration
+	timeout, grace               time.Duration
 	protected, clusterCIDRs      []netip.Prefix
 	exclude                      []netip.Prefix
 	stale, apply                 bool
@@ -107,6 +107,7 @@ usage).`,
 	fs.StringVar(&f.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "How long to wait for the API server (and the name lookup of its address) before going on offline.")
 	fs.StringVar(&f.stateDir, "state-dir", config.DefaultStateDir, "Directory where run caches every Node's addresses, read offline.")
+	fs.DurationVar(&f.grace, "deleted-node-grace-period", config.DefaultDeletedNodeGrace, "How long after it was last seen a Node the cache in --state-dir records as deleted stays protected.")
 	fs.StringVar(&f.hostname, "hostname-override", "", "This node's name; empty means the hostname.")
 	fs.BoolVar(&f.stale, "stale", false, "Without an API server, also remove addresses that have no IPVS virtual server.")
 	fs.Var(newPrefixList(&f.protected, "strings"), "protected-cidrs", "CIDRs that are never bound on kube-ipvs0.")
@@ -122,15 +123,16 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: -o %q: must be text or json", f.output)}
 	}
 	o := recovery.Options{
-		NodeName:       f.hostname,
-		StateDir:       f.stateDir,
-		Timeout:        f.timeout,
-		ProtectedCIDRs: f.protected,
-		ClusterCIDRs:   f.clusterCIDRs,
-		ExcludeCIDRs:   f.exclude,
-		Stale:          f.stale,
-		Apply:          f.apply,
-		ProcRoot:       f.procRoot,
+		NodeName:         f.hostname,
+		StateDir:         f.stateDir,
+		DeletedNodeGrace: f.grace,
+		Timeout:          f.timeout,
+		ProtectedCIDRs:   f.protected,
+		ClusterCIDRs:     f.clusterCIDRs,
+		ExcludeCIDRs:     f.exclude,
+		Stale:            f.stale,
+		Apply:            f.apply,
+		ProcRoot:         f.procRoot,
 	}
 	if o.NodeName == "" {
 		h, _ := os.Hostname()

@@ -15,6 +15,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
@@ -31,6 +32,7 @@ const (
 	DefaultMasqueradeBit      = 14
 	DefaultStateDir           = "/var/lib/ipvs-proxy"
 	DefaultGracefulPeriod     = 15 * time.Minute
+	DefaultDeletedNodeGrace   = informers.DefaultDeletedNodeGrace
 )
 
 // Config is every setting of `ipvs-proxy run`.
@@ -67,6 +69,9 @@ type Config struct {
 	EnableProfiling bool
 
 	StateDir string
+	// DeletedNodeGrace is --deleted-node-grace-period: how long a deleted
+	// Node's addresses stay protected.
+	DeletedNodeGrace time.Duration
 
 	LogLevel  string
 	LogFormat string
@@ -85,6 +90,7 @@ func Default() *Config {
 		HealthzBindAddress: DefaultHealthzBindAddress,
 		MetricsBindAddress: DefaultMetricsBindAddress,
 		StateDir:           DefaultStateDir,
+		DeletedNodeGrace:   DefaultDeletedNodeGrace,
 		LogLevel:           "info",
 		LogFormat:          "json",
 	}
@@ -114,6 +120,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
 	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "Serve Go's profiles (net/http/pprof: heap, CPU, goroutines) under /debug/pprof/ on the --metrics-bind-address server, as kube-proxy's --profiling.")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
+	fs.DurationVar(&c.DeletedNodeGrace, "deleted-node-grace-period", c.DeletedNodeGrace, "How long the addresses of a Node deleted from the API stay protected (remembered in --state-dir across restarts): a Node deleted by mistake keeps its addresses off kube-ipvs0 until its kubelet registers it again.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn, error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
 }
@@ -168,6 +175,9 @@ func (c *Config) Validate() error {
 	}
 	if c.StateDir == "" {
 		bad("state-dir", "must not be empty")
+	}
+	if c.DeletedNodeGrace < 0 {
+		bad("deleted-node-grace-period", "%v must not be negative", c.DeletedNodeGrace)
 	}
 	switch c.LogFormat {
 	case "json", "console":

@@ -258,7 +258,13 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		zap.String("apiServer", restCfg.Host), zap.Duration("syncPeriod", c.SyncPeriod),
 		zap.Duration("minSyncPeriod", c.MinSyncPeriod))
 
-	watcher, err := informers.NewWatcher(client, nodeName, informers.NewNodeAddressCache(c.StateDir), 0, log.Named("informers"))
+	nodeCache := informers.NewNodeAddressCache(c.StateDir, c.DeletedNodeGrace)
+	if err := nodeCache.Load(); err != nil {
+		// Not fatal: the API server lists the Nodes; only the deleted
+		// ones an earlier run remembered are lost.
+		log.Warn("cannot read the node address cache; deleted Nodes remembered by an earlier run are not protected", zap.Error(err))
+	}
+	watcher, err := informers.NewWatcher(client, nodeName, nodeCache, 0, log.Named("informers"))
 	if err != nil {
 		return err
 	}

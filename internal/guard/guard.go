@@ -5,6 +5,7 @@ import (
 	"net/netip"
 	"slices"
 	"sync"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -21,7 +22,8 @@ type Inputs struct {
 	// LocalPrefixes are the same addresses with their prefix lengths, when
 	// known; the broadcast address of each IPv4 subnet is never a VIP.
 	LocalPrefixes []netip.Prefix
-	// Nodes are every Node's addresses (status.addresses).
+	// Nodes are every Node's addresses (status.addresses), and those of
+	// the deleted Nodes still remembered (model.Node.LastSeen set).
 	Nodes []model.Node
 	// APIServers are the API server's addresses (APIServer.Addrs).
 	APIServers []netip.Addr
@@ -61,7 +63,7 @@ type Verdict struct {
 type Guard struct {
 	local      map[netip.Addr]struct{}
 	broadcast  map[netip.Addr]struct{}
-	nodes      map[netip.Addr]string
+	nodes      map[netip.Addr]nodeRef
 	apiServers map[netip.Addr]struct{}
 	gateways   map[netip.Addr]struct{}
 	protected  []netip.Prefix
@@ -76,7 +78,7 @@ func New(in Inputs) *Guard {
 	g := &Guard{
 		local:      addrSet(in.LocalAddrs),
 		broadcast:  make(map[netip.Addr]struct{}),
-		nodes:      make(map[netip.Addr]string),
+		nodes:      make(map[netip.Addr]nodeRef),
 		apiServers: addrSet(in.APIServers),
 		gateways:   addrSet(in.Gateways),
 		protected:  validPrefixes(in.ProtectedCIDRs),
@@ -93,15 +95,17 @@ func New(in Inputs) *Guard {
 		}
 	}
 	for _, n := range in.Nodes {
+		ref := nodeRef{name: n.Name, lastSeen: n.LastSeen.UTC()}
 		for _, a := range n.Addresses {
 			if !a.IsValid() {
 				continue
 			}
 			// Where nodes share an address (or name it with and without
-			// a zone) the smallest name wins, whatever the input order.
+			// a zone) a Node in the API wins over a deleted one, then the
+			// smallest name, whatever the input order.
 			a = norm(a)
-			if prev, ok := g.nodes[a]; !ok || n.Name < prev {
-				g.nodes[a] = n.Name
+			if prev, ok := g.nodes[a]; !ok || ref.before(prev) {
+				g.nodes[a] = ref
 			}
 		}
 	}
@@ -125,13 +129,14 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 			return Verdict{Protected: true, Reason: model.ReasonPodCIDR, Detail: "inside the pod network " + p.String(), NeverVIP: true}
 		}
 	}
-	v := Verdict{Node: g.nodes[a]}
+	node := g.nodes[a]
+	v := Verdict{Node: node.name}
 	_, v.Local = g.local[a]
 	_, api := g.apiServers[a]
 	_, gw := g.gateways[a]
 	switch {
 	case v.Node != "":
-		v.Reason, v.Detail = model.ReasonNodeIP, "address of node "+v.Node+"; binding it on kube-ipvs0 would cut every node off from it"
+		v.Reason, v.Detail = model.ReasonNodeIP, "address of node "+node.String()+"; binding it on kube-ipvs0 would cut every node off from it"
 	case v.Local:
 		v.Reason, v.Detail = model.ReasonLocalAddress, "address of an interface of this node"
 	case api:
@@ -178,7 +183,7 @@ func (g *Guard) Fingerprint() uint64 {
 			entry('b', a, 0, "")
 		}
 		for a, n := range g.nodes {
-			entry('n', a, 0, n)
+			entry('n', a, 0, n.String())
 		}
 		for a := range g.apiServers {
 			entry('a', a, 0, "")
@@ -194,6 +199,33 @@ func (g *Guard) Fingerprint() uint64 {
 		}
 	})
 	return g.fp
+}
+
+// nodeRef is the Node an address belongs to.
+type nodeRef struct {
+	name string
+	// lastSeen is zero for a Node in the API.
+	lastSeen time.Time
+}
+
+// before orders the Nodes that share an address: in the API first, then
+// by name, then the later seen.
+func (r nodeRef) before(o nodeRef) bool {
+	if r.lastSeen.IsZero() != o.lastSeen.IsZero() {
+		return r.lastSeen.IsZero()
+	}
+	if r.name != o.name {
+		return r.name < o.name
+	}
+	return r.lastSeen.After(o.lastSeen)
+}
+
+// String is the node's name, and for a deleted Node when it was last seen.
+func (r nodeRef) String() string {
+	if r.lastSeen.IsZero() {
+		return r.name
+	}
+	return r.name + ", deleted from the API (last seen " + r.lastSeen.Format(time.RFC3339) + ")"
 }
 
 // norm drops the zone and unmaps an IPv4-mapped address: a node, local,

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -95,13 +94,7 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	for i := range apiSlices.Items {
 		slicePtrs[i] = &apiSlices.Items[i]
 	}
-	serviceIPs := informers.ServiceIPs(svcPtrs)
-	api.Endpoints = informers.APIServerEndpoints(slicePtrs)
-	api.IsServiceIP = func(a netip.Addr) bool {
-		_, found := slices.BinarySearchFunc(serviceIPs, a, netip.Addr.Compare)
-		return found
-	}
-	c.APIServers = api.Addrs()
+	c.APIServers = informers.APIServerAddrs(api, svcPtrs, slicePtrs)
 	o.APIServerAddrs = c.APIServers
 	st := planner.Plan(informers.Convert(svcPtrs, nil, nodePtrs), o)
 	c.Wanted = st.Addresses

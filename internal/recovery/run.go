@@ -38,6 +38,12 @@ type Options struct {
 	NodeName string
 	// StateDir is --state-dir, where `run` caches every Node's addresses.
 	StateDir string
+	// DeletedNodeGrace is --deleted-node-grace-period: a Node the cache
+	// records as deleted is protected for that long after it was last seen
+	// (0: not at all).
+	DeletedNodeGrace time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 	// Client talks to the API server; nil means offline.
 	Client kubernetes.Interface
 	// APIServerHost is the API server URL of the client configuration (its
@@ -85,6 +91,13 @@ type Report struct {
 	Warnings []string `json:"warnings,omitempty"`
 }
 
+func (o *Options) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
 // ErrKernel is wrapped when the node's kernel state cannot be read.
 var ErrKernel = errors.New("recovery: cannot read the node")
 
@@ -98,6 +111,7 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
+
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -111,7 +125,7 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, "no "+addrmgr.Device+" device on this node: nothing to recover")
 	}
 
-	nodeAddrs := map[string][]netip.Addr{}
+	var nodes []model.Node
 	if o.StateDir != "" {
 		cache, err := informers.ReadNodeAddresses(o.StateDir)
 		switch {
@@ -119,9 +133,17 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 			rep.NodeCache = err.Error()
 			rep.Warnings = append(rep.Warnings, "no cached Node addresses ("+err.Error()+"): other nodes' addresses are known only from the API server")
 		default:
-			rep.NodeCache = fmt.Sprintf("%d nodes, updated %s", len(cache.Nodes), cache.Updated.UTC().Format(time.RFC3339))
-			for n, as := range cache.Nodes {
-				nodeAddrs[n] = append(nodeAddrs[n], as...)
+			nodes = cache.Protected(o.now(), o.DeletedNodeGrace)
+			deleted := 0
+			for _, n := range nodes {
+				if !n.LastSeen.IsZero() {
+					deleted++
+				}
+			}
+			rep.NodeCache = fmt.Sprintf("%d nodes, updated %s", len(nodes), cache.Updated.UTC().Format(time.RFC3339))
+			if deleted > 0 {
+				rep.NodeCache = fmt.Sprintf("%d nodes (%d deleted from the API, protected for %v after they were last seen), updated %s",
+					len(nodes), deleted, o.DeletedNodeGrace, cache.Updated.UTC().Format(time.RFC3339))
 			}
 		}
 	} else {
@@ -161,17 +183,13 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 			rep.APIServer = "reachable"
 			apiAddrs = cluster.APIServers
 			for n, as := range cluster.Nodes {
-				nodeAddrs[n] = append(nodeAddrs[n], as...)
+				nodes = append(nodes, model.Node{Name: n, Addresses: as})
 			}
 		}
 	}
 
-	models := make([]model.Node, 0, len(nodeAddrs))
-	for n, as := range nodeAddrs {
-		models = append(models, model.Node{Name: n, Addresses: as})
-	}
 	popts.APIServerAddrs = apiAddrs
-	g := guard.New(planner.GuardInputs(&popts, models))
+	g := guard.New(planner.GuardInputs(&popts, nodes))
 	facts := Facts{
 		Bound:          node.Bound,
 		VirtualServers: node.VirtualServers,

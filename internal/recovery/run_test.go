@@ -3,10 +3,13 @@ package recovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -65,7 +68,7 @@ func clusterObjects() []runtime.Object {
 func TestRecover(t *testing.T) {
 	writeCache := func(t *testing.T) string {
 		dir := t.TempDir()
-		if err := informers.NewNodeAddressCache(dir).Set(map[string][]netip.Addr{
+		if err := informers.NewNodeAddressCache(dir, time.Hour).Set(map[string][]netip.Addr{
 			"a": {netip.MustParseAddr("198.51.100.1")}, "b": {netip.MustParseAddr("198.51.100.2")}}); err != nil {
 			t.Fatal(err)
 		}
@@ -237,3 +240,46 @@ func TestRecoverInCluster(t *testing.T) {
 }
 
 type kubernetesClient func() *fake.Clientset
+
+// TestRecoverDeletedNode: node b was deleted from the API two hours ago
+// (the cache records when it was last seen). Within the grace period its
+// address bound on kube-ipvs0 is found as NodeIP, offline and when the
+// API server (which no longer lists b) answers; past it, it is an address
+// like any other (issue 14, item 4).
+func TestRecoverDeletedNode(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	file := fmt.Sprintf(`{"updated": %q, "nodes": {"a": ["198.51.100.1"], "b": ["198.51.100.2"]}, "lastSeen": {"b": %q}}`,
+		now.Add(-2*time.Hour).Format(time.RFC3339), now.Add(-2*time.Hour).Format(time.RFC3339))
+	if err := os.WriteFile(filepath.Join(dir, informers.NodeAddressFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	onlyA := func() *fake.Clientset {
+		objs := clusterObjects()
+		return fake.NewClientset(objs[0], objs[2]) // node a and the Service; b is gone
+	}
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		client func() *fake.Clientset
+		want   string
+	}{
+		{"offline, within the grace period", 24 * time.Hour, nil, "198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n"},
+		{"offline, past the grace period", time.Hour, nil, ""},
+		{"online, the API no longer lists b", 24 * time.Hour, onlyA, "10.96.0.99/32 NotWanted []\n198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, DeletedNodeGrace: tc.grace, Now: func() time.Time { return now }}
+			if tc.client != nil {
+				o.Client = tc.client()
+			}
+			rep, err := Recover(context.Background(), newFakeNode(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(rep.Findings); got != tc.want {
+				t.Errorf("findings:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
