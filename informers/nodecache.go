@@ -45,6 +45,10 @@ type NodeAddresses struct {
 	// last saw it in the API (at the latest, when that proxy started);
 	// Nodes in the API have no entry.
 	LastSeen map[string]time.Time `json:"lastSeen,omitempty"`
+	// APIServers are the API server's endpoints (the default/kubernetes
+	// EndpointSlices' addresses) as last seen: protected while the API
+	// server does not answer (`run` at start, `recover` offline).
+	APIServers []netip.Addr `json:"apiServers,omitempty"`
 }
 
 // Protected are the Nodes whose addresses the file protects at now: every
@@ -85,6 +89,7 @@ type NodeAddressCache struct {
 	// deleted ones'.
 	nodes    map[string][]netip.Addr
 	lastSeen map[string]time.Time
+	api      []netip.Addr
 	// written is what the file holds (nil: not written by this cache).
 	written *NodeAddresses
 }
@@ -117,6 +122,7 @@ func (c *NodeAddressCache) Load() error {
 		c.nodes[name] = normAddrs(as)
 	}
 	maps.Copy(c.lastSeen, f.LastSeen)
+	c.api = normAddrs(f.APIServers)
 	return nil
 }
 
@@ -144,8 +150,24 @@ func (c *NodeAddressCache) Set(nodes map[string][]netip.Addr) error {
 			delete(c.nodes, name)
 		}
 	}
-	f := NodeAddresses{Nodes: maps.Clone(c.nodes), LastSeen: maps.Clone(c.lastSeen)}
-	if c.written != nil && maps.EqualFunc(c.written.Nodes, f.Nodes, slices.Equal) && maps.Equal(c.written.LastSeen, f.LastSeen) {
+	return c.write(now)
+}
+
+// SetAPIServers records the API server's endpoints and writes the file if
+// they changed.
+func (c *NodeAddressCache) SetAPIServers(addrs []netip.Addr) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.api = normAddrs(addrs)
+	return c.write(c.now().UTC())
+}
+
+// write writes the file when it would differ from what it holds; c.mu is
+// held.
+func (c *NodeAddressCache) write(now time.Time) error {
+	f := NodeAddresses{Nodes: maps.Clone(c.nodes), LastSeen: maps.Clone(c.lastSeen), APIServers: slices.Clone(c.api)}
+	if c.written != nil && maps.EqualFunc(c.written.Nodes, f.Nodes, slices.Equal) && maps.Equal(c.written.LastSeen, f.LastSeen) &&
+		slices.Equal(c.written.APIServers, f.APIServers) {
 		return nil
 	}
 	f.Updated = now
@@ -154,6 +176,14 @@ func (c *NodeAddressCache) Set(nodes map[string][]netip.Addr) error {
 	}
 	c.written = &f
 	return nil
+}
+
+// APIServers are the API server's endpoints as last recorded (from the
+// file Load read, until SetAPIServers).
+func (c *NodeAddressCache) APIServers() []netip.Addr {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return slices.Clone(c.api)
 }
 
 // Remembered are the deleted Nodes still protected now (model.Node with

@@ -119,3 +119,21 @@ func TestWatcherRemembersNodesDeletedWhileDown(t *testing.T) {
 		t.Errorf("file %+v: gone not recorded as deleted", f)
 	}
 }
+
+// TestNodeAddressCacheAPIServers: the API server's endpoints are recorded
+// and read back by the next run (its startup pass protects them before
+// the API server answers).
+func TestNodeAddressCacheAPIServers(t *testing.T) {
+	dir := t.TempDir()
+	c := NewNodeAddressCache(dir, time.Hour)
+	if err := c.SetAPIServers([]netip.Addr{netip.MustParseAddr("10.0.0.11"), netip.MustParseAddr("10.0.0.10")}); err != nil {
+		t.Fatal(err)
+	}
+	c2 := NewNodeAddressCache(dir, time.Hour)
+	if err := c2.Load(); err != nil {
+		t.Fatal(err)
+	}
+	if got := c2.APIServers(); len(got) != 2 || got[0] != netip.MustParseAddr("10.0.0.10") {
+		t.Errorf("APIServers after Load = %v", got)
+	}
+}

@@ -74,9 +74,10 @@ type Watcher struct {
 
 	addrs *NodeAddressCache
 	// handlers report whether each event handler has seen its informer's
-	// first full list; nodesSynced is the Node handler's.
-	handlers    []cache.InformerSynced
-	nodesSynced cache.InformerSynced
+	// first full list; nodesSynced is the Node handler's, slicesSynced the
+	// EndpointSlice handler's.
+	handlers                  []cache.InformerSynced
+	nodesSynced, slicesSynced cache.InformerSynced
 
 	mu       sync.Mutex
 	dirty    map[string]bool
@@ -187,8 +188,11 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 			return nil, fmt.Errorf("event handler: %w", err)
 		}
 		w.handlers = append(w.handlers, reg.HasSynced)
-		if h.inf == w.nodeInf {
+		switch h.inf {
+		case w.nodeInf:
 			w.nodesSynced = reg.HasSynced
+		case w.sliceInf:
+			w.slicesSynced = reg.HasSynced
 		}
 	}
 	return w, nil
@@ -222,9 +226,15 @@ func (w *Watcher) writeNodeCache() {
 	}
 	w.mu.Lock()
 	view := w.nodeViewCopy()
+	api := slices.Clone(w.apiView)
 	w.mu.Unlock()
 	if err := w.addrs.Set(view); err != nil {
 		w.log.Error("cannot write node address cache", zap.Error(err))
+	}
+	if w.slicesSynced() {
+		if err := w.addrs.SetAPIServers(api); err != nil {
+			w.log.Error("cannot write node address cache", zap.Error(err))
+		}
 	}
 }
 
@@ -284,6 +294,11 @@ func (w *Watcher) onSlice(obj any) {
 		}
 	}
 	w.mu.Unlock()
+	if apiChanged && w.addrs != nil && w.slicesSynced() {
+		if err := w.addrs.SetAPIServers(api); err != nil {
+			w.log.Error("cannot write node address cache", zap.Error(err))
+		}
+	}
 	w.signal()
 }
 

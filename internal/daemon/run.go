@@ -7,6 +7,7 @@ import (
 	"net/netip"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
@@ -80,6 +81,7 @@ type kernel struct {
 	table *ipvs.Kernel
 	ct    *ipvs.KernelConntrack
 	nl    *netlink.Handle
+	link  *addrmgr.KernelLink
 	rules *iptables.Applier
 	guard *Guard
 	app   *applier.Applier
@@ -134,6 +136,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.link = link
 	if k.rules, err = iptables.NewApplier(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
@@ -263,6 +266,16 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		// Not fatal: the API server lists the Nodes; only the deleted
 		// ones an earlier run remembered are lost.
 		log.Warn("cannot read the node address cache; deleted Nodes remembered by an earlier run are not protected", zap.Error(err))
+	}
+	// Before the API server is waited for: what the node knows offline
+	// protects now (a protected address on kube-ipvs0 may be what cuts
+	// this node off from the API server).
+	offline := opts
+	offlineAPI := apiServer
+	offlineAPI.Endpoints = nodeCache.APIServers()
+	offline.APIServerAddrs = append(slices.Clone(opts.APIServerAddrs), offlineAPI.Addrs()...)
+	if err := k.guardPass(offline, nodeCache.Protected(), log.Named("startup")); err != nil {
+		log.Warn("startup guard pass failed; the first full sync removes what it left", zap.Error(err))
 	}
 	watcher, err := informers.NewWatcher(client, nodeName, nodeCache, 0, log.Named("informers"))
 	if err != nil {

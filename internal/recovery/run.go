@@ -126,6 +126,7 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	}
 
 	var nodes []model.Node
+	var cachedAPI []netip.Addr
 	if o.StateDir != "" {
 		cache, err := informers.ReadNodeAddresses(o.StateDir)
 		switch {
@@ -134,6 +135,7 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 			rep.Warnings = append(rep.Warnings, "no cached Node addresses ("+err.Error()+"): other nodes' addresses are known only from the API server")
 		default:
 			nodes = cache.Protected(o.now(), o.DeletedNodeGrace)
+			cachedAPI = cache.APIServers
 			deleted := 0
 			for _, n := range nodes {
 				if !n.LastSeen.IsZero() {
@@ -150,7 +152,8 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.NodeCache = "no --state-dir"
 	}
 
-	api := guard.APIServer{InCluster: o.APIServerInCluster}
+	// Offline, the API server's endpoints are those run last saw.
+	api := guard.APIServer{InCluster: o.APIServerInCluster, Endpoints: cachedAPI}
 	if o.APIServerHost != "" {
 		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
 		api.Dialed = nodeenv.DialedAddrs(lctx, o.APIServerHost)

@@ -283,3 +283,23 @@ func TestRecoverDeletedNode(t *testing.T) {
 		})
 	}
 }
+
+// TestRecoverCachedAPIServer: offline, the API server's endpoints are
+// those run last recorded in the cache (issue 14, items 2 and 12).
+func TestRecoverCachedAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	file := `{"updated": "2026-11-24T10:00:00Z", "nodes": {"a": ["198.51.100.1"]}, "apiServers": ["198.51.100.10"]}`
+	if err := os.WriteFile(filepath.Join(dir, informers.NodeAddressFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNode()
+	n.link = addrmgr.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.10/32")...)
+	rep, err := Recover(context.Background(), n, Options{NodeName: "a", ProcRoot: "-", StateDir: dir,
+		APIServerHost: "https://10.96.0.1:443", APIServerInCluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := render(rep.Findings), "198.51.100.10/32 APIServer []\n"; got != want {
+		t.Errorf("findings:\n got %q\nwant %q", got, want)
+	}
+}
