@@ -54,7 +54,7 @@ type recoverFlags struct {
 	timeout, grace               time.Duration
 	protected, clusterCIDRs      []netip.Prefix
 	exclude                      []netip.Prefix
-	stale, apply                 bool
+	stale, apply, force          bool
 	output                       string
 	procRoot                     string
 }
@@ -87,9 +87,14 @@ Without --apply it changes nothing and prints what it would remove and why.
 It also names any other service proxy (kube-proxy, another ipvs-proxy run)
 running on the node: stop it first, or it adds the addresses back.
 
+When the API server answers but does not list this node (a kubeconfig for
+another cluster, an empty cluster, a node name that is not this node's),
+its Services say nothing about this node: --apply then refuses and changes
+nothing unless --force.
+
 Exit status: 0 nothing found; 1 found (dry run, nothing changed); 2 removed
-(--apply); 3 failed (the node could not be read, a removal failed, or bad
-usage).`,
+(--apply); 3 failed (the node could not be read, a removal failed, --apply
+refused an API server that does not list this node, or bad usage).`,
 		Example: `  ipvs-proxy recover                      # dry run, offline or online
   ipvs-proxy recover --apply              # remove what the dry run listed
   ipvs-proxy recover --kubeconfig /etc/kubernetes/kubelet.conf --timeout 3s -o json`,
@@ -102,6 +107,7 @@ usage).`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.BoolVar(&f.apply, "apply", false, "Remove what was found (default: dry run, change nothing).")
+	fs.BoolVar(&f.force, "force", false, "With --apply, trust an API server whose Nodes do not include this node (another cluster, an empty one): by default --apply then refuses and changes nothing.")
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file; empty means the in-cluster configuration, or offline when there is none.")
 	fs.StringVar(&f.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
@@ -132,6 +138,7 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		ExcludeCIDRs:     f.exclude,
 		Stale:            f.stale,
 		Apply:            f.apply,
+		Force:            f.force,
 		ProcRoot:         f.procRoot,
 	}
 	if o.NodeName == "" {
@@ -162,12 +169,16 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
 	}
 	defer closeKernel()
-	rep, err := recovery.Recover(context.Background(), k, o)
-	if err != nil {
-		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+	rep, recErr := recovery.Recover(context.Background(), k, o)
+	untrusted := errors.Is(recErr, recovery.ErrUntrustedCluster)
+	if recErr != nil && !untrusted {
+		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", recErr)}
 	}
 	rep.Warnings = append(notes, rep.Warnings...)
 	code := recoverExitCode(rep)
+	if untrusted {
+		code = recoverFailed
+	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
 		err = writeRecoverJSON(out, rep, code)
@@ -177,12 +188,14 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 	if err != nil {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
 	}
-	switch code {
-	case recoverNothing:
+	switch {
+	case untrusted:
+		return exitStatus{code, fmt.Sprintf("recover: %v; nothing changed", recErr)}
+	case code == recoverNothing:
 		return nil
-	case recoverFound:
+	case code == recoverFound:
 		return exitStatus{code, fmt.Sprintf("%d bad address(es) on %s; dry run, nothing changed (run again with --apply)", len(rep.Findings), addrmgr.Device)}
-	case recoverRemoved:
+	case code == recoverRemoved:
 		return exitStatus{code, fmt.Sprintf("removed %d address(es) from %s and %d virtual server(s)", len(rep.Result.Unbound), addrmgr.Device, len(rep.Result.Deleted))}
 	default:
 		return exitStatus{code, fmt.Sprintf("recover: %v", rep.Result.Err())}

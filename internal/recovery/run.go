@@ -64,6 +64,9 @@ type Options struct {
 	Stale bool
 	// Apply removes what was found; false is a dry run.
 	Apply bool
+	// Force (--force) applies even when the API server's Nodes do not
+	// include this node (Report.Untrusted).
+	Force bool
 	// ProcRoot is where other proxies are looked for; "" means "/proc",
 	// "-" skips the scan.
 	ProcRoot string
@@ -89,6 +92,11 @@ type Report struct {
 	OtherProxies []Process `json:"otherProxies"`
 	// Warnings are what the operator should know (no cache, no device, ...).
 	Warnings []string `json:"warnings,omitempty"`
+	// Untrusted says why the API server that answered is not trusted —
+	// its Nodes do not include this node: another cluster, an empty one,
+	// or the wrong node name —, or is "". Apply then refuses without
+	// Force: that API server's Services would make every VIP "not wanted".
+	Untrusted string `json:"untrusted,omitempty"`
 }
 
 func (o *Options) now() time.Time {
@@ -98,6 +106,25 @@ func (o *Options) now() time.Time {
 	return o.Now()
 }
 
+// ErrUntrustedCluster is returned by Recover with Apply, without Force,
+// when the API server's Nodes do not include this node; nothing was
+// changed (the Report says what would have been).
+var ErrUntrustedCluster = errors.New("recovery: the API server does not list this node")
+
+// untrustedCluster says why an API server listing n Nodes, not name, is
+// not trusted; known are the Nodes known (the API server's and the cache's,
+// deleted ones with LastSeen).
+func untrustedCluster(name string, n int, known []model.Node) string {
+	why := fmt.Sprintf("the API server lists %d Nodes and not this node %q: another cluster, an empty one, or not this node's name (--hostname-override)?", n, name)
+	for _, k := range known {
+		if k.Name == name && !k.LastSeen.IsZero() {
+			why += fmt.Sprintf("; the node address cache records %q as deleted from the API, last seen %s", name, k.LastSeen.UTC().Format(time.RFC3339))
+			break
+		}
+	}
+	return why + "; its Services would make every address on " + addrmgr.Device + " \"not wanted\": --apply refuses unless --force"
+}
+
 // ErrKernel is wrapped when the node's kernel state cannot be read.
 var ErrKernel = errors.New("recovery: cannot read the node")
 
@@ -105,7 +132,9 @@ var ErrKernel = errors.New("recovery: cannot read the node")
 // addresses on kube-ipvs0 (Find), and with o.Apply removes them with their
 // virtual servers (Apply). The API server is optional: without it the guard
 // uses the cached Node addresses and the node's own state. The error is
-// non-nil only when the node could not be read; removal failures are in
+// non-nil when the node could not be read (no Report), or with Apply when
+// the API server is not trusted (ErrUntrustedCluster, with the Report of
+// what would have been removed; nothing was); removal failures are in
 // Report.Result.
 func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	if o.Timeout <= 0 {
@@ -190,6 +219,12 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 			}
 		}
 	}
+	if cluster != nil {
+		if _, listed := cluster.Nodes[o.NodeName]; !listed {
+			rep.Untrusted = untrustedCluster(o.NodeName, len(cluster.Nodes), nodes)
+			rep.Warnings = append(rep.Warnings, rep.Untrusted)
+		}
+	}
 
 	popts.APIServerAddrs = apiAddrs
 	g := guard.New(planner.GuardInputs(&popts, nodes))
@@ -226,6 +261,9 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 
 	if !o.Apply || len(rep.Findings) == 0 {
 		return rep, nil
+	}
+	if rep.Untrusted != "" && !o.Force {
+		return rep, fmt.Errorf("%w: %s", ErrUntrustedCluster, rep.Untrusted)
 	}
 	rep.Applied = true
 	rep.Result = Apply(k.Link(), k.Table(), rep.Findings)

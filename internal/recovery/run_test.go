@@ -303,3 +303,37 @@ func TestRecoverCachedAPIServer(t *testing.T) {
 		t.Errorf("findings:\n got %q\nwant %q", got, want)
 	}
 }
+
+// TestRecoverUntrustedCluster: an API server whose Nodes do not include
+// this node (another cluster's kubeconfig) is not trusted: with Apply,
+// Recover changes nothing and returns ErrUntrustedCluster unless Force;
+// the deleted-node history says when the cache saw this node deleted
+// (issue 14, item 11).
+func TestRecoverUntrustedCluster(t *testing.T) {
+	other := func() *fake.Clientset {
+		return fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "y"}})
+	}
+	dir := t.TempDir()
+	file := `{"updated": "2026-11-24T10:00:00Z", "nodes": {"a": ["198.51.100.1"], "b": ["198.51.100.2"]}, "lastSeen": {"a": "2026-11-24T09:00:00Z"}}`
+	if err := os.WriteFile(filepath.Join(dir, informers.NodeAddressFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNode()
+	o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, Client: other(), Apply: true, DeletedNodeGrace: 24 * time.Hour,
+		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}
+	rep, err := Recover(context.Background(), n, o)
+	if !errors.Is(err, ErrUntrustedCluster) {
+		t.Fatalf("Recover = %v, want ErrUntrustedCluster", err)
+	}
+	if n.link.Mutations+n.table.Mutations != 0 || rep.Applied {
+		t.Fatalf("an untrusted cluster changed the node: %s %s", n.link, n.table)
+	}
+	if !strings.Contains(rep.Untrusted, `lists 2 Nodes and not this node "a"`) ||
+		!strings.Contains(rep.Untrusted, `records "a" as deleted from the API, last seen 2026-11-24T09:00:00Z`) {
+		t.Errorf("Untrusted = %q", rep.Untrusted)
+	}
+	o.Force, o.Client = true, other()
+	if rep, err = Recover(context.Background(), n, o); err != nil || !rep.Applied {
+		t.Fatalf("--force: %v, applied %v", err, rep.Applied)
+	}
+}
