@@ -8,6 +8,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -50,12 +51,18 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
 	fs.StringVar(&o.NodeName, "node-name", "",
 		"This node's name, as in its Node object; empty means the one Node in the input that has a --node-ip address.")
-	fs.Var(newAddrList(&o.LocalAddrs), "node-ip",
-		"This node's addresses on interfaces other than kube-ipvs0 (required).")
+	fs.Var(&nodeIPList{&o.LocalAddrs, &o.LocalPrefixes}, "node-ip",
+		"This node's addresses on interfaces other than kube-ipvs0 (required); ADDR/LEN (10.0.0.5/24, as `ip addr` shows it) also gives the subnet: its network and broadcast addresses, a /31's other end, and (without --ipvs-strict-arp) a warning for a VIP inside it.")
 	fs.Var(newAddrList(&o.APIServerAddrs), "api-server-address",
 		"Addresses of the host run dials (its kubeconfig's server, or KUBERNETES_SERVICE_HOST in a pod): never bound on kube-ipvs0 unless a Service in the input has it as its ClusterIP. The input's default/kubernetes EndpointSlices are protected as the API server too.")
 	fs.Var(newAddrList(&o.Gateways), "gateway",
 		"The node's default gateways; never bound on kube-ipvs0.")
+	fs.Var(newAddrList(&o.NextHops), "next-hop",
+		"The next hops of the node's other routes (ip route show table main); never bound on kube-ipvs0.")
+	fs.Var(newAddrList(&o.Resolvers), "resolver",
+		"The node's DNS servers (/etc/resolv.conf); never bound on kube-ipvs0 unless a Service in the input has it as its ClusterIP.")
+	fs.BoolVar(&o.StrictARP, "ipvs-strict-arp", false,
+		"As run's: the node does not answer ARP for kube-ipvs0 addresses, so a VIP inside a --node-ip subnet gets no warning.")
 }
 
 // validatePlanningOptions checks what a flag type alone cannot.
@@ -98,6 +105,46 @@ func (l *addrList) Set(v string) error {
 			return fmt.Errorf("%q is not an IP address", f)
 		}
 		*l.p = append(*l.p, a.Unmap())
+	}
+	return nil
+}
+
+// nodeIPList is --node-ip: a repeatable, comma-separated list of addresses,
+// each optionally with its prefix length (`ip -o addr show`'s form), which
+// then also goes to prefixes.
+type nodeIPList struct {
+	addrs    *[]netip.Addr
+	prefixes *[]netip.Prefix
+}
+
+func (l *nodeIPList) Type() string { return "strings" }
+
+func (l *nodeIPList) String() string {
+	if l.addrs == nil {
+		return ""
+	}
+	return newAddrList(l.addrs).String()
+}
+
+func (l *nodeIPList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !strings.Contains(f, "/") {
+			if err := newAddrList(l.addrs).Set(f); err != nil {
+				return err
+			}
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil || p.Addr().Zone() != "" {
+			return fmt.Errorf("%q is not an IP address or ADDR/LEN", f)
+		}
+		u, ok := guard.UnmapPrefix(p)
+		if !ok {
+			return fmt.Errorf("%q: %w", f, config.ErrMappedPrefix)
+		}
+		*l.addrs = append(*l.addrs, u.Addr())
+		*l.prefixes = append(*l.prefixes, u)
 	}
 	return nil
 }

@@ -106,6 +106,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	// is a Service IP of the input (10.96.0.1 in a pod); the input's
 	// default/kubernetes EndpointSlices are the API server too.
 	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
+	// A resolver that is a Service's ClusterIP is a VIP like any other.
+	opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
 	state := planner.Plan(cluster, opts)
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

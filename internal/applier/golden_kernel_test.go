@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -63,6 +64,10 @@ func goldenOptions(args []string) (o planner.Options, files []string, nodeCache 
 			o.RefuseNodeExternalIPs = true
 			continue
 		}
+		if flag == "--ipvs-strict-arp" {
+			o.StrictARP = true
+			continue
+		}
 		if i+1 >= len(args) {
 			return o, nil, "", fmt.Errorf("%s needs a value", flag)
 		}
@@ -77,7 +82,17 @@ func goldenOptions(args []string) (o planner.Options, files []string, nodeCache 
 		case "--node-name":
 			o.NodeName = v
 		case "--node-ip":
-			err = addrs(v, &o.LocalAddrs)
+			for _, f := range strings.Split(v, ",") {
+				if p, perr := netip.ParsePrefix(f); perr == nil {
+					o.LocalAddrs, o.LocalPrefixes = append(o.LocalAddrs, p.Addr()), append(o.LocalPrefixes, p)
+				} else if err = addrs(f, &o.LocalAddrs); err != nil {
+					break
+				}
+			}
+		case "--next-hop":
+			err = addrs(v, &o.NextHops)
+		case "--resolver":
+			err = addrs(v, &o.Resolvers)
 		case "--api-server-address":
 			err = addrs(v, &o.APIServerAddrs)
 		case "--gateway":
@@ -149,6 +164,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 					cluster.Nodes = informers.WithCachedNodes(cluster.Nodes, cache.Protected(time.Now(), config.DefaultDeletedNodeGrace))
 				}
 				opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
+				opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
 				st := planner.Plan(cluster, opts)
 				want, err := os.ReadFile(golden)
 				if err != nil {

@@ -8,6 +8,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -94,4 +95,58 @@ func TestAPIServerIdentity(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestInfrastructureFromEnv: what the node says (nodeenv.Env) reaches the
+// guard: a next hop and a resolver are refused; a resolver that is a
+// Service's ClusterIP (the cluster DNS) is programmed like any other; a
+// changed route makes the next sync a full one (issue 14, item 5).
+func TestInfrastructureFromEnv(t *testing.T) {
+	a := netip.MustParseAddr
+	src := newFakeSource()
+	src.svcs["kube-system/kube-dns"] = model.ServicePort{Name: model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"},
+		Protocol: model.UDP, Port: 53, ClusterIPs: []netip.Addr{a("10.96.0.10")}}
+	src.svcs["ns/hostile"] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: "hostile", Port: "dns"},
+		Protocol: model.UDP, Port: 53, ClusterIPs: []netip.Addr{a("10.96.0.50")}, ExternalIPs: []netip.Addr{a("192.0.2.53"), a("198.51.100.253")}}
+	env := nodeenv.Env{LocalAddrs: []netip.Addr{a("198.51.100.1")}, LocalPrefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24")},
+		Gateways: []netip.Addr{a("198.51.100.254")}, NextHops: []netip.Addr{a("198.51.100.253")}, Resolvers: []netip.Addr{a("10.96.0.10"), a("192.0.2.53")}}
+	app := &stateApplier{}
+	l := &Loop{Source: src, Applier: app, Options: testOpts, Env: func(bool) (nodeenv.Env, error) { return env, nil }}
+	l.defaults()
+	l.needFull = true
+	l.syncOnce()
+	got := map[string]model.Reason{}
+	for _, r := range app.st.Refusals {
+		got[r.Address] = r.Reason
+	}
+	if got["192.0.2.53"] != model.ReasonResolver || got["198.51.100.253"] != model.ReasonGateway || got["10.96.0.10"] != "" {
+		t.Errorf("refusals %v: want 192.0.2.53 Resolver, 198.51.100.253 Gateway, nothing for the cluster DNS 10.96.0.10", app.st.Refusals)
+	}
+	if !slices.Contains(app.st.Addresses, netip.MustParsePrefix("10.96.0.10/32")) {
+		t.Errorf("the cluster DNS's ClusterIP is not bound: %v", app.st.Addresses)
+	}
+	// A new route: the next sync, asked for no service, is a full one.
+	env.NextHops = append(env.NextHops, a("198.51.100.252"))
+	src.mu.Lock()
+	src.dirty["ns/hostile"] = true
+	src.mu.Unlock()
+	rec := &recordApplier{}
+	l.Applier = rec
+	l.syncOnce()
+	if !rec.full {
+		t.Error("a changed route did not make the sync a full one")
+	}
+}
+
+// recordApplier records whether the last sync was a full one.
+type recordApplier struct{ full bool }
+
+func (r *recordApplier) Full(*planner.State, []netip.Addr) (*applier.Result, error) {
+	r.full = true
+	return &applier.Result{}, nil
+}
+
+func (r *recordApplier) Partial(*planner.State, ...string) (*applier.Result, error) {
+	r.full = false
+	return &applier.Result{}, nil
 }

@@ -125,8 +125,10 @@ type Loop struct {
 	// full sync or when the node's addresses changed, updated with the
 	// changed services only by a partial sync.
 	plan *planner.Incremental
-	// planned are the options plan was built with, nodes its nodes.
+	// planned are the options plan was built with, env the node as read
+	// for it, nodes its nodes.
 	planned planner.Options
+	env     nodeenv.Env
 	nodes   []model.Node
 	// health are the healthCheckNodePort servers each service asks for.
 	health map[string][]healthPort
@@ -260,8 +262,8 @@ func (l *Loop) syncOnce() {
 	}
 	start := l.Clock.Now()
 	l.lastStart = start
-	o, err := l.options(full || l.plan == nil)
-	if err == nil && !full && (l.plan == nil || !sameNodeEnv(&o, &l.planned)) {
+	o, env, err := l.options(full || l.plan == nil)
+	if err == nil && !full && (l.plan == nil || !sameEnv(&env, &l.env)) {
 		// Every service's NodePorts and guard decisions may change with
 		// the node's addresses: plan and apply everything.
 		if l.plan != nil {
@@ -272,7 +274,11 @@ func (l *Loop) syncOnce() {
 	if full {
 		l.needFull = false
 		l.nextFull = start.Add(l.SyncPeriod)
+		l.env = env
 		o.APIServerAddrs = l.apiServerAddrs()
+		// A resolver that is a Service's ClusterIP (a node pointed at the
+		// cluster DNS) is a VIP like any other.
+		o.Resolvers = slices.DeleteFunc(slices.Clone(env.Resolvers), l.Source.IsServiceIP)
 	}
 	if l.Metrics != nil {
 		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
@@ -293,19 +299,21 @@ func (l *Loop) syncOnce() {
 }
 
 // options are the planning options of this sync: l.Options with the
-// node's addresses and gateways read now, and the API server's addresses
-// as last planned (a full sync asks apiServerAddrs).
-func (l *Loop) options(full bool) (planner.Options, error) {
+// node's addresses and routes read now (env, as read), and the API server's
+// addresses and the resolvers as last planned (a full sync asks the Source
+// again).
+func (l *Loop) options(full bool) (planner.Options, nodeenv.Env, error) {
 	o := l.Options
-	o.APIServerAddrs = l.planned.APIServerAddrs
+	o.APIServerAddrs, o.Resolvers = l.planned.APIServerAddrs, l.planned.Resolvers
+	var env nodeenv.Env
 	if l.Env != nil {
-		env, err := l.Env(full)
-		if err != nil {
-			return o, fmt.Errorf("read the node's addresses: %w", err)
+		var err error
+		if env, err = l.Env(full); err != nil {
+			return o, env, fmt.Errorf("read the node's addresses: %w", err)
 		}
-		o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
+		o.LocalAddrs, o.LocalPrefixes, o.Gateways, o.NextHops = env.LocalAddrs, env.LocalPrefixes, env.Gateways, env.NextHops
 	}
-	return o, nil
+	return o, env, nil
 }
 
 // apiServerAddrs are the addresses protected as the API server now: the
@@ -318,11 +326,11 @@ func (l *Loop) apiServerAddrs() []netip.Addr {
 	return append(slices.Clone(l.Options.APIServerAddrs), api.Addrs()...)
 }
 
-// sameNodeEnv reports whether two syncs' options saw the same node
-// addresses and gateways (the rest of the options never change).
-func sameNodeEnv(a, b *planner.Options) bool {
+// sameEnv reports whether two syncs read the same node: addresses, routes
+// and resolvers (the rest of the options never change).
+func sameEnv(a, b *nodeenv.Env) bool {
 	return slices.Equal(a.LocalAddrs, b.LocalAddrs) && slices.Equal(a.LocalPrefixes, b.LocalPrefixes) &&
-		slices.Equal(a.Gateways, b.Gateways)
+		slices.Equal(a.Gateways, b.Gateways) && slices.Equal(a.NextHops, b.NextHops) && slices.Equal(a.Resolvers, b.Resolvers)
 }
 
 // apply plans with o and applies: a full sync plans every service again

@@ -246,6 +246,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	opts := c.Planning
 	opts.NodeName = nodeName
+	opts.StrictARP = c.IPVSStrictARP
 	// In a pod without --kubeconfig or --master the client dials
 	// KUBERNETES_SERVICE_HOST: by default the kubernetes Service's
 	// ClusterIP, programmed like any other (guard.APIServer).

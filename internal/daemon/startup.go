@@ -17,7 +17,7 @@ import (
 // guardPass is the startup's guard-only pass, before the informer caches
 // are waited for: it removes from kube-ipvs0 every address the guard
 // protects with what is known offline — the node's own addresses and
-// routes (read now), nodes (the node address cache: the Nodes last seen,
+// routes (read now; not its resolvers, which may be Service IPs), nodes (the node address cache: the Nodes last seen,
 // and the deleted ones still remembered), o's API server addresses and
 // CIDRs — and every prefix wider than a host prefix, with the IPVS virtual
 // servers on them unless the address stays local (recovery.Find and
@@ -30,7 +30,9 @@ func (k *kernel) guardPass(o planner.Options, nodes []model.Node, log *zap.Logge
 	if err != nil {
 		return fmt.Errorf("read the node's addresses: %w", err)
 	}
-	o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
+	// Not the resolvers: one may be the cluster DNS's ClusterIP, and the
+	// Services are not known yet.
+	o.LocalAddrs, o.LocalPrefixes, o.Gateways, o.NextHops = env.LocalAddrs, env.LocalPrefixes, env.Gateways, env.NextHops
 	g := guard.New(planner.GuardInputs(&o, nodes))
 	bound, err := k.link.Addrs()
 	if err != nil {

@@ -10,6 +10,7 @@ package guard_test
 // Run with `go test -run '^$' -fuzz '^FuzzGuard$' ./internal/guard/` or `make reliability`.
 
 import (
+	"encoding/binary"
 	"net/netip"
 	"slices"
 	"testing"
@@ -78,10 +79,24 @@ func (s *bytesIn) prefixes() []netip.Prefix {
 	return out
 }
 
+// consistent reports whether a verdict's fields agree: a protected one has
+// a reason and a detail, a warning too (and is not protected), any other
+// neither; only a protected one is never a VIP.
+func consistent(v guard.Verdict) bool {
+	switch {
+	case v.Protected:
+		return !v.Warn && v.Reason != "" && v.Detail != ""
+	case v.Warn:
+		return !v.NeverVIP && v.Reason != "" && v.Detail != ""
+	}
+	return !v.NeverVIP && v.Reason == "" && v.Detail == ""
+}
+
 func guardInputs(s *bytesIn) guard.Inputs {
 	in := guard.Inputs{
 		LocalAddrs: s.addrs(), LocalPrefixes: s.prefixes(), APIServers: s.addrs(), Gateways: s.addrs(),
 		ProtectedCIDRs: s.prefixes(), PodCIDRs: s.prefixes(),
+		NextHops: s.addrs(), Resolvers: s.addrs(), StrictARP: s.n(2) == 1,
 	}
 	for i, a := range s.addrs() {
 		in.Nodes = append(in.Nodes, model.Node{Name: []string{"n1", "n2", "n3"}[i%3], Addresses: []netip.Addr{a}})
@@ -95,7 +110,8 @@ func reversed(c guard.Inputs) guard.Inputs {
 	nodes := slices.Clone(c.Nodes)
 	slices.Reverse(nodes)
 	return guard.Inputs{LocalAddrs: rev(c.LocalAddrs), LocalPrefixes: revP(c.LocalPrefixes), Nodes: nodes,
-		APIServers: rev(c.APIServers), Gateways: rev(c.Gateways), ProtectedCIDRs: revP(c.ProtectedCIDRs), PodCIDRs: revP(c.PodCIDRs)}
+		APIServers: rev(c.APIServers), Gateways: rev(c.Gateways), ProtectedCIDRs: revP(c.ProtectedCIDRs), PodCIDRs: revP(c.PodCIDRs),
+		NextHops: rev(c.NextHops), Resolvers: rev(c.Resolvers), StrictARP: c.StrictARP}
 }
 
 // same reports whether a configured address b stands for the candidate u
@@ -120,6 +136,42 @@ func covers(p netip.Prefix, u netip.Addr) bool {
 	return p.Masked().Contains(u)
 }
 
+// unmapped is a local prefix as the guard reads it (zone dropped, IPv4-mapped
+// unmapped), ok false when it means nothing to the infrastructure checks.
+func unmapped(p netip.Prefix) (netip.Prefix, bool) {
+	if !p.IsValid() {
+		return p, false
+	}
+	return guard.UnmapPrefix(netip.PrefixFrom(p.Addr().WithZone(""), p.Bits()))
+}
+
+// infrastructure reports whether u is the network or broadcast address of
+// a local subnet, or the other end of a /31 or /127.
+func infrastructure(p netip.Prefix, u netip.Addr) bool {
+	p, ok := unmapped(p)
+	if !ok || !p.Contains(u) {
+		return false
+	}
+	bits, width := p.Bits(), p.Addr().BitLen()
+	switch {
+	case bits == width-1:
+		return u != p.Addr()
+	case bits < width-1 && u == p.Masked().Addr():
+		return true
+	case bits < width-1 && u.Is4():
+		b := u.As4()
+		hostBits := ^uint32(0) >> bits
+		return binary.BigEndian.Uint32(b[:])&hostBits == hostBits // the broadcast address
+	}
+	return false
+}
+
+// onLink reports whether u is inside a local IPv4 subnet wider than a host.
+func onLink(p netip.Prefix, u netip.Addr) bool {
+	p, ok := unmapped(p)
+	return ok && p.Addr().Is4() && p.Bits() < 32 && p.Contains(u)
+}
+
 func FuzzGuard(f *testing.F) {
 	f.Add([]byte{3, 0, 1, 1, 3, 0, 6, 2, 0, 7, 1, 0, 6, 1, 0, 12, 1, 0, 4, 20, 2, 0, 5, 0, 0, 1, 0, 6, 0, 1})
 	f.Add([]byte{1, 1, 10, 0, 0, 1, 2, 2, 32, 1, 1, 10, 0, 0, 0, 9, 0, 0, 0, 0, 0, 0, 0, 0, 0, 2, 0, 5, 3, 0, 6, 0, 19})
@@ -129,7 +181,7 @@ func FuzzGuard(f *testing.F) {
 		in := guardInputs(s)
 		g, g2 := guard.New(in), guard.New(reversed(in))
 		candidates := append(s.addrs(), s.addr())
-		for _, list := range [][]netip.Addr{in.LocalAddrs, in.APIServers, in.Gateways} {
+		for _, list := range [][]netip.Addr{in.LocalAddrs, in.APIServers, in.Gateways, in.NextHops, in.Resolvers} {
 			candidates = append(candidates, list...)
 		}
 		for _, n := range in.Nodes {
@@ -145,8 +197,8 @@ func FuzzGuard(f *testing.F) {
 		}
 		for _, a := range candidates {
 			v := g.Check(a)
-			if v.Protected != (v.Reason != "") || v.Protected != (v.Detail != "") || (v.NeverVIP && !v.Protected) {
-				t.Fatalf("Check(%v) = %+v: protected, reason and detail disagree", a, v)
+			if !consistent(v) {
+				t.Fatalf("Check(%v) = %+v: protected, warning, reason and detail disagree", a, v)
 			}
 			// The detail too: two prefixes that share their first address
 			// (10.0.0.0/8 and 10.0.0.0/16) once made it depend on the flag
@@ -163,16 +215,20 @@ func FuzzGuard(f *testing.F) {
 			// Allowed: then nothing in the inputs protects it.
 			u := a.WithZone("")
 			switch {
-			case v != (guard.Verdict{}):
+			case v.Node != "" || v.Local || v.NeverVIP || (v.Reason != "" && v.Reason != model.ReasonOnLinkSubnet):
 				t.Fatalf("Check(%v) = %+v: an allowed address with a node, local or a reason", a, v)
 			case !u.IsGlobalUnicast(), u.Is4In6(), u == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
 				t.Fatalf("never-a-VIP address %v allowed", a)
-			case slices.ContainsFunc(slices.Concat(in.LocalAddrs, in.APIServers, in.Gateways), func(b netip.Addr) bool { return same(b, u) }):
+			case slices.ContainsFunc(slices.Concat(in.LocalAddrs, in.APIServers, in.Gateways, in.NextHops, in.Resolvers), func(b netip.Addr) bool { return same(b, u) }):
 				t.Fatalf("configured address %v allowed", a)
 			case slices.ContainsFunc(slices.Concat(in.ProtectedCIDRs, in.PodCIDRs), func(p netip.Prefix) bool { return covers(p, u) }):
 				t.Fatalf("address %v inside a protected prefix allowed", a)
 			case slices.ContainsFunc(in.LocalPrefixes, func(p netip.Prefix) bool { return p.IsValid() && same(p.Addr(), u) }):
 				t.Fatalf("local address %v allowed", a)
+			case slices.ContainsFunc(in.LocalPrefixes, func(p netip.Prefix) bool { return infrastructure(p, u) }):
+				t.Fatalf("network, broadcast or peer address %v of a local subnet allowed", a)
+			case !in.StrictARP && !v.Warn && slices.ContainsFunc(in.LocalPrefixes, func(p netip.Prefix) bool { return onLink(p, u) }):
+				t.Fatalf("%v inside a local subnet with strict ARP off allowed without a warning", a)
 			}
 			for _, n := range in.Nodes {
 				if slices.ContainsFunc(n.Addresses, func(b netip.Addr) bool { return same(b, u) }) {

@@ -29,6 +29,15 @@ type Inputs struct {
 	APIServers []netip.Addr
 	// Gateways are the node's default gateways (`ip route show default`).
 	Gateways []netip.Addr
+	// NextHops are the gateways of the node's other routes (`ip route show
+	// table main`).
+	NextHops []netip.Addr
+	// Resolvers are the node's DNS servers (/etc/resolv.conf).
+	Resolvers []netip.Addr
+	// StrictARP is --ipvs-strict-arp: without it the node answers ARP for
+	// every kube-ipvs0 address on every link, and a VIP inside one of its
+	// IPv4 LocalPrefixes gets a warning (Verdict.Warn).
+	StrictARP bool
 	// ProtectedCIDRs is --protected-cidrs.
 	ProtectedCIDRs []netip.Prefix
 	// PodCIDRs is --cluster-cidr: pod addresses are never VIPs.
@@ -56,6 +65,9 @@ type Verdict struct {
 	// Local is true when it is an address of an interface of this node
 	// (set whatever the Reason, for a protected address).
 	Local bool
+	// Warn is true for an address that is not protected but deserves a
+	// warning, with Reason and Detail saying why (OnLinkSubnet).
+	Warn bool
 }
 
 // Guard answers which addresses must never be bound on kube-ipvs0. It is
@@ -63,11 +75,17 @@ type Verdict struct {
 type Guard struct {
 	local      map[netip.Addr]struct{}
 	broadcast  map[netip.Addr]struct{}
+	network    map[netip.Addr]struct{}
+	peers      map[netip.Addr]struct{}
 	nodes      map[netip.Addr]nodeRef
 	apiServers map[netip.Addr]struct{}
 	gateways   map[netip.Addr]struct{}
+	nextHops   map[netip.Addr]struct{}
+	resolvers  map[netip.Addr]struct{}
 	protected  []netip.Prefix
 	pods       []netip.Prefix
+	// onLink are this node's subnets when strict ARP is off (nil with it).
+	onLink []netip.Prefix
 
 	fpOnce sync.Once
 	fp     uint64
@@ -78,22 +96,43 @@ func New(in Inputs) *Guard {
 	g := &Guard{
 		local:      addrSet(in.LocalAddrs),
 		broadcast:  make(map[netip.Addr]struct{}),
+		network:    make(map[netip.Addr]struct{}),
+		peers:      make(map[netip.Addr]struct{}),
 		nodes:      make(map[netip.Addr]nodeRef),
 		apiServers: addrSet(in.APIServers),
 		gateways:   addrSet(in.Gateways),
+		nextHops:   addrSet(in.NextHops),
+		resolvers:  addrSet(in.Resolvers),
 		protected:  validPrefixes(in.ProtectedCIDRs),
 		pods:       validPrefixes(in.PodCIDRs),
 	}
+	var onLink []netip.Prefix
 	for _, p := range in.LocalPrefixes {
 		if !p.IsValid() {
 			continue
 		}
 		g.local[norm(p.Addr())] = struct{}{}
 		u, ok := UnmapPrefix(netip.PrefixFrom(p.Addr().WithZone(""), p.Bits()))
-		if ok && u.Addr().Is4() && u.Bits() < 31 {
-			g.broadcast[lastAddr4(u.Masked())] = struct{}{}
+		if !ok {
+			continue
+		}
+		a, bits, width := u.Addr(), u.Bits(), u.Addr().BitLen()
+		switch {
+		case bits == width-1: // /31, /127: the other end of the link
+			g.peers[pairOf(a)] = struct{}{}
+		case bits < width-1:
+			g.network[u.Masked().Addr()] = struct{}{}
+			if a.Is4() {
+				g.broadcast[lastAddr4(u.Masked())] = struct{}{}
+			}
+		}
+		// ARP only: IPv6 neighbour discovery answers for an address only
+		// on the link that holds it, never for kube-ipvs0's.
+		if a.Is4() && bits < width && !in.StrictARP {
+			onLink = append(onLink, u)
 		}
 	}
+	g.onLink = validPrefixes(onLink)
 	for _, n := range in.Nodes {
 		ref := nodeRef{name: n.Name, lastSeen: n.LastSeen.UTC()}
 		for _, a := range n.Addresses {
@@ -113,9 +152,12 @@ func New(in Inputs) *Guard {
 }
 
 // Check is the guard's verdict on addr. The never-a-VIP classes are
-// checked first, then the subnet broadcast addresses, the pod CIDRs, node
-// addresses, local addresses, API servers, gateways and protected CIDRs;
-// the first that matches gives the Reason.
+// checked first, then the broadcast and network addresses of the node's
+// subnets, the pod CIDRs, node addresses, local addresses, API servers,
+// default gateways, other next hops, point-to-point peers, resolvers and
+// protected CIDRs; the first that matches gives the Reason. An address
+// none protects inside one of the node's subnets, with strict ARP off, is
+// a warning (OnLinkSubnet).
 func (g *Guard) Check(addr netip.Addr) Verdict {
 	if c := classOf(addr); c != nil {
 		return Verdict{Protected: true, Reason: c.reason, Detail: c.vip, NeverVIP: true}
@@ -123,6 +165,9 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 	a := norm(addr)
 	if _, ok := g.broadcast[a]; ok {
 		return Verdict{Protected: true, Reason: model.ReasonBroadcast, Detail: "broadcast address of a subnet of this node", NeverVIP: true}
+	}
+	if _, ok := g.network[a]; ok {
+		return Verdict{Protected: true, Reason: model.ReasonNetworkAddress, Detail: "network address of a subnet of this node", NeverVIP: true}
 	}
 	for _, p := range g.pods {
 		if p.Contains(a) {
@@ -134,6 +179,9 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 	_, v.Local = g.local[a]
 	_, api := g.apiServers[a]
 	_, gw := g.gateways[a]
+	_, hop := g.nextHops[a]
+	_, peer := g.peers[a]
+	_, dns := g.resolvers[a]
 	switch {
 	case v.Node != "":
 		v.Reason, v.Detail = model.ReasonNodeIP, "address of node "+node.String()+"; binding it on kube-ipvs0 would cut every node off from it"
@@ -143,6 +191,12 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 		v.Reason, v.Detail = model.ReasonAPIServer, "address of the API server"
 	case gw:
 		v.Reason, v.Detail = model.ReasonGateway, "address of a default gateway of this node"
+	case hop:
+		v.Reason, v.Detail = model.ReasonGateway, "next hop of a route of this node (ip route show table main)"
+	case peer:
+		v.Reason, v.Detail = model.ReasonPeer, "the other end of a point-to-point link (/31, /127) of this node"
+	case dns:
+		v.Reason, v.Detail = model.ReasonResolver, "a DNS server of this node (/etc/resolv.conf)"
 	default:
 		for _, p := range g.protected {
 			if p.Contains(a) {
@@ -152,7 +206,25 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 		}
 	}
 	v.Protected = v.Reason != ""
+	if !v.Protected {
+		for _, p := range g.onLink {
+			if p.Contains(a) {
+				v.Warn, v.Reason = true, model.ReasonOnLinkSubnet
+				v.Detail = "inside " + p.Masked().String() + ", a subnet on a link of this node: with --ipvs-strict-arp off every node answers ARP for it there, taking it from whoever owns it on that segment"
+				break
+			}
+		}
+	}
 	return v
+}
+
+// pairOf is the other address of a /31 or /127: a with its last bit
+// flipped.
+func pairOf(a netip.Addr) netip.Addr {
+	b := a.AsSlice()
+	b[len(b)-1] ^= 1
+	p, _ := netip.AddrFromSlice(b)
+	return p
 }
 
 // fpSeed seeds every guard's fingerprint in this process.
@@ -190,6 +262,14 @@ func (g *Guard) Fingerprint() uint64 {
 		}
 		for a := range g.gateways {
 			entry('g', a, 0, "")
+		}
+		for tag, set := range map[byte]map[netip.Addr]struct{}{'N': g.network, 'h': g.nextHops, 'r': g.peers, 'd': g.resolvers} {
+			for a := range set {
+				entry(tag, a, 0, "")
+			}
+		}
+		for _, p := range g.onLink {
+			entry('o', p.Addr(), p.Bits(), "")
 		}
 		for _, p := range g.protected {
 			entry('p', p.Addr(), p.Bits(), "")

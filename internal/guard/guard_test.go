@@ -172,8 +172,53 @@ func FuzzGuardCheck(f *testing.F) {
 	f.Fuzz(func(t *testing.T, b []byte) {
 		a, _ := netip.AddrFromSlice(b)
 		v := g.Check(a)
-		if v.Protected != (v.Reason != "") || v.Protected != (v.Detail != "") || (v.NeverVIP && !v.Protected) {
-			t.Fatalf("Check(%v) = %+v: protected, reason and detail disagree", a, v)
+		if v.Protected && (v.Reason == "" || v.Detail == "" || v.Warn) || !v.Protected && (v.NeverVIP || v.Warn != (v.Reason != "") || v.Warn != (v.Detail != "")) {
+			t.Fatalf("Check(%v) = %+v: protected, warning, reason and detail disagree", a, v)
 		}
 	})
+}
+
+// TestCheckInfrastructure: the node's infrastructure beyond its default
+// gateways (issue 14, item 5) — the next hop of any route, the other end
+// of a /31 or /127, a DNS server, the network and broadcast addresses of
+// its subnets — is protected; a VIP inside one of its IPv4 subnets is a
+// warning while strict ARP is off, nothing with it.
+func TestCheckInfrastructure(t *testing.T) {
+	a := netip.MustParseAddr
+	p := netip.MustParsePrefix
+	in := Inputs{
+		LocalPrefixes: []netip.Prefix{p("198.51.100.1/24"), p("192.0.2.0/31"), p("2001:db8:100::1/64"), p("2001:db8:7::/127"), p("203.0.113.9/32")},
+		Gateways:      []netip.Addr{a("198.51.100.254")},
+		NextHops:      []netip.Addr{a("198.51.100.253"), a("2001:db8:100::fd")},
+		Resolvers:     []netip.Addr{a("192.0.2.53")},
+	}
+	g := New(in)
+	for addr, want := range map[string]model.Reason{
+		"198.51.100.254":   model.ReasonGateway,
+		"198.51.100.253":   model.ReasonGateway,
+		"2001:db8:100::fd": model.ReasonGateway,
+		"192.0.2.1":        model.ReasonPeer,
+		"192.0.2.0":        model.ReasonLocalAddress,
+		"2001:db8:7::1":    model.ReasonPeer,
+		"192.0.2.53":       model.ReasonResolver,
+		"198.51.100.0":     model.ReasonNetworkAddress,
+		"198.51.100.255":   model.ReasonBroadcast,
+		"2001:db8:100::":   model.ReasonNetworkAddress,
+		"198.51.100.77":    model.ReasonOnLinkSubnet,
+		"2001:db8:100::77": "", // neighbour discovery answers only on the link holding it
+		"203.0.113.10":     "",
+		"10.96.0.1":        "",
+	} {
+		v := g.Check(a(addr))
+		if v.Reason != want {
+			t.Errorf("Check(%s) = %+v, want %q", addr, v, want)
+		}
+		if v.Warn != (want == model.ReasonOnLinkSubnet) || v.Protected != (want != "" && !v.Warn) {
+			t.Errorf("Check(%s) = %+v: protected or warning wrong", addr, v)
+		}
+	}
+	in.StrictARP = true
+	if v := New(in).Check(a("198.51.100.77")); v != (Verdict{}) {
+		t.Errorf("with strict ARP, an on-link VIP = %+v, want nothing", v)
+	}
 }

@@ -127,6 +127,14 @@ const (
 	ReasonInvalidEndpoint    Reason = "InvalidEndpoint"
 	ReasonUnsupportedFamily  Reason = "UnsupportedFamily"
 	ReasonInvalidSourceRange Reason = "InvalidSourceRange"
+	// The node's infrastructure (docs/rules.md): the network address of one
+	// of its subnets, the other end of a /31 or /127 link, a DNS server.
+	ReasonNetworkAddress Reason = "NetworkAddress"
+	ReasonPeer           Reason = "PointToPointPeer"
+	ReasonResolver       Reason = "Resolver"
+	// ReasonOnLinkSubnet warns about a VIP that is bound: it is inside a
+	// subnet on a link of this node while strict ARP is off.
+	ReasonOnLinkSubnet Reason = "OnLinkSubnet"
 )
 
 // Refusal records one thing the proxy would not do, and why.

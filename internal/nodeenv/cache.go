@@ -13,12 +13,14 @@ import (
 // change. A partial sync reads them again only after Changed says an
 // address of another link came or went, and only while someone follows
 // them (Changed(false) was called, not yet Changed(true)); a full sync
-// always reads them. The gateways are read every time. Safe for concurrent
-// use.
+// always reads them, and the resolvers too (a partial sync uses the last
+// ones). The routes are read every time. Safe for concurrent use.
 type Cache struct {
-	// readAddrs and readGateways are the dumps (netlink; fakes in tests).
-	readAddrs    func() ([]netip.Addr, []netip.Prefix, error)
-	readGateways func() ([]netip.Addr, error)
+	// readAddrs, readRoutes and readResolvers are the dumps (netlink and
+	// files; fakes in tests).
+	readAddrs     func() ([]netip.Addr, []netip.Prefix, error)
+	readRoutes    func() (gateways, nextHops []netip.Addr, err error)
+	readResolvers func() ([]netip.Addr, error)
 
 	mu sync.Mutex
 	// gen counts Changed calls: a dump overtaken by one is not cached.
@@ -27,13 +29,17 @@ type Cache struct {
 	cached   bool
 	addrs    []netip.Addr
 	prefixes []netip.Prefix
+	// resolvers are the last read; read is true once they were.
+	resolvers     []netip.Addr
+	resolversRead bool
 }
 
 // NewCache reads through h (NewHandle's); nothing is cached until
 // Changed(false).
 func NewCache(h *netlink.Handle) *Cache {
 	return &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, error) { return ReadAddrs(h) },
-		readGateways: func() ([]netip.Addr, error) { return ReadGateways(h) }}
+		readRoutes:    func() ([]netip.Addr, []netip.Addr, error) { return ReadRoutes(h) },
+		readResolvers: func() ([]netip.Addr, error) { return ReadResolvers(ResolvConfs...) }}
 }
 
 // Changed tells the cache that the node's addresses may have changed;
@@ -47,8 +53,8 @@ func (e *Cache) Changed(lost bool) {
 	e.mu.Unlock()
 }
 
-// Read returns the node's addresses and default gateways; full reads the
-// addresses from the kernel even if they are cached.
+// Read returns the node's Env; full reads the addresses and the resolvers
+// again even if they are cached.
 func (e *Cache) Read(full bool) (Env, error) {
 	var env Env
 	e.mu.Lock()
@@ -71,10 +77,21 @@ func (e *Cache) Read(full bool) (Env, error) {
 		}
 		e.mu.Unlock()
 	}
-	gws, err := e.readGateways()
-	if err != nil {
+	var err error
+	if env.Gateways, env.NextHops, err = e.readRoutes(); err != nil {
 		return env, err
 	}
-	env.Gateways = gws
+	e.mu.Lock()
+	read := e.resolversRead
+	env.Resolvers = e.resolvers
+	e.mu.Unlock()
+	if full || !read {
+		if env.Resolvers, err = e.readResolvers(); err != nil {
+			return env, err
+		}
+		e.mu.Lock()
+		e.resolvers, e.resolversRead = env.Resolvers, true
+		e.mu.Unlock()
+	}
 	return env, nil
 }

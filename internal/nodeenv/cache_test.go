@@ -3,6 +3,9 @@ package nodeenv
 import (
 	"context"
 	"net/netip"
+	"os"
+	"path/filepath"
+	"slices"
 	"sync"
 	"testing"
 )
@@ -15,7 +18,8 @@ func TestCache(t *testing.T) {
 	var mu sync.Mutex
 	dumps := 0
 	during := func() {}
-	e := &Cache{readGateways: func() ([]netip.Addr, error) { return nil, nil }}
+	e := &Cache{readRoutes: func() ([]netip.Addr, []netip.Addr, error) { return nil, nil, nil },
+		readResolvers: func() ([]netip.Addr, error) { return nil, nil }}
 	e.readAddrs = func() ([]netip.Addr, []netip.Prefix, error) {
 		mu.Lock()
 		dumps++
@@ -78,5 +82,25 @@ func TestDialedAddrs(t *testing.T) {
 		if !a.IsLoopback() {
 			t.Errorf("localhost resolved to %v", a)
 		}
+	}
+}
+
+func TestReadResolvers(t *testing.T) {
+	dir := t.TempDir()
+	etc := filepath.Join(dir, "resolv.conf")
+	resolved := filepath.Join(dir, "resolved.conf")
+	if err := os.WriteFile(etc, []byte("# generated\nnameserver 127.0.0.53\noptions edns0\nsearch example.org\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(resolved, []byte("nameserver 192.0.2.53\nnameserver fe80::53%eth0\nnameserver not-an-ip\nnameserver 192.0.2.53\n  nameserver ::ffff:192.0.2.54\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	got, err := ReadResolvers(etc, resolved, filepath.Join(dir, "missing"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []netip.Addr{netip.MustParseAddr("127.0.0.53"), netip.MustParseAddr("192.0.2.53"), netip.MustParseAddr("192.0.2.54"), netip.MustParseAddr("fe80::53")}
+	if !slices.Equal(got, want) {
+		t.Errorf("ReadResolvers = %v, want %v", got, want)
 	}
 }

@@ -24,6 +24,13 @@ type Env struct {
 	// Gateways are the default routes' gateways of both families (`ip
 	// route show default`), multipath hops included, sorted and unique.
 	Gateways []netip.Addr
+	// NextHops are the gateways of every other route of the main table
+	// (`ip route show table main`: a BGP ToR's other sessions, a route
+	// reflector, a second uplink), sorted, unique, none of Gateways.
+	NextHops []netip.Addr
+	// Resolvers are the node's DNS servers (ReadResolvers), sorted and
+	// unique.
+	Resolvers []netip.Addr
 }
 
 // NewHandle opens a route netlink handle in the calling thread's network
@@ -39,14 +46,18 @@ func NewHandle() (h *netlink.Handle, strict bool, err error) {
 	return h, h.SetStrictCheck(true) == nil, nil
 }
 
-// Read reads the addresses and the gateways through h (NewHandle's).
+// Read reads the addresses and the routes through h, and the resolvers
+// from ResolvConfs.
 func Read(h *netlink.Handle) (Env, error) {
 	var env Env
 	var err error
 	if env.LocalAddrs, env.LocalPrefixes, err = ReadAddrs(h); err != nil {
 		return env, err
 	}
-	env.Gateways, err = ReadGateways(h)
+	if env.Gateways, env.NextHops, err = ReadRoutes(h); err != nil {
+		return env, err
+	}
+	env.Resolvers, err = ReadResolvers(ResolvConfs...)
 	return env, err
 }
 
@@ -87,33 +98,42 @@ func ReadAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
 	return slices.Compact(local), prefixes, nil
 }
 
-// ReadGateways is `ip route show default` of both families: sorted,
-// unique. Only the main table is asked for: through a handle with strict
-// checking (NewHandle) the kernel dumps that table alone, without the
-// local table and its route of every kube-ipvs0 address.
-func ReadGateways(h *netlink.Handle) ([]netip.Addr, error) {
-	var gws []netip.Addr
+// ReadRoutes reads the main routing table of both families (`ip route
+// show table main`) and returns the gateways of the default routes and the
+// next hops of every other route, multipath hops included, each sorted and
+// unique, a default gateway only in gateways. Only the main table is asked
+// for: through a handle with strict checking (NewHandle) the kernel dumps
+// that table alone, without the local table and its route of every
+// kube-ipvs0 address.
+func ReadRoutes(h *netlink.Handle) (gateways, nextHops []netip.Addr, err error) {
 	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
 		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
 		if err != nil {
-			return nil, fmt.Errorf("ip route show default: %w", err)
+			return nil, nil, fmt.Errorf("ip route show table main: %w", err)
 		}
 		for _, r := range routes {
-			if r.Dst != nil {
-				if ones, _ := r.Dst.Mask.Size(); ones != 0 {
-					continue
-				}
+			into := &nextHops
+			if r.Dst == nil {
+				into = &gateways
+			} else if ones, _ := r.Dst.Mask.Size(); ones == 0 {
+				into = &gateways
 			}
 			if gw, ok := netip.AddrFromSlice(r.Gw); ok && gw.IsValid() {
-				gws = append(gws, gw.Unmap())
+				*into = append(*into, gw.Unmap())
 			}
 			for _, nh := range r.MultiPath {
 				if gw, ok := netip.AddrFromSlice(nh.Gw); ok && gw.IsValid() {
-					gws = append(gws, gw.Unmap())
+					*into = append(*into, gw.Unmap())
 				}
 			}
 		}
 	}
-	slices.SortFunc(gws, netip.Addr.Compare)
-	return slices.Compact(gws), nil
+	slices.SortFunc(gateways, netip.Addr.Compare)
+	gateways = slices.Compact(gateways)
+	slices.SortFunc(nextHops, netip.Addr.Compare)
+	nextHops = slices.DeleteFunc(slices.Compact(nextHops), func(a netip.Addr) bool {
+		_, isGW := slices.BinarySearchFunc(gateways, a, netip.Addr.Compare)
+		return isGW
+	})
+	return gateways, nextHops, nil
 }

@@ -32,6 +32,13 @@ type Options struct {
 	APIServerAddrs []netip.Addr
 	// Gateways are the node's default gateways.
 	Gateways []netip.Addr
+	// NextHops are the gateways of the node's other routes (main table).
+	NextHops []netip.Addr
+	// Resolvers are the node's DNS servers that are no Service IP.
+	Resolvers []netip.Addr
+	// StrictARP is --ipvs-strict-arp: without it a VIP inside one of
+	// LocalPrefixes is bound with a warning (OnLinkSubnet).
+	StrictARP bool
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
 	// planned or touched.
 	ExcludeCIDRs []netip.Prefix
@@ -53,6 +60,9 @@ func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
 		Nodes:          nodes,
 		APIServers:     o.APIServerAddrs,
 		Gateways:       o.Gateways,
+		NextHops:       o.NextHops,
+		Resolvers:      o.Resolvers,
+		StrictARP:      o.StrictARP,
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		PodCIDRs:       o.ClusterCIDRs,
 	}

@@ -385,6 +385,9 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 	key := ipvs.Key{Protocol: p.sp.Protocol, Address: a, Port: port}
 	v := p.e.guard.Check(a)
 	if !v.Protected {
+		if v.Warn {
+			p.refuse(field, a.String(), v.Reason, v.Detail+"; bound all the same (--ipvs-strict-arp stops it)")
+		}
 		p.claim(key, kind, true)
 		return
 	}

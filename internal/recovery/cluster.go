@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
@@ -55,6 +56,9 @@ type Cluster struct {
 	// dialed host unless it is a Service IP, and the default/kubernetes
 	// endpoints (guard.APIServer.Addrs).
 	APIServers []netip.Addr
+	// Resolvers are the node's resolvers (o.Resolvers) that are no
+	// Service's ClusterIP.
+	Resolvers []netip.Addr
 }
 
 // ReadCluster lists the Nodes, the Services the proxy serves (kube-proxy's
@@ -62,8 +66,8 @@ type Cluster struct {
 // EndpointSlices) within ctx, and plans the Services with o (the node's
 // identity and the planning flags; its APIServerAddrs replaced by what api
 // protects once the Services are known) to learn which addresses are
-// wanted on kube-ipvs0. Other endpoints are not read: they do not decide
-// what is bound.
+// wanted on kube-ipvs0, and o.Resolvers that are no Service IP. Other
+// endpoints are not read: they do not decide what is bound.
 func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Options, api guard.APIServer) (*Cluster, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
@@ -96,6 +100,8 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	}
 	c.APIServers = informers.APIServerAddrs(api, svcPtrs, slicePtrs)
 	o.APIServerAddrs = c.APIServers
+	c.Resolvers = slices.DeleteFunc(slices.Clone(o.Resolvers), informers.ServiceIPs(svcPtrs).Contains)
+	o.Resolvers = c.Resolvers
 	st := planner.Plan(informers.Convert(svcPtrs, nil, nodePtrs), o)
 	c.Wanted = st.Addresses
 	return c, nil

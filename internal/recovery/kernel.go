@@ -23,8 +23,11 @@ type Node struct {
 	// (`ip -o addr show` minus kube-ipvs0 and link-local addresses).
 	LocalPrefixes []netip.Prefix
 	// Gateways are the default routes' gateways (`ip route show default`,
-	// `ip -6 route show default`), multipath hops included.
-	Gateways []netip.Addr
+	// `ip -6 route show default`), multipath hops included; NextHops the
+	// gateways of the other routes of the main table.
+	Gateways, NextHops []netip.Addr
+	// Resolvers are the node's DNS servers (/etc/resolv.conf).
+	Resolvers []netip.Addr
 	// HasDevice is false when there is no kube-ipvs0 at all.
 	HasDevice bool
 	// Bound are kube-ipvs0's addresses.
@@ -122,7 +125,7 @@ func (k *Kernel) Read() (*Node, error) {
 	}
 	n.LocalPrefixes = slices.Clone(env.LocalPrefixes)
 	slices.SortFunc(n.LocalPrefixes, comparePrefix)
-	n.Gateways = env.Gateways
+	n.Gateways, n.NextHops, n.Resolvers = env.Gateways, env.NextHops, env.Resolvers
 	if k.link != nil {
 		if n.Bound, err = k.link.Addrs(); err != nil {
 			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)

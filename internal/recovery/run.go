@@ -199,7 +199,12 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		APIServerAddrs: apiAddrs,
 		Gateways:       node.Gateways,
-		ExcludeCIDRs:   o.ExcludeCIDRs,
+		NextHops:       node.NextHops,
+		// The resolvers only once the Services say which are no Service
+		// IP (ReadCluster): offline, the cluster DNS's ClusterIP could be
+		// one.
+		Resolvers:    node.Resolvers,
+		ExcludeCIDRs: o.ExcludeCIDRs,
 	}
 	var cluster *Cluster
 	if o.Client == nil {
@@ -227,6 +232,10 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	}
 
 	popts.APIServerAddrs = apiAddrs
+	popts.Resolvers = nil
+	if cluster != nil {
+		popts.Resolvers = cluster.Resolvers
+	}
 	g := guard.New(planner.GuardInputs(&popts, nodes))
 	facts := Facts{
 		Bound:          node.Bound,
