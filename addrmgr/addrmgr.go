@@ -9,6 +9,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -25,32 +26,14 @@ var (
 	ErrNotDummy = errors.New("kube-ipvs0 exists and is not a dummy device")
 )
 
-// Protector is what the Manager asks immediately before each bind: Check
-// reports whether addr must never be bound on kube-ipvs0 (protected true),
-// with the reason code and a human-readable detail.
-//
-// Beware: *Guard has a method of the same signature with the opposite
-// meaning (Guard.Check's third result is "allowed"), so a *Guard satisfies
-// this interface structurally. NewManager therefore turns a *Guard it is
-// given into Guard.Protector(); other implementations must answer
-// "protected".
+// Protector is what the Manager asks immediately before each bind: the
+// node-IP guard's verdict on an address (*guard.Guard, or the daemon's
+// holder of the guard in force).
 type Protector interface {
-	Check(addr netip.Addr) (reason model.Reason, detail string, protected bool)
+	Check(addr netip.Addr) guard.Verdict
 }
 
-// guardProtector is a *Guard as a Protector: "protected" is "not allowed".
-type guardProtector struct{ g *Guard }
-
-func (p guardProtector) Check(addr netip.Addr) (model.Reason, string, bool) {
-	reason, detail, allowed := p.g.Check(addr)
-	return reason, detail, !allowed
-}
-
-func (p guardProtector) Fingerprint() uint64 { return p.g.Fingerprint() }
-
-// Protector returns the guard as a Protector (protected = not allowed),
-// and a Fingerprinter.
-func (g *Guard) Protector() Protector { return guardProtector{g} }
+var _ Protector = (*guard.Guard)(nil)
 
 // Link is kube-ipvs0's address list. *KernelLink is the netlink
 // implementation; *FakeLink the in-memory one for unit tests.
@@ -115,6 +98,9 @@ type Manager struct {
 	link  Link
 	guard Protector
 	log   *zap.Logger
+	// exclude is --ipvs-exclude-cidrs: host addresses inside are left on
+	// the device unless the guard protects them (SetExclude).
+	exclude []netip.Prefix
 	// cur is what the manager believes the device holds. Only the syncing
 	// goroutine writes it, under mu; it reads it without.
 	cur map[netip.Prefix]bool
@@ -153,16 +139,33 @@ type Manager struct {
 	foreign  int
 }
 
-// NewManager returns a manager of link's addresses guarded by guard; guard
-// must not be nil. A *Guard is used through Guard.Protector.
-func NewManager(link Link, guard Protector, log *zap.Logger) *Manager {
+// NewManager returns a manager of link's addresses guarded by g; g must
+// not be nil.
+func NewManager(link Link, g Protector, log *zap.Logger) *Manager {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	if g, ok := guard.(*Guard); ok {
-		guard = g.Protector()
+	return &Manager{link: link, guard: g, log: log, cur: map[netip.Prefix]bool{}}
+}
+
+// SetExclude makes the manager leave on the device every /32 or /128
+// inside cidrs (--ipvs-exclude-cidrs) that is not desired, as kube-proxy
+// leaves what is there: the proxy plans nothing inside, and another agent
+// may bind its own VIPs there. A protected address inside is removed all
+// the same (the guard wins), and so is a wider prefix. Call it before the
+// first Unwanted.
+func (m *Manager) SetExclude(cidrs []netip.Prefix) {
+	m.exclude = slices.Clone(cidrs)
+	m.noneUnwanted = false
+}
+
+// excluded reports whether p is a host prefix inside an excluded CIDR.
+func (m *Manager) excluded(p netip.Prefix) bool {
+	if !isHost(p) {
+		return false
 	}
-	return &Manager{link: link, guard: guard, log: log, cur: map[netip.Prefix]bool{}}
+	a := p.Addr().WithZone("").Unmap()
+	return slices.ContainsFunc(m.exclude, func(c netip.Prefix) bool { return c.Contains(a) })
 }
 
 // Dump reads the device's addresses once (one RTM_GETADDR dump, `ip -o
@@ -258,7 +261,7 @@ type Unwanted struct {
 }
 
 // Fingerprinter is a Protector whose answers stay the same for as long as
-// Fingerprint returns the same value (Guard.Protector). The manager then
+// Fingerprint returns the same value (*guard.Guard). The manager then
 // checks the addresses already bound against it only when the fingerprint
 // changed or the device was dumped, instead of at every Unwanted; the
 // addresses it binds itself are checked immediately before each bind
@@ -285,9 +288,9 @@ func (m *Manager) noteDesired(desired []netip.Prefix) bool {
 
 // Unwanted lists, sorted and without changing anything, what
 // Unbind(desired) would remove: every address on the device (as last
-// dumped, updated by the manager's own changes) that is not desired, is not
-// a host prefix, or that the guard refuses — also a protected address put
-// there by hand. Cost: one pass over the bound addresses (map lookups);
+// dumped, updated by the manager's own changes) that is not desired (but
+// for the excluded ones, SetExclude), is not a host prefix, or that the
+// guard refuses — also a protected address put there by hand. Cost: one pass over the bound addresses (map lookups);
 // the guard is asked about each only when it may answer differently than
 // at the last pass (see Fingerprinter), and about each address removed.
 func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
@@ -309,8 +312,10 @@ func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 			continue
 		}
 		why := "not desired"
-		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
-			remove, why = true, string(reason)+": "+msg
+		if v := m.guard.Check(p.Addr()); v.Protected {
+			remove, why = true, string(v.Reason)+": "+v.Detail
+		} else if m.excluded(p) {
+			remove = false
 		}
 		if remove {
 			out = append(out, Unwanted{Prefix: p, Why: why})
@@ -381,9 +386,9 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: errors.New("its virtual servers are not all programmed")})
 			continue
 		}
-		if reason, msg, protected := m.guard.Check(p.Addr()); protected {
-			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: reason, Message: msg})
-			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(reason)), zap.String("message", msg))
+		if v := m.guard.Check(p.Addr()); v.Protected {
+			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: v.Reason, Message: v.Detail})
+			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(v.Reason)), zap.String("message", v.Detail))
 			continue
 		}
 		id := m.expect(p, true)

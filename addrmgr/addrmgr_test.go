@@ -6,17 +6,18 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // setGuard protects a fixed set of addresses.
 type setGuard map[netip.Addr]model.Reason
 
-func (g setGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+func (g setGuard) Check(a netip.Addr) guard.Verdict {
 	if r, ok := g[a]; ok {
-		return r, "protected in test", true
+		return guard.Verdict{Protected: true, Reason: r, Detail: "protected in test"}
 	}
-	return "", "", false
+	return guard.Verdict{}
 }
 
 func pfx(s ...string) []netip.Prefix {
@@ -124,15 +125,15 @@ type flipGuard struct {
 	asked     map[netip.Addr]bool
 }
 
-func (g *flipGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+func (g *flipGuard) Check(a netip.Addr) guard.Verdict {
 	if g.asked == nil {
 		g.asked = map[netip.Addr]bool{}
 	}
 	g.asked[a] = true
 	if g.protected[a] {
-		return model.ReasonNodeIP, "now protected", true
+		return guard.Verdict{Protected: true, Reason: model.ReasonNodeIP, Detail: "now protected"}
 	}
-	return "", "", false
+	return guard.Verdict{}
 }
 
 func TestBindRules(t *testing.T) {
@@ -147,17 +148,17 @@ func TestBindRules(t *testing.T) {
 	}
 }
 
-// TestManagerWithRealGuard: a *Guard (whose Check answers "allowed") used
-// as the Manager's Protector refuses what it protects and binds the rest.
+// TestManagerWithRealGuard: a *guard.Guard as the Manager's Protector
+// refuses what it protects and binds the rest.
 func TestManagerWithRealGuard(t *testing.T) {
 	node := netip.MustParseAddr("192.168.1.10")
-	g := NewGuard(GuardConfig{LocalAddrs: []netip.Addr{node}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
-	for _, guard := range []Protector{g, g.Protector()} {
+	g := guard.New(guard.Inputs{LocalAddrs: []netip.Addr{node}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
+	for _, pr := range []Protector{g} {
 		link := NewFakeLink()
 		if err := link.AddAddr(netip.MustParsePrefix("192.168.1.10/32")); err != nil {
 			t.Fatal(err)
 		}
-		m := NewManager(link, guard, nil)
+		m := NewManager(link, pr, nil)
 		if _, err := m.Dump(); err != nil {
 			t.Fatal(err)
 		}
@@ -171,5 +172,32 @@ func TestManagerWithRealGuard(t *testing.T) {
 		if got := link.String(); got != "10.96.0.1/32\n" {
 			t.Fatalf("bound %q", got)
 		}
+	}
+}
+
+// TestExcludedAddressesStay: an address inside --ipvs-exclude-cidrs that
+// the proxy does not want stays on kube-ipvs0, as kube-proxy leaves it
+// (another agent may bind its VIPs there); a protected one inside goes all
+// the same, and so does a wider prefix (issue 14, item 13).
+func TestExcludedAddressesStay(t *testing.T) {
+	nodeIP := netip.MustParseAddr("10.1.0.9")
+	link := NewFakeLink(pfx("10.1.0.5/32", "10.1.0.9/32", "10.1.7.0/24", "10.96.0.99/32", "fd00:1::5/128")...)
+	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	m.SetExclude(pfx("10.1.0.0/16", "fd00:1::/64"))
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	desired := pfx("10.96.0.1/32")
+	var gone []string
+	for _, u := range m.Unwanted(desired) {
+		gone = append(gone, u.Prefix.String())
+	}
+	if want := "10.1.0.9/32 10.1.7.0/24 10.96.0.99/32"; strings.Join(gone, " ") != want {
+		t.Errorf("unwanted %v, want %s", gone, want)
+	}
+	m.Unbind(desired)
+	m.Bind(desired, nil)
+	if got, want := link.String(), "10.1.0.5/32\n10.96.0.1/32\nfd00:1::5/128\n"; got != want {
+		t.Errorf("kube-ipvs0:\n%s\nwant:\n%s", got, want)
 	}
 }

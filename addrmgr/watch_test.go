@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -294,7 +295,7 @@ type countGuard struct {
 	fp     uint64
 }
 
-func (g *countGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+func (g *countGuard) Check(a netip.Addr) guard.Verdict {
 	g.checks++
 	return g.setGuard.Check(a)
 }
@@ -352,34 +353,16 @@ func TestUnwantedChecksOnlyWhenGuardChanges(t *testing.T) {
 
 type setGuardCounting struct{ n *int }
 
-func (g setGuardCounting) Check(netip.Addr) (model.Reason, string, bool) {
+func (g setGuardCounting) Check(netip.Addr) guard.Verdict {
 	*g.n++
-	return "", "", false
+	return guard.Verdict{}
 }
 
-func TestGuardFingerprint(t *testing.T) {
-	a, b := netip.MustParseAddr("192.168.1.10"), netip.MustParseAddr("192.168.1.11")
-	cfg := func(nodes map[netip.Addr]string, local ...netip.Addr) GuardConfig {
-		return GuardConfig{NodeAddrs: nodes, LocalAddrs: local, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.128.0.0/9")}}
-	}
-	fp := func(c GuardConfig) uint64 { return NewGuard(c).Fingerprint() }
-	base := fp(cfg(map[netip.Addr]string{a: "n1", b: "n2"}, a, b))
-	for i, c := range []struct {
-		cfg  GuardConfig
-		same bool
-	}{
-		{cfg(map[netip.Addr]string{b: "n2", a: "n1"}, b, a), true},
-		{cfg(map[netip.Addr]string{a: "n1", b: "n2"}, a), false},
-		{cfg(map[netip.Addr]string{a: "n1", b: "n3"}, a, b), false},
-		{cfg(map[netip.Addr]string{a: "n1"}, a, b), false},
-		{GuardConfig{}, false},
-	} {
-		if got := fp(c.cfg) == base; got != c.same {
-			t.Errorf("%d: same fingerprint %v, want %v", i, got, c.same)
-		}
-	}
-	if _, ok := Protector(NewGuard(GuardConfig{}).Protector()).(Fingerprinter); !ok {
-		t.Error("Guard.Protector is no Fingerprinter")
+// TestGuardIsFingerprinter: the Manager checks the bound addresses again
+// only when a *guard.Guard's fingerprint changed.
+func TestGuardIsFingerprinter(t *testing.T) {
+	if _, ok := Protector(guard.New(guard.Inputs{})).(Fingerprinter); !ok {
+		t.Error("*guard.Guard is no Fingerprinter")
 	}
 }
 

@@ -18,6 +18,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -563,7 +564,10 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 				"address does not match the slice's addressType %s; endpoint not used", s.AddressType)
 			continue
 		}
-		if reason, why := hostileEndpoint(a); reason != "" {
+		// The guard's never-a-VIP classes: addresses the API server itself
+		// rejects (ValidateEndpointIP) and others no pod can have; a real
+		// server there would send service traffic to the node or nowhere.
+		if reason, why := guard.Special(a); reason != "" {
 			r.add(field, e.Addresses[0], reason, "%s; endpoint not used", why)
 			continue
 		}
@@ -632,31 +636,16 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 	return out, r.out
 }
 
-// hostileEndpoint refuses backend addresses the API server itself rejects
-// (ValidateEndpointIP) plus other addresses no pod can have: a real server
-// there would send service traffic to the node itself or nowhere.
-func hostileEndpoint(a netip.Addr) (model.Reason, string) {
-	switch {
-	case a.IsUnspecified():
-		return model.ReasonUnspecified, "unspecified address"
-	case a.IsLoopback():
-		return model.ReasonLoopback, "loopback address"
-	case a.IsMulticast():
-		return model.ReasonMulticast, "multicast address"
-	case a == netip.AddrFrom4([4]byte{255, 255, 255, 255}):
-		return model.ReasonBroadcast, "broadcast address"
-	case a.IsLinkLocalUnicast():
-		return model.ReasonLinkLocal, "link-local address"
-	case a.Is4In6():
-		return model.ReasonIPv4Mapped, "IPv4-mapped IPv6 address"
-	}
-	return "", ""
-}
-
 // NodeFromObject converts one Node: its name, labels (zone included) and
-// every address of status.addresses that is an IP. Hostname and DNS
-// entries are not addresses and are skipped; an IP entry that does not
-// parse is refused, with Service "Node/NAME".
+// every address of status.addresses that reads as an IP, whatever its type
+// (a Hostname, InternalDNS or ExternalDNS entry that is an IP literal is a
+// node address too). Addresses are read leniently (guard.ParseLenient:
+// trimmed, zone dropped, leading-zero octets as decimal, IPv4-mapped
+// unmapped), because protecting too much is safe: an address not in
+// canonical form is protected all the same and refused, with Service
+// "Node/NAME", naming the form it was written in. An InternalIP or
+// ExternalIP entry that is no address at all is refused and protects
+// nothing; a name in a Hostname or DNS entry is skipped.
 func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 	if n == nil {
 		return model.Node{}, nil
@@ -670,15 +659,17 @@ func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 		}
 	}
 	for i, a := range n.Status.Addresses {
-		switch a.Type {
-		case corev1.NodeHostName, corev1.NodeInternalDNS, corev1.NodeExternalDNS:
+		field := fmt.Sprintf("status.addresses[%d]", i)
+		ip, canonical, ok := guard.ParseLenient(a.Address)
+		switch {
+		case !ok && (a.Type == corev1.NodeHostName || a.Type == corev1.NodeInternalDNS || a.Type == corev1.NodeExternalDNS):
 			continue
-		}
-		ip, err := ParseAddr(a.Address)
-		if err != nil {
-			r.add(fmt.Sprintf("status.addresses[%d]", i), a.Address, model.ReasonInvalidAddress,
-				"not an IP address; not protected as a node address")
+		case !ok:
+			r.add(field, a.Address, model.ReasonInvalidAddress, "not an IP address; not protected as a node address")
 			continue
+		case !canonical:
+			r.add(field, a.Address, model.ReasonInvalidAddress,
+				"not an IP address in canonical form; protected as node address %s all the same", ip)
 		}
 		if !slices.Contains(node.Addresses, ip) {
 			node.Addresses = append(node.Addresses, ip)

@@ -391,6 +391,44 @@ func TestNodeFromObject(t *testing.T) {
 	}
 }
 
+// TestNodeAddressesLenient: every address in status.addresses that reads
+// as an IP protects, whatever its type and however it is written (issue
+// 14, item 3: these were skipped, or refused and left unprotected); an
+// odd form is refused naming it, and protected all the same.
+func TestNodeAddressesLenient(t *testing.T) {
+	n := &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n3"}, Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{
+		{Type: corev1.NodeInternalIP, Address: "::ffff:10.10.0.213"},
+		{Type: corev1.NodeInternalIP, Address: " 10.10.0.214"},
+		{Type: corev1.NodeExternalIP, Address: "10.10.0.215%eth0"},
+		{Type: corev1.NodeExternalIP, Address: "010.010.000.216"},
+		{Type: corev1.NodeHostName, Address: "10.10.0.217"},
+		{Type: corev1.NodeInternalDNS, Address: "10.10.0.218"},
+		{Type: corev1.NodeExternalDNS, Address: "fd10::219"},
+		{Type: corev1.NodeHostName, Address: "n3.example"},
+		{Type: "Bogus", Address: "10.10.0.220"},
+		{Type: corev1.NodeInternalIP, Address: "fe80::1%eth0"},
+	}}}
+	got, refusals := NodeFromObject(n)
+	want := addrs("10.10.0.213", "10.10.0.214", "10.10.0.215", "10.10.0.216", "10.10.0.217", "10.10.0.218", "fd10::219", "10.10.0.220", "fe80::1")
+	if !reflect.DeepEqual(got.Addresses, want) {
+		t.Errorf("addresses %v\nwant      %v", got.Addresses, want)
+	}
+	var lines []string
+	for _, r := range refusals {
+		lines = append(lines, r.String())
+	}
+	wantRefusals := []string{
+		`Node/n3 status.addresses[0] ::ffff:10.10.0.213 InvalidAddress: not an IP address in canonical form; protected as node address 10.10.0.213 all the same`,
+		`Node/n3 status.addresses[1] "\x2010.10.0.214" InvalidAddress: not an IP address in canonical form; protected as node address 10.10.0.214 all the same`,
+		`Node/n3 status.addresses[2] 10.10.0.215%eth0 InvalidAddress: not an IP address in canonical form; protected as node address 10.10.0.215 all the same`,
+		`Node/n3 status.addresses[3] 010.010.000.216 InvalidAddress: not an IP address in canonical form; protected as node address 10.10.0.216 all the same`,
+		`Node/n3 status.addresses[9] fe80::1%eth0 InvalidAddress: not an IP address in canonical form; protected as node address fe80::1 all the same`,
+	}
+	if !reflect.DeepEqual(lines, wantRefusals) {
+		t.Errorf("refusals:\n%s\nwant:\n%s", strings.Join(lines, "\n"), strings.Join(wantRefusals, "\n"))
+	}
+}
+
 func TestConvertIsolatesAndSorts(t *testing.T) {
 	good := svc("b-good", nil)
 	bad := svc("a-bad", func(s *corev1.Service) { s.Spec.ClusterIP, s.Spec.ClusterIPs = "junk", nil })

@@ -26,8 +26,8 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
@@ -430,10 +430,10 @@ func checkPlan(t *testing.T, c model.Cluster) {
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8:100::1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:244::/48")}}
 	st := planner.Plan(c, o)
-	g := addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: o.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(c.Nodes), PodCIDRs: o.ClusterCIDRs})
+	g := guard.New(guard.Inputs{LocalAddrs: o.LocalAddrs, Nodes: c.Nodes, PodCIDRs: o.ClusterCIDRs})
 	for _, p := range st.Addresses {
-		if reason, _, ok := g.Check(p.Addr()); !ok {
-			t.Fatalf("planned %s on kube-ipvs0 although protected (%s)", p, reason)
+		if v := g.Check(p.Addr()); v.Protected {
+			t.Fatalf("planned %s on kube-ipvs0 although protected (%s)", p, v.Reason)
 		}
 	}
 }

@@ -33,15 +33,20 @@ const LabelHeadless = corev1.IsHeadlessService
 // latency is measured from it.
 const AnnotationTriggerTime = corev1.EndpointsLastChangeTriggerTime
 
-const sliceByService = "service"
+// Indexes of the informer caches.
+const (
+	sliceByService = "service"
+	svcByClusterIP = "clusterIP"
+)
 
 // Changes are what happened since the last TakeChanges.
 type Changes struct {
 	// Services are the "namespace/name" keys whose Service or
 	// EndpointSlices changed, sorted.
 	Services []string
-	// Nodes is true when any Node's addresses, or this node's labels,
-	// changed: every service must be planned again.
+	// Nodes is true when any Node's addresses, this node's labels or the
+	// API server's endpoints (the default/kubernetes EndpointSlices)
+	// changed: the guard changed, every service must be planned again.
 	Nodes bool
 	// Triggers maps a service key to the oldest EndpointSlice change
 	// trigger time among its changes (only slices that carry the annotation).
@@ -68,6 +73,11 @@ type Watcher struct {
 	nodeLister                corelisters.NodeLister
 
 	addrs *NodeAddressCache
+	// handlers report whether each event handler has seen its informer's
+	// first full list; nodesSynced is the Node handler's, slicesSynced the
+	// EndpointSlice handler's.
+	handlers                  []cache.InformerSynced
+	nodesSynced, slicesSynced cache.InformerSynced
 
 	mu       sync.Mutex
 	dirty    map[string]bool
@@ -77,7 +87,9 @@ type Watcher struct {
 	// change from a heartbeat.
 	nodeView  map[string][]netip.Addr
 	localView map[string]string
-	notify    chan struct{}
+	// apiView are the API server's endpoints (APIServerEndpoints).
+	apiView []netip.Addr
+	notify  chan struct{}
 	// OnLocalNode, if set, is called with this node's Node object whenever
 	// it is added or updated (health uses it for node eligibility).
 	OnLocalNode func(*corev1.Node)
@@ -97,7 +109,9 @@ func ProxySelector() labels.Selector {
 	return labels.NewSelector().Add(*noProxyName, *noHeadless)
 }
 
-// NewWatcher builds the informers. addrs may be nil (no state file).
+// NewWatcher builds the informers. addrs may be nil (no state file);
+// load it first (NodeAddressCache.Load) to remember the Nodes deleted
+// while no proxy ran.
 // resync is the informers' resync period (0: none; the sync loop does its
 // own periodic full sync).
 func NewWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger) (*Watcher, error) {
@@ -142,12 +156,25 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 	}}); err != nil {
 		return nil, fmt.Errorf("endpointslice index: %w", err)
 	}
+	if err := w.svcInf.AddIndexers(cache.Indexers{svcByClusterIP: func(obj any) ([]string, error) {
+		svc, ok := obj.(*corev1.Service)
+		if !ok {
+			return nil, nil
+		}
+		var keys []string
+		for _, a := range clusterIPsOf(svc) {
+			keys = append(keys, a.String())
+		}
+		return keys, nil
+	}}); err != nil {
+		return nil, fmt.Errorf("service index: %w", err)
+	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		fn  func(any)
 	}{{w.svcInf, w.onService}, {w.sliceInf, w.onSlice}, {w.nodeInf, w.onNode}} {
 		fn := h.fn
-		if _, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
 			AddFunc:    fn,
 			UpdateFunc: func(_, obj any) { fn(obj) },
 			DeleteFunc: func(obj any) {
@@ -156,8 +183,16 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 				}
 				fn(obj)
 			},
-		}); err != nil {
+		})
+		if err != nil {
 			return nil, fmt.Errorf("event handler: %w", err)
+		}
+		w.handlers = append(w.handlers, reg.HasSynced)
+		switch h.inf {
+		case w.nodeInf:
+			w.nodesSynced = reg.HasSynced
+		case w.sliceInf:
+			w.slicesSynced = reg.HasSynced
 		}
 	}
 	return w, nil
@@ -169,10 +204,38 @@ func (w *Watcher) Start(ctx context.Context) {
 	w.nodes.Start(ctx.Done())
 }
 
-// WaitForCacheSync blocks until every cache has its first full list, or
-// ctx ends (then it returns false).
+// WaitForCacheSync blocks until every cache has its first full list and
+// the Watcher's handlers have seen it, or ctx ends (then it returns
+// false). Then the node address cache holds exactly the Nodes listed, and
+// those it knew (from the file an earlier run wrote) that are not are
+// deleted from now on.
 func (w *Watcher) WaitForCacheSync(ctx context.Context) bool {
-	return cache.WaitForCacheSync(ctx.Done(), w.svcInf.HasSynced, w.sliceInf.HasSynced, w.nodeInf.HasSynced)
+	if !cache.WaitForCacheSync(ctx.Done(), w.handlers...) {
+		return false
+	}
+	w.writeNodeCache()
+	return true
+}
+
+// writeNodeCache records the Nodes in the API in the node address cache.
+// Only once the Node handler has seen the first full list: before, a Node
+// not yet delivered would be taken as deleted.
+func (w *Watcher) writeNodeCache() {
+	if w.addrs == nil || !w.nodesSynced() {
+		return
+	}
+	w.mu.Lock()
+	view := w.nodeViewCopy()
+	api := slices.Clone(w.apiView)
+	w.mu.Unlock()
+	if err := w.addrs.Set(view); err != nil {
+		w.log.Error("cannot write node address cache", zap.Error(err))
+	}
+	if w.slicesSynced() {
+		if err := w.addrs.SetAPIServers(api); err != nil {
+			w.log.Error("cannot write node address cache", zap.Error(err))
+		}
+	}
 }
 
 // Notify receives a value whenever changes are waiting (coalesced: one
@@ -211,8 +274,18 @@ func (w *Watcher) onSlice(obj any) {
 	if key == "" {
 		return
 	}
+	var api []netip.Addr
+	if key == APIServerServiceKey {
+		api = APIServerEndpoints(w.servicesSlices(key))
+	}
 	w.mu.Lock()
 	w.dirty[key] = true
+	apiChanged := key == APIServerServiceKey && !slices.Equal(api, w.apiView)
+	if apiChanged {
+		// The guard protects them: every service is planned again.
+		w.apiView = api
+		w.nodesChg = true
+	}
 	if v, ok := s.Annotations[AnnotationTriggerTime]; ok {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			if old, ok := w.triggers[key]; !ok || t.Before(old) {
@@ -221,6 +294,11 @@ func (w *Watcher) onSlice(obj any) {
 		}
 	}
 	w.mu.Unlock()
+	if apiChanged && w.addrs != nil && w.slicesSynced() {
+		if err := w.addrs.SetAPIServers(api); err != nil {
+			w.log.Error("cannot write node address cache", zap.Error(err))
+		}
+	}
 	w.signal()
 }
 
@@ -258,7 +336,7 @@ func (w *Watcher) onNode(obj any) {
 	if n.Name == w.nodeName && !gone && w.OnLocalNode != nil {
 		w.OnLocalNode(n)
 	}
-	if addrsChanged && w.addrs != nil {
+	if addrsChanged && w.addrs != nil && w.nodesSynced() {
 		if err := w.addrs.Set(view); err != nil {
 			w.log.Error("cannot write node address cache", zap.Error(err))
 		}
@@ -274,6 +352,20 @@ func (w *Watcher) nodeViewCopy() map[string][]netip.Addr {
 		out[k] = v
 	}
 	return out
+}
+
+// APIServerEndpoints are the addresses of the cached default/kubernetes
+// EndpointSlices (see the package function of the same name).
+func (w *Watcher) APIServerEndpoints() []netip.Addr {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.apiView)
+}
+
+// IsServiceIP reports whether a is the ClusterIP of a cached Service.
+func (w *Watcher) IsServiceIP(a netip.Addr) bool {
+	objs, err := w.svcInf.GetIndexer().ByIndex(svcByClusterIP, a.WithZone("").Unmap().String())
+	return err == nil && len(objs) > 0
 }
 
 // TakeChanges returns and clears what changed since the last call.
@@ -368,16 +460,26 @@ func (w *Watcher) ServiceKeys() []string {
 	return out
 }
 
-// Nodes returns every cached Node converted, sorted by name, with the
-// conversion's refusals, sorted.
+// Nodes returns every cached Node converted and every deleted Node the
+// node address cache still protects (NodeAddressCache.Remembered, LastSeen
+// set), sorted by name, with the conversion's refusals, sorted.
 func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 	ns, _ := w.nodeLister.List(labels.Everything())
 	out := make([]model.Node, 0, len(ns))
 	var refusals []model.Refusal
+	live := make(map[string]bool, len(ns))
 	for _, n := range ns {
 		m, rs := NodeFromObject(n)
 		out = append(out, m)
 		refusals = append(refusals, rs...)
+		live[n.Name] = true
+	}
+	if w.addrs != nil {
+		for _, m := range w.addrs.Remembered() {
+			if !live[m.Name] {
+				out = append(out, m)
+			}
+		}
 	}
 	slices.SortFunc(out, func(a, b model.Node) int {
 		switch {

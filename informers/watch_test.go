@@ -70,7 +70,7 @@ func TestWatcher(t *testing.T) {
 	defer cancel()
 	dir := t.TempDir()
 	client := fake.NewClientset(testService("web"), testSlice("web", "web-1", "", "10.244.1.5"), testNode("a", "192.168.0.1"), testNode("b", "192.168.0.2"))
-	cacheFile := NewNodeAddressCache(dir)
+	cacheFile := NewNodeAddressCache(dir, DefaultDeletedNodeGrace)
 	w, err := NewWatcher(client, "a", cacheFile, 0, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -97,10 +97,14 @@ func TestWatcher(t *testing.T) {
 		t.Errorf("local node callbacks: %v", local)
 	}
 
-	na, err := ReadNodeAddresses(dir)
-	if err != nil {
-		t.Fatal(err)
-	}
+	// The Node handler runs after the caches synced, maybe after the
+	// Service handler: wait for the file rather than race it.
+	var na NodeAddresses
+	waitFor(t, "the node address cache file", func() bool {
+		var err error
+		na, err = ReadNodeAddresses(dir)
+		return err == nil && len(na.Nodes) == 2
+	})
 	if want := map[string][]netip.Addr{"a": {netip.MustParseAddr("192.168.0.1")}, "b": {netip.MustParseAddr("192.168.0.2")}}; !reflect.DeepEqual(na.Nodes, want) {
 		t.Errorf("cache file %v", na.Nodes)
 	}
@@ -153,11 +157,16 @@ func TestWatcher(t *testing.T) {
 	if err := client.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
+	// A deleted Node is remembered, with when it was last seen, and still
+	// protected (issue 14, item 4).
 	waitFor(t, "node delete", func() bool {
 		na, _ := ReadNodeAddresses(dir)
-		_, ok := na.Nodes["b"]
-		return !ok
+		_, ok := na.LastSeen["b"]
+		return ok && len(na.Nodes["b"]) == 2
 	})
+	if nodes, _ := w.Nodes(); len(nodes) != 2 || nodes[1].Name != "b" || nodes[1].LastSeen.IsZero() {
+		t.Errorf("Nodes after b's deletion: %+v", nodes)
+	}
 
 	// Service deletion: the key is dirty and Service gives nothing.
 	if err := client.CoreV1().Services("default").Delete(ctx, "web", metav1.DeleteOptions{}); err != nil {

@@ -30,8 +30,8 @@ FUZZPARALLEL   ?= 2
 FUZZ_TARGETS := \
 	./informers:FuzzConvertFields \
 	./informers:FuzzConvertObjects \
-	./addrmgr:FuzzGuard \
-	./addrmgr:FuzzGuardCheck \
+	./internal/guard:FuzzGuard \
+	./internal/guard:FuzzGuardCheck \
 	./internal/planner:FuzzPlan \
 	./internal/planner:FuzzIncremental
 
@@ -50,7 +50,7 @@ fuzz:
 # covers client-go and its fakes (minutes on a cold cache); their seed
 # corpora still run in every `go test`.
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_GUARD) FUZZ_TARGETS=./addrmgr:FuzzGuard
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_GUARD) FUZZ_TARGETS=./internal/guard:FuzzGuard
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_PLAN) FUZZ_TARGETS=./internal/planner:FuzzPlan
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_INCREMENTAL) FUZZ_TARGETS=./internal/planner:FuzzIncremental
 

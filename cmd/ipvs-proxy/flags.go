@@ -7,6 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -32,7 +34,7 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 	fs.StringVar(&o.Scheduler, "ipvs-scheduler", o.Scheduler,
 		"Default IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh); a Service may override it with the annotation ipvs-proxy.io/scheduler.")
 	fs.Var(newPrefixList(&o.ExcludeCIDRs, "strings"), "ipvs-exclude-cidrs",
-		"CIDRs whose IPVS virtual servers the proxy never plans, changes or deletes.")
+		"CIDRs whose IPVS virtual servers the proxy never plans, changes or deletes; a /32 or /128 inside found on kube-ipvs0 stays bound unless the guard protects it.")
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false,
 		"Masquerade all traffic sent to service addresses.")
 	fs.IntVar(&o.MasqueradeBit, "masquerade-bit", o.MasqueradeBit,
@@ -49,12 +51,18 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
 	fs.StringVar(&o.NodeName, "node-name", "",
 		"This node's name, as in its Node object; empty means the one Node in the input that has a --node-ip address.")
-	fs.Var(newAddrList(&o.LocalAddrs), "node-ip",
-		"This node's addresses on interfaces other than kube-ipvs0 (required).")
+	fs.Var(&nodeIPList{&o.LocalAddrs, &o.LocalPrefixes}, "node-ip",
+		"This node's addresses on interfaces other than kube-ipvs0 (required); ADDR/LEN (10.0.0.5/24, as `ip addr` shows it) also gives the subnet: its network and broadcast addresses, a /31's other end, and (without --ipvs-strict-arp) a warning for a VIP inside it.")
 	fs.Var(newAddrList(&o.APIServerAddrs), "api-server-address",
-		"Addresses of the API server the proxy talks to; never bound on kube-ipvs0.")
+		"Addresses of the host run dials (its kubeconfig's server, or KUBERNETES_SERVICE_HOST in a pod): never bound on kube-ipvs0 unless a Service in the input has it as its ClusterIP. The input's default/kubernetes EndpointSlices are protected as the API server too.")
 	fs.Var(newAddrList(&o.Gateways), "gateway",
 		"The node's default gateways; never bound on kube-ipvs0.")
+	fs.Var(newAddrList(&o.NextHops), "next-hop",
+		"The next hops of the node's other routes (ip route show table main); never bound on kube-ipvs0.")
+	fs.Var(newAddrList(&o.Resolvers), "resolver",
+		"The node's DNS servers (/etc/resolv.conf); never bound on kube-ipvs0 unless a Service in the input has it as its ClusterIP.")
+	fs.BoolVar(&o.StrictARP, "ipvs-strict-arp", false,
+		"As run's: the node does not answer ARP for kube-ipvs0 addresses, so a VIP inside a --node-ip subnet gets no warning.")
 }
 
 // validatePlanningOptions checks what a flag type alone cannot.
@@ -87,6 +95,8 @@ func (l *addrList) String() string {
 	return strings.Join(s, ",")
 }
 
+// Set takes an IPv4-mapped IPv6 address (::ffff:10.0.0.1) as the IPv4
+// address it maps: the guard and the kernel know it only as that.
 func (l *addrList) Set(v string) error {
 	for _, f := range strings.Split(v, ",") {
 		f = strings.TrimSpace(f)
@@ -94,7 +104,47 @@ func (l *addrList) Set(v string) error {
 		if err != nil || a.Zone() != "" {
 			return fmt.Errorf("%q is not an IP address", f)
 		}
-		*l.p = append(*l.p, a)
+		*l.p = append(*l.p, a.Unmap())
+	}
+	return nil
+}
+
+// nodeIPList is --node-ip: a repeatable, comma-separated list of addresses,
+// each optionally with its prefix length (`ip -o addr show`'s form), which
+// then also goes to prefixes.
+type nodeIPList struct {
+	addrs    *[]netip.Addr
+	prefixes *[]netip.Prefix
+}
+
+func (l *nodeIPList) Type() string { return "strings" }
+
+func (l *nodeIPList) String() string {
+	if l.addrs == nil {
+		return ""
+	}
+	return newAddrList(l.addrs).String()
+}
+
+func (l *nodeIPList) Set(v string) error {
+	for _, f := range strings.Split(v, ",") {
+		f = strings.TrimSpace(f)
+		if !strings.Contains(f, "/") {
+			if err := newAddrList(l.addrs).Set(f); err != nil {
+				return err
+			}
+			continue
+		}
+		p, err := netip.ParsePrefix(f)
+		if err != nil || p.Addr().Zone() != "" {
+			return fmt.Errorf("%q is not an IP address or ADDR/LEN", f)
+		}
+		u, ok := guard.UnmapPrefix(p)
+		if !ok {
+			return fmt.Errorf("%q: %w", f, config.ErrMappedPrefix)
+		}
+		*l.addrs = append(*l.addrs, u.Addr())
+		*l.prefixes = append(*l.prefixes, u)
 	}
 	return nil
 }
@@ -122,14 +172,15 @@ func (l *prefixList) String() string {
 	return strings.Join(s, ",")
 }
 
+// Set takes an IPv4-mapped IPv6 CIDR (::ffff:192.0.2.0/120) as the IPv4
+// CIDR it maps (192.0.2.0/24), and rejects one shorter than /96.
 func (l *prefixList) Set(v string) error {
 	for _, f := range strings.Split(v, ",") {
-		f = strings.TrimSpace(f)
-		p, err := netip.ParsePrefix(f)
-		if err != nil || p.Addr().Zone() != "" {
-			return fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", f)
+		p, err := config.ParseCIDR(f)
+		if err != nil {
+			return err
 		}
-		*l.p = append(*l.p, p.Masked())
+		*l.p = append(*l.p, p)
 	}
 	return nil
 }

@@ -6,10 +6,13 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -17,9 +20,11 @@ import (
 
 // planFlags are the flags of `plan` beyond the planning flags.
 type planFlags struct {
-	files  []string
-	output string
-	opts   planner.Options
+	files     []string
+	output    string
+	nodeCache string
+	grace     time.Duration
+	opts      planner.Options
 }
 
 func newPlanCommand() *cobra.Command {
@@ -48,6 +53,8 @@ the --node-ip addresses.`,
 	fs.StringArrayVarP(&f.files, "filename", "f", nil, `File of Services, EndpointSlices and Nodes: YAML, JSON or a List (repeatable; "-" is stdin).`)
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	addNodeFlags(fs, &f.opts)
+	fs.StringVar(&f.nodeCache, "node-cache", "", "A node address cache file run wrote (--state-dir/"+informers.NodeAddressFile+"): its Nodes are protected too, and the deleted ones it records for --deleted-node-grace-period after they were last seen.")
+	fs.DurationVar(&f.grace, "deleted-node-grace-period", config.DefaultDeletedNodeGrace, "With --node-cache: how long after it was last seen a deleted Node stays protected.")
 	addPlanningFlags(fs, &f.opts)
 	return cmd
 }
@@ -78,6 +85,13 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			len(objs.Ignored), objs.Ignored[0])
 	}
 	cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+	if f.nodeCache != "" {
+		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
+		if err != nil {
+			return fmt.Errorf("plan: --node-cache: %w", err)
+		}
+		cluster.Nodes = informers.WithCachedNodes(cluster.Nodes, cache.Protected(time.Now(), f.grace))
+	}
 
 	opts := f.opts
 	if opts.NodeName == "" {
@@ -88,6 +102,12 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		opts.NodeName = name
 	}
 
+	// --api-server-address is the host run dials: the API server unless it
+	// is a Service IP of the input (10.96.0.1 in a pod); the input's
+	// default/kubernetes EndpointSlices are the API server too.
+	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
+	// A resolver that is a Service's ClusterIP is a VIP like any other.
+	opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
 	state := planner.Plan(cluster, opts)
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

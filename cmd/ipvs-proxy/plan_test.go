@@ -24,7 +24,8 @@ var planDir = filepath.Join("..", "..", "testdata", "plan")
 //	# flags[NAME]: ARGS    -> CASE.NAME.golden
 //	# error[NAME]: ARGS    -> CASE.NAME.golden, stderr of a plan that must exit 2
 //
-// A "-f FILE" in ARGS names another file under testdata/plan.
+// A "-f FILE" or "--node-cache FILE" in ARGS names another file under
+// testdata/plan.
 type variant struct {
 	name   string
 	args   []string
@@ -53,7 +54,7 @@ func readVariants(t *testing.T, path string) []variant {
 		}
 		args := strings.Fields(m[3])
 		for i := 0; i+1 < len(args); i++ {
-			if args[i] == "-f" && args[i+1] != "-" {
+			if (args[i] == "-f" || args[i] == "--node-cache") && args[i+1] != "-" {
 				args[i+1] = filepath.Join(planDir, args[i+1])
 			}
 		}

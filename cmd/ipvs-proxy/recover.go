@@ -51,10 +51,10 @@ func (e exitStatus) ExitCode() int { return e.code }
 type recoverFlags struct {
 	kubeconfig, master, hostname string
 	stateDir                     string
-	timeout                      time.Duration
+	timeout, grace               time.Duration
 	protected, clusterCIDRs      []netip.Prefix
 	exclude                      []netip.Prefix
-	stale, apply                 bool
+	stale, apply, force          bool
 	output                       string
 	procRoot                     string
 }
@@ -87,9 +87,14 @@ Without --apply it changes nothing and prints what it would remove and why.
 It also names any other service proxy (kube-proxy, another ipvs-proxy run)
 running on the node: stop it first, or it adds the addresses back.
 
+When the API server answers but does not list this node (a kubeconfig for
+another cluster, an empty cluster, a node name that is not this node's),
+its Services say nothing about this node: --apply then refuses and changes
+nothing unless --force.
+
 Exit status: 0 nothing found; 1 found (dry run, nothing changed); 2 removed
-(--apply); 3 failed (the node could not be read, a removal failed, or bad
-usage).`,
+(--apply); 3 failed (the node could not be read, a removal failed, --apply
+refused an API server that does not list this node, or bad usage).`,
 		Example: `  ipvs-proxy recover                      # dry run, offline or online
   ipvs-proxy recover --apply              # remove what the dry run listed
   ipvs-proxy recover --kubeconfig /etc/kubernetes/kubelet.conf --timeout 3s -o json`,
@@ -102,11 +107,13 @@ usage).`,
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.BoolVar(&f.apply, "apply", false, "Remove what was found (default: dry run, change nothing).")
+	fs.BoolVar(&f.force, "force", false, "With --apply, trust an API server whose Nodes do not include this node (another cluster, an empty one): by default --apply then refuses and changes nothing.")
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
 	fs.StringVar(&f.kubeconfig, "kubeconfig", "", "Path to a kubeconfig file; empty means the in-cluster configuration, or offline when there is none.")
 	fs.StringVar(&f.master, "master", "", "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.DurationVar(&f.timeout, "timeout", 5*time.Second, "How long to wait for the API server (and the name lookup of its address) before going on offline.")
 	fs.StringVar(&f.stateDir, "state-dir", config.DefaultStateDir, "Directory where run caches every Node's addresses, read offline.")
+	fs.DurationVar(&f.grace, "deleted-node-grace-period", config.DefaultDeletedNodeGrace, "How long after it was last seen a Node the cache in --state-dir records as deleted stays protected.")
 	fs.StringVar(&f.hostname, "hostname-override", "", "This node's name; empty means the hostname.")
 	fs.BoolVar(&f.stale, "stale", false, "Without an API server, also remove addresses that have no IPVS virtual server.")
 	fs.Var(newPrefixList(&f.protected, "strings"), "protected-cidrs", "CIDRs that are never bound on kube-ipvs0.")
@@ -122,15 +129,17 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: -o %q: must be text or json", f.output)}
 	}
 	o := recovery.Options{
-		NodeName:       f.hostname,
-		StateDir:       f.stateDir,
-		Timeout:        f.timeout,
-		ProtectedCIDRs: f.protected,
-		ClusterCIDRs:   f.clusterCIDRs,
-		ExcludeCIDRs:   f.exclude,
-		Stale:          f.stale,
-		Apply:          f.apply,
-		ProcRoot:       f.procRoot,
+		NodeName:         f.hostname,
+		StateDir:         f.stateDir,
+		DeletedNodeGrace: f.grace,
+		Timeout:          f.timeout,
+		ProtectedCIDRs:   f.protected,
+		ClusterCIDRs:     f.clusterCIDRs,
+		ExcludeCIDRs:     f.exclude,
+		Stale:            f.stale,
+		Apply:            f.apply,
+		Force:            f.force,
+		ProcRoot:         f.procRoot,
 	}
 	if o.NodeName == "" {
 		h, _ := os.Hostname()
@@ -144,6 +153,7 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		notes = append(notes, "API server not used: "+err.Error())
 	default:
 		o.APIServerHost = cfg.Host
+		o.APIServerInCluster = f.kubeconfig == "" && f.master == ""
 		if o.Client, err = kubernetes.NewForConfig(cfg); err != nil {
 			notes = append(notes, "API server not used: "+err.Error())
 			o.Client = nil
@@ -159,12 +169,16 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
 	}
 	defer closeKernel()
-	rep, err := recovery.Recover(context.Background(), k, o)
-	if err != nil {
-		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+	rep, recErr := recovery.Recover(context.Background(), k, o)
+	untrusted := errors.Is(recErr, recovery.ErrUntrustedCluster)
+	if recErr != nil && !untrusted {
+		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", recErr)}
 	}
 	rep.Warnings = append(notes, rep.Warnings...)
 	code := recoverExitCode(rep)
+	if untrusted {
+		code = recoverFailed
+	}
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
 		err = writeRecoverJSON(out, rep, code)
@@ -174,12 +188,14 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 	if err != nil {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
 	}
-	switch code {
-	case recoverNothing:
+	switch {
+	case untrusted:
+		return exitStatus{code, fmt.Sprintf("recover: %v; nothing changed", recErr)}
+	case code == recoverNothing:
 		return nil
-	case recoverFound:
+	case code == recoverFound:
 		return exitStatus{code, fmt.Sprintf("%d bad address(es) on %s; dry run, nothing changed (run again with --apply)", len(rep.Findings), addrmgr.Device)}
-	case recoverRemoved:
+	case code == recoverRemoved:
 		return exitStatus{code, fmt.Sprintf("removed %d address(es) from %s and %d virtual server(s)", len(rep.Result.Unbound), addrmgr.Device, len(rep.Result.Deleted))}
 	default:
 		return exitStatus{code, fmt.Sprintf("recover: %v", rep.Result.Err())}

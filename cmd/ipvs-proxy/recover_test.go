@@ -3,6 +3,9 @@ package main
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -176,5 +179,56 @@ func TestRecoverCommandNamesOtherProxy(t *testing.T) {
 	Main([]string{"recover", "--state-dir", stateDir(t), "--proc-root", root}, nil, &out, &errb)
 	if !strings.Contains(out.String(), "warning: kube-proxy (pid 4242) is running") {
 		t.Errorf("kube-proxy not named:\n%s", out.String())
+	}
+}
+
+// emptyCluster is an API server that answers every list with nothing:
+// another cluster's, or one being rebuilt.
+func emptyCluster(t *testing.T) string {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		kind, version := "List", "v1"
+		switch {
+		case strings.HasSuffix(r.URL.Path, "/nodes"):
+			kind = "NodeList"
+		case strings.HasSuffix(r.URL.Path, "/services"):
+			kind = "ServiceList"
+		case strings.HasSuffix(r.URL.Path, "/endpointslices"):
+			kind, version = "EndpointSliceList", "discovery.k8s.io/v1"
+		}
+		w.Header().Set("Content-Type", "application/json")
+		fmt.Fprintf(w, `{"kind": %q, "apiVersion": %q, "metadata": {}, "items": []}`, kind, version)
+	}))
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
+// TestRecoverRefusesUntrustedCluster: an API server that answers but does
+// not list this node would make every VIP "not wanted": --apply refuses,
+// changes nothing and exits 3 unless --force (issue 14, item 11).
+func TestRecoverRefusesUntrustedCluster(t *testing.T) {
+	n := newFakeRecoveryNode()
+	useFakeKernel(t, n)
+	base := []string{"recover", "--state-dir", stateDir(t), "--hostname-override", "a", "--proc-root", "-", "--master", emptyCluster(t)}
+	var out, errb bytes.Buffer
+	if code := Main(append(base, "--apply"), nil, &out, &errb); code != recoverFailed {
+		t.Fatalf("apply against an empty cluster: exit %d, want %d; stderr %s", code, recoverFailed, errb.String())
+	}
+	if n.link.Mutations+n.table.Mutations != 0 {
+		t.Fatalf("apply against an empty cluster changed the node:\n%s%s", n.link, n.table)
+	}
+	if msg := errb.String(); !strings.Contains(msg, `the API server lists 0 Nodes and not this node "a"`) || !strings.Contains(msg, "nothing changed") {
+		t.Errorf("stderr: %q", msg)
+	}
+	if !strings.Contains(out.String(), "10.96.0.10/32") || !strings.Contains(out.String(), "warning: the API server lists 0 Nodes") {
+		t.Errorf("the report does not show what would go and why not:\n%s", out.String())
+	}
+	out.Reset()
+	errb.Reset()
+	if code := Main(append(base, "--apply", "--force"), nil, &out, &errb); code != recoverRemoved {
+		t.Fatalf("--force: exit %d, want %d; stderr %s", code, recoverRemoved, errb.String())
+	}
+	if got := n.link.String(); got != "" {
+		t.Errorf("kube-ipvs0 after --force against an empty cluster: %q, want every address gone", got)
 	}
 }

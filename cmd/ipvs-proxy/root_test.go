@@ -50,6 +50,8 @@ func TestBadInput(t *testing.T) {
 		{"no node ip", []string{"plan", "-f", good, "--node-name", "n1"}, "", "--node-ip is required"},
 		{"bad node ip", []string{"plan", "-f", good, "--node-ip", "10.0.0.256"}, "", `invalid argument "10.0.0.256" for "--node-ip" flag`},
 		{"bad cidr", []string{"plan", "-f", good, "--node-ip", "10.0.0.1", "--cluster-cidr", "10.0.0.0/40"}, "", `invalid argument "10.0.0.0/40" for "--cluster-cidr" flag`},
+		{"mapped cidr shorter than /96", []string{"plan", "-f", good, "--node-ip", "10.0.0.1", "--protected-cidrs", "::ffff:192.0.2.0/64"}, "",
+			`invalid argument "::ffff:192.0.2.0/64" for "--protected-cidrs" flag: "::ffff:192.0.2.0/64": an IPv4-mapped IPv6 CIDR shorter than /96`},
 		{"nodeport primary", []string{"plan", "-f", good, "--node-ip", "10.0.0.1", "--nodeport-addresses", "primary"}, "", `"--nodeport-addresses" flag`},
 		{"bad masquerade bit", []string{"plan", "-f", good, "--node-ip", "10.0.0.1", "--node-name", "n1", "--masquerade-bit", "32"}, "", `"--masquerade-bit" flag: must be 0-31`},
 		{"empty scheduler", []string{"plan", "-f", good, "--node-ip", "10.0.0.1", "--node-name", "n1", "--ipvs-scheduler", ""}, "", `invalid argument "" for "--ipvs-scheduler" flag: must be one of dh,`},

@@ -18,7 +18,10 @@ func newRunCommand() *cobra.Command {
 		Short: "Program this node's IPVS, kube-ipvs0, ipsets and iptables from the cluster, until stopped",
 		Long: `run watches Services, EndpointSlices and Nodes on the API server and keeps this
 node's IPVS virtual servers, kube-ipvs0 addresses, ipsets and iptables rules
-equal to what plan prints for the same objects. Nothing is applied until the
+equal to what plan prints for the same objects. At start, before the API
+server answers, the addresses on kube-ipvs0 that what it knows offline
+protects (the node's own addresses and routes, the Nodes of its --state-dir
+cache, the API server) are removed; nothing else is applied until the
 informer caches have synced; then one full sync reads the kernel and repairs
 it, each change is applied to the changed services only, and a full sync
 runs again every --sync-period. Refusals become Warning Events on the

@@ -32,6 +32,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -176,7 +177,7 @@ type kbed struct {
 	podA, podB, podC *ktest.Pod
 	cliA, cliB       *ktest.Client
 	opts             planner.Options
-	guard            *addrmgr.Guard
+	guard            *guard.Guard
 	nodeAddrs        []netip.Addr
 	mon              *addrMonitor
 	// handAdded are protected addresses the test itself puts on kube-ipvs0.
@@ -205,9 +206,9 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 	// The applier's guard knows what the planner's knows, and protected
 	// (addresses the planner was not told about, as when a node address
 	// appears between planning and applying).
-	b.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
+	b.guard = guard.New(guard.Inputs{
 		LocalAddrs:     b.opts.LocalAddrs,
-		NodeAddrs:      addrmgr.NodeAddresses(testCluster().Nodes),
+		Nodes:          testCluster().Nodes,
 		PodCIDRs:       clusterCIDRs,
 		ProtectedCIDRs: protected,
 	})
@@ -775,7 +776,7 @@ func (m *addrMonitor) stop() []netip.Prefix {
 func (b *kbed) checkMonitor() {
 	seen := b.mon.stop()
 	for _, p := range seen {
-		if _, _, allowed := b.guard.Check(p.Addr()); !allowed && !slices.Contains(b.handAdded, p) {
+		if b.guard.Check(p.Addr()).Protected && !slices.Contains(b.handAdded, p) {
 			b.t.Errorf("address monitor: protected address %s appeared on kube-ipvs0", p)
 		}
 	}

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -17,11 +18,11 @@ import (
 
 type setGuard map[netip.Addr]bool
 
-func (g setGuard) Check(a netip.Addr) (model.Reason, string, bool) {
+func (g setGuard) Check(a netip.Addr) guard.Verdict {
 	if g[a] {
-		return model.ReasonNodeIP, "node address", true
+		return guard.Verdict{Protected: true, Reason: model.ReasonNodeIP, Detail: "node address"}
 	}
-	return "", "", false
+	return guard.Verdict{}
 }
 
 // fakeRules holds the last applied state.
@@ -91,7 +92,7 @@ type bed struct {
 	a     *Applier
 }
 
-func newBed(t *testing.T, guard setGuard) *bed {
+func newBed(t *testing.T, g setGuard) *bed {
 	b := &bed{t: t, table: ipvs.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
 	// Order checks, on the state at the moment of each change.
 	b.link.OnAdd = func(p netip.Prefix) error {
@@ -110,7 +111,7 @@ func newBed(t *testing.T, guard setGuard) *bed {
 		return nil
 	}
 	r := ipvs.NewReconciler(b.table, ipvs.Options{})
-	b.a = New(r, addrmgr.NewManager(b.link, guard, nil), b.rules, nil)
+	b.a = New(r, addrmgr.NewManager(b.link, g, nil), b.rules, nil)
 	return b
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -130,7 +131,7 @@ func openStack() (*stack, error) {
 		return nil, err
 	}
 	s.rec = ipvs.NewReconciler(t, ipvs.Options{})
-	s.mgr = addrmgr.NewManager(link, addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: []netip.Addr{ktest.NodeIPv4}}), nil)
+	s.mgr = addrmgr.NewManager(link, guard.New(guard.Inputs{LocalAddrs: []netip.Addr{ktest.NodeIPv4}}), nil)
 	// As the daemon: the manager follows kube-ipvs0 between dumps.
 	if err := s.mgr.Watch(ctx, nil); err != nil {
 		s.close()

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -56,8 +57,8 @@ func BenchmarkPartialSync(b *testing.B) {
 	st2 := planner.Plan(benchCluster(n, 10, n/2, nodeIP), opts)
 	changed := fmt.Sprintf("default/svc-%05d", n/2)
 	link := addrmgr.NewFakeLink()
-	guard := addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: []netip.Addr{nodeIP}, PodCIDRs: opts.ClusterCIDRs})
-	mgr := addrmgr.NewManager(link, guard, nil)
+	g := guard.New(guard.Inputs{LocalAddrs: []netip.Addr{nodeIP}, PodCIDRs: opts.ClusterCIDRs})
+	mgr := addrmgr.NewManager(link, g, nil)
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
 	}

@@ -9,12 +9,15 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
+	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -30,29 +33,26 @@ const goldenDir = "../../testdata/plan"
 var goldenFlags = regexp.MustCompile(`(?m)^# flags(?:\[([a-z0-9-]+)\])?:(.*)$`)
 
 // goldenOptions parses the planning flags the scenarios use, with plan's
-// defaults (--ipvs-scheduler rr, --masquerade-bit 14), and the extra -f files.
-func goldenOptions(args []string) (planner.Options, []string, error) {
-	o := planner.Options{Scheduler: "rr", MasqueradeBit: planner.DefaultMasqueradeBit}
-	var files []string
+// defaults (--ipvs-scheduler rr, --masquerade-bit 14), the extra -f files
+// and the --node-cache file. Addresses and CIDRs are read as plan reads
+// them (IPv4-mapped ones unmapped); --api-server-address is what the
+// dialed host is, to be judged against the input (informers.APIServerAddrs).
+func goldenOptions(args []string) (o planner.Options, files []string, nodeCache string, err error) {
+	o = planner.Options{Scheduler: "rr", MasqueradeBit: planner.DefaultMasqueradeBit}
 	addrs := func(v string, into *[]netip.Addr) error {
 		for _, s := range strings.Split(v, ",") {
 			a, err := netip.ParseAddr(s)
 			if err != nil {
 				return err
 			}
-			*into = append(*into, a)
+			*into = append(*into, a.Unmap())
 		}
 		return nil
 	}
 	prefixes := func(v string, into *[]netip.Prefix) error {
-		for _, s := range strings.Split(v, ",") {
-			p, err := netip.ParsePrefix(s)
-			if err != nil {
-				return err
-			}
-			*into = append(*into, p)
-		}
-		return nil
+		ps, err := config.ParseCIDRs(strings.Split(v, ","))
+		*into = append(*into, ps...)
+		return err
 	}
 	for i := 0; i < len(args); i++ {
 		flag := args[i]
@@ -64,8 +64,12 @@ func goldenOptions(args []string) (planner.Options, []string, error) {
 			o.RefuseNodeExternalIPs = true
 			continue
 		}
+		if flag == "--ipvs-strict-arp" {
+			o.StrictARP = true
+			continue
+		}
 		if i+1 >= len(args) {
-			return o, nil, fmt.Errorf("%s needs a value", flag)
+			return o, nil, "", fmt.Errorf("%s needs a value", flag)
 		}
 		i++
 		v := args[i]
@@ -73,10 +77,22 @@ func goldenOptions(args []string) (planner.Options, []string, error) {
 		switch flag {
 		case "-f":
 			files = append(files, filepath.Join(goldenDir, v))
+		case "--node-cache":
+			nodeCache = filepath.Join(goldenDir, v)
 		case "--node-name":
 			o.NodeName = v
 		case "--node-ip":
-			err = addrs(v, &o.LocalAddrs)
+			for _, f := range strings.Split(v, ",") {
+				if p, perr := netip.ParsePrefix(f); perr == nil {
+					o.LocalAddrs, o.LocalPrefixes = append(o.LocalAddrs, p.Addr()), append(o.LocalPrefixes, p)
+				} else if err = addrs(f, &o.LocalAddrs); err != nil {
+					break
+				}
+			}
+		case "--next-hop":
+			err = addrs(v, &o.NextHops)
+		case "--resolver":
+			err = addrs(v, &o.Resolvers)
 		case "--api-server-address":
 			err = addrs(v, &o.APIServerAddrs)
 		case "--gateway":
@@ -94,13 +110,13 @@ func goldenOptions(args []string) (planner.Options, []string, error) {
 		case "--masquerade-bit":
 			o.MasqueradeBit, err = strconv.Atoi(v)
 		default:
-			return o, nil, fmt.Errorf("flag %s not understood by this test", flag)
+			return o, nil, "", fmt.Errorf("flag %s not understood by this test", flag)
 		}
 		if err != nil {
-			return o, nil, fmt.Errorf("%s %s: %w", flag, v, err)
+			return o, nil, "", fmt.Errorf("%s %s: %w", flag, v, err)
 		}
 	}
-	return o, files, nil
+	return o, files, nodeCache, nil
 }
 
 // TestKernelGoldenScenarios applies every golden scenario of `plan` in a
@@ -131,7 +147,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 			}
 			n++
 			t.Run(name, func(t *testing.T) {
-				opts, files, err := goldenOptions(args)
+				opts, files, nodeCache, err := goldenOptions(args)
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -140,6 +156,15 @@ func TestKernelGoldenScenarios(t *testing.T) {
 					t.Fatal(err)
 				}
 				cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+				if nodeCache != "" {
+					cache, err := informers.ReadNodeAddressFile(nodeCache)
+					if err != nil {
+						t.Fatal(err)
+					}
+					cluster.Nodes = informers.WithCachedNodes(cluster.Nodes, cache.Protected(time.Now(), config.DefaultDeletedNodeGrace))
+				}
+				opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
+				opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
 				st := planner.Plan(cluster, opts)
 				want, err := os.ReadFile(golden)
 				if err != nil {
@@ -162,10 +187,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 func applyGolden(t *testing.T, nodes []model.Node, opts planner.Options, st *planner.State) {
 	b := &kbed{t: t, node: ktest.NewNode(t)}
 	b.nodeAddrs = opts.LocalAddrs
-	b.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs: opts.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(nodes), APIServers: opts.APIServerAddrs,
-		Gateways: opts.Gateways, ProtectedCIDRs: opts.ProtectedCIDRs, PodCIDRs: opts.ClusterCIDRs,
-	})
+	b.guard = guard.New(planner.GuardInputs(&opts, nodes))
 	p := b.open(ipvs.Options{ExcludeCIDRs: opts.ExcludeCIDRs})
 	res := b.full(p, st)
 	b.checkPlan(st)

@@ -15,6 +15,8 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -30,6 +32,7 @@ const (
 	DefaultMasqueradeBit      = 14
 	DefaultStateDir           = "/var/lib/ipvs-proxy"
 	DefaultGracefulPeriod     = 15 * time.Minute
+	DefaultDeletedNodeGrace   = informers.DefaultDeletedNodeGrace
 )
 
 // Config is every setting of `ipvs-proxy run`.
@@ -66,6 +69,9 @@ type Config struct {
 	EnableProfiling bool
 
 	StateDir string
+	// DeletedNodeGrace is --deleted-node-grace-period: how long a deleted
+	// Node's addresses stay protected.
+	DeletedNodeGrace time.Duration
 
 	LogLevel  string
 	LogFormat string
@@ -84,6 +90,7 @@ func Default() *Config {
 		HealthzBindAddress: DefaultHealthzBindAddress,
 		MetricsBindAddress: DefaultMetricsBindAddress,
 		StateDir:           DefaultStateDir,
+		DeletedNodeGrace:   DefaultDeletedNodeGrace,
 		LogLevel:           "info",
 		LogFormat:          "json",
 	}
@@ -113,6 +120,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
 	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "Serve Go's profiles (net/http/pprof: heap, CPU, goroutines) under /debug/pprof/ on the --metrics-bind-address server, as kube-proxy's --profiling.")
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
+	fs.DurationVar(&c.DeletedNodeGrace, "deleted-node-grace-period", c.DeletedNodeGrace, "How long the addresses of a Node deleted from the API stay protected (remembered in --state-dir across restarts): a Node deleted by mistake keeps its addresses off kube-ipvs0 until its kubelet registers it again.")
 	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn, error.")
 	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
 }
@@ -168,6 +176,9 @@ func (c *Config) Validate() error {
 	if c.StateDir == "" {
 		bad("state-dir", "must not be empty")
 	}
+	if c.DeletedNodeGrace < 0 {
+		bad("deleted-node-grace-period", "%v must not be negative", c.DeletedNodeGrace)
+	}
 	switch c.LogFormat {
 	case "json", "console":
 	default:
@@ -177,7 +188,8 @@ func (c *Config) Validate() error {
 }
 
 // ParseCIDRs parses CIDRs ("10.0.0.0/8", "fd00::/64"); a bare address is a
-// /32 or /128. Blank entries are skipped.
+// /32 or /128. Blank entries are skipped. IPv4-mapped IPv6 CIDRs are read
+// as the IPv4 CIDRs they map, as ParseCIDR does.
 func ParseCIDRs(ss []string) ([]netip.Prefix, error) {
 	var out []netip.Prefix
 	for _, s := range ss {
@@ -185,15 +197,38 @@ func ParseCIDRs(ss []string) ([]netip.Prefix, error) {
 		if s == "" {
 			continue
 		}
-		if p, err := netip.ParsePrefix(s); err == nil {
-			out = append(out, p.Masked())
-			continue
+		if _, err := netip.ParsePrefix(s); err != nil {
+			if a, err := netip.ParseAddr(s); err == nil && a.Zone() == "" {
+				s = netip.PrefixFrom(a, a.BitLen()).String()
+			}
 		}
-		a, err := netip.ParseAddr(s)
+		p, err := ParseCIDR(s)
 		if err != nil {
-			return nil, fmt.Errorf("%q is not a CIDR", s)
+			return nil, err
 		}
-		out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		out = append(out, p)
 	}
 	return out, nil
+}
+
+// ErrMappedPrefix is wrapped by ParseCIDR for an IPv4-mapped IPv6 CIDR
+// shorter than /96.
+var ErrMappedPrefix = errors.New("an IPv4-mapped IPv6 CIDR shorter than /96 covers IPv6 addresses that are not IPv4-mapped: write the IPv4 CIDR")
+
+// ParseCIDR parses one CIDR, masked. An IPv4-mapped IPv6 CIDR
+// (::ffff:192.0.2.0/120) is the IPv4 CIDR it maps (192.0.2.0/24): the
+// kernel and the guard see IPv4 addresses only as IPv4, so taken as
+// written it would protect, exclude or match nothing. One shorter than /96
+// is rejected (ErrMappedPrefix).
+func ParseCIDR(s string) (netip.Prefix, error) {
+	s = strings.TrimSpace(s)
+	p, err := netip.ParsePrefix(s)
+	if err != nil || p.Addr().Zone() != "" {
+		return netip.Prefix{}, fmt.Errorf("%q is not a CIDR (e.g. 10.0.0.0/8 or fd00::/64)", s)
+	}
+	u, ok := guard.UnmapPrefix(p)
+	if !ok {
+		return netip.Prefix{}, fmt.Errorf("%q: %w", s, ErrMappedPrefix)
+	}
+	return u.Masked(), nil
 }

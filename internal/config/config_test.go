@@ -148,3 +148,27 @@ func TestParseCIDRs(t *testing.T) {
 		t.Errorf("got %v want %v", got, want)
 	}
 }
+
+// TestParseCIDRMapped: an IPv4-mapped CIDR protects (or excludes) the IPv4
+// addresses it maps; taken as written it matched nothing the kernel or the
+// guard ever sees (issue 14, item 3). One shorter than /96 is an error.
+func TestParseCIDRMapped(t *testing.T) {
+	for in, want := range map[string]string{
+		"::ffff:192.0.2.0/120": "192.0.2.0/24",
+		"::ffff:192.0.2.9/128": "192.0.2.9/32",
+		"::ffff:0.0.0.0/96":    "0.0.0.0/0",
+		" 10.0.0.0/8":          "10.0.0.0/8",
+		"fd00::/64":            "fd00::/64",
+	} {
+		got, err := ParseCIDR(in)
+		if err != nil || got.String() != want {
+			t.Errorf("ParseCIDR(%q) = %v, %v; want %s", in, got, err, want)
+		}
+	}
+	if _, err := ParseCIDR("::ffff:192.0.2.0/64"); !errors.Is(err, ErrMappedPrefix) {
+		t.Errorf("ParseCIDR of a mapped /64: %v, want ErrMappedPrefix", err)
+	}
+	if got, err := ParseCIDRs([]string{"::ffff:192.0.2.1"}); err != nil || got[0].String() != "192.0.2.1/32" {
+		t.Errorf("ParseCIDRs(mapped address) = %v, %v", got, err)
+	}
+}

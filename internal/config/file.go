@@ -53,6 +53,7 @@ type ProxyConfiguration struct {
 	RefuseNodeExternalIPs *bool            `json:"refuseNodeExternalIPs,omitempty"`
 	ProtectedCIDRs        []string         `json:"protectedCIDRs,omitempty"`
 	StateDir              *string          `json:"stateDir,omitempty"`
+	DeletedNodeGrace      *v1.Duration     `json:"deletedNodeGracePeriod,omitempty"`
 	Logging               *LoggingSettings `json:"logging,omitempty"`
 }
 
@@ -185,6 +186,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "refuse-node-external-ips", &c.Planning.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
 	setPrefixes(s, "protected-cidrs", &c.Planning.ProtectedCIDRs, pc.ProtectedCIDRs)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
+	setDuration(s, "deleted-node-grace-period", &c.DeletedNodeGrace, pc.DeletedNodeGrace)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
 		set(s, "log-format", &c.LogFormat, l.Format)

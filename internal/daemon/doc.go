@@ -1,7 +1,10 @@
 // Package daemon is `ipvs-proxy run`: it wires the informers to the planner
 // and the kernel applier and drives them with the sync loop.
 //
-// The loop (Loop) applies nothing before the informer caches have synced;
+// At start, before the informer caches are waited for, Run removes from
+// kube-ipvs0 the addresses the guard protects with what it knows offline
+// (guardPass). The loop (Loop) applies nothing before the informer caches
+// have synced;
 // then it runs one full sync (reads the kernel — `ipvsadm -S -n`, `ip addr
 // show dev kube-ipvs0`, `ipset list`, `iptables-save` — and repairs any
 // drift), a partial sync for each batch of changed services (only they are
@@ -19,8 +22,9 @@
 // stack (client-go, netlink, IPVS, ipsets, iptables) in the network
 // namespace of the calling process.
 //
-// The package owns no kernel access of its own beyond reading the node's
-// addresses and default routes (`ip addr`, `ip route show default`); it
-// never modifies an API object other than by creating Events, and on
-// shutdown it leaves the data plane as it is.
+// The package owns no kernel access of its own: the node's addresses and
+// routes are read through internal/nodeenv, the guard is the planner's
+// (internal/guard), the kernel is changed by the applier. It never
+// modifies an API object other than by creating Events, and on shutdown it
+// leaves the data plane as it is.
 package daemon

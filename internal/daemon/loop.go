@@ -16,9 +16,11 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -45,6 +47,11 @@ type Source interface {
 	Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal)
 	// Nodes converts every cached Node.
 	Nodes() ([]model.Node, []model.Refusal)
+	// APIServerEndpoints are the addresses of the default/kubernetes
+	// EndpointSlices: the API server instances.
+	APIServerEndpoints() []netip.Addr
+	// IsServiceIP reports whether an address is a cached Service's ClusterIP.
+	IsServiceIP(a netip.Addr) bool
 }
 
 // Applier makes the kernel hold a planner.State: *applier.Applier.
@@ -53,16 +60,6 @@ type Applier interface {
 	Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error)
 	// Partial touches the virtual servers of the changed services only.
 	Partial(st *planner.State, changed ...string) (*applier.Result, error)
-}
-
-// Env is what the loop reads from the node itself before each sync.
-type Env struct {
-	// LocalAddrs are the node's addresses on interfaces other than
-	// kube-ipvs0 (`ip -o addr show`), LocalPrefixes the same with lengths.
-	LocalAddrs    []netip.Addr
-	LocalPrefixes []netip.Prefix
-	// Gateways are the default routes' gateways (`ip route show default`).
-	Gateways []netip.Addr
 }
 
 // Backoff defaults for a failed apply.
@@ -78,15 +75,19 @@ type Loop struct {
 	Applier Applier
 	// Env reads the node's addresses and gateways (full: a full sync, read
 	// everything from the kernel, nothing cached); nil means none.
-	Env func(full bool) (Env, error)
-	// Options are the planning options; NodeName and APIServerAddrs set,
-	// the Env fields are filled in at each sync.
+	Env func(full bool) (nodeenv.Env, error)
+	// Options are the planning options; NodeName set, the Env fields and
+	// APIServerAddrs are filled in at each sync.
 	Options planner.Options
-	// OnPlan, if set, is called with the options, nodes and state of every
-	// sync that planned everything (a full one) before it is applied: the
-	// address manager's guard follows the planner's through it. Partial
-	// syncs plan with the same options and nodes.
-	OnPlan func(o *planner.Options, nodes []model.Node, st *planner.State)
+	// APIServer is the host the proxy dials (Dialed, InCluster); each full
+	// sync adds the Source's API server endpoints and Service IPs, and
+	// protects what guard.APIServer.Addrs says (with Options.APIServerAddrs).
+	APIServer guard.APIServer
+	// OnPlan, if set, is called with the guard and the state of every sync
+	// that planned everything (a full one) before it is applied: the
+	// address manager's guard is the planner's through it. Partial syncs
+	// plan with the same guard.
+	OnPlan func(g *guard.Guard, st *planner.State)
 	// Observe, if set, is called at the very end of every sync, after its
 	// health, metrics and Events bookkeeping, with the sync's report and
 	// the loop's counts so far: a test that waits for it knows the loop has
@@ -129,8 +130,10 @@ type Loop struct {
 	// full sync or when the node's addresses changed, updated with the
 	// changed services only by a partial sync.
 	plan *planner.Incremental
-	// planned are the options plan was built with, nodes its nodes.
+	// planned are the options plan was built with, env the node as read
+	// for it, nodes its nodes.
 	planned planner.Options
+	env     nodeenv.Env
 	nodes   []model.Node
 	// health are the healthCheckNodePort servers each service asks for.
 	health map[string][]healthPort
@@ -264,8 +267,8 @@ func (l *Loop) syncOnce() {
 	}
 	start := l.Clock.Now()
 	l.lastStart = start
-	o, err := l.options(full || l.plan == nil)
-	if err == nil && !full && (l.plan == nil || !sameNodeEnv(&o, &l.planned)) {
+	o, env, err := l.options(full || l.plan == nil)
+	if err == nil && !full && (l.plan == nil || !sameEnv(&env, &l.env)) {
 		// Every service's NodePorts and guard decisions may change with
 		// the node's addresses: plan and apply everything.
 		if l.plan != nil {
@@ -276,6 +279,11 @@ func (l *Loop) syncOnce() {
 	if full {
 		l.needFull = false
 		l.nextFull = start.Add(l.SyncPeriod)
+		l.env = env
+		o.APIServerAddrs = l.apiServerAddrs()
+		// A resolver that is a Service's ClusterIP (a node pointed at the
+		// cluster DNS) is a VIP like any other.
+		o.Resolvers = slices.DeleteFunc(slices.Clone(env.Resolvers), l.Source.IsServiceIP)
 	}
 	if l.Metrics != nil {
 		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
@@ -299,24 +307,38 @@ func (l *Loop) syncOnce() {
 }
 
 // options are the planning options of this sync: l.Options with the
-// node's addresses and gateways read now.
-func (l *Loop) options(full bool) (planner.Options, error) {
+// node's addresses and routes read now (env, as read), and the API server's
+// addresses and the resolvers as last planned (a full sync asks the Source
+// again).
+func (l *Loop) options(full bool) (planner.Options, nodeenv.Env, error) {
 	o := l.Options
+	o.APIServerAddrs, o.Resolvers = l.planned.APIServerAddrs, l.planned.Resolvers
+	var env nodeenv.Env
 	if l.Env != nil {
-		env, err := l.Env(full)
-		if err != nil {
-			return o, fmt.Errorf("read the node's addresses: %w", err)
+		var err error
+		if env, err = l.Env(full); err != nil {
+			return o, env, fmt.Errorf("read the node's addresses: %w", err)
 		}
-		o.LocalAddrs, o.LocalPrefixes, o.Gateways = env.LocalAddrs, env.LocalPrefixes, env.Gateways
+		o.LocalAddrs, o.LocalPrefixes, o.Gateways, o.NextHops = env.LocalAddrs, env.LocalPrefixes, env.Gateways, env.NextHops
 	}
-	return o, nil
+	return o, env, nil
 }
 
-// sameNodeEnv reports whether two syncs' options saw the same node
-// addresses and gateways (the rest of the options never change).
-func sameNodeEnv(a, b *planner.Options) bool {
+// apiServerAddrs are the addresses protected as the API server now: the
+// Source's endpoints of default/kubernetes and the dialed host unless it is
+// a Service IP (guard.APIServer), with Options.APIServerAddrs.
+func (l *Loop) apiServerAddrs() []netip.Addr {
+	api := l.APIServer
+	api.Endpoints = l.Source.APIServerEndpoints()
+	api.IsServiceIP = l.Source.IsServiceIP
+	return append(slices.Clone(l.Options.APIServerAddrs), api.Addrs()...)
+}
+
+// sameEnv reports whether two syncs read the same node: addresses, routes
+// and resolvers (the rest of the options never change).
+func sameEnv(a, b *nodeenv.Env) bool {
 	return slices.Equal(a.LocalAddrs, b.LocalAddrs) && slices.Equal(a.LocalPrefixes, b.LocalPrefixes) &&
-		slices.Equal(a.Gateways, b.Gateways)
+		slices.Equal(a.Gateways, b.Gateways) && slices.Equal(a.NextHops, b.NextHops) && slices.Equal(a.Resolvers, b.Resolvers)
 }
 
 // apply plans with o and applies: a full sync plans every service again
@@ -341,7 +363,7 @@ func (l *Loop) apply(full bool, o planner.Options, changed []string) (*planner.S
 	}
 	st := l.plan.State()
 	if l.OnPlan != nil && full {
-		l.OnPlan(&o, l.nodes, &st)
+		l.OnPlan(l.plan.Guard(), &st)
 	}
 	if l.Services != nil {
 		for _, err := range l.Services.Sync(mergeHealth(l.health)) {

@@ -25,6 +25,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -41,6 +42,8 @@ type fakeSource struct {
 	triggers map[string]time.Time
 	nodesChg bool
 	notify   chan struct{}
+	// api are the default/kubernetes endpoints.
+	api []netip.Addr
 }
 
 func newFakeSource() *fakeSource {
@@ -123,6 +126,23 @@ func (s *fakeSource) Nodes() ([]model.Node, []model.Refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return slices.Clone(s.nodes), nil
+}
+
+func (s *fakeSource) APIServerEndpoints() []netip.Addr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return slices.Clone(s.api)
+}
+
+func (s *fakeSource) IsServiceIP(a netip.Addr) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for _, sp := range s.svcs {
+		if slices.Contains(sp.ClusterIPs, a) {
+			return true
+		}
+	}
+	return false
 }
 
 // set creates or updates service name (in namespace "ns") with a ClusterIP
@@ -573,10 +593,10 @@ func TestNodeAddressChangeIsFullSync(t *testing.T) {
 	h := newHarness(t, 0)
 	var mu sync.Mutex
 	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
-	h.loop.Env = func(bool) (Env, error) {
+	h.loop.Env = func(bool) (nodeenv.Env, error) {
 		mu.Lock()
 		defer mu.Unlock()
-		return Env{LocalAddrs: slices.Clone(local)}, nil
+		return nodeenv.Env{LocalAddrs: slices.Clone(local)}, nil
 	}
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	close(h.src.synced)

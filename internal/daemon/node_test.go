@@ -6,6 +6,7 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -17,13 +18,13 @@ func host(s string) netip.Prefix {
 }
 
 // TestGuardProtectsThroughManager drives the real address manager with the
-// daemon's guard: an allowed VIP is bound, a node's address is refused and,
-// found on kube-ipvs0, removed; a node added later is protected after Update.
+// daemon's guard holder: an allowed VIP is bound, a node's address is
+// refused and, found on kube-ipvs0, removed; a node added later is
+// protected after Set.
 func TestGuardProtectsThroughManager(t *testing.T) {
-	g := NewGuard()
 	o := &planner.Options{LocalAddrs: []netip.Addr{netip.MustParseAddr("192.168.0.1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	g.Update(o, []model.Node{{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}})
+	g := NewGuard(guard.New(planner.GuardInputs(o, []model.Node{{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}})))
 	link := addrmgr.NewFakeLink(host("192.168.0.2"))
 	m := addrmgr.NewManager(link, g, nil)
 	if _, err := m.Dump(); err != nil {
@@ -45,12 +46,15 @@ func TestGuardProtectsThroughManager(t *testing.T) {
 		host("10.244.1.1"): model.ReasonPodCIDR}; !reflect.DeepEqual(reasons, want) {
 		t.Errorf("refusals %v, want %v", reasons, want)
 	}
-	if _, _, protected := g.Check(netip.MustParseAddr("10.96.0.11")); protected {
+	if v := g.Check(netip.MustParseAddr("10.96.0.11")); v.Protected {
 		t.Error("a service VIP is protected")
 	}
-	g.Update(o, []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.11")}}})
-	if r, _, protected := g.Check(netip.MustParseAddr("10.96.0.11")); !protected || r != model.ReasonNodeIP {
-		t.Errorf("after Update a node address is not protected: %v %v", r, protected)
+	g.Set(guard.New(planner.GuardInputs(o, []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.11")}}})))
+	if v := g.Check(netip.MustParseAddr("10.96.0.11")); !v.Protected || v.Reason != model.ReasonNodeIP {
+		t.Errorf("after Set a node address is not protected: %+v", v)
+	}
+	if NewGuard(nil).Check(netip.MustParseAddr("10.96.0.11")).Protected {
+		t.Error("the holder of no guard protects a VIP")
 	}
 }
 

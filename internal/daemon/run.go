@@ -4,16 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"net/url"
 	"os"
 	"runtime/debug"
+	"slices"
 	"strings"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
-	"golang.org/x/sys/unix"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -23,9 +21,10 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/version"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -70,29 +69,11 @@ func RESTConfig(master, kubeconfig string) (*rest.Config, error) {
 	return cfg, nil
 }
 
-// APIServerAddrs are the addresses of the API server cfg talks to (the
-// host of its URL, resolved): never bound on kube-ipvs0.
-func APIServerAddrs(cfg *rest.Config) []netip.Addr {
-	host := cfg.Host
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		host = u.Hostname()
-	} else if h, _, err := net.SplitHostPort(host); err == nil {
-		host = h
-	}
-	if a, err := netip.ParseAddr(host); err == nil {
-		return []netip.Addr{a.Unmap()}
-	}
-	ips, err := net.LookupIP(host)
-	if err != nil {
-		return nil
-	}
-	var out []netip.Addr
-	for _, ip := range ips {
-		if a, ok := netip.AddrFromSlice(ip); ok {
-			out = append(out, a.Unmap())
-		}
-	}
-	return out
+// APIServerAddrs are the addresses of the host cfg dials (the host of its
+// URL, resolved; nodeenv.DialedAddrs); guard.APIServer decides which of
+// them are the API server.
+func APIServerAddrs(ctx context.Context, cfg *rest.Config) []netip.Addr {
+	return nodeenv.DialedAddrs(ctx, cfg.Host)
 }
 
 // kernel is the real data-plane stack of this network namespace.
@@ -100,6 +81,7 @@ type kernel struct {
 	table *ipvs.Kernel
 	ct    *ipvs.KernelConntrack
 	nl    *netlink.Handle
+	link  *addrmgr.KernelLink
 	rules *iptables.Applier
 	guard *Guard
 	app   *applier.Applier
@@ -112,12 +94,12 @@ type kernel struct {
 	stopWatch context.CancelFunc
 	// env caches the node's own addresses between syncs; envNL is its
 	// netlink handle (strict checking on).
-	env   *NodeEnv
+	env   *nodeenv.Cache
 	envNL *netlink.Handle
 }
 
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
-	k := &kernel{guard: NewGuard(), addrKick: make(chan struct{}, 1)}
+	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
 	var err error
 	if k.table, err = ipvs.OpenKernel(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
@@ -154,6 +136,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if err != nil {
 		return nil, err
 	}
+	k.link = link
 	if k.rules, err = iptables.NewApplier(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
@@ -165,20 +148,22 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Log:            log.Named("ipvs"),
 	})
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
+	mgr.SetExclude(c.Planning.ExcludeCIDRs)
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
 	// the watch every sync dumps it, as before.
 	var watchCtx context.Context
 	watchCtx, k.stopWatch = context.WithCancel(context.Background())
-	if k.envNL, err = netlink.NewHandle(unix.NETLINK_ROUTE); err != nil {
-		return nil, fmt.Errorf("netlink: %w", err)
-	}
 	// With strict checking the kernel dumps the main routing table alone,
 	// not the local table's route of every kube-ipvs0 address.
-	if err := k.envNL.SetStrictCheck(true); err != nil {
-		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table", zap.Error(err))
+	var strict bool
+	if k.envNL, strict, err = nodeenv.NewHandle(); err != nil {
+		return nil, err
 	}
-	k.env = NewNodeEnv(k.envNL)
+	if !strict {
+		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table")
+	}
+	k.env = nodeenv.NewCache(k.envNL)
 	// The same watch tells the node-address cache about the other links.
 	link.OtherLinks = k.env.Changed
 	if err := mgr.Watch(watchCtx, func() {
@@ -261,7 +246,11 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	opts := c.Planning
 	opts.NodeName = nodeName
-	opts.APIServerAddrs = append(opts.APIServerAddrs, APIServerAddrs(restCfg)...)
+	opts.StrictARP = c.IPVSStrictARP
+	// In a pod without --kubeconfig or --master the client dials
+	// KUBERNETES_SERVICE_HOST: by default the kubernetes Service's
+	// ClusterIP, programmed like any other (guard.APIServer).
+	apiServer := guard.APIServer{Dialed: APIServerAddrs(ctx, restCfg), InCluster: c.Master == "" && c.Kubeconfig == ""}
 
 	k, err := openKernel(c, log)
 	if err != nil {
@@ -273,7 +262,23 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		zap.String("apiServer", restCfg.Host), zap.Duration("syncPeriod", c.SyncPeriod),
 		zap.Duration("minSyncPeriod", c.MinSyncPeriod))
 
-	watcher, err := informers.NewWatcher(client, nodeName, informers.NewNodeAddressCache(c.StateDir), 0, log.Named("informers"))
+	nodeCache := informers.NewNodeAddressCache(c.StateDir, c.DeletedNodeGrace)
+	if err := nodeCache.Load(); err != nil {
+		// Not fatal: the API server lists the Nodes; only the deleted
+		// ones an earlier run remembered are lost.
+		log.Warn("cannot read the node address cache; deleted Nodes remembered by an earlier run are not protected", zap.Error(err))
+	}
+	// Before the API server is waited for: what the node knows offline
+	// protects now (a protected address on kube-ipvs0 may be what cuts
+	// this node off from the API server).
+	offline := opts
+	offlineAPI := apiServer
+	offlineAPI.Endpoints = nodeCache.APIServers()
+	offline.APIServerAddrs = append(slices.Clone(opts.APIServerAddrs), offlineAPI.Addrs()...)
+	if err := k.guardPass(offline, nodeCache.Protected(), log.Named("startup")); err != nil {
+		log.Warn("startup guard pass failed; the first full sync removes what it left", zap.Error(err))
+	}
+	watcher, err := informers.NewWatcher(client, nodeName, nodeCache, 0, log.Named("informers"))
 	if err != nil {
 		return err
 	}
@@ -326,13 +331,14 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 
 	watcher.Start(ctx)
 	loop := &Loop{
-		Source:  watcher,
-		Applier: k,
-		Env:     k.env.Read,
-		Kick:    k.addrKick,
-		Options: opts,
-		OnPlan: func(o *planner.Options, nodes []model.Node, _ *planner.State) {
-			k.guard.Update(o, nodes)
+		Source:    watcher,
+		Applier:   k,
+		Env:       k.env.Read,
+		Kick:      k.addrKick,
+		Options:   opts,
+		APIServer: apiServer,
+		OnPlan: func(g *guard.Guard, _ *planner.State) {
+			k.guard.Set(g)
 		},
 		SyncPeriod:    c.SyncPeriod,
 		MinSyncPeriod: c.MinSyncPeriod,

@@ -1,13 +1,9 @@
 package daemon
 
 import (
-	"net/netip"
 	"os"
-	"slices"
 	"strings"
 	"testing"
-
-	"k8s.io/client-go/rest"
 )
 
 func TestNodeName(t *testing.T) {
@@ -26,31 +22,6 @@ func TestNodeName(t *testing.T) {
 	}
 	if _, err := NodeName("  "); err == nil {
 		t.Error("a blank --hostname-override gave no error")
-	}
-}
-
-func TestAPIServerAddrs(t *testing.T) {
-	for _, tt := range []struct {
-		host string
-		want []netip.Addr
-	}{
-		{"https://10.0.0.1:6443", []netip.Addr{netip.MustParseAddr("10.0.0.1")}},
-		{"https://[fd00::1]:6443", []netip.Addr{netip.MustParseAddr("fd00::1")}},
-		{"10.0.0.2:6443", []netip.Addr{netip.MustParseAddr("10.0.0.2")}},
-		{"https://localhost:6443", nil}, // resolved: loopback, whatever the resolver says
-	} {
-		got := APIServerAddrs(&rest.Config{Host: tt.host})
-		if tt.want == nil {
-			for _, a := range got {
-				if !a.IsLoopback() {
-					t.Errorf("%s: %v is not loopback", tt.host, a)
-				}
-			}
-			continue
-		}
-		if !slices.Equal(got, tt.want) {
-			t.Errorf("APIServerAddrs(%q) = %v, want %v", tt.host, got, tt.want)
-		}
 	}
 }
 

@@ -7,6 +7,7 @@ package model
 import (
 	"fmt"
 	"net/netip"
+	"time"
 )
 
 // Protocol is a transport protocol as IPVS and ipset name it.
@@ -92,6 +93,10 @@ type Node struct {
 	// Addresses are every address in status.addresses.
 	Addresses []netip.Addr
 	Labels    map[string]string
+	// LastSeen is zero for a Node in the API. For a Node deleted from the
+	// API whose addresses are still protected (the node address cache's
+	// grace period), it is when the Node was last seen.
+	LastSeen time.Time
 }
 
 // Reason is a machine-readable refusal code; it is the Event reason and a
@@ -122,6 +127,14 @@ const (
 	ReasonInvalidEndpoint    Reason = "InvalidEndpoint"
 	ReasonUnsupportedFamily  Reason = "UnsupportedFamily"
 	ReasonInvalidSourceRange Reason = "InvalidSourceRange"
+	// The node's infrastructure (docs/rules.md): the network address of one
+	// of its subnets, the other end of a /31 or /127 link, a DNS server.
+	ReasonNetworkAddress Reason = "NetworkAddress"
+	ReasonPeer           Reason = "PointToPointPeer"
+	ReasonResolver       Reason = "Resolver"
+	// ReasonOnLinkSubnet warns about a VIP that is bound: it is inside a
+	// subnet on a link of this node while strict ARP is off.
+	ReasonOnLinkSubnet Reason = "OnLinkSubnet"
 )
 
 // Refusal records one thing the proxy would not do, and why.

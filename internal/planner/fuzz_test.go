@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -117,9 +117,9 @@ func FuzzPlan(f *testing.F) {
 		if a.String() != a2.String() {
 			t.Fatal("Plan is not deterministic")
 		}
-		g := addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: o.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(c.Nodes), PodCIDRs: o.ClusterCIDRs})
+		g := guard.New(guard.Inputs{LocalAddrs: o.LocalAddrs, Nodes: c.Nodes, PodCIDRs: o.ClusterCIDRs})
 		for _, p := range st.Addresses {
-			if _, _, ok := g.Check(p.Addr()); !ok {
+			if g.Check(p.Addr()).Protected {
 				t.Fatalf("protected address %s bound", p)
 			}
 		}

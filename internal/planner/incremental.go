@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"slices"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -69,6 +70,11 @@ func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *In
 	}
 	return inc
 }
+
+// Guard is the node-IP guard this plan refuses addresses with (built from
+// its options and nodes by GuardInputs): the address manager asks the
+// same one immediately before each bind.
+func (inc *Incremental) Guard() *guard.Guard { return inc.env.guard }
 
 // Update replaces the Service key ("namespace/name") with ports, whose
 // endpoints are looked up in endpoints by port name, and its conversion

@@ -1,6 +1,11 @@
 package planner
 
-import "net/netip"
+import (
+	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
 
 // Options are the node's identity and the planning flags `run` and `plan` share.
 type Options struct {
@@ -27,6 +32,13 @@ type Options struct {
 	APIServerAddrs []netip.Addr
 	// Gateways are the node's default gateways.
 	Gateways []netip.Addr
+	// NextHops are the gateways of the node's other routes (main table).
+	NextHops []netip.Addr
+	// Resolvers are the node's DNS servers that are no Service IP.
+	Resolvers []netip.Addr
+	// StrictARP is --ipvs-strict-arp: without it a VIP inside one of
+	// LocalPrefixes is bound with a warning (OnLinkSubnet).
+	StrictARP bool
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
 	// planned or touched.
 	ExcludeCIDRs []netip.Prefix
@@ -36,4 +48,22 @@ type Options struct {
 	MasqueradeAll bool
 	// MasqueradeBit is --masquerade-bit (default 14: mark 0x4000).
 	MasqueradeBit int
+}
+
+// GuardInputs is what the node-IP guard protects for these options and
+// nodes: the one place the guard's inputs are gathered, for the planner,
+// `run`'s address manager, `plan` and `recover` alike.
+func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
+	return guard.Inputs{
+		LocalAddrs:     o.LocalAddrs,
+		LocalPrefixes:  o.LocalPrefixes,
+		Nodes:          nodes,
+		APIServers:     o.APIServerAddrs,
+		Gateways:       o.Gateways,
+		NextHops:       o.NextHops,
+		Resolvers:      o.Resolvers,
+		StrictARP:      o.StrictARP,
+		ProtectedCIDRs: o.ProtectedCIDRs,
+		PodCIDRs:       o.ClusterCIDRs,
+	}
 }

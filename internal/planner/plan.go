@@ -6,7 +6,7 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -74,7 +74,7 @@ type famEndpoints struct {
 type env struct {
 	o        Options
 	sched    string
-	guard    *addrmgr.Guard
+	guard    *guard.Guard
 	families [2]bool
 	npAddrs  []netip.Addr
 	zone     string
@@ -122,15 +122,7 @@ func newEnv(o Options, nodes []model.Node) *env {
 	if e.sched == "" {
 		e.sched = ipvs.DefaultScheduler
 	}
-	e.guard = addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs:     o.LocalAddrs,
-		LocalPrefixes:  o.LocalPrefixes,
-		NodeAddrs:      addrmgr.NodeAddresses(nodes),
-		APIServers:     o.APIServerAddrs,
-		Gateways:       o.Gateways,
-		ProtectedCIDRs: o.ProtectedCIDRs,
-		PodCIDRs:       o.ClusterCIDRs,
-	})
+	e.guard = guard.New(GuardInputs(&o, nodes))
 	var self *model.Node
 	for i := range nodes {
 		if n := &nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
@@ -380,24 +372,25 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 		return
 	}
 	key := ipvs.Key{Protocol: p.sp.Protocol, Address: a, Port: port}
-	reason, detail, allowed := p.e.guard.Check(a)
-	if allowed {
+	v := p.e.guard.Check(a)
+	if !v.Protected {
+		if v.Warn {
+			p.refuse(field, a.String(), v.Reason, v.Detail+"; bound all the same (--ipvs-strict-arp stops it)")
+		}
 		p.claim(key, kind, true)
 		return
 	}
 	external := kind == kindExternalIP || kind == kindLoadBalancer
-	_, isNode := p.e.guard.IsNodeAddress(a)
-	local := p.e.guard.IsLocal(a)
 	switch {
-	case addrmgr.NeverVIP(reason):
-		p.refuse(field, a.String(), reason, detail+"; no virtual server, no binding, no rule")
-	case external && p.e.o.RefuseNodeExternalIPs && (isNode || local):
-		p.refuse(field, a.String(), reason, detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
-	case local:
-		p.refuse(field, a.String(), reason, detail+"; not bound on kube-ipvs0, served at L4 because it is a local address of this node")
+	case v.NeverVIP:
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; no virtual server, no binding, no rule")
+	case external && p.e.o.RefuseNodeExternalIPs && (v.Node != "" || v.Local):
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
+	case v.Local:
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; not bound on kube-ipvs0, served at L4 because it is a local address of this node")
 		p.claim(key, kind, false)
 	default:
-		p.refuse(field, a.String(), reason, detail+"; not bound on kube-ipvs0 and not served by this node")
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; not bound on kube-ipvs0 and not served by this node")
 	}
 }
 

@@ -4,19 +4,19 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
-	"net/url"
 	"slices"
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -45,34 +45,6 @@ func RESTConfig(kubeconfig, master string, timeout time.Duration) (*rest.Config,
 	return cfg, nil
 }
 
-// APIServerAddrs are the addresses of the API server at host (a URL or
-// host[:port], as rest.Config.Host holds it): the literal IP, or what the
-// resolver answers within ctx (nothing when it does not).
-func APIServerAddrs(ctx context.Context, host string) []netip.Addr {
-	h := host
-	if u, err := url.Parse(host); err == nil && u.Host != "" {
-		h = u.Hostname()
-	} else if hh, _, err := net.SplitHostPort(host); err == nil {
-		h = hh
-	}
-	if a, err := netip.ParseAddr(h); err == nil {
-		return []netip.Addr{a.Unmap()}
-	}
-	if h == "" {
-		return nil
-	}
-	ips, err := net.DefaultResolver.LookupNetIP(ctx, "ip", h)
-	if err != nil {
-		return nil
-	}
-	out := make([]netip.Addr, 0, len(ips))
-	for _, a := range ips {
-		out = append(out, a.Unmap())
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
-}
-
 // Cluster is what the API server said.
 type Cluster struct {
 	// Nodes maps every Node's name to its status.addresses (IPs).
@@ -80,13 +52,23 @@ type Cluster struct {
 	// Wanted are the kube-ipvs0 addresses `run` would bind for the current
 	// Services on this node (the plan's Addresses).
 	Wanted []netip.Prefix
+	// APIServers are the addresses protected as the API server: api's
+	// dialed host unless it is a Service IP, and the default/kubernetes
+	// endpoints (guard.APIServer.Addrs).
+	APIServers []netip.Addr
+	// Resolvers are the node's resolvers (o.Resolvers) that are no
+	// Service's ClusterIP.
+	Resolvers []netip.Addr
 }
 
-// ReadCluster lists the Nodes and the Services the proxy serves (kube-proxy's
-// label selector) within ctx, and plans them with o (the node's identity and
-// the planning flags) to learn which addresses are wanted on kube-ipvs0.
-// Endpoints are not read: they do not decide what is bound.
-func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Options) (*Cluster, error) {
+// ReadCluster lists the Nodes, the Services the proxy serves (kube-proxy's
+// label selector) and the API server's endpoints (the default/kubernetes
+// EndpointSlices) within ctx, and plans the Services with o (the node's
+// identity and the planning flags; its APIServerAddrs replaced by what api
+// protects once the Services are known) to learn which addresses are
+// wanted on kube-ipvs0, and o.Resolvers that are no Service IP. Other
+// endpoints are not read: they do not decide what is bound.
+func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Options, api guard.APIServer) (*Cluster, error) {
 	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
 	if err != nil {
 		return nil, fmt.Errorf("list nodes: %w", err)
@@ -94,6 +76,11 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String()})
 	if err != nil {
 		return nil, fmt.Errorf("list services: %w", err)
+	}
+	apiSlices, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx,
+		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})
+	if err != nil {
+		return nil, fmt.Errorf("list the API server's endpointslices: %w", err)
 	}
 	c := &Cluster{Nodes: make(map[string][]netip.Addr, len(nodes.Items))}
 	nodePtrs := make([]*corev1.Node, len(nodes.Items))
@@ -107,6 +94,14 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	for i := range svcs.Items {
 		svcPtrs[i] = &svcs.Items[i]
 	}
+	slicePtrs := make([]*discoveryv1.EndpointSlice, len(apiSlices.Items))
+	for i := range apiSlices.Items {
+		slicePtrs[i] = &apiSlices.Items[i]
+	}
+	c.APIServers = informers.APIServerAddrs(api, svcPtrs, slicePtrs)
+	o.APIServerAddrs = c.APIServers
+	c.Resolvers = slices.DeleteFunc(slices.Clone(o.Resolvers), informers.ServiceIPs(svcPtrs).Contains)
+	o.Resolvers = c.Resolvers
 	st := planner.Plan(informers.Convert(svcPtrs, nil, nodePtrs), o)
 	c.Wanted = st.Addresses
 	return c, nil

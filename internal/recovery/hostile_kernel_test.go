@@ -4,7 +4,7 @@ package recovery
 
 // The hostile table in a real kernel: Services and EndpointSlices as the
 // API server hands them over go through the daemon's own path —
-// informers.Convert, planner.Plan, daemon.GuardConfig for the address
+// informers.Convert, planner.Plan, planner.GuardInputs for the address
 // manager's guard, internal/applier full sync on ipvs.Kernel,
 // addrmgr.KernelLink and iptables.Applier — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
@@ -36,7 +36,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/daemon"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -75,7 +75,7 @@ type hbed struct {
 	app    *applier.Applier
 	logs   *observer.ObservedLogs
 	mon    *addrMon
-	guard  *addrmgr.Guard
+	guard  *guard.Guard
 }
 
 func k8sNode(name string, addrs ...corev1.NodeAddress) *corev1.Node {
@@ -134,7 +134,7 @@ func newHBedOpts(b *hbed, refuse bool) {
 func (b *hbed) openKernel() {
 	t := b.t
 	cluster := informers.Convert(nil, nil, b.nodes)
-	b.guard = addrmgr.NewGuard(daemon.GuardConfig(&b.opts, cluster.Nodes))
+	b.guard = guard.New(planner.GuardInputs(&b.opts, cluster.Nodes))
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
 	log := zap.New(core)
@@ -298,7 +298,7 @@ func (b *hbed) checkMonitor(handAdded ...netip.Addr) {
 	b.t.Helper()
 	seen := b.mon.stop()
 	for _, a := range seen {
-		if _, _, ok := b.guard.Check(a); !ok && !slices.Contains(handAdded, a) {
+		if b.guard.Check(a).Protected && !slices.Contains(handAdded, a) {
 			b.t.Errorf("address monitor: protected %s appeared on kube-ipvs0", a)
 		}
 	}
@@ -520,8 +520,8 @@ func TestHostileTable(t *testing.T) {
 	bound, vss := b.bound(), b.virtuals()
 	t.Logf("kernel: %d addresses on kube-ipvs0, %d virtual servers", len(bound), len(vss))
 	for a := range bound {
-		if reason, _, ok := b.guard.Check(a); !ok {
-			t.Errorf("protected %s bound on kube-ipvs0 (%s)", a, reason)
+		if v := b.guard.Check(a); v.Protected {
+			t.Errorf("protected %s bound on kube-ipvs0 (%s)", a, v.Reason)
 		}
 	}
 	// The served rows answer real TCP (through pod-evil).

@@ -3,7 +3,6 @@ package recovery
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -11,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
@@ -20,11 +20,14 @@ const procIPVS = "/proc/net/ip_vs"
 // Node is what the kernel of one node says, as recover reads it.
 type Node struct {
 	// LocalPrefixes are the addresses of every interface but kube-ipvs0
-	// (`ip -o addr show` minus kube-ipvs0).
+	// (`ip -o addr show` minus kube-ipvs0 and link-local addresses).
 	LocalPrefixes []netip.Prefix
 	// Gateways are the default routes' gateways (`ip route show default`,
-	// `ip -6 route show default`), multipath hops included.
-	Gateways []netip.Addr
+	// `ip -6 route show default`), multipath hops included; NextHops the
+	// gateways of the other routes of the main table.
+	Gateways, NextHops []netip.Addr
+	// Resolvers are the node's DNS servers (/etc/resolv.conf).
+	Resolvers []netip.Addr
 	// HasDevice is false when there is no kube-ipvs0 at all.
 	HasDevice bool
 	// Bound are kube-ipvs0's addresses.
@@ -47,7 +50,10 @@ func (n *Node) LocalAddrs() []netip.Addr {
 // Kernel is the kernel of the network namespace it was opened in. It never
 // creates kube-ipvs0 and never loads ip_vs.
 type Kernel struct {
-	h     *netlink.Handle
+	h *netlink.Handle
+	// env reads the node's addresses and routes (nodeenv.NewHandle: the
+	// main routing table alone, as `run` reads it).
+	env   *netlink.Handle
 	link  *addrmgr.KernelLink
 	table *ipvs.Kernel
 }
@@ -60,18 +66,22 @@ func OpenKernel() (*Kernel, error) {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}
 	k := &Kernel{h: h}
+	if k.env, _, err = nodeenv.NewHandle(); err != nil {
+		h.Close()
+		return nil, err
+	}
 	if _, err := h.LinkByName(addrmgr.Device); err == nil {
 		if k.link, err = addrmgr.EnsureDevice(h); err != nil {
-			h.Close()
+			k.Close()
 			return nil, err
 		}
 	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {
-		h.Close()
+		k.Close()
 		return nil, fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
 	}
 	if _, err := os.Stat(procIPVS); err == nil {
 		if k.table, err = ipvs.OpenKernel(); err != nil {
-			h.Close()
+			k.Close()
 			return nil, err
 		}
 	}
@@ -82,6 +92,9 @@ func OpenKernel() (*Kernel, error) {
 func (k *Kernel) Close() {
 	if k.table != nil {
 		k.table.Close()
+	}
+	if k.env != nil {
+		k.env.Close()
 	}
 	k.h.Close()
 }
@@ -102,53 +115,17 @@ func (k *Kernel) Table() ipvs.Table {
 	return k.table
 }
 
-// Read dumps the node: interfaces' addresses, default gateways, kube-ipvs0
-// and the IPVS table.
+// Read dumps the node: interfaces' addresses and default gateways (as
+// `run` reads them, nodeenv.Read), kube-ipvs0 and the IPVS table.
 func (k *Kernel) Read() (*Node, error) {
 	n := &Node{HasDevice: k.link != nil, HasIPVS: k.table != nil}
-	links, err := k.h.LinkList()
+	env, err := nodeenv.Read(k.env)
 	if err != nil {
-		return nil, fmt.Errorf("ip link show: %w", err)
+		return nil, err
 	}
-	for _, l := range links {
-		if l.Attrs().Name == addrmgr.Device {
-			continue
-		}
-		as, err := k.h.AddrList(l, netlink.FAMILY_ALL)
-		if err != nil {
-			return nil, fmt.Errorf("ip addr show dev %s: %w", l.Attrs().Name, err)
-		}
-		for _, a := range as {
-			if p, ok := prefixOf(a.IPNet); ok {
-				n.LocalPrefixes = append(n.LocalPrefixes, p)
-			}
-		}
-	}
+	n.LocalPrefixes = slices.Clone(env.LocalPrefixes)
 	slices.SortFunc(n.LocalPrefixes, comparePrefix)
-	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
-		routes, err := k.h.RouteList(nil, fam)
-		if err != nil {
-			return nil, fmt.Errorf("ip route show: %w", err)
-		}
-		for _, r := range routes {
-			if r.Dst != nil {
-				if ones, _ := r.Dst.Mask.Size(); ones != 0 {
-					continue
-				}
-			}
-			gws := []net.IP{r.Gw}
-			for _, hop := range r.MultiPath {
-				gws = append(gws, hop.Gw)
-			}
-			for _, gw := range gws {
-				if a, ok := netip.AddrFromSlice(gw); ok {
-					n.Gateways = append(n.Gateways, a.Unmap())
-				}
-			}
-		}
-	}
-	slices.SortFunc(n.Gateways, netip.Addr.Compare)
-	n.Gateways = slices.Compact(n.Gateways)
+	n.Gateways, n.NextHops, n.Resolvers = env.Gateways, env.NextHops, env.Resolvers
 	if k.link != nil {
 		if n.Bound, err = k.link.Addrs(); err != nil {
 			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)
@@ -161,16 +138,4 @@ func (k *Kernel) Read() (*Node, error) {
 		}
 	}
 	return n, nil
-}
-
-func prefixOf(ipn *net.IPNet) (netip.Prefix, bool) {
-	if ipn == nil {
-		return netip.Prefix{}, false
-	}
-	a, ok := netip.AddrFromSlice(ipn.IP)
-	if !ok {
-		return netip.Prefix{}, false
-	}
-	ones, _ := ipn.Mask.Size()
-	return netip.PrefixFrom(a.Unmap(), ones), true
 }

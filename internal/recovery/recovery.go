@@ -20,6 +20,7 @@ import (
 	"slices"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -52,7 +53,7 @@ type Facts struct {
 	// cached and live Node addresses, the gateways, the API server
 	// addresses, --protected-cidrs and --cluster-cidr. nil protects only
 	// the never-a-VIP classes.
-	Guard *addrmgr.Guard
+	Guard *guard.Guard
 	// Wanted are the kube-ipvs0 addresses the current Services want (the
 	// plan's Addresses); meaningful only when WantedKnown.
 	Wanted []netip.Prefix
@@ -63,7 +64,8 @@ type Facts struct {
 	// virtual server on it as not wanted.
 	Stale bool
 	// ExcludeCIDRs (--ipvs-exclude-cidrs): virtual servers inside are never
-	// removed.
+	// removed, and a /32 or /128 inside is removed only when the guard
+	// protects it (not when no Service wants it).
 	ExcludeCIDRs []netip.Prefix
 }
 
@@ -89,11 +91,11 @@ type Finding struct {
 // Find lists the bad addresses on kube-ipvs0, sorted by address: every
 // address the guard refuses, every prefix that is not a /32 or /128, and —
 // when the Services are known, or with Stale — every address no Service
-// wants. It is pure and deterministic.
+// wants, but for those inside ExcludeCIDRs. It is pure and deterministic.
 func Find(f Facts) []Finding {
 	g := f.Guard
 	if g == nil {
-		g = addrmgr.NewGuard(addrmgr.GuardConfig{})
+		g = guard.New(guard.Inputs{})
 	}
 	wanted := make(map[netip.Addr]bool, len(f.Wanted))
 	for _, p := range f.Wanted {
@@ -110,11 +112,15 @@ func Find(f Facts) []Finding {
 	bound = slices.Compact(bound)
 	for _, p := range bound {
 		a := p.Addr()
-		reason, detail, ok := g.Check(a)
+		v := g.Check(a)
+		reason, detail := v.Reason, v.Detail
 		switch {
-		case !ok:
+		case v.Protected:
 		case p.Bits() != p.Addr().BitLen():
 			reason, detail = ReasonNotHostPrefix, fmt.Sprintf("a /%d on kube-ipvs0 makes the whole subnet %s local; the proxy binds only host prefixes", p.Bits(), p.Masked())
+		case excluded(f.ExcludeCIDRs, a):
+			// Not the proxy's: run leaves it too (addrmgr.SetExclude).
+			continue
 		case f.WantedKnown && !wanted[a]:
 			reason, detail = ReasonNotWanted, "no current Service wants this address"
 		case !f.WantedKnown && f.Stale && len(byAddr[a]) == 0:
@@ -130,7 +136,7 @@ func Find(f Facts) []Finding {
 		slices.SortFunc(keys, ipvs.CompareKeys)
 		switch {
 		case len(byAddr[a]) == 0:
-		case g.IsLocal(a):
+		case v.Local:
 			fd.Kept = "the address stays on another interface of this node; its virtual servers stay"
 		case len(keys) < len(byAddr[a]):
 			fd.Kept = "virtual servers inside --ipvs-exclude-cidrs stay"

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -44,11 +45,12 @@ func vss(ss ...string) []ipvs.VirtualServer {
 
 // node A is 198.51.100.1/24 with gateway 198.51.100.254; node B is
 // 198.51.100.2; the API server is 198.51.100.10.
-func testGuard() *addrmgr.Guard {
-	return addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs:     []netip.Addr{netip.MustParseAddr("198.51.100.1")},
-		LocalPrefixes:  pfxs("198.51.100.1/24", "2001:db8:100::1/64"),
-		NodeAddrs:      map[netip.Addr]string{netip.MustParseAddr("198.51.100.1"): "a", netip.MustParseAddr("198.51.100.2"): "b", netip.MustParseAddr("2001:db8:100::2"): "b"},
+func testGuard() *guard.Guard {
+	return guard.New(guard.Inputs{
+		LocalAddrs:    []netip.Addr{netip.MustParseAddr("198.51.100.1")},
+		LocalPrefixes: pfxs("198.51.100.1/24", "2001:db8:100::1/64"),
+		Nodes: []model.Node{{Name: "a", Addresses: []netip.Addr{netip.MustParseAddr("198.51.100.1")}},
+			{Name: "b", Addresses: []netip.Addr{netip.MustParseAddr("198.51.100.2"), netip.MustParseAddr("2001:db8:100::2")}}},
 		APIServers:     []netip.Addr{netip.MustParseAddr("198.51.100.10")},
 		Gateways:       []netip.Addr{netip.MustParseAddr("198.51.100.254")},
 		ProtectedCIDRs: pfxs("192.0.2.0/28"),
@@ -147,6 +149,12 @@ func TestFind(t *testing.T) {
 			facts: Facts{Guard: testGuard(), Bound: pfxs("198.51.100.2/32"), ExcludeCIDRs: pfxs("198.51.100.2/32"),
 				VirtualServers: vss("tcp 198.51.100.2:80")},
 			want: "198.51.100.2/32 NodeIP [] kept\n",
+		},
+		{
+			name: "an excluded address no Service wants stays; a protected one goes (item 13)",
+			facts: Facts{Guard: testGuard(), WantedKnown: true, Stale: true, ExcludeCIDRs: pfxs("10.1.0.0/16", "192.0.2.0/24"),
+				Bound: pfxs("10.1.0.5/32", "192.0.2.3/32", "10.96.0.11/32")},
+			want: "10.96.0.11/32 NotWanted []\n192.0.2.3/32 ProtectedCIDR []\n",
 		},
 		{
 			name:  "no guard: only the never-a-VIP classes",

@@ -13,7 +13,9 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -36,11 +38,22 @@ type Options struct {
 	NodeName string
 	// StateDir is --state-dir, where `run` caches every Node's addresses.
 	StateDir string
+	// DeletedNodeGrace is --deleted-node-grace-period: a Node the cache
+	// records as deleted is protected for that long after it was last seen
+	// (0: not at all).
+	DeletedNodeGrace time.Duration
+	// Now is the clock; nil means time.Now.
+	Now func() time.Time
 	// Client talks to the API server; nil means offline.
 	Client kubernetes.Interface
 	// APIServerHost is the API server URL of the client configuration (its
-	// address is protected even when it does not answer); "" for none.
+	// address is protected even when it does not answer, unless it is a
+	// Service IP: guard.APIServer); "" for none.
 	APIServerHost string
+	// APIServerInCluster is true when APIServerHost comes from the
+	// in-cluster configuration (KUBERNETES_SERVICE_HOST): without the API
+	// server's answer it is taken for the kubernetes Service's ClusterIP.
+	APIServerInCluster bool
 	// Timeout bounds the API server requests and the name lookup of
 	// APIServerHost; 0 means 5s.
 	Timeout time.Duration
@@ -51,6 +64,9 @@ type Options struct {
 	Stale bool
 	// Apply removes what was found; false is a dry run.
 	Apply bool
+	// Force (--force) applies even when the API server's Nodes do not
+	// include this node (Report.Untrusted).
+	Force bool
 	// ProcRoot is where other proxies are looked for; "" means "/proc",
 	// "-" skips the scan.
 	ProcRoot string
@@ -76,6 +92,37 @@ type Report struct {
 	OtherProxies []Process `json:"otherProxies"`
 	// Warnings are what the operator should know (no cache, no device, ...).
 	Warnings []string `json:"warnings,omitempty"`
+	// Untrusted says why the API server that answered is not trusted —
+	// its Nodes do not include this node: another cluster, an empty one,
+	// or the wrong node name —, or is "". Apply then refuses without
+	// Force: that API server's Services would make every VIP "not wanted".
+	Untrusted string `json:"untrusted,omitempty"`
+}
+
+func (o *Options) now() time.Time {
+	if o.Now == nil {
+		return time.Now()
+	}
+	return o.Now()
+}
+
+// ErrUntrustedCluster is returned by Recover with Apply, without Force,
+// when the API server's Nodes do not include this node; nothing was
+// changed (the Report says what would have been).
+var ErrUntrustedCluster = errors.New("recovery: the API server does not list this node")
+
+// untrustedCluster says why an API server listing n Nodes, not name, is
+// not trusted; known are the Nodes known (the API server's and the cache's,
+// deleted ones with LastSeen).
+func untrustedCluster(name string, n int, known []model.Node) string {
+	why := fmt.Sprintf("the API server lists %d Nodes and not this node %q: another cluster, an empty one, or not this node's name (--hostname-override)?", n, name)
+	for _, k := range known {
+		if k.Name == name && !k.LastSeen.IsZero() {
+			why += fmt.Sprintf("; the node address cache records %q as deleted from the API, last seen %s", name, k.LastSeen.UTC().Format(time.RFC3339))
+			break
+		}
+	}
+	return why + "; its Services would make every address on " + addrmgr.Device + " \"not wanted\": --apply refuses unless --force"
 }
 
 // ErrKernel is wrapped when the node's kernel state cannot be read.
@@ -85,12 +132,15 @@ var ErrKernel = errors.New("recovery: cannot read the node")
 // addresses on kube-ipvs0 (Find), and with o.Apply removes them with their
 // virtual servers (Apply). The API server is optional: without it the guard
 // uses the cached Node addresses and the node's own state. The error is
-// non-nil only when the node could not be read; removal failures are in
+// non-nil when the node could not be read (no Report), or with Apply when
+// the API server is not trusted (ErrUntrustedCluster, with the Report of
+// what would have been removed; nothing was); removal failures are in
 // Report.Result.
 func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 	if o.Timeout <= 0 {
 		o.Timeout = 5 * time.Second
 	}
+
 	log := o.Log
 	if log == nil {
 		log = zap.NewNop()
@@ -104,7 +154,8 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, "no "+addrmgr.Device+" device on this node: nothing to recover")
 	}
 
-	nodeAddrs := map[string][]netip.Addr{}
+	var nodes []model.Node
+	var cachedAPI []netip.Addr
 	if o.StateDir != "" {
 		cache, err := informers.ReadNodeAddresses(o.StateDir)
 		switch {
@@ -112,21 +163,34 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 			rep.NodeCache = err.Error()
 			rep.Warnings = append(rep.Warnings, "no cached Node addresses ("+err.Error()+"): other nodes' addresses are known only from the API server")
 		default:
-			rep.NodeCache = fmt.Sprintf("%d nodes, updated %s", len(cache.Nodes), cache.Updated.UTC().Format(time.RFC3339))
-			for n, as := range cache.Nodes {
-				nodeAddrs[n] = append(nodeAddrs[n], as...)
+			nodes = cache.Protected(o.now(), o.DeletedNodeGrace)
+			cachedAPI = cache.APIServers
+			deleted := 0
+			for _, n := range nodes {
+				if !n.LastSeen.IsZero() {
+					deleted++
+				}
+			}
+			rep.NodeCache = fmt.Sprintf("%d nodes, updated %s", len(nodes), cache.Updated.UTC().Format(time.RFC3339))
+			if deleted > 0 {
+				rep.NodeCache = fmt.Sprintf("%d nodes (%d deleted from the API, protected for %v after they were last seen), updated %s",
+					len(nodes), deleted, o.DeletedNodeGrace, cache.Updated.UTC().Format(time.RFC3339))
 			}
 		}
 	} else {
 		rep.NodeCache = "no --state-dir"
 	}
 
-	var apiAddrs []netip.Addr
+	// Offline, the API server's endpoints are those run last saw.
+	api := guard.APIServer{InCluster: o.APIServerInCluster, Endpoints: cachedAPI}
 	if o.APIServerHost != "" {
 		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		apiAddrs = APIServerAddrs(lctx, o.APIServerHost)
+		api.Dialed = nodeenv.DialedAddrs(lctx, o.APIServerHost)
 		cancel()
 	}
+	// Offline the Services are unknown; ReadCluster protects what api
+	// says once they are listed.
+	apiAddrs := api.Addrs()
 	popts := planner.Options{
 		NodeName:       o.NodeName,
 		LocalAddrs:     node.LocalAddrs(),
@@ -135,43 +199,48 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		APIServerAddrs: apiAddrs,
 		Gateways:       node.Gateways,
-		ExcludeCIDRs:   o.ExcludeCIDRs,
+		NextHops:       node.NextHops,
+		// The resolvers only once the Services say which are no Service
+		// IP (ReadCluster): offline, the cluster DNS's ClusterIP could be
+		// one.
+		Resolvers:    node.Resolvers,
+		ExcludeCIDRs: o.ExcludeCIDRs,
 	}
 	var cluster *Cluster
 	if o.Client == nil {
 		rep.APIServer = "not configured"
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		cluster, err = ReadCluster(cctx, o.Client, popts)
+		cluster, err = ReadCluster(cctx, o.Client, popts, api)
 		cancel()
 		if err != nil {
 			rep.APIServer = "unreachable: " + err.Error()
 			cluster = nil
 		} else {
 			rep.APIServer = "reachable"
+			apiAddrs = cluster.APIServers
 			for n, as := range cluster.Nodes {
-				nodeAddrs[n] = append(nodeAddrs[n], as...)
+				nodes = append(nodes, model.Node{Name: n, Addresses: as})
 			}
 		}
 	}
-
-	models := make([]model.Node, 0, len(nodeAddrs))
-	for n, as := range nodeAddrs {
-		models = append(models, model.Node{Name: n, Addresses: as})
+	if cluster != nil {
+		if _, listed := cluster.Nodes[o.NodeName]; !listed {
+			rep.Untrusted = untrustedCluster(o.NodeName, len(cluster.Nodes), nodes)
+			rep.Warnings = append(rep.Warnings, rep.Untrusted)
+		}
 	}
-	guard := addrmgr.NewGuard(addrmgr.GuardConfig{
-		LocalAddrs:     popts.LocalAddrs,
-		LocalPrefixes:  node.LocalPrefixes,
-		NodeAddrs:      addrmgr.NodeAddresses(models),
-		APIServers:     apiAddrs,
-		Gateways:       node.Gateways,
-		ProtectedCIDRs: o.ProtectedCIDRs,
-		PodCIDRs:       o.ClusterCIDRs,
-	})
+
+	popts.APIServerAddrs = apiAddrs
+	popts.Resolvers = nil
+	if cluster != nil {
+		popts.Resolvers = cluster.Resolvers
+	}
+	g := guard.New(planner.GuardInputs(&popts, nodes))
 	facts := Facts{
 		Bound:          node.Bound,
 		VirtualServers: node.VirtualServers,
-		Guard:          guard,
+		Guard:          g,
 		Stale:          o.Stale,
 		ExcludeCIDRs:   o.ExcludeCIDRs,
 	}
@@ -201,6 +270,9 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 
 	if !o.Apply || len(rep.Findings) == 0 {
 		return rep, nil
+	}
+	if rep.Untrusted != "" && !o.Force {
+		return rep, fmt.Errorf("%w: %s", ErrUntrustedCluster, rep.Untrusted)
 	}
 	rep.Applied = true
 	rep.Result = Apply(k.Link(), k.Table(), rep.Findings)

@@ -3,12 +3,16 @@ package recovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
+	"path/filepath"
 	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
@@ -64,7 +68,7 @@ func clusterObjects() []runtime.Object {
 func TestRecover(t *testing.T) {
 	writeCache := func(t *testing.T) string {
 		dir := t.TempDir()
-		if err := informers.NewNodeAddressCache(dir).Set(map[string][]netip.Addr{
+		if err := informers.NewNodeAddressCache(dir, time.Hour).Set(map[string][]netip.Addr{
 			"a": {netip.MustParseAddr("198.51.100.1")}, "b": {netip.MustParseAddr("198.51.100.2")}}); err != nil {
 			t.Fatal(err)
 		}
@@ -159,26 +163,6 @@ func TestRecover(t *testing.T) {
 	}
 }
 
-func TestAPIServerAddrs(t *testing.T) {
-	ctx := context.Background()
-	for in, want := range map[string]string{
-		"https://10.0.2.100:6443": "10.0.2.100",
-		"https://[fd00::1]:6443":  "fd00::1",
-		"10.0.0.1:443":            "10.0.0.1",
-		"10.0.0.2":                "10.0.0.2",
-		"":                        "",
-	} {
-		got := APIServerAddrs(ctx, in)
-		s := ""
-		if len(got) > 0 {
-			s = got[0].String()
-		}
-		if s != want {
-			t.Errorf("APIServerAddrs(%q) = %v, want %s", in, got, want)
-		}
-	}
-}
-
 func TestRecoverNamesProxies(t *testing.T) {
 	root := t.TempDir()
 	for pid, proc := range map[string][2]string{
@@ -203,5 +187,153 @@ func TestRecoverNamesProxies(t *testing.T) {
 	if !strings.Contains(w, "kube-proxy (pid 100) is running and may add addresses back: stop it first") ||
 		!strings.Contains(w, "ipvs-proxy run (pid 200) is running: it never binds a protected address") {
 		t.Errorf("warnings:\n%s", w)
+	}
+}
+
+// TestRecoverInCluster: `recover` in a pod (deploy/base) dials
+// KUBERNETES_SERVICE_HOST, the kubernetes Service's ClusterIP 10.96.0.1.
+// That VIP is not the API server, online or offline: it stays bound with
+// its virtual server. The real API server, the default/kubernetes
+// EndpointSlice's 198.51.100.10, bound by a tenant's externalIP, goes.
+func TestRecoverInCluster(t *testing.T) {
+	kubernetes := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.1", ClusterIPs: []string{"10.96.0.1"},
+			Ports: []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+	tenant := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "tenant", Name: "capture"},
+		Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.77", ClusterIPs: []string{"10.96.0.77"},
+			ExternalIPs: []string{"198.51.100.10"},
+			Ports:       []corev1.ServicePort{{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP}}}}
+	slice := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "kubernetes",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}}, AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"198.51.100.10"}}}}
+	newNode := func() *fakeNode {
+		n := newFakeNode()
+		n.link = addrmgr.NewFakeLink(pfxs("10.96.0.1/32", "10.96.0.10/32", "10.96.0.77/32", "198.51.100.10/32")...)
+		n.table = ipvs.NewFakeTable(vss("tcp 10.96.0.1:443", "tcp 10.96.0.10:80", "tcp 10.96.0.77:443", "tcp 198.51.100.10:443")...)
+		return n
+	}
+	objs := append(clusterObjects(), kubernetes, tenant, slice)
+	for _, tc := range []struct {
+		name   string
+		client kubernetesClient
+		want   string
+	}{
+		{"online", func() *fake.Clientset { return fake.NewClientset(objs...) },
+			"198.51.100.10/32 APIServer [tcp 198.51.100.10:443]\n"},
+		{"offline: the in-cluster host is taken for a Service IP", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{NodeName: "a", ProcRoot: "-", StateDir: t.TempDir(),
+				APIServerHost: "https://10.96.0.1:443", APIServerInCluster: true}
+			if tc.client != nil {
+				o.Client = tc.client()
+			}
+			rep, err := Recover(context.Background(), newNode(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(rep.Findings); got != tc.want {
+				t.Errorf("findings:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+type kubernetesClient func() *fake.Clientset
+
+// TestRecoverDeletedNode: node b was deleted from the API two hours ago
+// (the cache records when it was last seen). Within the grace period its
+// address bound on kube-ipvs0 is found as NodeIP, offline and when the
+// API server (which no longer lists b) answers; past it, it is an address
+// like any other (issue 14, item 4).
+func TestRecoverDeletedNode(t *testing.T) {
+	now := time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC)
+	dir := t.TempDir()
+	file := fmt.Sprintf(`{"updated": %q, "nodes": {"a": ["198.51.100.1"], "b": ["198.51.100.2"]}, "lastSeen": {"b": %q}}`,
+		now.Add(-2*time.Hour).Format(time.RFC3339), now.Add(-2*time.Hour).Format(time.RFC3339))
+	if err := os.WriteFile(filepath.Join(dir, informers.NodeAddressFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	onlyA := func() *fake.Clientset {
+		objs := clusterObjects()
+		return fake.NewClientset(objs[0], objs[2]) // node a and the Service; b is gone
+	}
+	for _, tc := range []struct {
+		name   string
+		grace  time.Duration
+		client func() *fake.Clientset
+		want   string
+	}{
+		{"offline, within the grace period", 24 * time.Hour, nil, "198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n"},
+		{"offline, past the grace period", time.Hour, nil, ""},
+		{"online, the API no longer lists b", 24 * time.Hour, onlyA, "10.96.0.99/32 NotWanted []\n198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, DeletedNodeGrace: tc.grace, Now: func() time.Time { return now }}
+			if tc.client != nil {
+				o.Client = tc.client()
+			}
+			rep, err := Recover(context.Background(), newFakeNode(), o)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if got := render(rep.Findings); got != tc.want {
+				t.Errorf("findings:\n got %q\nwant %q", got, tc.want)
+			}
+		})
+	}
+}
+
+// TestRecoverCachedAPIServer: offline, the API server's endpoints are
+// those run last recorded in the cache (issue 14, items 2 and 12).
+func TestRecoverCachedAPIServer(t *testing.T) {
+	dir := t.TempDir()
+	file := `{"updated": "2026-11-24T10:00:00Z", "nodes": {"a": ["198.51.100.1"]}, "apiServers": ["198.51.100.10"]}`
+	if err := os.WriteFile(filepath.Join(dir, informers.NodeAddressFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNode()
+	n.link = addrmgr.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.10/32")...)
+	rep, err := Recover(context.Background(), n, Options{NodeName: "a", ProcRoot: "-", StateDir: dir,
+		APIServerHost: "https://10.96.0.1:443", APIServerInCluster: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got, want := render(rep.Findings), "198.51.100.10/32 APIServer []\n"; got != want {
+		t.Errorf("findings:\n got %q\nwant %q", got, want)
+	}
+}
+
+// TestRecoverUntrustedCluster: an API server whose Nodes do not include
+// this node (another cluster's kubeconfig) is not trusted: with Apply,
+// Recover changes nothing and returns ErrUntrustedCluster unless Force;
+// the deleted-node history says when the cache saw this node deleted
+// (issue 14, item 11).
+func TestRecoverUntrustedCluster(t *testing.T) {
+	other := func() *fake.Clientset {
+		return fake.NewClientset(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "x"}}, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "y"}})
+	}
+	dir := t.TempDir()
+	file := `{"updated": "2026-11-24T10:00:00Z", "nodes": {"a": ["198.51.100.1"], "b": ["198.51.100.2"]}, "lastSeen": {"a": "2026-11-24T09:00:00Z"}}`
+	if err := os.WriteFile(filepath.Join(dir, informers.NodeAddressFile), []byte(file), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	n := newFakeNode()
+	o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, Client: other(), Apply: true, DeletedNodeGrace: 24 * time.Hour,
+		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}
+	rep, err := Recover(context.Background(), n, o)
+	if !errors.Is(err, ErrUntrustedCluster) {
+		t.Fatalf("Recover = %v, want ErrUntrustedCluster", err)
+	}
+	if n.link.Mutations+n.table.Mutations != 0 || rep.Applied {
+		t.Fatalf("an untrusted cluster changed the node: %s %s", n.link, n.table)
+	}
+	if !strings.Contains(rep.Untrusted, `lists 2 Nodes and not this node "a"`) ||
+		!strings.Contains(rep.Untrusted, `records "a" as deleted from the API, last seen 2026-11-24T09:00:00Z`) {
+		t.Errorf("Untrusted = %q", rep.Untrusted)
+	}
+	o.Force, o.Client = true, other()
+	if rep, err = Recover(context.Background(), n, o); err != nil || !rep.Applied {
+		t.Fatalf("--force: %v, applied %v", err, rep.Applied)
 	}
 }

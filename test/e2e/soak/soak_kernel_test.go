@@ -22,6 +22,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -245,7 +246,7 @@ type proxy struct {
 	app   *applier.Applier
 }
 
-func openProxy(t *testing.T, node *ktest.Node, guard *addrmgr.Guard) *proxy {
+func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 	t.Helper()
 	p := &proxy{}
 	var (
@@ -280,7 +281,7 @@ func openProxy(t *testing.T, node *ktest.Node, guard *addrmgr.Guard) *proxy {
 	}
 	t.Cleanup(func() { p.table.Close(); ct.Close(); p.nl.Close(); rules.Close() })
 	rec := ipvs.NewReconciler(p.table, ipvs.Options{Conntrack: ct})
-	p.app = applier.New(rec, addrmgr.NewManager(p.link, guard, nil), rules, nil)
+	p.app = applier.New(rec, addrmgr.NewManager(p.link, g, nil), rules, nil)
 	return p
 }
 
@@ -305,7 +306,7 @@ func (f *findings) add(format string, args ...any) {
 // weight (a real server the plan dropped may stay at weight 0 while it
 // drains: graceful termination); kube-ipvs0 holds exactly the planned
 // addresses, none of them protected.
-func check(node *ktest.Node, p *proxy, st *planner.State, guard *addrmgr.Guard, f *findings, when string) {
+func check(node *ktest.Node, p *proxy, st *planner.State, g *guard.Guard, f *findings, when string) {
 	var kernel []ipvs.VirtualServer
 	var bound []netip.Prefix
 	err := node.Do(func() error {
@@ -361,8 +362,8 @@ func check(node *ktest.Node, p *proxy, st *planner.State, guard *addrmgr.Guard, 
 		wantAddrs[a] = true
 	}
 	for _, pre := range bound {
-		if reason, _, ok := guard.Check(pre.Addr()); !ok {
-			f.add("%s: protected address %v bound on kube-ipvs0 (%s)", when, pre, reason)
+		if v := g.Check(pre.Addr()); v.Protected {
+			f.add("%s: protected address %v bound on kube-ipvs0 (%s)", when, pre, v.Reason)
 		}
 		if !wantAddrs[pre] {
 			f.add("%s: address %v on kube-ipvs0 not planned", when, pre)
@@ -376,7 +377,7 @@ func check(node *ktest.Node, p *proxy, st *planner.State, guard *addrmgr.Guard, 
 
 // watchAddrs reports every protected address that appears on kube-ipvs0,
 // however briefly, until ctx ends.
-func watchAddrs(ctx context.Context, t *testing.T, node *ktest.Node, link int, guard *addrmgr.Guard, f *findings) (wait func()) {
+func watchAddrs(ctx context.Context, t *testing.T, node *ktest.Node, link int, g *guard.Guard, f *findings) (wait func()) {
 	ch := make(chan netlink.AddrUpdate, 1<<16)
 	done := make(chan struct{})
 	// A closed subscription (at the end) reports an error: only errors
@@ -414,8 +415,8 @@ func watchAddrs(ctx context.Context, t *testing.T, node *ktest.Node, link int, g
 				if a.Is6() && a.IsLinkLocalUnicast() {
 					continue
 				}
-				if reason, _, ok := guard.Check(a); !ok {
-					f.add("monitor: protected address %v appeared on kube-ipvs0 (%s)", a, reason)
+				if v := g.Check(a); v.Protected {
+					f.add("monitor: protected address %v appeared on kube-ipvs0 (%s)", a, v.Reason)
 				}
 			}
 		}
@@ -519,14 +520,14 @@ func TestSoak(t *testing.T) {
 		MasqueradeBit: planner.DefaultMasqueradeBit,
 	}
 	ch := newChurner(nsvc, uint64(seed))
-	guard := addrmgr.NewGuard(addrmgr.GuardConfig{LocalAddrs: opts.LocalAddrs, NodeAddrs: addrmgr.NodeAddresses(ch.cluster().Nodes), PodCIDRs: podCIDRs})
-	p := openProxy(t, node, guard)
+	g := guard.New(guard.Inputs{LocalAddrs: opts.LocalAddrs, Nodes: ch.cluster().Nodes, PodCIDRs: podCIDRs})
+	p := openProxy(t, node, g)
 	nodeAddrs := []netip.Addr{ktest.NodeIPv4, ktest.NodeIPv6}
 	f := &findings{}
 
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	waitMon := watchAddrs(ctx, t, node, p.link.Index(), guard, f)
+	waitMon := watchAddrs(ctx, t, node, p.link.Index(), g, f)
 
 	var planLat, fullLat, partialLat, checkLat []time.Duration
 	var mem []memSample
@@ -558,7 +559,7 @@ func TestSoak(t *testing.T) {
 			f.add("sync (full=%v) failed services %v: %v", full, res.FailedServices(), err)
 		}
 		t2 := time.Now()
-		check(node, p, &st, guard, f, fmt.Sprintf("after sync %d", len(planLat)))
+		check(node, p, &st, g, f, fmt.Sprintf("after sync %d", len(planLat)))
 		checkLat = append(checkLat, time.Since(t2))
 		return &st
 	}

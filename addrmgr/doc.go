@@ -1,0 +1,9 @@
+// Package addrmgr owns the addresses of kube-ipvs0, the dummy device every
+// service VIP is bound on (`ip addr add|del ADDR/32 dev kube-ipvs0`): the
+// Manager binds the desired VIPs, asking the node-IP guard (internal/guard,
+// pure) about each immediately before `ip addr add`, and removes whatever
+// is undesired or protected, and follows the device through an address
+// subscription (`ip monitor address dev kube-ipvs0`). KernelLink is the
+// netlink side, FakeLink the in-memory one for unit tests. It never touches
+// another interface, and never brings kube-ipvs0 up.
+package addrmgr

@@ -1,0 +1,139 @@
+package nodeenv
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"golang.org/x/sys/unix"
+)
+
+// Device is the dummy device the proxy binds VIPs on: its addresses are no
+// addresses of the node (addrmgr.Device).
+const Device = "kube-ipvs0"
+
+// Env is what the node says before a sync.
+type Env struct {
+	// LocalAddrs are the node's addresses on interfaces other than
+	// kube-ipvs0 (`ip -o addr show`), sorted and unique, without
+	// link-local ones; LocalPrefixes the same with their lengths, in dump
+	// order.
+	LocalAddrs    []netip.Addr
+	LocalPrefixes []netip.Prefix
+	// Gateways are the default routes' gateways of both families (`ip
+	// route show default`), multipath hops included, sorted and unique.
+	Gateways []netip.Addr
+	// NextHops are the gateways of every other route of the main table
+	// (`ip route show table main`: a BGP ToR's other sessions, a route
+	// reflector, a second uplink), sorted, unique, none of Gateways.
+	NextHops []netip.Addr
+	// Resolvers are the node's DNS servers (ReadResolvers), sorted and
+	// unique.
+	Resolvers []netip.Addr
+}
+
+// NewHandle opens a route netlink handle in the calling thread's network
+// namespace with strict checking on, so that a filtered route dump returns
+// the main table alone, not the local table's route of every kube-ipvs0
+// address. strict is false when the kernel refused strict checking
+// (before 4.20): the handle works, every read gets the whole table.
+func NewHandle() (h *netlink.Handle, strict bool, err error) {
+	h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+	if err != nil {
+		return nil, false, fmt.Errorf("netlink: %w", err)
+	}
+	return h, h.SetStrictCheck(true) == nil, nil
+}
+
+// Read reads the addresses and the routes through h, and the resolvers
+// from ResolvConfs.
+func Read(h *netlink.Handle) (Env, error) {
+	var env Env
+	var err error
+	if env.LocalAddrs, env.LocalPrefixes, err = ReadAddrs(h); err != nil {
+		return env, err
+	}
+	if env.Gateways, env.NextHops, err = ReadRoutes(h); err != nil {
+		return env, err
+	}
+	env.Resolvers, err = ReadResolvers(ResolvConfs...)
+	return env, err
+}
+
+// ReadAddrs is `ip -o addr show` without kube-ipvs0 and without
+// link-local addresses: addresses sorted and unique, prefixes in dump
+// order. Link-local addresses are never a VIP, a NodePort address or a
+// family of the node, and every pod's host-side veth may get one: kept,
+// each pod start would look like a change of the node's addresses, which
+// makes a sync a full one.
+func ReadAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
+	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
+	if err != nil {
+		return nil, nil, fmt.Errorf("ip addr show: %w", err)
+	}
+	skip := -1
+	if l, err := h.LinkByName(Device); err == nil {
+		skip = l.Attrs().Index
+	}
+	var local []netip.Addr
+	var prefixes []netip.Prefix
+	for _, a := range addrs {
+		if a.LinkIndex == skip || a.IPNet == nil {
+			continue
+		}
+		ip, ok := netip.AddrFromSlice(a.IP)
+		if !ok {
+			continue
+		}
+		ip = ip.Unmap()
+		if ip.IsLinkLocalUnicast() {
+			continue
+		}
+		ones, _ := a.Mask.Size()
+		local = append(local, ip)
+		prefixes = append(prefixes, netip.PrefixFrom(ip, ones))
+	}
+	slices.SortFunc(local, netip.Addr.Compare)
+	return slices.Compact(local), prefixes, nil
+}
+
+// ReadRoutes reads the main routing table of both families (`ip route
+// show table main`) and returns the gateways of the default routes and the
+// next hops of every other route, multipath hops included, each sorted and
+// unique, a default gateway only in gateways. Only the main table is asked
+// for: through a handle with strict checking (NewHandle) the kernel dumps
+// that table alone, without the local table and its route of every
+// kube-ipvs0 address.
+func ReadRoutes(h *netlink.Handle) (gateways, nextHops []netip.Addr, err error) {
+	for _, fam := range []int{netlink.FAMILY_V4, netlink.FAMILY_V6} {
+		routes, err := h.RouteListFiltered(fam, &netlink.Route{Table: unix.RT_TABLE_MAIN}, netlink.RT_FILTER_TABLE)
+		if err != nil {
+			return nil, nil, fmt.Errorf("ip route show table main: %w", err)
+		}
+		for _, r := range routes {
+			into := &nextHops
+			if r.Dst == nil {
+				into = &gateways
+			} else if ones, _ := r.Dst.Mask.Size(); ones == 0 {
+				into = &gateways
+			}
+			if gw, ok := netip.AddrFromSlice(r.Gw); ok && gw.IsValid() {
+				*into = append(*into, gw.Unmap())
+			}
+			for _, nh := range r.MultiPath {
+				if gw, ok := netip.AddrFromSlice(nh.Gw); ok && gw.IsValid() {
+					*into = append(*into, gw.Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(gateways, netip.Addr.Compare)
+	gateways = slices.Compact(gateways)
+	slices.SortFunc(nextHops, netip.Addr.Compare)
+	nextHops = slices.DeleteFunc(slices.Compact(nextHops), func(a netip.Addr) bool {
+		_, isGW := slices.BinarySearchFunc(gateways, a, netip.Addr.Compare)
+		return isGW
+	})
+	return gateways, nextHops, nil
+}
