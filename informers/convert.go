@@ -207,15 +207,7 @@ func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		base.LoadBalancerIPs = convertIngress(r, svc.Status.LoadBalancer.Ingress)
 		if len(base.LoadBalancerIPs) > 0 {
-			ranges, ok := convertSourceRanges(r, svc)
-			if !ok {
-				for _, ip := range base.LoadBalancerIPs {
-					r.add("spec.loadBalancerSourceRanges", ip.String(), model.ReasonInvalidSourceRange,
-						"no valid source range left to allow; LoadBalancer IP not served rather than opened to everyone")
-				}
-				base.LoadBalancerIPs = nil
-			}
-			base.LoadBalancerSourceRanges = ranges
+			base.LoadBalancerSourceRanges, base.LoadBalancerFirewall = convertSourceRanges(r, svc, base.LoadBalancerIPs)
 		}
 	}
 
@@ -406,29 +398,61 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 }
 
 // convertSourceRanges reads spec.loadBalancerSourceRanges, or the legacy
-// annotation when the field is empty. ok is false when ranges were given but
-// none is valid: the caller must then fail closed, never open to everyone.
-func convertSourceRanges(r *refuser, svc *corev1.Service) (ranges []netip.Prefix, ok bool) {
+// annotation when the field is empty, for the LoadBalancer IPs lbIPs.
+// firewall is true when ranges were given at all: the LoadBalancer IPs then
+// admit only the ranges of their own family, and an IP left with none
+// admits nobody (the planner fails closed; each such IP is refused here by
+// name so that the Warning says so). An IPv4-mapped IPv6 range
+// (::ffff:192.0.2.0/120) is read as the IPv4 range it maps (192.0.2.0/24),
+// as kube-proxy's net.ParseCIDR reading does, and the refusal says so.
+func convertSourceRanges(r *refuser, svc *corev1.Service, lbIPs []netip.Addr) (ranges []netip.Prefix, firewall bool) {
 	field, raw := "spec.loadBalancerSourceRanges", svc.Spec.LoadBalancerSourceRanges
 	if len(raw) == 0 {
 		if v, has := svc.Annotations[AnnotationSourceRanges]; has && strings.TrimSpace(v) != "" {
 			field, raw = "metadata.annotations["+AnnotationSourceRanges+"]", strings.Split(v, ",")
 		}
 	}
+	if len(raw) == 0 {
+		return nil, false
+	}
+	var fam [2]bool
 	for _, s := range raw {
-		f := field
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
+		p, err := netip.ParsePrefix(s)
 		if err != nil || p.Addr().Zone() != "" {
-			r.add(f, strings.TrimSpace(s), model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")
+			r.add(field, s, model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")
 			continue
 		}
 		p = p.Masked()
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			r.add(field, s, model.ReasonIPv4Mapped,
+				"IPv4-mapped IPv6 range; allowed in as the IPv4 range %s", p)
+		}
+		fam[addrFamily(p.Addr())] = true
 		if !slices.Contains(ranges, p) {
 			ranges = append(ranges, p)
 		}
 	}
-	return ranges, len(raw) == 0 || len(ranges) > 0
+	for _, ip := range lbIPs {
+		if f := addrFamily(ip); !fam[f] {
+			r.add(field, ip.String(), model.ReasonInvalidSourceRange,
+				"no valid %s source range for this %s LoadBalancer IP; served with every source dropped (KUBE-LOAD-BALANCER-FW without a source entry), never opened to everyone",
+				familyName[f], familyName[f])
+		}
+	}
+	return ranges, true
 }
+
+// addrFamily is 0 for IPv4 (an IPv4-mapped address included), 1 for IPv6.
+func addrFamily(a netip.Addr) int {
+	if a.Unmap().Is4() {
+		return 0
+	}
+	return 1
+}
+
+var familyName = [2]string{"IPv4", "IPv6"}
 
 // ServiceEndpoints gathers the endpoints of one Service's ports from that
 // Service's EndpointSlices. Slice ports are matched to Service ports by name

@@ -51,9 +51,15 @@ type ServicePort struct {
 	ClusterIPs      []netip.Addr
 	ExternalIPs     []netip.Addr
 	LoadBalancerIPs []netip.Addr
-	// LoadBalancerSourceRanges restricts who may reach the LoadBalancer IPs;
-	// empty means everyone.
+	// LoadBalancerSourceRanges restricts who may reach the LoadBalancer IPs:
+	// a LoadBalancer IP admits only the ranges of its own family. Empty
+	// means everyone, unless LoadBalancerFirewall is set.
 	LoadBalancerSourceRanges []netip.Prefix
+	// LoadBalancerFirewall is set when the Service asks for source ranges
+	// (the field or the legacy annotation), whether or not any was usable:
+	// with no usable range of its family a LoadBalancer IP admits no
+	// source at all (fail closed).
+	LoadBalancerFirewall bool
 
 	// ExternalPolicyLocal is externalTrafficPolicy: Local.
 	ExternalPolicyLocal bool

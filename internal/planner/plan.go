@@ -503,33 +503,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		if sp.ExternalPolicyLocal {
 			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
 		}
-		fw, fromNode := false, false
-		for _, r := range sp.LoadBalancerSourceRanges {
-			if !r.IsValid() || r.Addr().Is4In6() || famOf(r.Addr()) != f {
-				continue
-			}
-			fw = true
-			r = r.Masked()
-			e2 := e
-			e2.Net = r
-			es = p.add(es, f, iptables.SetLoadBalancerSourceCIDR, e2)
-			if !fromNode {
-				for _, a := range p.e.o.LocalAddrs {
-					if r.Contains(a.WithZone("")) {
-						fromNode = true
-						break
-					}
-				}
-			}
-		}
-		if fw {
-			es = p.add(es, f, iptables.SetLoadBalancerFW, e)
-		}
-		if fromNode {
-			e2 := e
-			e2.Net = iptables.HostPrefix(key.Address)
-			es = p.add(es, f, iptables.SetLoadBalancerSourceIP, e2)
-		}
+		es = p.firewall(es, f, e)
 		if sp.HealthCheckNodePort != 0 {
 			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 		}
