@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -139,14 +138,10 @@ type refuser struct {
 	out     []model.Refusal
 }
 
-// add records one refusal. An empty value, or one with spaces or control
-// characters, is Go-quoted with its spaces escaped as \x20 (strconv.Quote
-// keeps them), so that a refusal always has four words before its message
-// and strconv.Unquote gives the value back.
+// add records one refusal. The value is kept as written; every text
+// layout renders it through model.Word, so an empty or odd value cannot
+// add a word or a line.
 func (r *refuser) add(field, value string, reason model.Reason, format string, args ...any) {
-	if value == "" || strings.IndexFunc(value, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) >= 0 {
-		value = strings.ReplaceAll(strconv.Quote(value), " ", `\x20`)
-	}
 	r.out = append(r.out, model.Refusal{
 		Service: r.service,
 		Field:   field,
@@ -584,7 +579,7 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 		}
 		if (s.AddressType == discoveryv1.AddressTypeIPv4) != a.Is4() {
 			r.add(field, e.Addresses[0], model.ReasonUnsupportedFamily,
-				"address does not match the slice's addressType %s; endpoint not used", s.AddressType)
+				"address does not match the slice's addressType %q; endpoint not used", s.AddressType)
 			continue
 		}
 		if reason, why := hostileEndpoint(a); reason != "" {

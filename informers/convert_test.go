@@ -34,7 +34,7 @@ func svc(name string, mut func(*corev1.Service)) *corev1.Service {
 func refusalStrings(rs []model.Refusal) []string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("%s %s %s %s", r.Service, r.Field, r.Address, r.Reason))
+		out = append(out, fmt.Sprintf("%s %s %s %s", r.Service, r.Field, model.Word(r.Address), r.Reason))
 	}
 	return out
 }

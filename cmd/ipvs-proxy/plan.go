@@ -122,6 +122,9 @@ func nodeByAddress(nodes []model.Node, addrs []netip.Addr) (string, error) {
 	case 0:
 		return "", errors.New("--node-name is required: no Node in the input has one of the --node-ip addresses")
 	default:
+		for i, n := range found {
+			found[i] = model.Word(n)
+		}
 		return "", fmt.Errorf("--node-name is required: Nodes %s all have one of the --node-ip addresses", strings.Join(found, ", "))
 	}
 }

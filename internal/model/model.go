@@ -136,16 +136,19 @@ type Refusal struct {
 	Service string
 	// Field is the API field path, e.g. "spec.externalIPs".
 	Field string
-	// Address is the offending value as written in the object.
+	// Address is the offending value as written in the object (raw: the
+	// text layouts quote it, see Word).
 	Address string
 	Reason  Reason
 	// Message says why, and what was done instead.
 	Message string
 }
 
-// String renders the refusal in the `plan` text layout.
+// String renders the refusal in the `plan` text layout, always one line:
+// "SERVICE FIELD ADDRESS REASON: MESSAGE", the first four as Word (an
+// empty or odd value Go-quoted), the message as Line.
 func (r Refusal) String() string {
-	return fmt.Sprintf("%s %s %s %s: %s", r.Service, r.Field, r.Address, r.Reason, r.Message)
+	return Word(r.Service) + " " + Word(r.Field) + " " + Word(r.Address) + " " + Word(string(r.Reason)) + ": " + Line(r.Message)
 }
 
 // Cluster is the converted view of every Service, EndpointSlice and Node the

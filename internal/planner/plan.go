@@ -362,11 +362,13 @@ func (p *portPlanner) service() {
 	}
 }
 
+// portLabel names the port in a message: its name Go-quoted (an API
+// value), or "PORT/PROTOCOL" when it has none.
 func portLabel(sp *model.ServicePort) string {
 	if sp.Name.Port == "" {
-		return strconv.Itoa(int(sp.Port)) + "/" + string(sp.Protocol)
+		return strconv.Itoa(int(sp.Port)) + "/" + model.Word(string(sp.Protocol))
 	}
-	return sp.Name.Port
+	return strconv.Quote(sp.Name.Port)
 }
 
 // vip checks one service address against the guard and the options and
