@@ -40,11 +40,16 @@ const (
 	MaxAffinityTimeout     = 86400
 )
 
+// Convert is Converter{}.Convert: the default limits.
+func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
+	return Converter{}.Convert(svcs, eps, nodes)
+}
+
 // Convert is the whole-cluster conversion: every Service port, its
 // endpoints from the EndpointSlices labelled with the Service's name, and
 // every Node. Nil objects are ignored. The result is sorted and
 // deterministic whatever the input order.
-func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
+func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}}
 
 	byService := map[string][]*discoveryv1.EndpointSlice{}
@@ -54,7 +59,7 @@ func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*
 		}
 	}
 	for _, svc := range svcs {
-		ports, refusals := ServicePorts(svc)
+		ports, refusals := cv.ServicePorts(svc)
 		c.Refusals = append(c.Refusals, refusals...)
 		if len(ports) == 0 {
 			continue
@@ -169,11 +174,17 @@ func ParseAddr(s string) (netip.Addr, error) {
 	return a, nil
 }
 
+// ServicePorts is Converter{}.ServicePorts: the default limits.
+func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
+	return Converter{}.ServicePorts(svc)
+}
+
 // ServicePorts converts one Service into one model.ServicePort per
 // spec.ports entry, and the refusals for every field it cannot use. A
 // skipped Service (see SkipReason) gives neither. A Service without any
-// usable cluster IP gives no ports, only refusals.
-func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
+// usable cluster IP gives no ports, only refusals. The Service's external
+// addresses are capped (see Converter.MaxVirtualServers).
+func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
 	if SkipReason(svc) != "" {
 		return nil, nil
 	}
@@ -290,13 +301,20 @@ func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
 		default:
 			p.NodePort = uint16(sp.NodePort)
 		}
+		out = append(out, p)
+	}
+	// The cap needs the number of ports; the address lists are copied
+	// only after it, so a Service asking for millions of virtual servers
+	// costs its size, not ports × addresses.
+	lb, ext, ranges := cv.capExternal(r, svc, len(out), base.LoadBalancerIPs, base.ExternalIPs, base.LoadBalancerSourceRanges)
+	for i := range out {
 		// Every port gets its own copies, so that no consumer can alias
 		// another port's slices.
+		p := &out[i]
 		p.ClusterIPs = slices.Clone(p.ClusterIPs)
-		p.ExternalIPs = slices.Clone(p.ExternalIPs)
-		p.LoadBalancerIPs = slices.Clone(p.LoadBalancerIPs)
-		p.LoadBalancerSourceRanges = slices.Clone(p.LoadBalancerSourceRanges)
-		out = append(out, p)
+		p.ExternalIPs = slices.Clone(ext)
+		p.LoadBalancerIPs = slices.Clone(lb)
+		p.LoadBalancerSourceRanges = slices.Clone(ranges)
 	}
 	return out, r.out
 }
@@ -351,16 +369,19 @@ func convertClusterIPs(r *refuser, svc *corev1.Service) []netip.Addr {
 	return out
 }
 
-// parseAddrList parses a list of addresses, dropping duplicates.
+// parseAddrList parses a list of addresses, dropping duplicates (in O(n):
+// a Service may list tens of thousands).
 func parseAddrList(r *refuser, field string, raw []string) []netip.Addr {
 	var out []netip.Addr
+	seen := make(map[netip.Addr]struct{}, len(raw))
 	for _, s := range raw {
 		a, err := ParseAddr(s)
 		if err != nil {
 			r.add(field, s, model.ReasonInvalidAddress, "not an IP address; not served")
 			continue
 		}
-		if !slices.Contains(out, a) {
+		if _, dup := seen[a]; !dup {
+			seen[a] = struct{}{}
 			out = append(out, a)
 		}
 	}
@@ -372,6 +393,7 @@ func parseAddrList(r *refuser, field string, raw []string) []netip.Addr {
 // through the load balancer's own proxy, so neither gets a virtual server.
 func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 	var out []netip.Addr
+	seen := make(map[netip.Addr]struct{}, len(ing))
 	for _, in := range ing {
 		if in.IP == "" {
 			continue
@@ -381,11 +403,12 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 		}
 		a, err := ParseAddr(in.IP)
 		if err != nil {
-			r.add("status.loadBalancer.ingress", in.IP, model.ReasonInvalidAddress,
+			r.add(FieldIngress, in.IP, model.ReasonInvalidAddress,
 				"not an IP address; not served")
 			continue
 		}
-		if !slices.Contains(out, a) {
+		if _, dup := seen[a]; !dup {
+			seen[a] = struct{}{}
 			out = append(out, a)
 		}
 	}
@@ -401,16 +424,17 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 // (::ffff:192.0.2.0/120) is read as the IPv4 range it maps (192.0.2.0/24),
 // as kube-proxy's net.ParseCIDR reading does, and the refusal says so.
 func convertSourceRanges(r *refuser, svc *corev1.Service, lbIPs []netip.Addr) (ranges []netip.Prefix, firewall bool) {
-	field, raw := "spec.loadBalancerSourceRanges", svc.Spec.LoadBalancerSourceRanges
+	field, raw := sourceRangesField(svc), svc.Spec.LoadBalancerSourceRanges
 	if len(raw) == 0 {
 		if v, has := svc.Annotations[AnnotationSourceRanges]; has && strings.TrimSpace(v) != "" {
-			field, raw = "metadata.annotations["+AnnotationSourceRanges+"]", strings.Split(v, ",")
+			raw = strings.Split(v, ",")
 		}
 	}
 	if len(raw) == 0 {
 		return nil, false
 	}
 	var fam [2]bool
+	seen := make(map[netip.Prefix]struct{}, len(raw))
 	for _, s := range raw {
 		s = strings.TrimSpace(s)
 		p, err := netip.ParsePrefix(s)
@@ -425,7 +449,8 @@ func convertSourceRanges(r *refuser, svc *corev1.Service, lbIPs []netip.Addr) (r
 				"IPv4-mapped IPv6 range; allowed in as the IPv4 range %s", p)
 		}
 		fam[addrFamily(p.Addr())] = true
-		if !slices.Contains(ranges, p) {
+		if _, dup := seen[p]; !dup {
+			seen[p] = struct{}{}
 			ranges = append(ranges, p)
 		}
 	}

@@ -77,7 +77,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: ignored %d object(s) of kinds the proxy does not use, first: %s\n",
 			len(objs.Ignored), objs.Ignored[0])
 	}
-	cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+	cv := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService}
+	cluster := cv.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 
 	opts := f.opts
 	if opts.NodeName == "" {

@@ -93,6 +93,8 @@ func goldenOptions(args []string) (planner.Options, []string, error) {
 			o.Scheduler = v
 		case "--masquerade-bit":
 			o.MasqueradeBit, err = strconv.Atoi(v)
+		case "--max-virtual-servers-per-service":
+			o.MaxVirtualServersPerService, err = strconv.Atoi(v)
 		default:
 			return o, nil, fmt.Errorf("flag %s not understood by this test", flag)
 		}
@@ -139,7 +141,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+				cluster := informers.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 				st := planner.Plan(cluster, opts)
 				want, err := os.ReadFile(golden)
 				if err != nil {

@@ -128,6 +128,10 @@ const (
 	ReasonInvalidEndpoint    Reason = "InvalidEndpoint"
 	ReasonUnsupportedFamily  Reason = "UnsupportedFamily"
 	ReasonInvalidSourceRange Reason = "InvalidSourceRange"
+	// ReasonTooManyVirtualServers: a Service's external addresses times
+	// its ports (or its source ranges) over
+	// --max-virtual-servers-per-service; the excess is not served.
+	ReasonTooManyVirtualServers Reason = "TooManyVirtualServers"
 )
 
 // Refusal records one thing the proxy would not do, and why.
