@@ -343,11 +343,13 @@ func (p *portPlanner) service() {
 	}
 }
 
+// portLabel names the port in a message: its name Go-quoted (an API
+// value), or "PORT/PROTOCOL" when it has none.
 func portLabel(sp *model.ServicePort) string {
 	if sp.Name.Port == "" {
-		return strconv.Itoa(int(sp.Port)) + "/" + string(sp.Protocol)
+		return strconv.Itoa(int(sp.Port)) + "/" + model.Word(string(sp.Protocol))
 	}
-	return sp.Name.Port
+	return strconv.Quote(sp.Name.Port)
 }
 
 // vip checks one service address against the guard and the options and
@@ -485,33 +487,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		if sp.ExternalPolicyLocal {
 			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
 		}
-		fw, fromNode := false, false
-		for _, r := range sp.LoadBalancerSourceRanges {
-			if !r.IsValid() || r.Addr().Is4In6() || famOf(r.Addr()) != f {
-				continue
-			}
-			fw = true
-			r = r.Masked()
-			e2 := e
-			e2.Net = r
-			es = p.add(es, f, iptables.SetLoadBalancerSourceCIDR, e2)
-			if !fromNode {
-				for _, a := range p.e.o.LocalAddrs {
-					if r.Contains(a.WithZone("")) {
-						fromNode = true
-						break
-					}
-				}
-			}
-		}
-		if fw {
-			es = p.add(es, f, iptables.SetLoadBalancerFW, e)
-		}
-		if fromNode {
-			e2 := e
-			e2.Net = iptables.HostPrefix(key.Address)
-			es = p.add(es, f, iptables.SetLoadBalancerSourceIP, e2)
-		}
+		es = p.firewall(es, f, e)
 		if sp.HealthCheckNodePort != 0 {
 			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 		}
