@@ -110,6 +110,38 @@ func serviceAddr(a netip.Addr) bool {
 		!a.IsUnspecified() && !a.IsMulticast()
 }
 
+// planFamilies decides the families the node plans, from inputs `run` and
+// `plan` share: a family is planned when the node has an address of it to
+// serve from (local: a usable address on an interface, or a NodePort
+// address) and the cluster's configuration names it — an address of this
+// node in its Node object's status.addresses (kube-proxy's node IPs), or a
+// CIDR of it in --cluster-cidr or --nodeport-addresses (what kube-proxy
+// reads as dual-stack configuration). When nothing names a family (no Node
+// object for this node, no such flag), the local addresses alone decide.
+// So an IPv6 address on some interface does not make an IPv4-only
+// cluster's node plan IPv6, as it did when only `run` saw it.
+func planFamilies(local [2]bool, self *model.Node, o *Options) [2]bool {
+	var named [2]bool
+	if self != nil {
+		for _, a := range self.Addresses {
+			if serviceAddr(a) {
+				named[famOf(a)] = true
+			}
+		}
+	}
+	for _, cidrs := range [][]netip.Prefix{o.ClusterCIDRs, o.NodePortAddresses} {
+		for _, p := range cidrs {
+			if p.IsValid() && !p.Addr().Is4In6() {
+				named[famOf(p.Addr())] = true
+			}
+		}
+	}
+	if !named[0] && !named[1] {
+		return local
+	}
+	return [2]bool{local[0] && named[0], local[1] && named[1]}
+}
+
 // Plan computes the desired state of this node from the cluster model and
 // the options. It is pure and deterministic: every slice of the result is
 // sorted and the same input gives the same State. Nothing in c or o is
@@ -147,9 +179,18 @@ func newEnv(o Options, nodes []model.Node) *env {
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		PodCIDRs:       o.ClusterCIDRs,
 	})
+	var self *model.Node
+	for i := range nodes {
+		if n := &nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
+			self = n
+			e.zone = n.Labels[ZoneLabel]
+			break
+		}
+	}
+	var local [2]bool
 	for _, a := range o.LocalAddrs {
 		if serviceAddr(a) {
-			e.families[famOf(a)] = true
+			local[famOf(a)] = true
 		}
 	}
 	for _, a := range o.LocalAddrs {
@@ -165,16 +206,12 @@ func newEnv(o Options, nodes []model.Node) *env {
 			continue
 		}
 		e.npAddrs = append(e.npAddrs, a)
-		e.families[famOf(a)] = true
+		local[famOf(a)] = true
 	}
+	e.families = planFamilies(local, self, &o)
+	e.npAddrs = slices.DeleteFunc(e.npAddrs, func(a netip.Addr) bool { return !e.families[famOf(a)] })
 	slices.SortFunc(e.npAddrs, netip.Addr.Compare)
 	e.npAddrs = slices.Compact(e.npAddrs)
-	for i := range nodes {
-		if n := &nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
-			e.zone = n.Labels[ZoneLabel]
-			break
-		}
-	}
 	var names []string
 	for f := range e.families {
 		if !e.families[f] {

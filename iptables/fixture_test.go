@@ -1,0 +1,196 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// The kube-proxy 1.34 fixture (testdata/kube-proxy-1.34/README.md): what its
+// IPVS mode leaves on an IPv4-only node, read into the fakes here and
+// restored into a real kernel by iptables_kernel_test.go.
+
+const kubeProxyDir = "testdata/kube-proxy-1.34/"
+
+// fixture reads a fixture file without its # comment lines.
+func fixture(t testing.TB, name string) string {
+	t.Helper()
+	b, err := os.ReadFile(kubeProxyDir + name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out strings.Builder
+	for line := range strings.Lines(string(b)) {
+		if !strings.HasPrefix(line, "#") {
+			out.WriteString(line)
+		}
+	}
+	return out.String()
+}
+
+// fixtureSet is one set of ipset.save: its create options and entries.
+type fixtureSet struct {
+	set     IPSet
+	maxElem uint32
+	initval string
+}
+
+// fixtureSets parses ipset.save in file order.
+func fixtureSets(t testing.TB) []fixtureSet {
+	t.Helper()
+	var out []fixtureSet
+	idx := map[string]int{}
+	for line := range strings.Lines(fixture(t, "ipset.save")) {
+		f := strings.Fields(line)
+		switch {
+		case len(f) == 0:
+		case f[0] == "create":
+			fs := fixtureSet{set: IPSet{Name: f[1], Type: f[2]}}
+			for i := 3; i+1 < len(f); i += 2 {
+				switch f[i] {
+				case "family":
+					fs.set.Family = f[i+1]
+				case "maxelem":
+					n, _ := strconv.ParseUint(f[i+1], 10, 32)
+					fs.maxElem = uint32(n)
+				case "initval":
+					fs.initval = f[i+1]
+				}
+			}
+			idx[f[1]] = len(out)
+			out = append(out, fs)
+		case f[0] == "add":
+			i, ok := idx[f[1]]
+			if !ok {
+				t.Fatalf("ipset.save: %q adds to an undeclared set", line)
+			}
+			e, err := parseEntryText(out[i].set.Type, f[2])
+			if err != nil {
+				t.Fatalf("ipset.save: %q: %v", line, err)
+			}
+			out[i].set.Entries = append(out[i].set.Entries, e)
+		default:
+			t.Fatalf("ipset.save: unexpected line %q", line)
+		}
+	}
+	return out
+}
+
+// parseEntryText is AppendEntry's inverse.
+func parseEntryText(typ, s string) (Entry, error) {
+	var e Entry
+	if typ == TypeBitmapPort {
+		p, err := strconv.ParseUint(s, 10, 16)
+		e.Port = uint16(p)
+		return e, err
+	}
+	parts := strings.Split(s, ",")
+	var err error
+	if e.IP, err = netip.ParseAddr(parts[0]); err != nil || typ == TypeHashIP {
+		return e, err
+	}
+	if len(parts) < 2 {
+		return e, fmt.Errorf("no proto:port in %q", s)
+	}
+	proto, port, _ := strings.Cut(parts[1], ":")
+	e.Protocol = model.Protocol(proto)
+	p, err := strconv.ParseUint(port, 10, 16)
+	if err != nil {
+		return e, err
+	}
+	e.Port = uint16(p)
+	if typ == TypeHashIPPort {
+		return e, nil
+	}
+	if len(parts) < 3 {
+		return e, fmt.Errorf("no third part in %q", s)
+	}
+	if e.Net, err = netip.ParsePrefix(parts[2]); err != nil {
+		var a netip.Addr
+		if a, err = netip.ParseAddr(parts[2]); err == nil {
+			e.Net = netip.PrefixFrom(a, a.BitLen())
+		}
+	}
+	return e, err
+}
+
+// newServiceIP is a Service created while kube-proxy was gone: the plan has
+// it, kube-proxy's sets do not (the half-programmed Service).
+var newServiceIP = mustAddr("10.96.100.6")
+
+// kubeProxyPlan is the proxy's plan for the fixture's node: every IPv4 set
+// with kube-proxy's entries, plus newServiceIP:8443/TCP in KUBE-CLUSTER-IP
+// and KUBE-IPVS-IPS; the rules of testRules (cluster CIDR 10.244.0.0/16).
+func kubeProxyPlan(t testing.TB) ([]IPSet, []Ruleset) {
+	t.Helper()
+	byName := map[string][]Entry{}
+	for _, fs := range fixtureSets(t) {
+		byName[fs.set.Name] = fs.set.Entries
+	}
+	sets := EmptySets(FamilyIPv4)
+	for i := range sets {
+		s := &sets[i]
+		s.Entries = append(s.Entries, byName[s.Name]...)
+		switch s.Name {
+		case SetClusterIP:
+			s.Entries = append(s.Entries, Entry{IP: newServiceIP, Protocol: model.TCP, Port: 8443})
+		case SetIPVSIPs:
+			s.Entries = append(s.Entries, Entry{IP: newServiceIP})
+		}
+		s.Entries = normalize(s.Type, s.Entries)
+	}
+	return sets, []Ruleset{testRules(FamilyIPv4)}
+}
+
+// loadKubeProxy puts the fixture into the fake kernel: every set as
+// kube-proxy creates it, and both families' tables.
+func loadKubeProxy(t testing.TB, k *fakeKernel) {
+	t.Helper()
+	for _, fs := range fixtureSets(t) {
+		if err := k.sets.createExist(fs.set.Name, fs.set.Type, fs.set.Family); err != nil {
+			t.Fatal(err)
+		}
+		if err := k.sets.Add(fs.set, fs.set.Entries); err != nil {
+			t.Fatal(err)
+		}
+	}
+	loadSave(t, k.tables[FamilyIPv4], fixture(t, "iptables.save"))
+	loadSave(t, k.tables[FamilyIPv6], fixture(t, "ip6tables.save"))
+}
+
+// loadSave fills a fake family's tables from iptables-save text.
+func loadSave(t testing.TB, f *fakeTables, save string) {
+	t.Helper()
+	var table string
+	rules := map[string][]string{}
+	var order []string
+	flush := func() {
+		for _, c := range order {
+			f.set(table, c, rules[c]...)
+		}
+		rules, order = map[string][]string{}, nil
+	}
+	for line := range strings.Lines(save) {
+		line = strings.TrimRight(line, "\n")
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, ":"):
+			name, _, _ := strings.Cut(line[1:], " ")
+			if _, ok := rules[name]; !ok {
+				order = append(order, name)
+				rules[name] = nil
+			}
+		case strings.HasPrefix(line, "-A "):
+			name, rest, _ := strings.Cut(line[3:], " ")
+			rules[name] = append(rules[name], rest)
+		case line == "COMMIT":
+			flush()
+		}
+	}
+}
