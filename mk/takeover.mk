@@ -25,7 +25,7 @@ kube-proxy:
 
 test-takeover: deps build kube-proxy
 	cd test/e2e && TAKEOVER=1 KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -count=1 -vet=off -v -timeout 40m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
+		$(GO) test -count=1 -vet=off -v -timeout 50m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
 
 TEST_TARGETS += test-takeover
 

@@ -41,7 +41,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	}
 	kp := kubeproxy.Start(t, b.node.NS, kubeproxy.Options{Bin: b.kubeProxyBin, NodeName: thisNode,
 		ConfigFile: b.kubeProxyConfig, LogFile: b.dir + "/kube-proxy-2.log", Verbosity: 2})
-	first, err := kp.WaitSync(time.Time{}, 3*time.Minute)
+	first, err := kp.WaitSync(time.Time{}, 8*time.Minute)
 	if err != nil {
 		t.Fatalf("kube-proxy after ipvs-proxy: %v", err)
 	}

@@ -68,7 +68,7 @@ func TestTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	timeout := 20 * time.Minute
+	timeout := 35 * time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 
