@@ -145,35 +145,50 @@ func (p *Process) Metrics() (Metrics, error) {
 	return ParseMetrics(body)
 }
 
-// LastSyncMetric is the gauge kube-proxy sets at the end of every
-// successful sync of its rules.
+// LastSyncMetric is the gauge kube-proxy sets, per IP family (label
+// ip_family), at the end of every successful sync of that family's rules.
 const LastSyncMetric = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
 
-// LastSync is kubeproxy_sync_proxy_rules_last_timestamp_seconds: when the
-// last successful sync ended (zero before the first).
-func (p *Process) LastSync() (time.Time, error) {
+// LastSync is when the node's rules were last synced in every family:
+// the oldest of the kubeproxy_sync_proxy_rules_last_timestamp_seconds
+// series (one per ip_family), zero before each family's first sync.
+// families is how many series to expect (2 on a dual-stack node).
+func (p *Process) LastSync(families int) (time.Time, error) {
 	m, err := p.Metrics()
 	if err != nil {
 		return time.Time{}, err
 	}
-	v := m[LastSyncMetric]
-	if v == 0 {
+	var oldest float64
+	n := 0
+	for k, v := range m {
+		if !strings.HasPrefix(k, LastSyncMetric+"{") {
+			continue
+		}
+		n++
+		if v == 0 {
+			return time.Time{}, nil
+		}
+		if oldest == 0 || v < oldest {
+			oldest = v
+		}
+	}
+	if n < families {
 		return time.Time{}, nil
 	}
-	return time.Unix(0, int64(v*1e9)), nil
+	return time.Unix(0, int64(oldest*1e9)), nil
 }
 
-// WaitSync polls the metrics every 100 ms until a sync ended after after
-// (the zero time: any sync) and returns when it ended. It fails with
-// ErrExited when kube-proxy exits and ErrNoSync after timeout.
-func (p *Process) WaitSync(after time.Time, timeout time.Duration) (time.Time, error) {
+// WaitSync polls the metrics every 100 ms until every one of families
+// synced after after (the zero time: any sync) and returns LastSync. It
+// fails with ErrExited when kube-proxy exits and ErrNoSync after timeout.
+func (p *Process) WaitSync(families int, after time.Time, timeout time.Duration) (time.Time, error) {
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
 		if !p.Alive() {
 			return time.Time{}, fmt.Errorf("%w: %v; log:\n%s", ErrExited, p.exit, tail(p.Log(), 30))
 		}
-		ts, err := p.LastSync()
+		ts, err := p.LastSync(families)
 		if err == nil && !ts.IsZero() && ts.After(after) {
 			return ts, nil
 		}

@@ -32,8 +32,10 @@ const (
 	// ordinary is how many plain ClusterIP services fill the table.
 	// kube-proxy's IPVS mode runs one `ipset add` process per set entry in
 	// its first sync, a few hundred milliseconds each under TCG: 200
-	// services cost it minutes there.
-	ordinary = 200
+	// services cost it 5 minutes there (TestTakeover, 2026-11-25).
+	ordinary = 100
+	// families is how many IP families kube-proxy syncs on the node.
+	families = 2
 	// Addresses the node serves beyond its own.
 	externalIP  = "203.0.113.10"
 	lbIP        = "203.0.113.20"

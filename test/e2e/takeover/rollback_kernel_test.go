@@ -41,7 +41,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	}
 	kp := kubeproxy.Start(t, b.node.NS, kubeproxy.Options{Bin: b.kubeProxyBin, NodeName: thisNode,
 		ConfigFile: b.kubeProxyConfig, LogFile: b.dir + "/kube-proxy-2.log", Verbosity: 2})
-	first, err := kp.WaitSync(time.Time{}, 8*time.Minute)
+	first, err := kp.WaitSync(families, time.Time{}, 8*time.Minute)
 	if err != nil {
 		t.Fatalf("kube-proxy after ipvs-proxy: %v", err)
 	}
@@ -64,7 +64,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		time.Sleep(200 * time.Millisecond)
 	}
 	// A periodic sync after it: the timestamp advances.
-	second, err := kp.WaitSync(first, 2*syncPeriod+time.Minute)
+	second, err := kp.WaitSync(families, first, 2*syncPeriod+time.Minute)
 	if err != nil {
 		t.Errorf("kube-proxy's sync timestamp did not advance after its first sync: %v", err)
 	}
@@ -90,8 +90,8 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		exitTook.Round(time.Millisecond), firstSync.Round(time.Millisecond), second.Sub(first).Round(time.Millisecond), lateServed.Round(time.Millisecond))
 	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed\n%s", ok, failed, traffic)
 	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
-		code, kubeproxy.LastSyncMetric, m[kubeproxy.LastSyncMetric], "kubeproxy_sync_proxy_rules_duration_seconds_count",
-		m["kubeproxy_sync_proxy_rules_duration_seconds_count"], m["kubeproxy_sync_proxy_rules_iptables_restore_failures_total"], len(ipsetErrs))
+		code, kubeproxy.LastSyncMetric, second.Format(time.RFC3339Nano), "kubeproxy_sync_proxy_rules_duration_seconds_count",
+		sum(m, "kubeproxy_sync_proxy_rules_duration_seconds_count"), sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
 	for _, l := range firstN(ipsetErrs, 10) {
 		fmt.Fprintf(&rep, "  %s\n", l)
 	}
@@ -117,7 +117,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	if herr != nil || code != 200 {
 		t.Errorf("kube-proxy /healthz after the rollback: %d %v %s", code, herr, body)
 	}
-	if v := m["kubeproxy_sync_proxy_rules_iptables_restore_failures_total"]; v != 0 {
+	if v := sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
 		t.Errorf("kubeproxy_sync_proxy_rules_iptables_restore_failures_total %v, want 0", v)
 	}
 	b.denied()
@@ -145,7 +145,7 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	t := b.t
 	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), interval)
 	time.Sleep(2 * time.Second)
-	lastSync, err := kp.LastSync()
+	lastSync, err := kp.LastSync(families)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,7 +160,7 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	if d := changedLines(stripCounters(before), stripCounters(after), 40); d != "  (none)\n" {
 		t.Errorf("ipvs-proxy cleanup changed kube-proxy's kernel state:\n%s", d)
 	}
-	next, err := kp.WaitSync(lastSync, 2*syncPeriod+time.Minute)
+	next, err := kp.WaitSync(families, lastSync, 2*syncPeriod+time.Minute)
 	if err != nil {
 		t.Errorf("kube-proxy's sync after the cleanup attempt: %v", err)
 	}

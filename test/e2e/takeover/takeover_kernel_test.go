@@ -175,7 +175,7 @@ func (b *bed) startKubeProxy(log string) (*kubeproxy.Process, time.Duration) {
 	start := time.Now()
 	kp := kubeproxy.Start(b.t, b.node.NS, kubeproxy.Options{Bin: b.kubeProxyBin, NodeName: thisNode,
 		ConfigFile: b.kubeProxyConfig, LogFile: filepath.Join(b.dir, log), Verbosity: 2})
-	ts, err := kp.WaitSync(time.Time{}, 8*time.Minute)
+	ts, err := kp.WaitSync(families, time.Time{}, 8*time.Minute)
 	if err != nil {
 		b.t.Fatal(err)
 	}
