@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
@@ -192,5 +193,53 @@ func loadSave(t testing.TB, f *fakeTables, save string) {
 		case line == "COMMIT":
 			flush()
 		}
+	}
+}
+
+// kubeChainsIn lists the KUBE- chains of an iptables-save and the jumps to
+// them from built-in chains, as "table/CHAIN" and "table/BUILTIN -> CHAIN".
+func kubeChainsIn(save string) []string {
+	var out []string
+	var table string
+	for line := range strings.Lines(save) {
+		line = strings.TrimSpace(line)
+		switch {
+		case strings.HasPrefix(line, "*"):
+			table = line[1:]
+		case strings.HasPrefix(line, ":KUBE-"):
+			name, _, _ := strings.Cut(line[1:], " ")
+			out = append(out, table+"/"+name)
+		case strings.HasPrefix(line, "-A "):
+			chain, rest, _ := strings.Cut(line[3:], " ")
+			if tgt := ruleTarget(rest); isBuiltin(chain) && strings.HasPrefix(tgt, "KUBE-") {
+				out = append(out, table+"/"+chain+" -> "+tgt)
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
+// checkTakenOverChains checks iptables-save and ip6tables-save of the
+// fixture's node after a takeover planned IPv4 only: kube-proxy's chains of
+// planned names are the proxy's, KUBE-IPVS-OUT-FILTER and its jump are
+// gone, no KUBE chain or jump is left in ip6tables, the kubelet's canaries
+// stay.
+func checkTakenOverChains(t testing.TB, save4, save6 string) {
+	t.Helper()
+	want4 := []string{
+		"filter/FORWARD -> KUBE-FORWARD", "filter/FORWARD -> KUBE-PROXY-FIREWALL",
+		"filter/INPUT -> KUBE-IPVS-FILTER", "filter/INPUT -> KUBE-NODE-PORT", "filter/INPUT -> KUBE-PROXY-FIREWALL",
+		"filter/KUBE-FORWARD", "filter/KUBE-IPVS-FILTER", "filter/KUBE-KUBELET-CANARY", "filter/KUBE-NODE-PORT",
+		"filter/KUBE-PROXY-FIREWALL", "filter/KUBE-SOURCE-RANGES-FIREWALL",
+		"nat/KUBE-KUBELET-CANARY", "nat/KUBE-LOAD-BALANCER", "nat/KUBE-MARK-MASQ", "nat/KUBE-NODE-PORT",
+		"nat/KUBE-POSTROUTING", "nat/KUBE-SERVICES",
+		"nat/OUTPUT -> KUBE-SERVICES", "nat/POSTROUTING -> KUBE-POSTROUTING", "nat/PREROUTING -> KUBE-SERVICES",
+	}
+	if got := kubeChainsIn(save4); !slices.Equal(got, want4) {
+		t.Errorf("iptables KUBE chains and jumps:\n%q\nwant (no KUBE-IPVS-OUT-FILTER):\n%q", got, want4)
+	}
+	if got, want := kubeChainsIn(save6), []string{"filter/KUBE-KUBELET-CANARY", "nat/KUBE-KUBELET-CANARY"}; !slices.Equal(got, want) {
+		t.Errorf("ip6tables KUBE chains and jumps %q, want only the kubelet's %q", got, want)
 	}
 }

@@ -51,24 +51,6 @@ func kubeProxyAccepts(t *testing.T, f *fakeSets) {
 	}
 }
 
-func kubeChains(f *fakeTables) []string {
-	var out []string
-	for table, chains := range f.tables {
-		for c, rules := range chains {
-			if strings.HasPrefix(c, "KUBE-") {
-				out = append(out, table+"/"+c)
-			}
-			for _, r := range rules {
-				if isBuiltin(c) && strings.HasPrefix(ruleTarget(r), "KUBE-") {
-					out = append(out, table+"/"+c+" -> "+ruleTarget(r))
-				}
-			}
-		}
-	}
-	slices.Sort(out)
-	return out
-}
-
 // The takeover: kube-proxy's sets (maxelem 65536, held by its rules)
 // are adopted in place, entries diffed; its chains of planned names are
 // rewritten; KUBE-IPVS-OUT-FILTER and its jump go; on a node planned IPv4
@@ -92,21 +74,7 @@ func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
 		t.Errorf("sets after takeover:\n%s\nwant:\n%s", got, want)
 	}
 	checkChains(t, k.tables[FamilyIPv4], rules[0])
-	wantV4 := []string{
-		"filter/FORWARD -> KUBE-FORWARD", "filter/FORWARD -> KUBE-PROXY-FIREWALL",
-		"filter/INPUT -> KUBE-IPVS-FILTER", "filter/INPUT -> KUBE-NODE-PORT", "filter/INPUT -> KUBE-PROXY-FIREWALL",
-		"filter/KUBE-FORWARD", "filter/KUBE-IPVS-FILTER", "filter/KUBE-KUBELET-CANARY", "filter/KUBE-NODE-PORT",
-		"filter/KUBE-PROXY-FIREWALL", "filter/KUBE-SOURCE-RANGES-FIREWALL",
-		"nat/KUBE-KUBELET-CANARY", "nat/KUBE-LOAD-BALANCER", "nat/KUBE-MARK-MASQ", "nat/KUBE-NODE-PORT",
-		"nat/KUBE-POSTROUTING", "nat/KUBE-SERVICES",
-		"nat/OUTPUT -> KUBE-SERVICES", "nat/POSTROUTING -> KUBE-POSTROUTING", "nat/PREROUTING -> KUBE-SERVICES",
-	}
-	if got := kubeChains(k.tables[FamilyIPv4]); !slices.Equal(got, wantV4) {
-		t.Errorf("iptables KUBE chains and jumps:\n%q\nwant (no KUBE-IPVS-OUT-FILTER):\n%q", got, wantV4)
-	}
-	if got, want := kubeChains(k.tables[FamilyIPv6]), []string{"filter/KUBE-KUBELET-CANARY", "nat/KUBE-KUBELET-CANARY"}; !slices.Equal(got, want) {
-		t.Errorf("ip6tables KUBE chains and jumps %q, want only the kubelet's %q", got, want)
-	}
+	checkTakenOverChains(t, k.tables[FamilyIPv4].dump(t), k.tables[FamilyIPv6].dump(t))
 
 	// Steady state: the next Full looks at ip6tables once more, finds it
 	// clear, and from then on a Full only saves the IPv4 tables.
