@@ -63,7 +63,15 @@ func Start(t testing.TB, ns *ktest.NS, o Options) *Process {
 	if err != nil {
 		t.Fatal(err)
 	}
-	p.cmd = exec.Command("ip", "netns", "exec", ns.Name, o.Bin, "--config="+o.ConfigFile,
+	// The image runs /usr/local/bin/kube-proxy: under that name, as
+	// /proc/PID/comm and argv[0] show it (what `ipvs-proxy cleanup` looks for
+	// before it removes anything), not as the cache's kube-proxy-VERSION.
+	bin := filepath.Join(t.TempDir(), "kube-proxy")
+	if err := os.Symlink(o.Bin, bin); err != nil {
+		f.Close()
+		t.Fatalf("kube-proxy under its own name: %v", err)
+	}
+	p.cmd = exec.Command("ip", "netns", "exec", ns.Name, bin, "--config="+o.ConfigFile,
 		"--hostname-override="+o.NodeName, "--v="+strconv.Itoa(o.Verbosity))
 	p.cmd.Stdout, p.cmd.Stderr = f, f
 	if err := p.cmd.Start(); err != nil {
