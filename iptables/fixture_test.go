@@ -243,3 +243,13 @@ func checkTakenOverChains(t testing.TB, save4, save6 string) {
 		t.Errorf("ip6tables KUBE chains and jumps %q, want only the kubelet's %q", got, want)
 	}
 }
+
+// loopBack is KUBE-LOOP-BACK with n entries.
+func loopBack(n int) []Entry {
+	out := make([]Entry, n)
+	for i := range out {
+		a := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
+		out[i] = Entry{IP: a, Protocol: model.TCP, Port: uint16(8000 + i>>16), Net: netip.PrefixFrom(a, 32)}
+	}
+	return normalize(TypeHashIPPortIP, out)
+}

@@ -128,6 +128,10 @@ func ipsetErr(err error) error {
 	case int(errno) == nl.IPSET_ERR_REFERENCED, int(errno) == nl.IPSET_ERR_BUSY, errno == unix.EBUSY:
 		// ip_set_destroy answers IPSET_ERR_BUSY for a set a rule holds.
 		return fmt.Errorf("%w: %s", ErrSetReferenced, nl.IPSetError(uintptr(errno)).Error())
+	case int(errno) == nl.IPSET_ERR_TYPE_SPECIFIC:
+		// The first type-specific code: IPSET_ERR_HASH_FULL for hash
+		// types, IPSET_ERR_BITMAP_RANGE for bitmaps.
+		return fmt.Errorf("%w: hash set full (maxelem reached) or bitmap entry out of range (errno %d)", ErrKernel, int(errno))
 	case int(errno) >= nl.IPSET_ERR_PRIVATE:
 		return fmt.Errorf("%w: %s (errno %d)", ErrKernel, nl.IPSetError(uintptr(errno)).Error(), int(errno))
 	}
