@@ -5,8 +5,8 @@ package chaos
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
 	"maps"
 	"math/rand/v2"
 	"net"
@@ -188,39 +188,7 @@ func (c *cluster) churnOnce() error {
 func (c *cluster) dump(path string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	var items []any
-	svcs, err := c.client.CoreV1().Services("").List(c.ctx(), metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range svcs.Items {
-		o := svcs.Items[i]
-		o.APIVersion, o.Kind = "v1", "Service"
-		items = append(items, o)
-	}
-	eps, err := c.client.DiscoveryV1().EndpointSlices("").List(c.ctx(), metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range eps.Items {
-		o := eps.Items[i]
-		o.APIVersion, o.Kind = "discovery.k8s.io/v1", "EndpointSlice"
-		items = append(items, o)
-	}
-	nodes, err := c.client.CoreV1().Nodes().List(c.ctx(), metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range nodes.Items {
-		o := nodes.Items[i]
-		o.APIVersion, o.Kind = "v1", "Node"
-		items = append(items, o)
-	}
-	b, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
+	return planinput.Write(c.ctx(), c.client, path)
 }
 
 // proxy is one `ipvs-proxy run` process in the node namespace.

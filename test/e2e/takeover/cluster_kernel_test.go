@@ -4,10 +4,9 @@ package takeover
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
 	"net/netip"
-	"os"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
@@ -202,37 +201,5 @@ func (c *cluster) setup(p pods) map[string]*corev1.Service {
 // dump writes every Service, EndpointSlice and Node as one List file for
 // `ipvs-proxy plan -f`.
 func (c *cluster) dump(path string) error {
-	var items []any
-	svcs, err := c.client.CoreV1().Services("").List(c.ctx(), metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range svcs.Items {
-		o := svcs.Items[i]
-		o.APIVersion, o.Kind = "v1", "Service"
-		items = append(items, o)
-	}
-	eps, err := c.client.DiscoveryV1().EndpointSlices("").List(c.ctx(), metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range eps.Items {
-		o := eps.Items[i]
-		o.APIVersion, o.Kind = "discovery.k8s.io/v1", "EndpointSlice"
-		items = append(items, o)
-	}
-	nodes, err := c.client.CoreV1().Nodes().List(c.ctx(), metav1.ListOptions{})
-	if err != nil {
-		return err
-	}
-	for i := range nodes.Items {
-		o := nodes.Items[i]
-		o.APIVersion, o.Kind = "v1", "Node"
-		items = append(items, o)
-	}
-	b, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
-	if err != nil {
-		return err
-	}
-	return os.WriteFile(path, b, 0o644)
+	return planinput.Write(c.ctx(), c.client, path)
 }
