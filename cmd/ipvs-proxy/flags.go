@@ -43,6 +43,9 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 		"Refuse outright (no virtual server, no binding, no rule) an externalIP or LoadBalancer IP that is any node's address.")
 	fs.Var(newPrefixList(&o.ProtectedCIDRs, "strings"), "protected-cidrs",
 		"CIDRs that are never bound on kube-ipvs0.")
+	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
+	fs.Var(&portList{p: &o.ProtectedNodePorts}, "protected-node-ports",
+		"Ports and port ranges of the node's own services that a node address served at L4 (a NodePort, an externalIP or LoadBalancer IP that is this node's address) never captures, besides the ports the node listens on; empty: only those.")
 }
 
 // addNodeFlags registers the flags that tell `plan` who the node is, which
@@ -106,6 +109,38 @@ func (l *addrList) Set(v string) error {
 		}
 		*l.p = append(*l.p, a.Unmap())
 	}
+	return nil
+}
+
+// portList is a repeatable, comma-separated list of ports and port
+// ranges; the first value given replaces the default.
+type portList struct {
+	p   *[]guard.PortRange
+	set bool
+}
+
+func (l *portList) Type() string { return "strings" }
+
+func (l *portList) String() string {
+	if l.p == nil {
+		return ""
+	}
+	s := make([]string, len(*l.p))
+	for i, r := range *l.p {
+		s[i] = r.String()
+	}
+	return strings.Join(s, ",")
+}
+
+func (l *portList) Set(v string) error {
+	rs, err := guard.ParsePortRanges(v)
+	if err != nil {
+		return err
+	}
+	if !l.set {
+		*l.p, l.set = nil, true
+	}
+	*l.p = append(*l.p, rs...)
 	return nil
 }
 

@@ -135,6 +135,9 @@ const (
 	// ReasonOnLinkSubnet warns about a VIP that is bound: it is inside a
 	// subnet on a link of this node while strict ARP is off.
 	ReasonOnLinkSubnet Reason = "OnLinkSubnet"
+	// ReasonNodeServicePort: a port the node itself serves, on a node
+	// address served at L4.
+	ReasonNodeServicePort Reason = "NodeServicePort"
 )
 
 // Refusal records one thing the proxy would not do, and why.
