@@ -13,7 +13,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"unicode"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
@@ -42,11 +41,16 @@ const (
 	MaxAffinityTimeout     = 86400
 )
 
+// Convert is Converter{}.Convert: the default limits.
+func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
+	return Converter{}.Convert(svcs, eps, nodes)
+}
+
 // Convert is the whole-cluster conversion: every Service port, its
 // endpoints from the EndpointSlices labelled with the Service's name, and
 // every Node. Nil objects are ignored. The result is sorted and
 // deterministic whatever the input order.
-func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
+func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}}
 
 	byService := map[string][]*discoveryv1.EndpointSlice{}
@@ -56,7 +60,7 @@ func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*
 		}
 	}
 	for _, svc := range svcs {
-		ports, refusals := ServicePorts(svc)
+		ports, refusals := cv.ServicePorts(svc)
 		c.Refusals = append(c.Refusals, refusals...)
 		if len(ports) == 0 {
 			continue
@@ -140,14 +144,10 @@ type refuser struct {
 	out     []model.Refusal
 }
 
-// add records one refusal. An empty value, or one with spaces or control
-// characters, is Go-quoted with its spaces escaped as \x20 (strconv.Quote
-// keeps them), so that a refusal always has four words before its message
-// and strconv.Unquote gives the value back.
+// add records one refusal. The value is kept as written; every text
+// layout renders it through model.Word, so an empty or odd value cannot
+// add a word or a line.
 func (r *refuser) add(field, value string, reason model.Reason, format string, args ...any) {
-	if value == "" || strings.IndexFunc(value, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) >= 0 {
-		value = strings.ReplaceAll(strconv.Quote(value), " ", `\x20`)
-	}
 	r.out = append(r.out, model.Refusal{
 		Service: r.service,
 		Field:   field,
@@ -175,11 +175,17 @@ func ParseAddr(s string) (netip.Addr, error) {
 	return a, nil
 }
 
+// ServicePorts is Converter{}.ServicePorts: the default limits.
+func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
+	return Converter{}.ServicePorts(svc)
+}
+
 // ServicePorts converts one Service into one model.ServicePort per
 // spec.ports entry, and the refusals for every field it cannot use. A
 // skipped Service (see SkipReason) gives neither. A Service without any
-// usable cluster IP gives no ports, only refusals.
-func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
+// usable cluster IP gives no ports, only refusals. The Service's external
+// addresses are capped (see Converter.MaxVirtualServers).
+func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
 	if SkipReason(svc) != "" {
 		return nil, nil
 	}
@@ -208,15 +214,7 @@ func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		base.LoadBalancerIPs = convertIngress(r, svc.Status.LoadBalancer.Ingress)
 		if len(base.LoadBalancerIPs) > 0 {
-			ranges, ok := convertSourceRanges(r, svc)
-			if !ok {
-				for _, ip := range base.LoadBalancerIPs {
-					r.add("spec.loadBalancerSourceRanges", ip.String(), model.ReasonInvalidSourceRange,
-						"no valid source range left to allow; LoadBalancer IP not served rather than opened to everyone")
-				}
-				base.LoadBalancerIPs = nil
-			}
-			base.LoadBalancerSourceRanges = ranges
+			base.LoadBalancerSourceRanges, base.LoadBalancerFirewall = convertSourceRanges(r, svc, base.LoadBalancerIPs)
 		}
 	}
 
@@ -304,13 +302,20 @@ func ServicePorts(svc *corev1.Service) ([]model.ServicePort, []model.Refusal) {
 		default:
 			p.NodePort = uint16(sp.NodePort)
 		}
+		out = append(out, p)
+	}
+	// The cap needs the number of ports; the address lists are copied
+	// only after it, so a Service asking for millions of virtual servers
+	// costs its size, not ports × addresses.
+	lb, ext, ranges := cv.capExternal(r, svc, len(out), base.LoadBalancerIPs, base.ExternalIPs, base.LoadBalancerSourceRanges)
+	for i := range out {
 		// Every port gets its own copies, so that no consumer can alias
 		// another port's slices.
+		p := &out[i]
 		p.ClusterIPs = slices.Clone(p.ClusterIPs)
-		p.ExternalIPs = slices.Clone(p.ExternalIPs)
-		p.LoadBalancerIPs = slices.Clone(p.LoadBalancerIPs)
-		p.LoadBalancerSourceRanges = slices.Clone(p.LoadBalancerSourceRanges)
-		out = append(out, p)
+		p.ExternalIPs = slices.Clone(ext)
+		p.LoadBalancerIPs = slices.Clone(lb)
+		p.LoadBalancerSourceRanges = slices.Clone(ranges)
 	}
 	return out, r.out
 }
@@ -365,16 +370,19 @@ func convertClusterIPs(r *refuser, svc *corev1.Service) []netip.Addr {
 	return out
 }
 
-// parseAddrList parses a list of addresses, dropping duplicates.
+// parseAddrList parses a list of addresses, dropping duplicates (in O(n):
+// a Service may list tens of thousands).
 func parseAddrList(r *refuser, field string, raw []string) []netip.Addr {
 	var out []netip.Addr
+	seen := make(map[netip.Addr]struct{}, len(raw))
 	for _, s := range raw {
 		a, err := ParseAddr(s)
 		if err != nil {
 			r.add(field, s, model.ReasonInvalidAddress, "not an IP address; not served")
 			continue
 		}
-		if !slices.Contains(out, a) {
+		if _, dup := seen[a]; !dup {
+			seen[a] = struct{}{}
 			out = append(out, a)
 		}
 	}
@@ -386,6 +394,7 @@ func parseAddrList(r *refuser, field string, raw []string) []netip.Addr {
 // through the load balancer's own proxy, so neither gets a virtual server.
 func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 	var out []netip.Addr
+	seen := make(map[netip.Addr]struct{}, len(ing))
 	for _, in := range ing {
 		if in.IP == "" {
 			continue
@@ -395,11 +404,12 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 		}
 		a, err := ParseAddr(in.IP)
 		if err != nil {
-			r.add("status.loadBalancer.ingress", in.IP, model.ReasonInvalidAddress,
+			r.add(FieldIngress, in.IP, model.ReasonInvalidAddress,
 				"not an IP address; not served")
 			continue
 		}
-		if !slices.Contains(out, a) {
+		if _, dup := seen[a]; !dup {
+			seen[a] = struct{}{}
 			out = append(out, a)
 		}
 	}
@@ -407,29 +417,63 @@ func convertIngress(r *refuser, ing []corev1.LoadBalancerIngress) []netip.Addr {
 }
 
 // convertSourceRanges reads spec.loadBalancerSourceRanges, or the legacy
-// annotation when the field is empty. ok is false when ranges were given but
-// none is valid: the caller must then fail closed, never open to everyone.
-func convertSourceRanges(r *refuser, svc *corev1.Service) (ranges []netip.Prefix, ok bool) {
-	field, raw := "spec.loadBalancerSourceRanges", svc.Spec.LoadBalancerSourceRanges
+// annotation when the field is empty, for the LoadBalancer IPs lbIPs.
+// firewall is true when ranges were given at all: the LoadBalancer IPs then
+// admit only the ranges of their own family, and an IP left with none
+// admits nobody (the planner fails closed; each such IP is refused here by
+// name so that the Warning says so). An IPv4-mapped IPv6 range
+// (::ffff:192.0.2.0/120) is read as the IPv4 range it maps (192.0.2.0/24),
+// as kube-proxy's net.ParseCIDR reading does, and the refusal says so.
+func convertSourceRanges(r *refuser, svc *corev1.Service, lbIPs []netip.Addr) (ranges []netip.Prefix, firewall bool) {
+	field, raw := sourceRangesField(svc), svc.Spec.LoadBalancerSourceRanges
 	if len(raw) == 0 {
 		if v, has := svc.Annotations[AnnotationSourceRanges]; has && strings.TrimSpace(v) != "" {
-			field, raw = "metadata.annotations["+AnnotationSourceRanges+"]", strings.Split(v, ",")
+			raw = strings.Split(v, ",")
 		}
 	}
+	if len(raw) == 0 {
+		return nil, false
+	}
+	var fam [2]bool
+	seen := make(map[netip.Prefix]struct{}, len(raw))
 	for _, s := range raw {
-		f := field
-		p, err := netip.ParsePrefix(strings.TrimSpace(s))
+		s = strings.TrimSpace(s)
+		p, err := netip.ParsePrefix(s)
 		if err != nil || p.Addr().Zone() != "" {
-			r.add(f, strings.TrimSpace(s), model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")
+			r.add(field, s, model.ReasonInvalidSourceRange, "not a CIDR; this range is not allowed in")
 			continue
 		}
 		p = p.Masked()
-		if !slices.Contains(ranges, p) {
+		if p.Addr().Is4In6() && p.Bits() >= 96 {
+			p = netip.PrefixFrom(p.Addr().Unmap(), p.Bits()-96)
+			r.add(field, s, model.ReasonIPv4Mapped,
+				"IPv4-mapped IPv6 range; allowed in as the IPv4 range %s", p)
+		}
+		fam[addrFamily(p.Addr())] = true
+		if _, dup := seen[p]; !dup {
+			seen[p] = struct{}{}
 			ranges = append(ranges, p)
 		}
 	}
-	return ranges, len(raw) == 0 || len(ranges) > 0
+	for _, ip := range lbIPs {
+		if f := addrFamily(ip); !fam[f] {
+			r.add(field, ip.String(), model.ReasonInvalidSourceRange,
+				"no valid %s source range for this %s LoadBalancer IP; served with every source dropped (KUBE-LOAD-BALANCER-FW without a source entry), never opened to everyone",
+				familyName[f], familyName[f])
+		}
+	}
+	return ranges, true
 }
+
+// addrFamily is 0 for IPv4 (an IPv4-mapped address included), 1 for IPv6.
+func addrFamily(a netip.Addr) int {
+	if a.Unmap().Is4() {
+		return 0
+	}
+	return 1
+}
+
+var familyName = [2]string{"IPv4", "IPv6"}
 
 // ServiceEndpoints gathers the endpoints of one Service's ports from that
 // Service's EndpointSlices. Slice ports are matched to Service ports by name
@@ -561,7 +605,7 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 		}
 		if (s.AddressType == discoveryv1.AddressTypeIPv4) != a.Is4() {
 			r.add(field, e.Addresses[0], model.ReasonUnsupportedFamily,
-				"address does not match the slice's addressType %s; endpoint not used", s.AddressType)
+				"address does not match the slice's addressType %q; endpoint not used", s.AddressType)
 			continue
 		}
 		// The guard's never-a-VIP classes: addresses the API server itself

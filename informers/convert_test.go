@@ -34,7 +34,7 @@ func svc(name string, mut func(*corev1.Service)) *corev1.Service {
 func refusalStrings(rs []model.Refusal) []string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("%s %s %s %s", r.Service, r.Field, r.Address, r.Reason))
+		out = append(out, fmt.Sprintf("%s %s %s %s", r.Service, r.Field, model.Word(r.Address), r.Reason))
 	}
 	return out
 }
@@ -124,8 +124,8 @@ func TestServicePorts(t *testing.T) {
 				Name: model.ServicePortName{Namespace: "default", Name: "lb", Port: "sctp"}, Protocol: model.SCTP, Port: 9000, NodePort: 31000,
 				ClusterIPs: addrs("10.96.0.10", "fd00::10"), ExternalIPs: addrs("192.0.2.1", "2001:db8::1"),
 				LoadBalancerIPs:          addrs("198.51.100.10", "198.51.100.12"),
-				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/24")},
-				ExternalPolicyLocal:      true, InternalPolicyLocal: true, HealthCheckNodePort: 32000,
+				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/24")}, LoadBalancerFirewall: true,
+				ExternalPolicyLocal: true, InternalPolicyLocal: true, HealthCheckNodePort: 32000,
 				TrafficDistribution: "PreferSameZone",
 			}},
 		},
@@ -185,7 +185,7 @@ func TestServicePorts(t *testing.T) {
 			refusals: []string{`default/fresh spec.clusterIP "" InvalidField`},
 		},
 		{
-			name: "LoadBalancer whose only source range is junk is not opened to everyone",
+			name: "LoadBalancer whose only source range is junk is served closed, never opened to everyone",
 			svc: svc("closed", func(s *corev1.Service) {
 				s.Spec.Type = corev1.ServiceTypeLoadBalancer
 				s.Spec.LoadBalancerSourceRanges = []string{"10.0.0.0/33"}
@@ -193,12 +193,48 @@ func TestServicePorts(t *testing.T) {
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}, {IP: "not-an-ip"}}
 			}),
 			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "closed", Port: "http"}, Protocol: model.TCP, Port: 80, NodePort: 30080,
-				ClusterIPs: addrs("10.96.0.10")}},
+				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"), LoadBalancerFirewall: true}},
 			refusals: []string{
 				`default/closed status.loadBalancer.ingress not-an-ip InvalidAddress`,
 				`default/closed spec.loadBalancerSourceRanges 10.0.0.0/33 InvalidSourceRange`,
 				`default/closed spec.loadBalancerSourceRanges 198.51.100.10 InvalidSourceRange`,
 			},
+		},
+		{
+			name: "only IPv6 source ranges for an IPv4 LoadBalancer IP: served closed, refused by name",
+			svc: svc("v6only", func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
+				s.Spec.LoadBalancerSourceRanges = []string{"2001:db8::/32"}
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}, {IP: "2001:db8:1::10"}}
+			}),
+			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "v6only", Port: "http"}, Protocol: model.TCP, Port: 80,
+				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10", "2001:db8:1::10"),
+				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("2001:db8::/32")}, LoadBalancerFirewall: true}},
+			refusals: []string{`default/v6only spec.loadBalancerSourceRanges 198.51.100.10 InvalidSourceRange`},
+		},
+		{
+			name: "an IPv4-mapped source range is read as the IPv4 range it maps, and says so",
+			svc: svc("mapped", func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
+				s.Spec.LoadBalancerSourceRanges = []string{"::ffff:192.0.2.0/120", "::ffff:0:0/90"}
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
+			}),
+			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "mapped", Port: "http"}, Protocol: model.TCP, Port: 80,
+				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
+				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("::ffc0:0:0/90")}, LoadBalancerFirewall: true}},
+			refusals: []string{`default/mapped spec.loadBalancerSourceRanges ::ffff:192.0.2.0/120 IPv4MappedIPv6`},
+		},
+		{
+			name: "the legacy annotation with only IPv6 ranges closes an IPv4 LoadBalancer IP too",
+			svc: svc("ann6", func(s *corev1.Service) {
+				s.Spec.Type = corev1.ServiceTypeLoadBalancer
+				s.Annotations = map[string]string{AnnotationSourceRanges: "fd00::/8"}
+				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
+			}),
+			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "ann6", Port: "http"}, Protocol: model.TCP, Port: 80,
+				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
+				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}, LoadBalancerFirewall: true}},
+			refusals: []string{`default/ann6 metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges] 198.51.100.10 InvalidSourceRange`},
 		},
 		{
 			name: "source ranges from the legacy annotation; nodePort on a ClusterIP service ignored",
@@ -209,7 +245,7 @@ func TestServicePorts(t *testing.T) {
 			}),
 			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "ann", Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
-				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}}},
+				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, LoadBalancerFirewall: true}},
 			refusals: []string{`default/ann metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges] bogus InvalidSourceRange`},
 		},
 		{

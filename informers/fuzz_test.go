@@ -17,7 +17,6 @@ import (
 	"net/netip"
 	"reflect"
 	"slices"
-	"strconv"
 	"strings"
 	"testing"
 	"unicode"
@@ -355,13 +354,14 @@ func checkCluster(t *testing.T, c model.Cluster) {
 		}
 	}
 	for i, r := range c.Refusals {
-		if r.Service == "" || r.Field == "" || r.Address == "" || r.Reason == "" || r.Message == "" {
+		// The address may be empty (an empty field is refused as written).
+		if r.Service == "" || r.Field == "" || r.Reason == "" || r.Message == "" {
 			t.Fatalf("incomplete refusal %+v", r)
 		}
-		// A value with spaces or control characters is Go-quoted, one word
+		// A value with spaces or control characters is one word, Go-quoted
 		// (seed quoted-space-protocol).
-		if strings.ContainsFunc(r.Address, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) {
-			t.Fatalf("refusal address is not one printable word: %q", r.Address)
+		if w := model.Word(r.Address); strings.ContainsFunc(w, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) {
+			t.Fatalf("refusal address is not one printable word: %s", w)
 		}
 		if i > 0 && compareRefusals(c.Refusals[i-1], r) > 0 {
 			t.Fatalf("refusals not sorted: %v then %v", c.Refusals[i-1], r)
@@ -375,11 +375,7 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 	t.Helper()
 	refused := map[string]bool{}
 	for _, r := range c.Refusals {
-		a, err := strconv.Unquote(r.Address)
-		if err != nil {
-			a = r.Address
-		}
-		refused[r.Service+" "+r.Field+" "+a] = true
+		refused[r.Service+" "+r.Field+" "+r.Address] = true
 		refused[r.Service+" "+r.Field] = true
 	}
 	for _, svc := range svcs {
@@ -424,7 +420,8 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 }
 
 // checkPlan plans the converted cluster for node n1 and asserts that no
-// address the guard protects is planned for kube-ipvs0.
+// address the guard protects is planned for kube-ipvs0, and that the text
+// output keeps its structure.
 func checkPlan(t *testing.T, c model.Cluster) {
 	t.Helper()
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1"), netip.MustParseAddr("2001:db8:100::1")},
@@ -436,6 +433,7 @@ func checkPlan(t *testing.T, c model.Cluster) {
 			t.Fatalf("planned %s on kube-ipvs0 although protected (%s)", p, v.Reason)
 		}
 	}
+	checkText(t, st)
 }
 
 func compareRefusals(a, b model.Refusal) int {

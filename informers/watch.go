@@ -96,6 +96,9 @@ type Watcher struct {
 	// OnChange, if set, is called after every recorded change (health's
 	// QueuedUpdate, the pending-changes gauge).
 	OnChange func()
+	// Converter converts the cached Services (Service); set it before
+	// Start. The zero value has the default limits.
+	Converter Converter
 }
 
 // ProxySelector is kube-proxy's label selector for Services and
@@ -409,7 +412,7 @@ func (w *Watcher) Service(key string) ([]model.ServicePort, map[model.ServicePor
 	if err != nil || SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
-	ports, refusals := ServicePorts(svc)
+	ports, refusals := w.Converter.ServicePorts(svc)
 	if len(ports) == 0 {
 		return nil, nil, refusals
 	}

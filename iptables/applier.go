@@ -48,6 +48,9 @@ type Applier struct {
 	lastRules []Ruleset
 	// drift is what the last Full found changed behind the proxy's back.
 	drift Drift
+	// cleared marks families the plan does not name whose chains a Full
+	// found removed (clearFamilies).
+	cleared map[string]bool
 }
 
 // Drift is what a full sync found changed outside the proxy since the sync
@@ -91,7 +94,7 @@ func newApplier(k setKernel, newRunner func(string) (ruleRunner, error), log *za
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Applier{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner}
+	return &Applier{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner, cleared: map[string]bool{}}
 }
 
 // Close releases the netlink socket.
@@ -116,9 +119,11 @@ func (a *Applier) chainsFor(family string) (*chainSyncer, error) {
 
 // Full reads the kernel (one ipset dump, one iptables-save per table) and
 // repairs everything that differs from the plan: missing or extra set
-// entries, sets of the wrong type, flushed or edited chains, deleted,
-// duplicated or reordered jump rules. Order: set entries first (rules refer
-// to the sets), then chains, then sets the proxy created and no longer plans.
+// entries, sets of the wrong type or size, flushed or edited chains,
+// deleted, duplicated or reordered jump rules. It takes over what
+// kube-proxy's IPVS mode left (leftovers.go). Order: sets first (rules refer
+// to them), then chains, then kube-proxy's chains of families the plan does
+// not name, then sets the proxy created or found and no longer plans.
 // Every set and table is attempted; the error joins what failed.
 func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
@@ -143,6 +148,7 @@ func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
 	if err := a.syncChains(rules); err != nil {
 		errs = append(errs, err)
 	}
+	a.clearFamilies(rules)
 	if err := a.sets.destroyStale(sets); err != nil {
 		errs = append(errs, err)
 	}
@@ -207,7 +213,7 @@ func (a *Applier) Apply(sets []IPSet, rules []Ruleset) error {
 // Cleanup removes what the proxy owns and nothing else: the non-built-in
 // chains named in rules (and any it created since start), every rule in a
 // built-in chain that jumps to them or equals a planned one, and then the
-// sets named in sets. Pass the plan of an empty cluster (every set and chain
+// sets named in sets and SwapSetName. Pass the plan of an empty cluster (every set and chain
 // exists even then). A second Cleanup finds nothing and changes nothing.
 func (a *Applier) Cleanup(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()

@@ -27,6 +27,7 @@ type fakeKernel struct {
 func newFakeApplier(t *testing.T) (*Applier, *fakeKernel) {
 	t.Helper()
 	k := &fakeKernel{sets: newFakeSets(), tables: map[string]*fakeTables{FamilyIPv4: newFakeTables(), FamilyIPv6: newFakeTables()}}
+	k.sets.tables = []*fakeTables{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
 	a := newApplier(k.sets, func(f string) (ruleRunner, error) { return k.tables[f], nil }, nil)
 	return a, k
 }
@@ -66,7 +67,7 @@ func findSet(sets []IPSet, name string) *IPSet {
 func wantSave(sets []IPSet) string {
 	f := newFakeSets()
 	for _, s := range sets {
-		_ = f.Create(s)
+		_ = f.Create(s, MaxElemFor(len(s.Entries)))
 		_ = f.Add(s, s.Entries)
 	}
 	return f.save()
@@ -134,7 +135,7 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	sets := plannedSets()
 	// A foreign set, and one of ours left behind with the wrong type.
 	k.sets.sets["KUBE-DST-ABC"] = &kernelSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}
-	k.sets.sets[SetIPVSIPs] = &kernelSet{Name: SetIPVSIPs, Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: MaxElem}
+	k.sets.sets[SetIPVSIPs] = &kernelSet{Name: SetIPVSIPs, Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: KubeProxyMaxElem}
 	if err := a.Full(sets, nil); err != nil {
 		t.Fatal(err)
 	}

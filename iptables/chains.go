@@ -152,7 +152,7 @@ func ourJumps(rules []string, ours map[string]bool, texts ...[]string) []string 
 func (c *chainSyncer) full(rs Ruleset) error {
 	var errs []error
 	for _, t := range rs.Tables {
-		if err := c.syncTable(t); err != nil {
+		if _, err := c.syncTable(t); err != nil {
 			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, t.Name, err))
 		}
 	}
@@ -169,17 +169,20 @@ func (c *chainSyncer) full(rs Ruleset) error {
 		}
 	}
 	for _, table := range slices.Sorted(maps.Keys(stale)) {
-		if err := c.syncTable(Table{Name: table}); err != nil {
+		if _, err := c.syncTable(Table{Name: table}); err != nil {
 			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, table, err))
 		}
 	}
 	return errors.Join(errs...)
 }
 
-func (c *chainSyncer) syncTable(t Table) error {
+// syncTable makes table t hold its planned chains and jumps, and removes
+// the chains of removable, in one iptables-restore when anything differs;
+// wrote reports whether it ran one.
+func (c *chainSyncer) syncTable(t Table) (wrote bool, err error) {
 	out, err := c.r.Save(t.Name)
 	if err != nil {
-		return err
+		return false, err
 	}
 	saved := parseSave(out)
 
@@ -189,14 +192,10 @@ func (c *chainSyncer) syncTable(t Table) error {
 			ours[ch.Name] = true
 		}
 	}
-	var stale []string
-	for key := range c.owned {
-		table, name, _ := strings.Cut(key, "/")
-		if table == t.Name && !ours[name] {
-			stale = append(stale, name)
-		}
-	}
-	slices.Sort(stale)
+	// stale: chains we created and no longer plan, and kube-proxy's
+	// chains we do not plan; removed in the same transaction that writes
+	// ours, so never before our rules are in place.
+	stale := c.removable(t.Name, saved, ours)
 	targets := map[string]bool{}
 	for n := range ours {
 		targets[n] = true
@@ -223,7 +222,7 @@ func (c *chainSyncer) syncTable(t Table) error {
 				// iptables itself whether each planned jump is there.
 				ok, err := c.allExist(t.Name, ch.Name, ch.Rules)
 				if err != nil {
-					return err
+					return false, err
 				}
 				if ok {
 					c.canon[key] = canon{want: want, got: got}
@@ -250,8 +249,8 @@ func (c *chainSyncer) syncTable(t Table) error {
 		}
 		rewritten[ch.Name] = true
 	}
-	// Chains we created and no longer plan: drop jumps to them from the
-	// built-in chains we did not already rewrite, flush, delete.
+	// Stale chains: drop jumps to them from the built-in chains we did not
+	// already rewrite, flush, delete.
 	if len(stale) > 0 {
 		staleSet := map[string]bool{}
 		for _, n := range stale {
@@ -273,7 +272,7 @@ func (c *chainSyncer) syncTable(t Table) error {
 		}
 	}
 	if len(decl)+len(body)+len(tail) == 0 {
-		return nil
+		return false, nil
 	}
 	script := "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"
 	if c.repairing != nil {
@@ -286,7 +285,7 @@ func (c *chainSyncer) syncTable(t Table) error {
 		c.repairing(t.Name, append(names, stale...))
 	}
 	if err := c.r.Restore(script); err != nil {
-		return err
+		return false, err
 	}
 	for _, n := range stale {
 		delete(c.owned, t.Name+"/"+n)
@@ -295,7 +294,7 @@ func (c *chainSyncer) syncTable(t Table) error {
 	// Learn how iptables canonicalized what we wrote.
 	out, err = c.r.Save(t.Name)
 	if err != nil {
-		return err
+		return true, err
 	}
 	saved = parseSave(out)
 	for _, ch := range t.Chains {
@@ -312,7 +311,7 @@ func (c *chainSyncer) syncTable(t Table) error {
 		}
 		c.canon[key] = canon{want: renderRules(ch.Rules), got: got}
 	}
-	return nil
+	return true, nil
 }
 
 func (c *chainSyncer) allExist(table, chain string, rules []Rule) (bool, error) {

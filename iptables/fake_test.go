@@ -9,20 +9,73 @@ import (
 )
 
 // fakeSets is a stateful, dumpable ipset table with the kernel's rules for
-// what the syncer uses: names are unique, entries must fit the set, a set
-// referenced by a rule cannot be destroyed.
+// what the syncer uses: names are unique, entries must fit the set, a hash
+// set holds at most maxelem entries, a set referenced by a rule cannot be
+// destroyed, and swap exchanges two sets of one type and family under their
+// names (the references stay with the name, as rules hold a set by index).
 type fakeSets struct {
 	sets map[string]*kernelSet
-	// refs marks sets an iptables rule refers to.
-	refs map[string]bool
+	// refs counts references by rules that are not in a fakeTables (set
+	// by hand in tests).
+	refs map[string]int
+	// tables, when set, are the iptables of each family whose rules
+	// reference sets by --match-set, as the kernel counts them.
+	tables []*fakeTables
 	// ops counts calls per kind ("list", "create", "add", ...).
 	ops map[string]int
 	// reject makes Add fail for entries of this set whose text is listed.
 	reject map[string]bool
+	// index caches each set's entries as a map for Add, valid while the
+	// slice (first element and length) is the one it was built from: tests
+	// edit Entries directly.
+	index map[*kernelSet]*entryIndex
+}
+
+type entryIndex struct {
+	first *Entry
+	n     int
+	has   map[Entry]bool
+}
+
+// members is ks's entry index, rebuilt when the slice changed.
+func (f *fakeSets) members(ks *kernelSet) map[Entry]bool {
+	var first *Entry
+	if len(ks.Entries) > 0 {
+		first = &ks.Entries[0]
+	}
+	if ix := f.index[ks]; ix != nil && ix.first == first && ix.n == len(ks.Entries) {
+		return ix.has
+	}
+	has := make(map[Entry]bool, len(ks.Entries))
+	for _, e := range ks.Entries {
+		has[e] = true
+	}
+	if f.index == nil {
+		f.index = map[*kernelSet]*entryIndex{}
+	}
+	f.index[ks] = &entryIndex{first: first, n: len(ks.Entries), has: has}
+	return has
 }
 
 func newFakeSets() *fakeSets {
-	return &fakeSets{sets: map[string]*kernelSet{}, refs: map[string]bool{}, ops: map[string]int{}, reject: map[string]bool{}}
+	return &fakeSets{sets: map[string]*kernelSet{}, refs: map[string]int{}, ops: map[string]int{}, reject: map[string]bool{}}
+}
+
+// references counts what holds the set: hand-set refs and rules.
+func (f *fakeSets) references(name string) int {
+	n := f.refs[name]
+	for _, t := range f.tables {
+		for _, chains := range t.tables {
+			for _, rules := range chains {
+				for _, r := range rules {
+					if strings.Contains(r, "--match-set "+name+" ") {
+						n++
+					}
+				}
+			}
+		}
+	}
+	return n
 }
 
 func (f *fakeSets) ListAll() (map[string]*kernelSet, error) {
@@ -31,21 +84,42 @@ func (f *fakeSets) ListAll() (map[string]*kernelSet, error) {
 	for n, s := range f.sets {
 		c := *s
 		c.Entries = slices.Clone(s.Entries)
+		c.References = uint32(f.references(n))
 		out[n] = &c
 	}
 	return out, nil
 }
 
-func (f *fakeSets) Create(s IPSet) error {
+func (f *fakeSets) Create(s IPSet, maxElem uint32) error {
 	f.ops["create"]++
 	if f.sets[s.Name] != nil {
 		return fmt.Errorf("ipset create %s: %w", s.Name, ErrSetExists)
 	}
-	ks := &kernelSet{Name: s.Name, Type: s.Type, Family: s.Family, MaxElem: MaxElem}
+	ks := &kernelSet{Name: s.Name, Type: s.Type, Family: s.Family, MaxElem: maxElem}
 	if s.Type == TypeBitmapPort {
 		ks.Family, ks.MaxElem, ks.PortFrom, ks.PortTo = "", 0, BitmapPortFrom, BitmapPortTo
 	}
 	f.sets[s.Name] = ks
+	return nil
+}
+
+// createExist is `ipset create NAME ... -exist` as kube-proxy runs it: an
+// existing set must have exactly the requested maxelem, range and no
+// extension (the kernel's same_set), and type and family.
+func (f *fakeSets) createExist(name, typ, family string) error {
+	ks := f.sets[name]
+	if ks == nil {
+		return f.Create(IPSet{Name: name, Type: typ, Family: family}, KubeProxyMaxElem)
+	}
+	same := ks.Type == typ && ks.Timeout == 0 && ks.CadtFlags == 0 && ks.Netmask == 0
+	if typ == TypeBitmapPort {
+		same = same && ks.PortFrom == BitmapPortFrom && ks.PortTo == BitmapPortTo
+	} else {
+		same = same && ks.Family == family && ks.MaxElem == KubeProxyMaxElem
+	}
+	if !same {
+		return fmt.Errorf("ipset create %s %s -exist: set with the same name already exists (%s): %w", name, typ, ks.options(), ErrSetExists)
+	}
 	return nil
 }
 
@@ -54,10 +128,24 @@ func (f *fakeSets) Destroy(name string) error {
 	if f.sets[name] == nil {
 		return fmt.Errorf("ipset destroy %s: %w", name, ErrSetNotFound)
 	}
-	if f.refs[name] {
+	if f.references(name) > 0 {
 		return fmt.Errorf("ipset destroy %s: %w", name, ErrSetReferenced)
 	}
 	delete(f.sets, name)
+	return nil
+}
+
+func (f *fakeSets) Swap(from, to string) error {
+	f.ops["swap"]++
+	a, b := f.sets[from], f.sets[to]
+	if a == nil || b == nil {
+		return fmt.Errorf("ipset swap %s %s: %w", from, to, ErrSetNotFound)
+	}
+	if a.Type != b.Type || a.Family != b.Family {
+		return fmt.Errorf("ipset swap %s %s: type mismatch: %w", from, to, ErrKernel)
+	}
+	a.Name, b.Name = to, from
+	f.sets[from], f.sets[to] = b, a
 	return nil
 }
 
@@ -84,24 +172,36 @@ func (f *fakeSets) Add(s IPSet, entries []Entry) error {
 			return err
 		}
 		e = canonical(ks.Type, e)
-		if !slices.Contains(ks.Entries, e) {
+		if has := f.members(ks); !has[e] {
+			if ks.MaxElem != 0 && len(ks.Entries) >= int(ks.MaxElem) {
+				return fmt.Errorf("ipset add %s %s: hash is full: %w", s.Name, formatEntry(ks.Type, e), ErrKernel)
+			}
 			ks.Entries = append(ks.Entries, e)
+			has[e] = true
+			f.index[ks].first, f.index[ks].n = &ks.Entries[0], len(ks.Entries)
 		}
 	}
 	return nil
 }
 
+// Del stops at the first bad entry too.
 func (f *fakeSets) Del(s IPSet, entries []Entry) error {
 	f.ops["del"]++
+	del := map[Entry]bool{}
+	var ks *kernelSet
+	var err error
 	for _, e := range entries {
-		ks, err := f.check(s, e)
-		if err != nil {
-			return err
+		var k *kernelSet
+		if k, err = f.check(s, e); err != nil {
+			break
 		}
-		e = canonical(ks.Type, e)
-		ks.Entries = slices.DeleteFunc(ks.Entries, func(x Entry) bool { return x == e })
+		ks = k
+		del[canonical(k.Type, e)] = true
 	}
-	return nil
+	if ks != nil {
+		ks.Entries = slices.DeleteFunc(ks.Entries, func(x Entry) bool { return del[x] })
+	}
+	return err
 }
 
 // save renders the table like `ipset save` (sorted, without hashsize).

@@ -17,7 +17,7 @@ package iptables
 //   - bitmap:port entries without IPSET_ATTR_PROTO (netlink adds tcp to any
 //     entry with a port).
 //
-// Create, destroy and flush are built here too so that every request goes
+// Create, destroy, flush and swap are built here too so that every request goes
 // through one socket, opened in the network namespace of the caller of
 // newNetlinkSets, and every error maps to the same sentinel errors.
 
@@ -48,11 +48,9 @@ const (
 	// created with, as kube-proxy does: `ipset create X bitmap:port range 0-65535`.
 	BitmapPortFrom = 0
 	BitmapPortTo   = 65535
-	// MaxElem is the maxelem every hash set is created with. kube-proxy's
-	// default (65536) is too small for KUBE-LOOP-BACK with 10,000 services ×
-	// 10 endpoints; maxelem only caps the set, it reserves no memory.
-	MaxElem = 1 << 20
-	// HashSize is the initial hashsize; the kernel grows it as needed.
+	// HashSize is the initial hashsize, kube-proxy's; the kernel grows it
+	// as needed (and does not compare it in `ipset create -exist`). The
+	// maxelem of a hash set is MaxElemFor its planned entries.
 	HashSize = 1024
 )
 
@@ -64,7 +62,16 @@ type kernelSet struct {
 	PortFrom uint16
 	PortTo   uint16
 	MaxElem  uint32
-	Entries  []Entry
+	// Timeout is the default timeout (0: created without one).
+	Timeout uint32
+	// CadtFlags are the extensions it was created with
+	// (IPSET_FLAG_WITH_COUNTERS, _COMMENT, _SKBINFO, _FORCEADD).
+	CadtFlags uint32
+	// Netmask is a hash:ip netmask other than the host length (0: none).
+	Netmask uint8
+	// References counts the iptables rules (and list:set sets) holding it.
+	References uint32
+	Entries    []Entry
 }
 
 // netlinkSets speaks ipset netlink on one socket bound to the network
@@ -118,8 +125,13 @@ func ipsetErr(err error) error {
 		return fmt.Errorf("%w: %w", ErrSetNotFound, err)
 	case errno == unix.EEXIST:
 		return fmt.Errorf("%w: %w", ErrSetExists, err)
-	case int(errno) == nl.IPSET_ERR_REFERENCED, errno == unix.EBUSY:
+	case int(errno) == nl.IPSET_ERR_REFERENCED, int(errno) == nl.IPSET_ERR_BUSY, errno == unix.EBUSY:
+		// ip_set_destroy answers IPSET_ERR_BUSY for a set a rule holds.
 		return fmt.Errorf("%w: %s", ErrSetReferenced, nl.IPSetError(uintptr(errno)).Error())
+	case int(errno) == nl.IPSET_ERR_TYPE_SPECIFIC:
+		// The first type-specific code: IPSET_ERR_HASH_FULL for hash
+		// types, IPSET_ERR_BITMAP_RANGE for bitmaps.
+		return fmt.Errorf("%w: hash set full (maxelem reached) or bitmap entry out of range (errno %d)", ErrKernel, int(errno))
 	case int(errno) >= nl.IPSET_ERR_PRIVATE:
 		return fmt.Errorf("%w: %s (errno %d)", ErrKernel, nl.IPSetError(uintptr(errno)).Error(), int(errno))
 	}
@@ -146,10 +158,11 @@ func revision(typ string) uint8 {
 	return 0
 }
 
-// Create is `ipset create NAME TYPE family F hashsize 1024 maxelem MaxElem`
-// (or `range 0-65535` for bitmap:port). An existing set of that name is an error
-// wrapping ErrSetExists.
-func (n *netlinkSets) Create(s IPSet) error {
+// Create is `ipset create NAME TYPE family F hashsize 1024 maxelem MAXELEM`
+// (or `range 0-65535` for bitmap:port, which ignores maxElem), with no
+// extension: kube-proxy's create arguments. An existing set of that name is
+// an error wrapping ErrSetExists.
+func (n *netlinkSets) Create(s IPSet, maxElem uint32) error {
 	req := n.request(nl.IPSET_CMD_CREATE, unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(s.Name)))
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_TYPENAME, nl.ZeroTerminated(s.Type)))
@@ -162,12 +175,28 @@ func (n *netlinkSets) Create(s IPSet) error {
 		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_TO|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(BitmapPortTo)))
 	} else {
 		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_HASHSIZE|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint32Attr(HashSize)))
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_MAXELEM|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint32Attr(MaxElem)))
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_MAXELEM|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint32Attr(maxElem)))
 	}
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FAMILY, nl.Uint8Attr(family)))
 	req.AddData(data)
 	if _, err := n.exec(req); err != nil {
 		return fmt.Errorf("ipset create %s %s: %w", s.Name, s.Type, err)
+	}
+	return nil
+}
+
+// Swap is `ipset swap FROM TO` (IPSET_CMD_SWAP, as vishvananda/netlink's
+// IpsetSwap builds it): the two sets exchange names, contents and the
+// references of iptables rules, which hold a set by its index, so rules
+// matching TO match FROM's former contents from then on, with no window.
+// The kernel refuses sets of other type features or family
+// (IPSET_ERR_TYPE_MISMATCH), and a set being dumped (EBUSY).
+func (n *netlinkSets) Swap(from, to string) error {
+	req := n.request(nl.IPSET_CMD_SWAP, unix.NLM_F_ACK)
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(from)))
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME2, nl.ZeroTerminated(to)))
+	if _, err := n.exec(req); err != nil {
+		return fmt.Errorf("ipset swap %s %s: %w", from, to, err)
 	}
 	return nil
 }
@@ -406,7 +435,17 @@ func parseSetMessage(msg []byte, sets map[string]*kernelSet) {
 				case nl.IPSET_ATTR_PORT_TO:
 					s.PortTo = binary.BigEndian.Uint16(d.value)
 				case nl.IPSET_ATTR_MAXELEM:
-					s.MaxElem = binary.BigEndian.Uint32(d.value)
+					s.MaxElem = be32(d.value)
+				case nl.IPSET_ATTR_TIMEOUT:
+					s.Timeout = be32(d.value)
+				case nl.IPSET_ATTR_CADT_FLAGS:
+					s.CadtFlags = be32(d.value)
+				case nl.IPSET_ATTR_NETMASK:
+					if len(d.value) > 0 {
+						s.Netmask = d.value[0]
+					}
+				case nl.IPSET_ATTR_REFERENCES:
+					s.References = be32(d.value)
 				}
 			}
 		case nl.IPSET_ATTR_ADT:
@@ -417,6 +456,14 @@ func parseSetMessage(msg []byte, sets map[string]*kernelSet) {
 			}
 		}
 	}
+}
+
+// be32 is a big-endian u32 attribute value; 0 when it is too short.
+func be32(b []byte) uint32 {
+	if len(b) < 4 {
+		return 0
+	}
+	return binary.BigEndian.Uint32(b)
 }
 
 func parseAddr(b []byte) netip.Addr {

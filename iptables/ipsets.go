@@ -13,33 +13,70 @@ import (
 type setKernel interface {
 	// ListAll is `ipset save`: every set and its entries.
 	ListAll() (map[string]*kernelSet, error)
-	// Create is `ipset create`.
-	Create(s IPSet) error
+	// Create is `ipset create` with kube-proxy's arguments and, for a hash
+	// set, maxelem maxElem.
+	Create(s IPSet, maxElem uint32) error
 	// Destroy is `ipset destroy`.
 	Destroy(name string) error
+	// Swap is `ipset swap FROM TO`.
+	Swap(from, to string) error
 	// Add is `ipset add -exist` for each entry.
 	Add(s IPSet, entries []Entry) error
 	// Del is `ipset del -exist` for each entry.
 	Del(s IPSet, entries []Entry) error
 }
 
-// mirrorSet is what the proxy believes one of its sets holds.
+// SwapSetName is the set a replacement is built in before `ipset swap` puts
+// it in place. The proxy owns it: one left by a crash is destroyed before
+// the next replacement, at the next full sync, and by cleanup.
+const SwapSetName = "IPVS-PROXY-SWAP"
+
+// mirrorSet is what the proxy believes one of its sets is and holds.
 type mirrorSet struct {
-	spec    IPSet // Entries unused
+	spec IPSet // Entries unused
+	// maxElem is the hash set's maxelem, as created or adopted (0 for
+	// bitmap:port).
+	maxElem uint32
 	entries []Entry
+}
+
+// matches reports whether the kernel's set is still the one the mirror
+// describes: not destroyed, or replaced by a set of another shape.
+func (m *mirrorSet) matches(ks *kernelSet) bool {
+	if ks == nil || ks.Type != m.spec.Type || ks.Timeout != 0 || ks.CadtFlags != 0 || ks.Netmask != 0 {
+		return false
+	}
+	if ks.Type == TypeBitmapPort {
+		return ks.PortFrom == BitmapPortFrom && ks.PortTo == BitmapPortTo
+	}
+	return ks.Family == m.spec.Family && ks.MaxElem == m.maxElem
 }
 
 // setSyncer keeps the proxy's ipsets equal to the plan with per-entry diffs.
 // Its mirror holds exactly the sets it owns: those the plan names. A full
 // sync reads the kernel once (one dump of all sets) and corrects the mirror;
 // a partial sync diffs the plan against the mirror alone.
+//
+// A set found in the kernel, kube-proxy's included, is adopted in place
+// when it has the planned shape (see mismatch): its entries are diffed,
+// never flushed. One of another maxelem, range or extensions is replaced
+// through `ipset swap`; one of another type or family, which swap cannot
+// change, is destroyed and created again if no rule holds it, and is an
+// error of that set alone otherwise.
 type setSyncer struct {
 	k      setKernel
 	log    *zap.Logger
 	mirror map[string]*mirrorSet
+	// leftovers are the sets the last full sync found under a name the
+	// proxy uses in some family but does not plan now (kube-proxy's
+	// KUBE-6-* sets on a node planned IPv4 only): destroyed by
+	// destroyStale once no rule holds them.
+	leftovers []string
 	// fallbacks counts batches the kernel refused and that were retried
 	// entry by entry.
 	fallbacks int
+	// swaps counts sets replaced through `ipset swap`.
+	swaps int
 	// drift is what the last full found changed by others since the
 	// mirror was last written (SetEntries and Sets).
 	drift Drift
@@ -49,9 +86,10 @@ func newSetSyncer(k setKernel, log *zap.Logger) *setSyncer {
 	return &setSyncer{k: k, log: log, mirror: map[string]*mirrorSet{}}
 }
 
-// full makes every planned set exist with exactly its planned entries, after
-// one dump. Sets the plan does not name are not touched here (see
-// destroyStale). Errors are per set; the other sets are still synced.
+// full makes every planned set exist in the planned shape with exactly its
+// planned entries, after one dump. Sets the plan does not name are not
+// touched here (see destroyStale). Errors are per set; the other sets are
+// still synced.
 func (s *setSyncer) full(want []IPSet) error {
 	s.drift = Drift{}
 	have, err := s.k.ListAll()
@@ -59,12 +97,19 @@ func (s *setSyncer) full(want []IPSet) error {
 		return err
 	}
 	var errs []error
+	if have[SwapSetName] != nil {
+		// Left by a crash between create and destroy.
+		if err := s.k.Destroy(SwapSetName); err != nil && !errors.Is(err, ErrSetNotFound) {
+			errs = append(errs, err)
+		}
+	}
+	s.leftovers = leftoverSets(have, want)
 	for _, w := range want {
 		w.Entries = normalize(w.Type, w.Entries)
 		ks := have[w.Name]
 		if prev := s.mirror[w.Name]; prev != nil {
 			switch {
-			case ks == nil || !compatible(ks, prev.spec):
+			case !prev.matches(ks):
 				s.drift.Sets++
 				s.log.Info("repairing ipset destroyed or replaced outside the proxy", zap.String("set", w.Name))
 			default:
@@ -76,39 +121,100 @@ func (s *setSyncer) full(want []IPSet) error {
 				}
 			}
 		}
-		if ks != nil && !compatible(ks, w) {
-			if err := s.k.Destroy(w.Name); err != nil {
-				errs = append(errs, fmt.Errorf("replace %s (%s %s) by %s %s: %w: %w", w.Name, ks.Type, ks.Family, w.Type, w.Family, ErrSetMismatch, err))
-				continue
-			}
-			ks = nil
-		}
-		var cur []Entry
-		if ks == nil {
-			if err := s.k.Create(w); err != nil {
-				errs = append(errs, err)
-				continue
-			}
-		} else {
-			cur = normalize(w.Type, ks.Entries)
-		}
-		s.mirror[w.Name] = &mirrorSet{spec: w, entries: cur}
-		if err := s.apply(w); err != nil {
+		if err := s.ensure(&w, ks); err != nil {
 			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
 }
 
+// ensure makes the kernel's set w.Name (ks, nil when missing) one of w's
+// shape holding w's entries: adopted in place, replaced, or created.
+func (s *setSyncer) ensure(w *IPSet, ks *kernelSet) error {
+	if ks != nil {
+		m := mismatch(ks, w, len(w.Entries))
+		switch {
+		case m == 0:
+			s.mirror[w.Name] = &mirrorSet{spec: specOf(w), maxElem: ks.MaxElem, entries: normalize(w.Type, ks.Entries)}
+			return s.apply(*w)
+		case m.swappable():
+			return s.replace(w, m)
+		}
+		if err := s.k.Destroy(w.Name); err != nil {
+			return fmt.Errorf("ipset %s: the kernel's is %s, the plan needs %s: %s, which ipset swap cannot change, and destroying it failed: %w: %w",
+				w.Name, ks.options(), plannedOptions(w), m.differ(), ErrSetMismatch, err)
+		}
+		s.log.Info("replaced ipset of another type or family", zap.String("set", w.Name),
+			zap.String("was", ks.options()), zap.String("now", plannedOptions(w)))
+	}
+	maxElem := MaxElemFor(len(w.Entries))
+	if err := s.k.Create(*w, maxElem); err != nil {
+		return err
+	}
+	s.mirror[w.Name] = &mirrorSet{spec: specOf(w), maxElem: hashMaxElem(w.Type, maxElem)}
+	return s.apply(*w)
+}
+
+// replace puts a set of w's shape, already holding w's entries, in place of
+// the kernel's set w.Name, with no window: it is created as SwapSetName,
+// filled, exchanged with `ipset swap` (rules hold the set by index, so they
+// match the new contents from that instant), and the old set, now under
+// SwapSetName, is destroyed. w.Entries must be normalized.
+func (s *setSyncer) replace(w *IPSet, why setMismatch) error {
+	maxElem := MaxElemFor(len(w.Entries))
+	s.log.Info("replacing ipset through ipset swap", zap.String("set", w.Name), zap.Stringer("differs", why),
+		zap.String("now", plannedOptions(w)), zap.Int("entries", len(w.Entries)))
+	fail := func(err error) error {
+		return fmt.Errorf("replace ipset %s (%s) through %s: %w", w.Name, why.differ(), SwapSetName, err)
+	}
+	if err := s.k.Destroy(SwapSetName); err != nil && !errors.Is(err, ErrSetNotFound) {
+		return fail(err)
+	}
+	tmp := IPSet{Name: SwapSetName, Type: w.Type, Family: w.Family}
+	if err := s.k.Create(tmp, maxElem); err != nil {
+		return fail(err)
+	}
+	var errs []error
+	failed := map[Entry]bool{}
+	if len(w.Entries) > 0 {
+		if err := s.k.Add(tmp, w.Entries); err != nil {
+			errs = append(errs, s.oneByOne(tmp, w.Entries, s.k.Add, failed)...)
+		}
+	}
+	if err := s.k.Swap(SwapSetName, w.Name); err != nil {
+		if derr := s.k.Destroy(SwapSetName); derr != nil {
+			err = errors.Join(err, derr)
+		}
+		return fail(errors.Join(append(errs, err)...))
+	}
+	s.swaps++
+	entries := w.Entries
+	if len(failed) > 0 {
+		entries = slices.DeleteFunc(slices.Clone(entries), func(e Entry) bool { return failed[e] })
+	}
+	s.mirror[w.Name] = &mirrorSet{spec: specOf(w), maxElem: hashMaxElem(w.Type, maxElem), entries: entries}
+	if err := s.k.Destroy(SwapSetName); err != nil {
+		errs = append(errs, fmt.Errorf("destroy the set swapped out: %w", err))
+	}
+	if len(errs) > 0 {
+		return fail(errors.Join(errs...))
+	}
+	return nil
+}
+
 // partial applies the entry differences between the plan and the mirror,
-// with no dump. A planned set missing from the mirror is created. Sets whose
-// type changed, and sets no longer planned, wait for the next full sync.
+// with no dump. A planned set missing from the mirror is created. A hash
+// set the plan outgrows is replaced through `ipset swap` by one with a
+// larger maxelem (the mirror knows its maxelem). Sets whose type changed,
+// and sets no longer planned, wait for the next full sync.
 func (s *setSyncer) partial(want []IPSet) error {
 	var errs []error
 	for _, w := range want {
 		m := s.mirror[w.Name]
-		if m == nil {
-			if err := s.k.Create(w); err != nil && !errors.Is(err, ErrSetExists) {
+		switch {
+		case m == nil:
+			maxElem := MaxElemFor(len(w.Entries))
+			if err := s.k.Create(w, maxElem); err != nil && !errors.Is(err, ErrSetExists) {
 				errs = append(errs, err)
 				continue
 			} else if err != nil {
@@ -117,11 +223,17 @@ func (s *setSyncer) partial(want []IPSet) error {
 				// add what we need now.
 				errs = append(errs, fmt.Errorf("ipset %s appeared outside the proxy: %w", w.Name, err))
 			}
-			m = &mirrorSet{spec: w}
-			s.mirror[w.Name] = m
-		} else if m.spec.Type != w.Type || m.spec.Family != w.Family {
+			s.mirror[w.Name] = &mirrorSet{spec: specOf(&w), maxElem: hashMaxElem(w.Type, maxElem)}
+		case m.spec.Type != w.Type || m.spec.Family != w.Family:
 			errs = append(errs, fmt.Errorf("ipset %s: type change to %s %s needs a full sync: %w", w.Name, w.Type, w.Family, ErrSetMismatch))
 			continue
+		case m.maxElem != 0 && len(w.Entries) > int(m.maxElem):
+			if w.Entries = normalize(w.Type, w.Entries); len(w.Entries) > int(m.maxElem) {
+				if err := s.replace(&w, mismatchMaxElem); err != nil {
+					errs = append(errs, err)
+				}
+				continue
+			}
 		}
 		if err := s.apply(w); err != nil {
 			errs = append(errs, err)
@@ -159,7 +271,7 @@ func (s *setSyncer) apply(w IPSet) error {
 		}
 		slices.SortFunc(next, CompareEntries)
 	}
-	m.spec = IPSet{Name: w.Name, Type: w.Type, Family: w.Family, Comment: w.Comment}
+	m.spec = specOf(&w)
 	m.entries = next
 	return errors.Join(errs...)
 }
@@ -180,8 +292,10 @@ func (s *setSyncer) oneByOne(w IPSet, entries []Entry, op func(IPSet, []Entry) e
 }
 
 // destroyStale destroys the sets in the mirror that want no longer names,
-// i.e. sets the proxy created and no longer plans. A set still referenced
-// stays in the mirror and is retried at the next full sync.
+// i.e. sets the proxy created or adopted and no longer plans, and then the
+// leftovers the last full sync found. A set of the mirror still referenced
+// stays in the mirror and is retried at the next full sync; a leftover a
+// rule still holds (a chain the proxy does not own) is left alone.
 func (s *setSyncer) destroyStale(want []IPSet) error {
 	planned := map[string]bool{}
 	for _, w := range want {
@@ -198,17 +312,32 @@ func (s *setSyncer) destroyStale(want []IPSet) error {
 		}
 		delete(s.mirror, name)
 	}
+	for _, name := range s.leftovers {
+		if planned[name] || s.mirror[name] != nil {
+			continue
+		}
+		switch err := s.k.Destroy(name); {
+		case err == nil:
+			s.log.Info("destroyed ipset the plan does not use", zap.String("set", name))
+		case errors.Is(err, ErrSetReferenced):
+			s.log.Debug("ipset the plan does not use is still referenced; left alone", zap.String("set", name))
+		case !errors.Is(err, ErrSetNotFound):
+			errs = append(errs, err)
+		}
+	}
+	s.leftovers = nil
 	return errors.Join(errs...)
 }
 
-// cleanup destroys the named sets that exist, and nothing else.
+// cleanup destroys the named sets that exist, and SwapSetName, and nothing
+// else.
 func (s *setSyncer) cleanup(names []string) error {
 	have, err := s.k.ListAll()
 	if err != nil {
 		return err
 	}
 	var errs []error
-	for _, n := range names {
+	for _, n := range append(slices.Clone(names), SwapSetName) {
 		if have[n] == nil {
 			continue
 		}
@@ -221,13 +350,32 @@ func (s *setSyncer) cleanup(names []string) error {
 	return errors.Join(errs...)
 }
 
-// compatible reports whether the kernel set can be kept for the planned one.
-func compatible(ks *kernelSet, w IPSet) bool {
-	if ks.Type != w.Type {
-		return false
+// leftoverSets are the sets of have named as one of SetSpecs in some family
+// that want does not name, sorted.
+func leftoverSets(have map[string]*kernelSet, want []IPSet) []string {
+	planned := make(map[string]bool, len(want))
+	for _, w := range want {
+		planned[w.Name] = true
 	}
-	if w.Type == "bitmap:port" {
-		return ks.PortFrom == BitmapPortFrom && ks.PortTo == BitmapPortTo
+	var out []string
+	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
+		for _, spec := range SetSpecs {
+			if n := SetName(spec.Name, fam); have[n] != nil && !planned[n] {
+				out = append(out, n)
+			}
+		}
 	}
-	return ks.Family == w.Family && (ks.MaxElem == 0 || ks.MaxElem >= MaxElem)
+	slices.Sort(out)
+	return out
+}
+
+func specOf(w *IPSet) IPSet {
+	return IPSet{Name: w.Name, Type: w.Type, Family: w.Family, Comment: w.Comment}
+}
+
+func hashMaxElem(typ string, maxElem uint32) uint32 {
+	if typ == TypeBitmapPort {
+		return 0
+	}
+	return maxElem
 }

@@ -111,6 +111,9 @@ const (
 	ChainProxyFirewall        = "KUBE-PROXY-FIREWALL"
 	ChainSourceRangesFirewall = "KUBE-SOURCE-RANGES-FIREWALL"
 	ChainIPVSFilter           = "KUBE-IPVS-FILTER"
+	// ChainIPVSOutFilter is kube-proxy's; the proxy does not plan it and
+	// removes it (see KubeProxyChains).
+	ChainIPVSOutFilter = "KUBE-IPVS-OUT-FILTER"
 )
 
 // RulesConfig is what the fixed rule set depends on. It never depends on the

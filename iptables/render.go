@@ -70,8 +70,8 @@ func sortSets(s []IPSet) {
 
 // AppendCreate appends the `create` line of s as `ipset save` prints it,
 // without the trailing newline: "create KUBE-CLUSTER-IP hash:ip,port family
-// inet hashsize 1024 maxelem 1048576" or "create KUBE-NODE-PORT-TCP
-// bitmap:port range 0-65535". The kernel's own save (ipset >= 7.11 on
+// inet hashsize 1024 maxelem 65536" (maxelem is MaxElemFor the number of
+// entries) or "create KUBE-NODE-PORT-TCP bitmap:port range 0-65535". The kernel's own save (ipset >= 7.11 on
 // kernels >= 5.11) appends "bucketsize N initval 0x..." to hash sets; the
 // initval is random, so readers strip both before comparing.
 func AppendCreate(b []byte, s *IPSet) []byte {
@@ -90,7 +90,7 @@ func AppendCreate(b []byte, s *IPSet) []byte {
 	b = append(b, " hashsize "...)
 	b = strconv.AppendInt(b, HashSize, 10)
 	b = append(b, " maxelem "...)
-	return strconv.AppendInt(b, MaxElem, 10)
+	return strconv.AppendUint(b, uint64(MaxElemFor(len(s.Entries))), 10)
 }
 
 // AppendSave appends sets in `ipset save` form: for each set its create line,

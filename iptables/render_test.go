@@ -52,7 +52,7 @@ func TestAppendSave(t *testing.T) {
 	}
 	got := string(AppendSave(nil, sets))
 	for _, want := range []string{
-		"create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 1048576\nadd KUBE-6-CLUSTER-IP fd00::a,tcp:53\nadd KUBE-6-CLUSTER-IP fd00::a,udp:53\nadd KUBE-6-CLUSTER-IP fd00::b,tcp:80\ncreate ",
+		"create KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\nadd KUBE-6-CLUSTER-IP fd00::a,tcp:53\nadd KUBE-6-CLUSTER-IP fd00::a,udp:53\nadd KUBE-6-CLUSTER-IP fd00::b,tcp:80\ncreate ",
 		"create KUBE-6-NODE-PORT-TCP bitmap:port range 0-65535\nadd KUBE-6-NODE-PORT-TCP 30080\n",
 		"create KUBE-6-LOAD-BALANCER-SOURCE-CID hash:ip,port,net family inet6",
 	} {

@@ -24,6 +24,7 @@ FUZZTIME       ?= 30s
 FUZZSHORT_GUARD ?= 40000x
 FUZZSHORT_PLAN  ?= 8000x
 FUZZSHORT_INCREMENTAL ?= 3000x
+FUZZSHORT_TEXT ?= 5000x
 FUZZPARALLEL   ?= 2
 
 # package:target pairs, one fuzz run each (go test -fuzz takes one target).
@@ -32,8 +33,10 @@ FUZZ_TARGETS := \
 	./informers:FuzzConvertObjects \
 	./internal/guard:FuzzGuard \
 	./internal/guard:FuzzGuardCheck \
+	./informers:FuzzPlanText \
 	./internal/planner:FuzzPlan \
-	./internal/planner:FuzzIncremental
+	./internal/planner:FuzzIncremental \
+	./internal/planner:FuzzPlanText
 
 .PHONY: reliability fuzz fuzz-short
 
@@ -53,6 +56,7 @@ fuzz-short:
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_GUARD) FUZZ_TARGETS=./internal/guard:FuzzGuard
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_PLAN) FUZZ_TARGETS=./internal/planner:FuzzPlan
 	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_INCREMENTAL) FUZZ_TARGETS=./internal/planner:FuzzIncremental
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_TEXT) FUZZ_TARGETS=./internal/planner:FuzzPlanText
 
 # --- soak (test/e2e/soak, a kernel test in the VM) ---
 # make soak                                     1,000 services, 60s of churn

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"errors"
 	"fmt"
 	"io"
 	"net/netip"
@@ -14,13 +15,34 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 )
 
+// ErrOtherProxy: cleanup found another service proxy running on the node
+// and removed nothing.
+var ErrOtherProxy = errors.New("another service proxy is running on this node")
+
 // cleanupNode is `ipvs-proxy cleanup` and `ipvs-proxy run --cleanup`: it
 // removes what the proxy created on this node (its virtual servers,
 // kube-ipvs0, its chains and ipsets) and nothing else, prints one summary
 // line to w, and returns a failure (exit 1) when something could not be
 // removed. exclude is --ipvs-exclude-cidrs, stateDir --state-dir (its
 // ownership journal); log may be nil.
-func cleanupNode(w io.Writer, exclude []netip.Prefix, stateDir string, log *zap.Logger) error {
+//
+// Unless force, it first looks for another service proxy running on the
+// node (kube-proxy after a rollback, another `ipvs-proxy run`): the names
+// are shared, so removing "ours" would take that proxy's kube-ipvs0,
+// virtual servers, ipsets and chains away under its traffic. Then it
+// removes nothing and fails with ErrOtherProxy, naming the process.
+func cleanupNode(w io.Writer, exclude []netip.Prefix, stateDir string, force bool, log *zap.Logger) error {
+	if !force {
+		procs, err := findProxies("/proc")
+		if err != nil {
+			return failure(fmt.Errorf("cleanup: look for other service proxies in /proc: %w", err))
+		}
+		if len(procs) > 0 {
+			p := procs[0]
+			return failure(fmt.Errorf("cleanup: %w: %s (pid %d: %s) serves from the same kube-ipvs0, IPVS table, ipsets and chains; nothing removed (stop it first, or --force)",
+				ErrOtherProxy, p.Name, p.PID, p.Cmdline))
+		}
+	}
 	res, err := cleanupKernel(recovery.CleanupOptions{ExcludeCIDRs: exclude, StateDir: stateDir, Log: log})
 	if res != nil {
 		dev := "no " + addrmgr.Device
@@ -40,14 +62,19 @@ func cleanupNode(w io.Writer, exclude []netip.Prefix, stateDir string, log *zap.
 	return nil
 }
 
-// cleanupKernel is recovery.Cleanup; tests replace it.
-var cleanupKernel = recovery.Cleanup
+// cleanupKernel is recovery.Cleanup and findProxies recovery.FindProxies;
+// tests replace them.
+var (
+	cleanupKernel = recovery.Cleanup
+	findProxies   = recovery.FindProxies
+)
 
 func newCleanupCommand() *cobra.Command {
 	var exclude []netip.Prefix
+	var force bool
 	stateDir := config.DefaultStateDir
 	cmd := &cobra.Command{
-		Use:   "cleanup [--ipvs-exclude-cidrs CIDRS] [--state-dir DIR]",
+		Use:   "cleanup [--ipvs-exclude-cidrs CIDRS] [--state-dir DIR] [--force]",
 		Short: "Remove what the proxy created on this node, and nothing else",
 		Long: `cleanup takes ipvs-proxy off this node: it deletes the IPVS virtual servers the
 proxy owns (those on addresses bound on kube-ipvs0, NodePort servers: a node
@@ -58,14 +85,18 @@ then the proxy's iptables chains, its jump rules in the built-in chains and its
 ipsets (IPv4 and IPv6). Foreign virtual servers (keepalived, kube-vip, manual
 ipvsadm entries outside the NodePort range), other interfaces' addresses and
 other chains stay. Stop the proxy first. A second cleanup changes nothing.
-The same as run --cleanup. Exit status 0, or 1 when something could not be
-removed (run it again).`,
+When another service proxy runs on the node (kube-proxy after a rollback, or
+another ipvs-proxy run), cleanup removes nothing and fails naming it: the
+names are shared, and that proxy serves traffic from them; --force removes
+anyway. The same as run --cleanup. Exit status 0, or 1 when something could
+not be removed (run it again) or another proxy runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cleanupNode(cmd.OutOrStdout(), exclude, stateDir, nil)
+			return cleanupNode(cmd.OutOrStdout(), exclude, stateDir, force, nil)
 		},
 	}
 	cmd.Flags().Var(newPrefixList(&exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never deleted.")
 	cmd.Flags().StringVar(&stateDir, "state-dir", stateDir, "Directory of run's state: the ownership journal (ipvs-owned) is read and removed.")
+	cmd.Flags().BoolVar(&force, "force", false, "Remove even when another service proxy (kube-proxy, another ipvs-proxy run) is running on the node.")
 	return cmd
 }

@@ -11,8 +11,9 @@ import (
 )
 
 func TestCleanupCommand(t *testing.T) {
-	old := cleanupKernel
-	t.Cleanup(func() { cleanupKernel = old })
+	old, oldFind := cleanupKernel, findProxies
+	t.Cleanup(func() { cleanupKernel, findProxies = old, oldFind })
+	findProxies = func(string) ([]recovery.Process, error) { return nil, nil }
 	var got recovery.CleanupOptions
 	for _, tc := range []struct {
 		name string
@@ -43,5 +44,32 @@ func TestCleanupCommand(t *testing.T) {
 				t.Errorf("exclude CIDRs not passed: %v", got.ExcludeCIDRs)
 			}
 		})
+	}
+}
+
+// TestCleanupOtherProxy: with kube-proxy running (a node rolled back to it),
+// cleanup removes nothing and says why; --force removes anyway.
+func TestCleanupOtherProxy(t *testing.T) {
+	old, oldFind := cleanupKernel, findProxies
+	t.Cleanup(func() { cleanupKernel, findProxies = old, oldFind })
+	findProxies = func(string) ([]recovery.Process, error) {
+		return []recovery.Process{{PID: 42, Name: "kube-proxy", Cmdline: "kube-proxy --config=/var/lib/kube-proxy/config.conf"}}, nil
+	}
+	called := false
+	cleanupKernel = func(recovery.CleanupOptions) (*recovery.CleanupResult, error) {
+		called = true
+		return &recovery.CleanupResult{}, nil
+	}
+	var out, errb bytes.Buffer
+	if code := Main([]string{"cleanup"}, nil, &out, &errb); code != exitFailure || called {
+		t.Fatalf("exit %d, kernel cleanup called %v; want %d and not called", code, called, exitFailure)
+	}
+	if want := "kube-proxy (pid 42: kube-proxy --config=/var/lib/kube-proxy/config.conf)"; !bytes.Contains(errb.Bytes(), []byte(want)) ||
+		!bytes.Contains(errb.Bytes(), []byte("nothing removed")) {
+		t.Errorf("stderr %q does not name %s and say nothing was removed", errb.String(), want)
+	}
+	out.Reset()
+	if code := Main([]string{"cleanup", "--force"}, nil, &out, &errb); code != 0 || !called {
+		t.Errorf("--force: exit %d, kernel cleanup called %v; want 0 and called", code, called)
 	}
 }

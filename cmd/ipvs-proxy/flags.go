@@ -7,6 +7,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -46,6 +47,9 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
 	fs.Var(&portList{p: &o.ProtectedNodePorts}, "protected-node-ports",
 		"Ports and port ranges of the node's own services that a node address served at L4 (a NodePort, an externalIP or LoadBalancer IP that is this node's address) never captures, besides the ports the node listens on; empty: only those.")
+	o.MaxVirtualServersPerService = informers.DefaultMaxVirtualServers
+	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", o.MaxVirtualServersPerService,
+		"Most virtual servers one Service's externalIPs and LoadBalancer IPs may ask of every node ((addresses) × ports; also LoadBalancer IPs × ports × source ranges); the excess is refused (TooManyVirtualServers), keeping LoadBalancer IPs, then externalIPs, in order.")
 }
 
 // addNodeFlags registers the flags that tell `plan` who the node is, which
@@ -72,6 +76,9 @@ func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
 func validatePlanningOptions(o *planner.Options) error {
 	if o.MasqueradeBit < 0 || o.MasqueradeBit > 31 {
 		return fmt.Errorf("invalid argument %d for \"--masquerade-bit\" flag: must be 0-31", o.MasqueradeBit)
+	}
+	if o.MaxVirtualServersPerService < 1 {
+		return fmt.Errorf("invalid argument %d for \"--max-virtual-servers-per-service\" flag: must be at least 1", o.MaxVirtualServersPerService)
 	}
 	if !ipvs.KnownScheduler(o.Scheduler) {
 		return fmt.Errorf("invalid argument %q for \"--ipvs-scheduler\" flag: must be one of %s",

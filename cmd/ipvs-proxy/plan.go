@@ -84,7 +84,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: ignored %d object(s) of kinds the proxy does not use, first: %s\n",
 			len(objs.Ignored), objs.Ignored[0])
 	}
-	cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 	if f.nodeCache != "" {
 		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
 		if err != nil {
@@ -142,6 +142,9 @@ func nodeByAddress(nodes []model.Node, addrs []netip.Addr) (string, error) {
 	case 0:
 		return "", errors.New("--node-name is required: no Node in the input has one of the --node-ip addresses")
 	default:
+		for i, n := range found {
+			found[i] = model.Word(n)
+		}
 		return "", fmt.Errorf("--node-name is required: Nodes %s all have one of the --node-ip addresses", strings.Join(found, ", "))
 	}
 }

@@ -46,7 +46,7 @@ a restarted proxy adopts it without changing an unchanged object.`,
 			defer func() { _ = log.Sync() }()
 			logging.Install(log)
 			if c.Cleanup {
-				return cleanupNode(cmd.OutOrStdout(), c.Planning.ExcludeCIDRs, c.StateDir, log)
+				return cleanupNode(cmd.OutOrStdout(), c.Planning.ExcludeCIDRs, c.StateDir, false, log)
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

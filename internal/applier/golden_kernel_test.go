@@ -113,6 +113,8 @@ func goldenOptions(args []string) (o planner.Options, files []string, nodeCache 
 			o.Scheduler = v
 		case "--masquerade-bit":
 			o.MasqueradeBit, err = strconv.Atoi(v)
+		case "--max-virtual-servers-per-service":
+			o.MaxVirtualServersPerService, err = strconv.Atoi(v)
 		default:
 			return o, nil, "", fmt.Errorf("flag %s not understood by this test", flag)
 		}
@@ -159,7 +161,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cluster := informers.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+				cluster := informers.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 				if nodeCache != "" {
 					cache, err := informers.ReadNodeAddressFile(nodeCache)
 					if err != nil {

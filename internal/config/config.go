@@ -47,7 +47,8 @@ type Config struct {
 	// Planning holds the planning flags shared with `plan` (--cluster-cidr,
 	// --nodeport-addresses, --ipvs-scheduler, --ipvs-exclude-cidrs,
 	// --masquerade-all, --masquerade-bit, --refuse-node-external-ips,
-	// --protected-cidrs), registered by the function given to AddFlags.
+	// --protected-cidrs, --max-virtual-servers-per-service), registered by
+	// the function given to AddFlags.
 	// NodeName, LocalAddrs, APIServerAddrs and Gateways are filled in at run time.
 	Planning planner.Options
 
@@ -84,7 +85,8 @@ type Config struct {
 // Default returns the configuration with every default filled in.
 func Default() *Config {
 	return &Config{
-		Planning:           planner.Options{Scheduler: DefaultScheduler, MasqueradeBit: DefaultMasqueradeBit},
+		Planning: planner.Options{Scheduler: DefaultScheduler, MasqueradeBit: DefaultMasqueradeBit,
+			MaxVirtualServersPerService: informers.DefaultMaxVirtualServers},
 		IPVSGracefulPeriod: DefaultGracefulPeriod,
 		SyncPeriod:         DefaultSyncPeriod,
 		HealthzBindAddress: DefaultHealthzBindAddress,
@@ -161,6 +163,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Planning.Scheduler == "" {
 		bad("ipvs-scheduler", "must not be empty")
+	}
+	if c.Planning.MaxVirtualServersPerService < 1 {
+		bad("max-virtual-servers-per-service", "%d must be at least 1", c.Planning.MaxVirtualServersPerService)
 	}
 	for flag, addr := range map[string]string{"healthz-bind-address": c.HealthzBindAddress, "metrics-bind-address": c.MetricsBindAddress} {
 		if addr == "" {

@@ -172,3 +172,39 @@ func TestParseCIDRMapped(t *testing.T) {
 		t.Errorf("ParseCIDRs(mapped address) = %v, %v", got, err)
 	}
 }
+
+// --max-virtual-servers-per-service: default 1,000, read from the file's
+// maxVirtualServersPerService unless the flag is given, at least 1.
+func TestMaxVirtualServersPerService(t *testing.T) {
+	p := t.TempDir() + "/own.yaml"
+	if err := os.WriteFile(p, []byte("apiVersion: ipvs-proxy.io/v1alpha1\nkind: ProxyConfiguration\nmaxVirtualServersPerService: 5000\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	flags := func(fs *pflag.FlagSet, o *planner.Options) {
+		fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", o.MaxVirtualServersPerService, "")
+	}
+	for _, tt := range []struct {
+		args []string
+		want int
+		bad  bool
+	}{
+		{nil, 1000, false},
+		{[]string{"--config", p}, 5000, false},
+		{[]string{"--config", p, "--max-virtual-servers-per-service", "20"}, 20, false},
+		{[]string{"--max-virtual-servers-per-service", "0"}, 0, true},
+	} {
+		c := Default()
+		fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+		c.AddFlags(fs, flags)
+		if err := fs.Parse(tt.args); err != nil {
+			t.Fatal(err)
+		}
+		err := c.Complete(fs)
+		if (err != nil) != tt.bad || (tt.bad && !errors.Is(err, ErrInvalid)) {
+			t.Errorf("%v: error %v, want invalid %v", tt.args, err, tt.bad)
+		}
+		if c.Planning.MaxVirtualServersPerService != tt.want {
+			t.Errorf("%v: %d, want %d", tt.args, c.Planning.MaxVirtualServersPerService, tt.want)
+		}
+	}
+}

@@ -39,25 +39,27 @@ const (
 type ProxyConfiguration struct {
 	v1.TypeMeta `json:",inline"`
 
-	Kubeconfig            *string          `json:"kubeconfig,omitempty"`
-	Master                *string          `json:"master,omitempty"`
-	HostnameOverride      *string          `json:"hostnameOverride,omitempty"`
-	ClusterCIDR           *string          `json:"clusterCIDR,omitempty"`
-	NodePortAddresses     []string         `json:"nodePortAddresses,omitempty"`
-	IPVS                  *IPVSSettings    `json:"ipvs,omitempty"`
-	MasqueradeAll         *bool            `json:"masqueradeAll,omitempty"`
-	MasqueradeBit         *int             `json:"masqueradeBit,omitempty"`
-	SyncPeriod            *v1.Duration     `json:"syncPeriod,omitempty"`
-	MinSyncPeriod         *v1.Duration     `json:"minSyncPeriod,omitempty"`
-	HealthzBindAddress    *string          `json:"healthzBindAddress,omitempty"`
-	MetricsBindAddress    *string          `json:"metricsBindAddress,omitempty"`
-	EnableProfiling       *bool            `json:"enableProfiling,omitempty"`
-	RefuseNodeExternalIPs *bool            `json:"refuseNodeExternalIPs,omitempty"`
-	ProtectedCIDRs        []string         `json:"protectedCIDRs,omitempty"`
-	ProtectedNodePorts    []string         `json:"protectedNodePorts,omitempty"`
-	StateDir              *string          `json:"stateDir,omitempty"`
-	DeletedNodeGrace      *v1.Duration     `json:"deletedNodeGracePeriod,omitempty"`
-	Logging               *LoggingSettings `json:"logging,omitempty"`
+	Kubeconfig            *string       `json:"kubeconfig,omitempty"`
+	Master                *string       `json:"master,omitempty"`
+	HostnameOverride      *string       `json:"hostnameOverride,omitempty"`
+	ClusterCIDR           *string       `json:"clusterCIDR,omitempty"`
+	NodePortAddresses     []string      `json:"nodePortAddresses,omitempty"`
+	IPVS                  *IPVSSettings `json:"ipvs,omitempty"`
+	MasqueradeAll         *bool         `json:"masqueradeAll,omitempty"`
+	MasqueradeBit         *int          `json:"masqueradeBit,omitempty"`
+	SyncPeriod            *v1.Duration  `json:"syncPeriod,omitempty"`
+	MinSyncPeriod         *v1.Duration  `json:"minSyncPeriod,omitempty"`
+	HealthzBindAddress    *string       `json:"healthzBindAddress,omitempty"`
+	MetricsBindAddress    *string       `json:"metricsBindAddress,omitempty"`
+	EnableProfiling       *bool         `json:"enableProfiling,omitempty"`
+	RefuseNodeExternalIPs *bool         `json:"refuseNodeExternalIPs,omitempty"`
+	ProtectedCIDRs        []string      `json:"protectedCIDRs,omitempty"`
+	ProtectedNodePorts    []string      `json:"protectedNodePorts,omitempty"`
+	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
+	MaxVirtualServersPerService *int             `json:"maxVirtualServersPerService,omitempty"`
+	StateDir                    *string          `json:"stateDir,omitempty"`
+	DeletedNodeGrace            *v1.Duration     `json:"deletedNodeGracePeriod,omitempty"`
+	Logging                     *LoggingSettings `json:"logging,omitempty"`
 }
 
 // IPVSSettings are the ipvs: section of ProxyConfiguration.
@@ -202,6 +204,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "refuse-node-external-ips", &c.Planning.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
 	setPrefixes(s, "protected-cidrs", &c.Planning.ProtectedCIDRs, pc.ProtectedCIDRs)
 	setPorts(s, "protected-node-ports", &c.Planning.ProtectedNodePorts, pc.ProtectedNodePorts)
+	set(s, "max-virtual-servers-per-service", &c.Planning.MaxVirtualServersPerService, pc.MaxVirtualServersPerService)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
 	setDuration(s, "deleted-node-grace-period", &c.DeletedNodeGrace, pc.DeletedNodeGrace)
 	if l := pc.Logging; l != nil {

@@ -88,6 +88,11 @@ type Loop struct {
 	// address manager's guard is the planner's through it. Partial syncs
 	// plan with the same guard.
 	OnPlan func(g *guard.Guard, st *planner.State)
+	// Observe, if set, is called at the very end of every sync, after its
+	// health, metrics and Events bookkeeping, with the sync's report and
+	// the loop's counts so far: a test that waits for it knows the loop has
+	// recorded everything the sync decided.
+	Observe func(rep SyncReport, stats Stats)
 
 	// Kick, if set, asks for a sync soon although no service changed: the
 	// address manager sends on it when others changed kube-ipvs0, and the
@@ -296,6 +301,9 @@ func (l *Loop) syncOnce() {
 	}
 	rep.Err = err
 	l.finish(&rep, changes, st, res)
+	if l.Observe != nil {
+		l.Observe(rep, l.stats)
+	}
 }
 
 // options are the planning options of this sync: l.Options with the

@@ -11,6 +11,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -319,6 +320,13 @@ type harness struct {
 	loop   *Loop
 	cancel context.CancelFunc
 	done   chan error
+	// synced counts the syncs the loop finished, bookkeeping included.
+	synced atomic.Int64
+}
+
+// observe counts the loop's finished syncs for waitCalls.
+func (h *harness) observe() {
+	h.loop.Observe = func(SyncReport, Stats) { h.synced.Add(1) }
 }
 
 var testOpts = planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("192.168.0.1")}}
@@ -330,6 +338,7 @@ func newHarness(t *testing.T, minSync time.Duration) *harness {
 	h.loop = &Loop{Source: h.src, Applier: h.app, Options: testOpts,
 		SyncPeriod: 30 * time.Second, MinSyncPeriod: minSync, BackoffInitial: time.Second, BackoffMax: 8 * time.Second,
 		Metrics: metrics.New(), Clock: h.clock}
+	h.observe()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
 	go func() { h.done <- h.loop.Run(ctx) }()
@@ -345,13 +354,18 @@ func newHarness(t *testing.T, minSync time.Duration) *harness {
 }
 
 // waitCalls waits until the applier has received n calls and the loop is
-// idle again (waiting on its timer).
+// idle again: every sync that called the applier has finished its
+// bookkeeping (health, retry time, Events) and the loop waits on its timer.
+// A timer waiter alone is not enough: the loop's timer stays armed while a
+// sync runs, so a test stepping the clock then could move time between the
+// apply and the failure's bookkeeping (it made TestRefusalEventsAndHealth
+// record a failure 8 s late and see a healthy proxy under load).
 func (h *harness) waitCalls(n int) []string {
 	h.t.Helper()
 	deadline := time.Now().Add(5 * time.Second)
 	for {
 		calls := h.app.callList()
-		if len(calls) >= n && h.clock.HasWaiters() && len(h.src.notify) == 0 {
+		if len(calls) >= n && h.synced.Load() >= int64(len(calls)) && h.clock.HasWaiters() && len(h.src.notify) == 0 {
 			if len(calls) > n {
 				h.t.Fatalf("got %d calls, want %d: %v", len(calls), n, calls)
 			}
@@ -707,6 +721,7 @@ func TestRefusalEventsAndHealth(t *testing.T) {
 	h.loop = &Loop{Source: src, Applier: app, Options: testOpts, SyncPeriod: 30 * time.Second,
 		BackoffInitial: time.Second, BackoffMax: 8 * time.Second,
 		Events: events.New(sink, nil, events.DefaultOptions), Health: hp, Clock: clock}
+	h.observe()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer func() { cancel(); <-h.done }()
 	go func() { h.done <- h.loop.Run(ctx) }()

@@ -286,6 +286,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	hp := health.NewProxy(2*c.SyncPeriod, nil)
 	watcher.OnLocalNode = hp.SyncNode
 	watcher.OnChange = hp.QueuedUpdate
+	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService}
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)
 	defer stopEvents()

@@ -7,7 +7,6 @@
 package events
 
 import (
-	"fmt"
 	"strings"
 	"sync"
 
@@ -90,9 +89,11 @@ func objectOf(service string) (kind, namespace, name string) {
 	return "Service", ns, name
 }
 
-// Note renders the Event message of a refusal.
+// Note renders the Event message of a refusal, one line: "FIELD ADDRESS
+// refused (REASON): MESSAGE", the field and the address as model.Word (an
+// empty or odd value Go-quoted), the message as model.Line.
 func Note(r model.Refusal) string {
-	return fmt.Sprintf("%s %s refused (%s): %s", r.Field, r.Address, r.Reason, r.Message)
+	return model.Word(r.Field) + " " + model.Word(r.Address) + " refused (" + model.Word(string(r.Reason)) + "): " + model.Line(r.Message)
 }
 
 // Report takes every current refusal (of all services) and emits an

@@ -20,6 +20,8 @@ import (
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Sentinel errors, checked with errors.Is.
@@ -133,7 +135,7 @@ func (objs *Objects) add(decoder runtime.Decoder, file string, index, item int, 
 		return docErr(head.String(), fmt.Errorf("%w: apiVersion and kind are required", ErrUnknownKind))
 	case runtime.IsNotRegisteredError(err):
 		return docErr(head.String(), fmt.Errorf("%w: %s %s is not a kind this proxy knows (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, or a List of them)",
-			ErrUnknownKind, head.APIVersion, head.Kind))
+			ErrUnknownKind, model.Word(head.APIVersion), model.Word(head.Kind)))
 	case err != nil:
 		return docErr(head.String(), fmt.Errorf("%w: %v", ErrParse, err))
 	}
@@ -178,7 +180,7 @@ func (objs *Objects) add(decoder runtime.Decoder, file string, index, item int, 
 		switch gvk.Kind {
 		case "Service", "EndpointSlice", "Node", "ServiceList", "EndpointSliceList", "NodeList":
 			return docErr(head.String(), fmt.Errorf("%w: %s %s is not supported (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node)",
-				ErrUnknownKind, head.APIVersion, head.Kind))
+				ErrUnknownKind, model.Word(head.APIVersion), model.Word(head.Kind)))
 		}
 		objs.Ignored = append(objs.Ignored, fmt.Sprintf("%s: document %d: %s", file, index, describe(obj, gvk)))
 	}
@@ -215,13 +217,25 @@ func peek(doc []byte) header {
 	return out
 }
 
-// String is "Kind namespace/name", as much of it as is known.
+// String is "Kind namespace/name", as much of it as is known, each part a
+// model.Word: a value from the file cannot add a line to a message.
 func (h header) String() string {
-	name := h.Metadata.Name
-	if h.Metadata.Namespace != "" {
-		name = h.Metadata.Namespace + "/" + name
+	var parts []string
+	if h.Kind != "" {
+		parts = append(parts, model.Word(h.Kind))
 	}
-	return strings.TrimSpace(h.Kind + " " + name)
+	if name := objectName(h.Metadata.Namespace, h.Metadata.Name); name != "" {
+		parts = append(parts, model.Word(name))
+	}
+	return strings.Join(parts, " ")
+}
+
+// objectName is "namespace/name", or "name" without a namespace.
+func objectName(namespace, name string) string {
+	if namespace != "" {
+		return namespace + "/" + name
+	}
+	return name
 }
 
 // describe names an object as "Kind namespace/name".
@@ -231,12 +245,9 @@ func describe(obj runtime.Object, gvk *schema.GroupVersionKind) string {
 		GetNamespace() string
 		GetName() string
 	}); ok {
-		if m.GetNamespace() != "" {
-			return fmt.Sprintf("%s %s/%s", kind, m.GetNamespace(), m.GetName())
-		}
-		return fmt.Sprintf("%s %s", kind, m.GetName())
+		return model.Word(kind) + " " + model.Word(objectName(m.GetNamespace(), m.GetName()))
 	}
-	return kind
+	return model.Word(kind)
 }
 
 // setDefaultNamespace gives namespaced objects without one the "default"

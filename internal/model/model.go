@@ -52,9 +52,15 @@ type ServicePort struct {
 	ClusterIPs      []netip.Addr
 	ExternalIPs     []netip.Addr
 	LoadBalancerIPs []netip.Addr
-	// LoadBalancerSourceRanges restricts who may reach the LoadBalancer IPs;
-	// empty means everyone.
+	// LoadBalancerSourceRanges restricts who may reach the LoadBalancer IPs:
+	// a LoadBalancer IP admits only the ranges of its own family. Empty
+	// means everyone, unless LoadBalancerFirewall is set.
 	LoadBalancerSourceRanges []netip.Prefix
+	// LoadBalancerFirewall is set when the Service asks for source ranges
+	// (the field or the legacy annotation), whether or not any was usable:
+	// with no usable range of its family a LoadBalancer IP admits no
+	// source at all (fail closed).
+	LoadBalancerFirewall bool
 
 	// ExternalPolicyLocal is externalTrafficPolicy: Local.
 	ExternalPolicyLocal bool
@@ -138,6 +144,10 @@ const (
 	// ReasonNodeServicePort: a port the node itself serves, on a node
 	// address served at L4.
 	ReasonNodeServicePort Reason = "NodeServicePort"
+	// ReasonTooManyVirtualServers: a Service's external addresses times
+	// its ports (or its source ranges) over
+	// --max-virtual-servers-per-service; the excess is not served.
+	ReasonTooManyVirtualServers Reason = "TooManyVirtualServers"
 )
 
 // Refusal records one thing the proxy would not do, and why.
@@ -146,16 +156,19 @@ type Refusal struct {
 	Service string
 	// Field is the API field path, e.g. "spec.externalIPs".
 	Field string
-	// Address is the offending value as written in the object.
+	// Address is the offending value as written in the object (raw: the
+	// text layouts quote it, see Word).
 	Address string
 	Reason  Reason
 	// Message says why, and what was done instead.
 	Message string
 }
 
-// String renders the refusal in the `plan` text layout.
+// String renders the refusal in the `plan` text layout, always one line:
+// "SERVICE FIELD ADDRESS REASON: MESSAGE", the first four as Word (an
+// empty or odd value Go-quoted), the message as Line.
 func (r Refusal) String() string {
-	return fmt.Sprintf("%s %s %s %s: %s", r.Service, r.Field, r.Address, r.Reason, r.Message)
+	return Word(r.Service) + " " + Word(r.Field) + " " + Word(r.Address) + " " + Word(string(r.Reason)) + ": " + Line(r.Message)
 }
 
 // Cluster is the converted view of every Service, EndpointSlice and Node the

@@ -206,3 +206,36 @@ func FuzzIncremental(f *testing.F) {
 		}
 	})
 }
+
+// FuzzPlanText plans arbitrary clusters whose names, port names,
+// schedulers and protocols, and conversion refusals, hold the arbitrary
+// strings s1 and s2, and checks the text output with CheckText: every
+// section header once and in order, every line of its section's shape, one
+// line per refusal reading back to it. No value can forge a section, a
+// refusal or a line.
+func FuzzPlanText(f *testing.F) {
+	f.Add([]byte{3, 1, 0, 0, 1, 2, 1, 2, 2, 3, 4, 2, 7, 5, 1, 3, 1, 200, 9}, "bogus\n# kube-ipvs0\n10.96.0.1/32\n# refused\nx y z W: m", "a b")
+	f.Add(bytes.Repeat([]byte{5, 17, 3}, 40), "\r\u2028\"\\", "")
+	f.Fuzz(func(t *testing.T, data []byte, s1, s2 string) {
+		c, o := clusterFromBytes(data)
+		for i := range c.Services {
+			sp := &c.Services[i]
+			switch i % 4 {
+			case 0:
+				sp.Scheduler = s1
+			case 1:
+				sp.Name.Port = s2
+			case 2:
+				sp.Name.Name, sp.Protocol = s1, model.Protocol(s2)
+			case 3:
+				sp.Name.Namespace = s2
+			}
+		}
+		c.Refusals = append(c.Refusals, model.Refusal{Service: s1, Field: s2, Address: s1, Reason: model.Reason(s2), Message: s1 + s2})
+		st := Plan(c, o)
+		b := AppendText(nil, st)
+		if err := CheckText(b, st); err != nil {
+			t.Fatalf("%v:\n%s", err, b)
+		}
+	})
+}

@@ -3,6 +3,7 @@ package planner
 import (
 	"net/netip"
 	"slices"
+	"strconv"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -169,7 +170,7 @@ func (inc *Incremental) resolve(k ipvs.Key) bool {
 		}
 		r := model.Refusal{Service: c.port.name.ServiceKey(), Field: c.kind.field(), Address: k.Address.String(),
 			Reason: model.ReasonDuplicateVirtual,
-			Message: string(k.Protocol) + " " + ipvsAddrPort(k) + " is already served by " + win.port.label + " (" + win.kind.field() +
+			Message: string(k.Protocol) + " " + ipvsAddrPort(k) + " is already served by " + strconv.Quote(win.port.label) + " (" + win.kind.field() +
 				"); a ClusterIP wins over a NodePort, a LoadBalancer IP and an externalIP, then the first service by name"}
 		dups = append(dups, r)
 		inc.refusals.add(r)

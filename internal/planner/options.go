@@ -54,6 +54,12 @@ type Options struct {
 	MasqueradeAll bool
 	// MasqueradeBit is --masquerade-bit (default 14: mark 0x4000).
 	MasqueradeBit int
+	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
+	// It is applied when Services are converted (informers.Converter,
+	// which `run` and `plan` build from it), before anything is planned,
+	// so that an oversized Service costs its size and not its product;
+	// Plan itself does not read it.
+	MaxVirtualServersPerService int
 }
 
 // GuardInputs is what the node-IP guard protects for these options and

@@ -94,22 +94,6 @@ var setIndex = func() map[string]uint8 {
 	return m
 }()
 
-func famOf(a netip.Addr) int {
-	if a.Is4() {
-		return 0
-	}
-	return 1
-}
-
-var familyNames = [2]string{iptables.FamilyIPv4, iptables.FamilyIPv6}
-
-// serviceAddr reports whether a is a unicast address that can carry a
-// family for this node: not loopback, link-local, unspecified or multicast.
-func serviceAddr(a netip.Addr) bool {
-	return a.IsValid() && !a.Is4In6() && !a.IsLoopback() && !a.IsLinkLocalUnicast() &&
-		!a.IsUnspecified() && !a.IsMulticast()
-}
-
 // Plan computes the desired state of this node from the cluster model and
 // the options. It is pure and deterministic: every slice of the result is
 // sorted and the same input gives the same State. Nothing in c or o is
@@ -139,9 +123,18 @@ func newEnv(o Options, nodes []model.Node) *env {
 		e.sched = ipvs.DefaultScheduler
 	}
 	e.guard = guard.New(GuardInputs(&o, nodes))
+	var self *model.Node
+	for i := range nodes {
+		if n := &nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
+			self = n
+			e.zone = n.Labels[ZoneLabel]
+			break
+		}
+	}
+	var local [2]bool
 	for _, a := range o.LocalAddrs {
 		if serviceAddr(a) {
-			e.families[famOf(a)] = true
+			local[famOf(a)] = true
 		}
 	}
 	for _, a := range o.LocalAddrs {
@@ -157,16 +150,12 @@ func newEnv(o Options, nodes []model.Node) *env {
 			continue
 		}
 		e.npAddrs = append(e.npAddrs, a)
-		e.families[famOf(a)] = true
+		local[famOf(a)] = true
 	}
+	e.families = planFamilies(local, self, &o)
+	e.npAddrs = slices.DeleteFunc(e.npAddrs, func(a netip.Addr) bool { return !e.families[famOf(a)] })
 	slices.SortFunc(e.npAddrs, netip.Addr.Compare)
 	e.npAddrs = slices.Compact(e.npAddrs)
-	for i := range nodes {
-		if n := &nodes[i]; n.Name == o.NodeName && o.NodeName != "" {
-			e.zone = n.Labels[ZoneLabel]
-			break
-		}
-	}
 	var names []string
 	for f := range e.families {
 		if !e.families[f] {
@@ -358,11 +347,13 @@ func (p *portPlanner) service() {
 	}
 }
 
+// portLabel names the port in a message: its name Go-quoted (an API
+// value), or "PORT/PROTOCOL" when it has none.
 func portLabel(sp *model.ServicePort) string {
 	if sp.Name.Port == "" {
-		return strconv.Itoa(int(sp.Port)) + "/" + string(sp.Protocol)
+		return strconv.Itoa(int(sp.Port)) + "/" + model.Word(string(sp.Protocol))
 	}
-	return sp.Name.Port
+	return strconv.Quote(sp.Name.Port)
 }
 
 // vip checks one service address against the guard and the options and
@@ -504,33 +495,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		if sp.ExternalPolicyLocal {
 			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
 		}
-		fw, fromNode := false, false
-		for _, r := range sp.LoadBalancerSourceRanges {
-			if !r.IsValid() || r.Addr().Is4In6() || famOf(r.Addr()) != f {
-				continue
-			}
-			fw = true
-			r = r.Masked()
-			e2 := e
-			e2.Net = r
-			es = p.add(es, f, iptables.SetLoadBalancerSourceCIDR, e2)
-			if !fromNode {
-				for _, a := range p.e.o.LocalAddrs {
-					if r.Contains(a.WithZone("")) {
-						fromNode = true
-						break
-					}
-				}
-			}
-		}
-		if fw {
-			es = p.add(es, f, iptables.SetLoadBalancerFW, e)
-		}
-		if fromNode {
-			e2 := e
-			e2.Net = iptables.HostPrefix(key.Address)
-			es = p.add(es, f, iptables.SetLoadBalancerSourceIP, e2)
-		}
+		es = p.firewall(es, f, e)
 		if sp.HealthCheckNodePort != 0 {
 			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 		}

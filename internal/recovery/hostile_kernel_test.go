@@ -429,7 +429,7 @@ func hostileRows() []hostileRow {
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
 			s.Spec.LoadBalancerSourceRanges = []string{"not-a-cidr"}
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.70"}}
-		}), reason: model.ReasonInvalidSourceRange, never: "192.0.2.70"},
+		}), reason: model.ReasonInvalidSourceRange, served: "192.0.2.70:80"}, // served closed: every source dropped
 		hostileRow{input: "LoadBalancer ingress = node-b's address", svc: service("evil", "lb-node", cip(), func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
 			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: hNodeBIP}}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"math"
 	"net/netip"
 	"slices"
 	"strconv"
@@ -214,6 +215,8 @@ func IPSets(ns *ktest.NS) ([]iptables.IPSet, error) {
 
 func parseIPSetSave(out string) ([]iptables.IPSet, error) {
 	sets := map[string]*iptables.IPSet{}
+	maxElems := map[string]uint64{}
+	creates := map[string]string{}
 	for line := range strings.Lines(out) {
 		line = strings.TrimSpace(line)
 		if line == "" {
@@ -224,10 +227,11 @@ func parseIPSetSave(out string) ([]iptables.IPSet, error) {
 		switch {
 		case len(f) >= 3 && f[0] == "create":
 			s := &iptables.IPSet{Name: f[1], Type: f[2]}
-			if err := parseCreateOptions(s, f[3:]); err != nil {
+			maxElem, err := parseCreateOptions(s, f[3:])
+			if err != nil {
 				return nil, bad(err.Error())
 			}
-			sets[s.Name] = s
+			sets[s.Name], maxElems[s.Name], creates[s.Name] = s, maxElem, line
 		case len(f) == 3 && f[0] == "add":
 			s := sets[f[1]]
 			if s == nil {
@@ -246,18 +250,25 @@ func parseIPSetSave(out string) ([]iptables.IPSet, error) {
 	for _, n := range sortedKeys(sets) {
 		s := sets[n]
 		s.Entries = iptables.SortEntries(s.Entries)
+		// The plan form prints the maxelem the proxy creates the set with
+		// for its entries; the proxy keeps a larger one only above
+		// kube-proxy's 65536.
+		if m := maxElems[n]; s.Type != iptables.TypeBitmapPort && (m > math.MaxUint32 || !iptables.MaxElemHolds(uint32(m), len(s.Entries)) || m == 0) {
+			return nil, unparsable("ipset save", creates[n], fmt.Sprintf("maxelem %d for %d entries, the plan form prints %d", m, len(s.Entries), iptables.MaxElemFor(len(s.Entries))))
+		}
 		out2 = append(out2, *s)
 	}
 	return out2, nil
 }
 
 // parseCreateOptions checks a create line's options against what the plan
-// form prints: family and maxelem must match, hashsize may have grown, the
-// kernel's bucketsize and initval are dropped; anything else is an error.
-func parseCreateOptions(s *iptables.IPSet, opts []string) error {
+// form prints: family must match, hashsize may have grown, the kernel's
+// bucketsize and initval are dropped, maxelem is returned (checked against
+// the entries by the caller); anything else is an error.
+func parseCreateOptions(s *iptables.IPSet, opts []string) (maxElem uint64, err error) {
 	for i := 0; i < len(opts); i += 2 {
 		if i+1 >= len(opts) {
-			return fmt.Errorf("option %s has no value or no plan form", opts[i])
+			return 0, fmt.Errorf("option %s has no value or no plan form", opts[i])
 		}
 		v := opts[i+1]
 		switch opts[i] {
@@ -265,18 +276,18 @@ func parseCreateOptions(s *iptables.IPSet, opts []string) error {
 			s.Family = v
 		case "hashsize", "bucketsize", "initval":
 		case "maxelem":
-			if v != strconv.Itoa(iptables.MaxElem) {
-				return fmt.Errorf("maxelem %s, the plan form prints %d", v, iptables.MaxElem)
+			if maxElem, err = strconv.ParseUint(v, 10, 64); err != nil {
+				return 0, fmt.Errorf("maxelem %q", v)
 			}
 		case "range":
 			if want := fmt.Sprintf("%d-%d", iptables.BitmapPortFrom, iptables.BitmapPortTo); v != want {
-				return fmt.Errorf("range %s, the plan form prints %s", v, want)
+				return 0, fmt.Errorf("range %s, the plan form prints %s", v, want)
 			}
 		default:
-			return fmt.Errorf("option %s has no plan form", opts[i])
+			return 0, fmt.Errorf("option %s has no plan form", opts[i])
 		}
 	}
-	return nil
+	return maxElem, nil
 }
 
 // parseEntry is the inverse of iptables.AppendEntry.

@@ -70,30 +70,30 @@ func TestParseIPVSSaveRefusesWhatPlanCannotSay(t *testing.T) {
 func TestParseIPSetSave(t *testing.T) {
 	in := `create KUBE-NODE-PORT-TCP bitmap:port range 0-65535
 add KUBE-NODE-PORT-TCP 30080
-create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 4096 maxelem 1048576 bucketsize 12 initval 0x8e0f8c2a
+create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 4096 maxelem 65536 bucketsize 12 initval 0x8e0f8c2a
 add KUBE-CLUSTER-IP 10.96.0.10,udp:53
 add KUBE-CLUSTER-IP 10.96.0.10,tcp:53
 add KUBE-CLUSTER-IP 10.96.0.2,tcp:443
-create KUBE-LOOP-BACK hash:ip,port,ip family inet6 hashsize 1024 maxelem 1048576 bucketsize 12 initval 0x1
+create KUBE-LOOP-BACK hash:ip,port,ip family inet6 hashsize 1024 maxelem 65536 bucketsize 12 initval 0x1
 add KUBE-LOOP-BACK fd00:10:244::2,tcp:8080,fd00:10:244::2
-create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 1048576
+create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536
 add KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.7,tcp:80,10.0.0.0/8
 add KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.7,tcp:80,192.0.2.1
-create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 1048576
+create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536
 `
 	sets, err := parseIPSetSave(in)
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := `create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 1048576
+	want := `create KUBE-CLUSTER-IP hash:ip,port family inet hashsize 1024 maxelem 65536
 add KUBE-CLUSTER-IP 10.96.0.2,tcp:443
 add KUBE-CLUSTER-IP 10.96.0.10,tcp:53
 add KUBE-CLUSTER-IP 10.96.0.10,udp:53
-create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 1048576
-create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 1048576
+create KUBE-IPVS-IPS hash:ip family inet hashsize 1024 maxelem 65536
+create KUBE-LOAD-BALANCER-SOURCE-CIDR hash:ip,port,net family inet hashsize 1024 maxelem 65536
 add KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.7,tcp:80,10.0.0.0/8
 add KUBE-LOAD-BALANCER-SOURCE-CIDR 203.0.113.7,tcp:80,192.0.2.1
-create KUBE-LOOP-BACK hash:ip,port,ip family inet6 hashsize 1024 maxelem 1048576
+create KUBE-LOOP-BACK hash:ip,port,ip family inet6 hashsize 1024 maxelem 65536
 add KUBE-LOOP-BACK fd00:10:244::2,tcp:8080,fd00:10:244::2
 create KUBE-NODE-PORT-TCP bitmap:port range 0-65535
 add KUBE-NODE-PORT-TCP 30080
@@ -102,12 +102,13 @@ add KUBE-NODE-PORT-TCP 30080
 		t.Errorf("rendered:\n%s", Diff(want, got))
 	}
 	for name, in := range map[string]string{
-		"member with timeout": "create S hash:ip family inet hashsize 1024 maxelem 1048576 timeout 0\n",
-		"comment option":      "create S hash:ip family inet hashsize 1024 maxelem 1048576 comment\n",
-		"smaller maxelem":     "create S hash:ip family inet hashsize 1024 maxelem 65536\n",
-		"member options":      "create S hash:ip family inet hashsize 1024 maxelem 1048576\nadd S 10.0.0.1 timeout 5\n",
+		"member with timeout": "create S hash:ip family inet hashsize 1024 maxelem 65536 timeout 0\n",
+		"comment option":      "create S hash:ip family inet hashsize 1024 maxelem 65536 comment\n",
+		"larger maxelem":      "create S hash:ip family inet hashsize 1024 maxelem 1048576\n",
+		"smaller maxelem":     "create S hash:ip family inet hashsize 1024 maxelem 1024\n",
+		"member options":      "create S hash:ip family inet hashsize 1024 maxelem 65536\nadd S 10.0.0.1 timeout 5\n",
 		"undeclared set":      "add S 10.0.0.1\n",
-		"unknown type":        "create S hash:net family inet hashsize 1024 maxelem 1048576\nadd S 10.0.0.0/8\n",
+		"unknown type":        "create S hash:net family inet hashsize 1024 maxelem 65536\nadd S 10.0.0.0/8\n",
 	} {
 		if _, err := parseIPSetSave(in); !errors.Is(err, ErrUnparsable) {
 			t.Errorf("%s: err = %v, want ErrUnparsable", name, err)

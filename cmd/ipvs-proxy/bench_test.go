@@ -1,0 +1,103 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"testing"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+)
+
+// hugeService is the largest hostile Service issue 14 names: 60,000
+// externalIPs × 100 ports, about 970 KB of JSON, which the API server
+// accepts. Uncapped it asks every node for 6,000,000 virtual servers.
+func hugeService(tb testing.TB) []byte {
+	tb.Helper()
+	b := wideServiceJSON(tb, 60000, 100)
+	if len(b) < 900_000 || len(b) > 1_000_000 {
+		tb.Fatalf("the Service is %d bytes, want about 970 KB", len(b))
+	}
+	return b
+}
+
+// wideServiceJSON is a Service with addrs externalIPs and ports ports, as
+// JSON.
+func wideServiceJSON(tb testing.TB, addrs, ports int) []byte {
+	tb.Helper()
+	svc := &corev1.Service{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+		ObjectMeta: metav1.ObjectMeta{Namespace: "evil", Name: "huge"},
+		Spec:       corev1.ServiceSpec{ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"}},
+	}
+	for i := range ports {
+		svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: fmt.Sprintf("p%d", i), Port: int32(1000 + i), Protocol: corev1.ProtocolTCP})
+	}
+	for i := range addrs {
+		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, fmt.Sprintf("100.%d.%d.%d", 64+i/65536, i/256%256, i%256))
+	}
+	b, err := json.Marshal(svc)
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkPlanHugeService is `ipvs-proxy plan` of hugeService, from
+// reading the JSON to the text output, with the default
+// --max-virtual-servers-per-service (1,000): 10 externalIPs × 100 ports are
+// planned, the other 59,990 addresses refused in one line.
+//
+//	go test -run '^$' -bench PlanHugeService -benchmem ./cmd/ipvs-proxy/
+func BenchmarkPlanHugeService(b *testing.B) {
+	in := hugeService(b)
+	b.SetBytes(int64(len(in)))
+	var out, errOut bytes.Buffer
+	b.ReportAllocs()
+	for b.Loop() {
+		out.Reset()
+		errOut.Reset()
+		if code := Main([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, bytes.NewReader(in), &out, &errOut); code != exitOK {
+			b.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	}
+	ipvsSection, _, _ := strings.Cut(out.String(), "# kube-ipvs0\n")
+	if n := strings.Count(ipvsSection, "\n-A "); n != 100+10*100 {
+		b.Fatalf("%d virtual servers planned, want 1,100 (100 cluster IP, 1,000 externalIP)", n)
+	}
+	if !strings.Contains(out.String(), "59990 of 60000 externalIPs not served") {
+		b.Fatal("no refusal of the excess")
+	}
+}
+
+// BenchmarkPlanWideService is `ipvs-proxy plan` of the issue's other
+// Service, 20,000 externalIPs × 20 ports (310 KB, 400,000 virtual servers
+// uncapped), with the default cap and with the cap raised above it.
+//
+//	go test -run '^$' -bench PlanWideService -benchmem ./cmd/ipvs-proxy/
+func BenchmarkPlanWideService(b *testing.B) {
+	in := wideServiceJSON(b, 20000, 20)
+	for _, bc := range []struct {
+		name string
+		args []string
+	}{
+		{"default-cap", nil},
+		{"uncapped", []string{"--max-virtual-servers-per-service", "400000"}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.SetBytes(int64(len(in)))
+			b.ReportAllocs()
+			var out, errOut bytes.Buffer
+			for b.Loop() {
+				out.Reset()
+				errOut.Reset()
+				args := append([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, bc.args...)
+				if code := Main(args, bytes.NewReader(in), &out, &errOut); code != exitOK {
+					b.Fatalf("exit %d: %s", code, errOut.String())
+				}
+			}
+		})
+	}
+}

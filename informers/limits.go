@@ -1,0 +1,102 @@
+package informers
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// DefaultMaxVirtualServers is --max-virtual-servers-per-service's default.
+const DefaultMaxVirtualServers = 1000
+
+// Converter holds the conversion's settings; the zero value uses the
+// defaults.
+type Converter struct {
+	// MaxVirtualServers caps what one Service makes every node program for
+	// its external addresses (--max-virtual-servers-per-service): its
+	// LoadBalancer IPs and externalIPs times its ports in virtual servers,
+	// and its LoadBalancer IPs times its ports times its source ranges in
+	// KUBE-LOAD-BALANCER-SOURCE-CIDR entries. 0 or less means
+	// DefaultMaxVirtualServers. ClusterIP and NodePort virtual servers are
+	// not counted: a port has at most two cluster IPs and one NodePort
+	// per node address.
+	MaxVirtualServers int
+}
+
+func (cv Converter) maxVirtualServers() int {
+	if cv.MaxVirtualServers <= 0 {
+		return DefaultMaxVirtualServers
+	}
+	return cv.MaxVirtualServers
+}
+
+// capExternal applies the cap to a Service with ports ports. Addresses
+// are kept whole (an address is served on every port or on none) in a
+// fixed order: the LoadBalancer IPs first, in status order (written by the
+// load-balancer controller), then the externalIPs in spec order (written
+// by whoever may edit the Service); the first ones that fit are kept.
+// Then, if the kept LoadBalancer IPs × ports × source ranges are still
+// over the cap, only the first ranges that fit (spec order) are kept: the
+// sources of the others are dropped, never let in. One refusal per list
+// cut names how many entries were dropped, the first and the last, and
+// why.
+func (cv Converter) capExternal(r *refuser, svc *corev1.Service, ports int, lb, ext []netip.Addr, ranges []netip.Prefix) ([]netip.Addr, []netip.Addr, []netip.Prefix) {
+	limit := cv.maxVirtualServers()
+	if ports == 0 {
+		return lb, ext, ranges
+	}
+	if total := ports * (len(lb) + len(ext)); total > limit {
+		keep := limit / ports
+		keepLB := min(keep, len(lb))
+		keepExt := min(keep-keepLB, len(ext))
+		for _, cut := range []struct {
+			field, what string
+			list        []netip.Addr
+			keep        int
+		}{{FieldIngress, "LoadBalancer IPs", lb, keepLB}, {"spec.externalIPs", "externalIPs", ext, keepExt}} {
+			if cut.keep == len(cut.list) {
+				continue
+			}
+			dropped := cut.list[cut.keep:]
+			r.add(cut.field, dropped[0].String(), model.ReasonTooManyVirtualServers,
+				"%d of %d %s not served (%s to %s, in %s order): %d ports × %d addresses would be %d virtual servers on every node, over --max-virtual-servers-per-service %d; the first %d addresses (LoadBalancer IPs in status order, then externalIPs in spec order) are served on every port",
+				len(dropped), len(cut.list), cut.what, dropped[0], dropped[len(dropped)-1], orderOf(cut.field),
+				ports, len(lb)+len(ext), total, limit, keepLB+keepExt)
+		}
+		lb, ext = lb[:keepLB], ext[:keepExt]
+	}
+	if len(lb) == 0 || len(ranges) == 0 {
+		return lb, ext, ranges
+	}
+	if total := ports * len(lb) * len(ranges); total > limit {
+		keep := limit / (ports * len(lb))
+		dropped := ranges[keep:]
+		r.add(sourceRangesField(svc), dropped[0].String(), model.ReasonTooManyVirtualServers,
+			"%d of %d source ranges not allowed in (%s to %s, in spec order): %d ports × %d LoadBalancer IPs × %d ranges would be %d firewall entries on every node, over --max-virtual-servers-per-service %d; only the first %d ranges are allowed in, the sources of the others are dropped (fail closed)",
+			len(dropped), len(ranges), dropped[0], dropped[len(dropped)-1], ports, len(lb), len(ranges), total, limit, keep)
+		ranges = ranges[:keep]
+	}
+	return lb, ext, ranges
+}
+
+// FieldIngress is the refusal field of a LoadBalancer IP.
+const FieldIngress = "status.loadBalancer.ingress"
+
+func orderOf(field string) string {
+	if field == FieldIngress {
+		return "status"
+	}
+	return "spec"
+}
+
+// sourceRangesField is where the Service's source ranges come from:
+// spec.loadBalancerSourceRanges, or the legacy annotation when the field
+// is empty.
+func sourceRangesField(svc *corev1.Service) string {
+	if len(svc.Spec.LoadBalancerSourceRanges) == 0 {
+		return "metadata.annotations[" + AnnotationSourceRanges + "]"
+	}
+	return "spec.loadBalancerSourceRanges"
+}

@@ -1,0 +1,80 @@
+//go:build !kernel
+
+// Not in the kernel test binary: under the VM's TCG this fake test of
+// 65,636 entries costs half a minute, and TestKernelSetGrowsThroughSwap
+// proves the same there against the real kernel.
+
+package iptables
+
+import (
+	"fmt"
+	"testing"
+)
+
+// A set the plan outgrows is swapped for a larger one, by a partial sync
+// from the mirror alone (no dump) as well as by a full one; a full sync
+// gives it kube-proxy's shape back once 65536 holds the plan again.
+func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
+	for _, full := range []bool{false, true} {
+		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
+			a, k := newFakeApplier(t)
+			loadKubeProxy(t, k)
+			sets, rules := kubeProxyPlan(t)
+			if err := a.Full(sets, rules); err != nil {
+				t.Fatal(err)
+			}
+			lb := findSet(sets, SetLoopBack)
+			small := lb.Entries
+			lb.Entries = loopBack(KubeProxyMaxElem + 100)
+			k.sets.ops = map[string]int{}
+			sync := a.Partial
+			if full {
+				sync = func(s []IPSet) error { return a.Full(s, rules) }
+			}
+			if err := sync(sets); err != nil {
+				t.Fatal(err)
+			}
+			ks := k.sets.sets[SetLoopBack]
+			if ks.MaxElem != 131072 || len(ks.Entries) != KubeProxyMaxElem+100 || k.sets.ops["swap"] != 1 {
+				t.Errorf("after growth: maxelem %d, %d entries, ops %v; want 131072, %d, one swap", ks.MaxElem, len(ks.Entries), k.sets.ops, KubeProxyMaxElem+100)
+			}
+			if !full && k.sets.ops["list"] != 0 {
+				t.Errorf("partial growth dumped the sets")
+			}
+			if n := k.sets.references(SetLoopBack); n != 1 {
+				t.Errorf("%s has %d references, want KUBE-POSTROUTING's 1", SetLoopBack, n)
+			}
+			// Growing within the new size is a plain add.
+			lb.Entries = loopBack(KubeProxyMaxElem + 101)
+			k.sets.ops = map[string]int{}
+			if err := a.Partial(sets); err != nil {
+				t.Fatal(err)
+			}
+			if k.sets.ops["swap"] != 0 || k.sets.ops["add"] != 1 {
+				t.Errorf("growth within maxelem did %v, want one add", k.sets.ops)
+			}
+			// Back to a size 65536 holds: a partial sync keeps the set, the
+			// next full one swaps in kube-proxy's shape.
+			lb.Entries = small
+			if err := a.Partial(sets); err != nil {
+				t.Fatal(err)
+			}
+			if k.sets.sets[SetLoopBack].MaxElem != 131072 {
+				t.Errorf("a partial sync shrank the set")
+			}
+			if err := a.Full(sets, rules); err != nil {
+				t.Fatal(err)
+			}
+			if got, want := k.sets.save(), wantSave(sets); got != want {
+				t.Errorf("sets:\n%s\nwant:\n%s", got, want)
+			}
+			if k.sets.sets[SetLoopBack].MaxElem != KubeProxyMaxElem {
+				t.Errorf("full sync left maxelem %d, want kube-proxy's %d", k.sets.sets[SetLoopBack].MaxElem, KubeProxyMaxElem)
+			}
+			if d := a.LastDrift(); d.Total() != 0 {
+				t.Errorf("the proxy's own swaps counted as drift %+v", d)
+			}
+			kubeProxyAccepts(t, k.sets)
+		})
+	}
+}

@@ -1,0 +1,251 @@
+//go:build kernel
+
+package iptables
+
+import (
+	"bytes"
+	"fmt"
+	"os/exec"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// Taking a node over from kube-proxy 1.34's IPVS mode, and handing it
+// back, in a real kernel: the state is restored from the fixture
+// (testdata/kube-proxy-1.34) as kube-proxy's `ipset save`, `iptables-save`
+// and `ip6tables-save` would print it.
+
+// runIn is run with stdin.
+func runIn(t testing.TB, in string, args ...string) {
+	t.Helper()
+	var errb bytes.Buffer
+	cmd := exec.Command(args[0], args[1:]...)
+	cmd.Stdin, cmd.Stderr = strings.NewReader(in), &errb
+	if err := cmd.Run(); err != nil {
+		t.Fatalf("%s: %v: %s", strings.Join(args, " "), err, errb.String())
+	}
+}
+
+// loadKubeProxyKernel restores the fixture into the current namespace.
+func loadKubeProxyKernel(t testing.TB) {
+	t.Helper()
+	runIn(t, fixture(t, "ipset.save"), "ipset", "restore")
+	runIn(t, fixture(t, "iptables.save"), "iptables-restore")
+	runIn(t, fixture(t, "ip6tables.save"), "ip6tables-restore")
+}
+
+// initvals are the hash sets' initval in `ipset save`: random at creation,
+// so a set that keeps its initval is the set that was there.
+func initvals(t testing.TB) map[string]string {
+	t.Helper()
+	out := map[string]string{}
+	for line := range strings.Lines(run(t, "ipset", "save")) {
+		f := strings.Fields(line)
+		if i := slices.Index(f, "initval"); len(f) > 1 && f[0] == "create" && i > 0 && i+1 < len(f) {
+			out[f[1]] = f[i+1]
+		}
+	}
+	return out
+}
+
+// setHeader is `ipset list -t NAME`: maxelem, references and entries.
+type setHeader struct{ maxElem, refs, entries int }
+
+func listHeader(t testing.TB, name string) setHeader {
+	t.Helper()
+	var h setHeader
+	for line := range strings.Lines(run(t, "ipset", "list", "-t", name)) {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ": ")
+		switch k {
+		case "Header":
+			f := strings.Fields(v)
+			if i := slices.Index(f, "maxelem"); i >= 0 && i+1 < len(f) {
+				h.maxElem, _ = strconv.Atoi(f[i+1])
+			}
+		case "References":
+			h.refs, _ = strconv.Atoi(v)
+		case "Number of entries":
+			h.entries, _ = strconv.Atoi(v)
+		}
+	}
+	return h
+}
+
+// kubeProxyCreates are kube-proxy 1.34's ensureIPSet commands for every set
+// of both families (ipset.go createSet), as `ipset restore` lines.
+func kubeProxyCreates() string {
+	var b strings.Builder
+	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
+		for _, s := range SetSpecs {
+			if s.Type == TypeBitmapPort {
+				fmt.Fprintf(&b, "create %s %s range 0-65535\n", SetName(s.Name, fam), s.Type)
+			} else {
+				fmt.Fprintf(&b, "create %s %s family %s hashsize 1024 maxelem 65536\n", SetName(s.Name, fam), s.Type, fam)
+			}
+		}
+	}
+	return b.String()
+}
+
+// kubeProxyTakesBack runs kube-proxy's `ipset create ... -exist` for every
+// set: each fails on a set of another maxelem, range or extensions, and
+// kube-proxy's sync stops there.
+func kubeProxyTakesBack(t testing.TB) {
+	t.Helper()
+	var errb bytes.Buffer
+	cmd := exec.Command("ipset", "-exist", "restore")
+	cmd.Stdin, cmd.Stderr = strings.NewReader(kubeProxyCreates()), &errb
+	if err := cmd.Run(); err != nil {
+		t.Errorf("kube-proxy's ipset create -exist refused the proxy's sets: %v: %s", err, errb.String())
+	}
+}
+
+// The control for kubeProxyTakesBack: the kernel refuses `create -exist`
+// on a set of another maxelem, so the check above can fail.
+func kubeProxyRefusesOtherMaxElem(t testing.TB) {
+	t.Helper()
+	run(t, "ipset", "create", "KUBE-CONTROL", "hash:ip", "family", "inet", "hashsize", "1024", "maxelem", "1048576")
+	defer run(t, "ipset", "destroy", "KUBE-CONTROL")
+	if out, err := exec.Command("ipset", "create", "KUBE-CONTROL", "hash:ip", "family", "inet", "hashsize", "1024", "maxelem", "65536", "-exist").CombinedOutput(); err == nil {
+		t.Errorf("ipset create -exist accepted a set of another maxelem (%s): the take-back check proves nothing", out)
+	}
+}
+
+// newKernelApplier is NewApplier in the current namespace, closed at the
+// end of the test.
+func newKernelApplier(t *testing.T) *Applier {
+	t.Helper()
+	a, err := NewApplier(nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.Close)
+	return a
+}
+
+// The issue's takeover, in the kernel: kube-proxy's sets are adopted in
+// place (their random initval survives, so none was destroyed or swapped),
+// the kernel equals the plan, KUBE-IPVS-OUT-FILTER and its jump are gone,
+// kube-proxy's ip6tables chains and KUBE-6-* sets on this IPv4-only node
+// are gone, the kubelet's canary chains stay, and kube-proxy's own
+// `ipset create -exist` accepts every set afterwards.
+func TestKernelTakeoverFromKubeProxy(t *testing.T) {
+	inNetns(t, func() {
+		loadKubeProxyKernel(t)
+		before := initvals(t)
+		a := newKernelApplier(t)
+		sets, rules := kubeProxyPlan(t)
+		if err := a.Full(sets, rules); err != nil {
+			t.Fatalf("first Full over kube-proxy's state: %v", err)
+		}
+		checkKernel(t, sets, rules)
+		after := initvals(t)
+		for _, s := range sets {
+			if s.Type != TypeBitmapPort && (before[s.Name] == "" || after[s.Name] != before[s.Name]) {
+				t.Errorf("%s: initval %q before, %q after: not adopted in place", s.Name, before[s.Name], after[s.Name])
+			}
+		}
+		if a.sets.swaps != 0 {
+			t.Errorf("%d sets swapped, want every one adopted", a.sets.swaps)
+		}
+		if h := listHeader(t, SetClusterIP); h.refs == 0 || h.entries != len(findSet(sets, SetClusterIP).Entries) {
+			t.Errorf("%s: %+v, want the rules' references and the planned entries", SetClusterIP, h)
+		}
+		checkTakenOverChains(t, run(t, "iptables-save"), run(t, "ip6tables-save"))
+		if out := run(t, "ipset", "list", "-n"); strings.Contains(out, "KUBE-6-") || strings.Contains(out, SwapSetName) {
+			t.Errorf("sets left:\n%s", out)
+		}
+
+		// The next Full changes nothing.
+		for _, c := range a.chains {
+			c.r.(*execRunner).restores.Store(0)
+		}
+		if err := a.Full(sets, rules); err != nil {
+			t.Fatal(err)
+		}
+		for _, c := range a.chains {
+			if n := c.r.(*execRunner).restores.Load(); n != 0 {
+				t.Errorf("%s: the Full after the takeover rewrote %d tables", c.family, n)
+			}
+		}
+		if d := a.LastDrift(); d.Total() != 0 {
+			t.Errorf("the Full after the takeover found drift %+v", d)
+		}
+
+		kubeProxyRefusesOtherMaxElem(t)
+		kubeProxyTakesBack(t)
+	})
+}
+
+// On a fresh node the proxy's sets are kube-proxy's shape too: kube-proxy
+// started after it (the rollback) accepts every one.
+func TestKernelKubeProxyAcceptsFreshSets(t *testing.T) {
+	inNetns(t, func() {
+		a := newKernelApplier(t)
+		sets, rules := dualStackPlan()
+		if err := a.Full(sets, rules); err != nil {
+			t.Fatal(err)
+		}
+		kubeProxyRefusesOtherMaxElem(t)
+		kubeProxyTakesBack(t)
+	})
+}
+
+// A set the plan outgrows (kube-proxy's KUBE-LOOP-BACK, maxelem 65536,
+// held by KUBE-POSTROUTING) is swapped for a larger one by a partial sync,
+// with the rule's reference intact and no error; a full sync swaps
+// kube-proxy's shape back once 65536 holds the plan, and grows it again.
+func TestKernelSetGrowsThroughSwap(t *testing.T) {
+	inNetns(t, func() {
+		loadKubeProxyKernel(t)
+		a := newKernelApplier(t)
+		sets, rules := kubeProxyPlan(t)
+		if err := a.Full(sets, rules); err != nil {
+			t.Fatal(err)
+		}
+		refs := listHeader(t, SetLoopBack).refs
+		if refs == 0 {
+			t.Fatalf("%s has no references: the test would prove nothing", SetLoopBack)
+		}
+		lb := findSet(sets, SetLoopBack)
+		small := lb.Entries
+		big := loopBack(KubeProxyMaxElem + 100)
+		check := func(step string, maxElem, entries, swaps int) {
+			t.Helper()
+			if h := listHeader(t, SetLoopBack); h != (setHeader{maxElem: maxElem, refs: refs, entries: entries}) {
+				t.Errorf("%s: %s is %+v, want maxelem %d, %d references, %d entries", step, SetLoopBack, h, maxElem, refs, entries)
+			}
+			if a.sets.swaps != swaps {
+				t.Errorf("%s: %d swaps, want %d", step, a.sets.swaps, swaps)
+			}
+			if out := run(t, "ipset", "list", "-n"); strings.Contains(out, SwapSetName) {
+				t.Errorf("%s: %s left", step, SwapSetName)
+			}
+		}
+
+		lb.Entries = big
+		if err := a.Partial(sets); err != nil {
+			t.Fatalf("partial growth past 65536: %v", err)
+		}
+		check("partial growth", 131072, len(big), 1)
+		if out := run(t, "iptables-save", "-t", "nat"); !strings.Contains(out, "--match-set "+SetLoopBack+" dst,dst,src -j MASQUERADE") {
+			t.Errorf("the rule matching %s is gone:\n%s", SetLoopBack, out)
+		}
+
+		lb.Entries = small
+		if err := a.Full(sets, rules); err != nil {
+			t.Fatal(err)
+		}
+		check("full shrink", KubeProxyMaxElem, len(small), 2)
+		checkKernel(t, sets, rules)
+		kubeProxyTakesBack(t)
+
+		lb.Entries = big
+		if err := a.Full(sets, rules); err != nil {
+			t.Fatalf("full growth past 65536: %v", err)
+		}
+		check("full growth", 131072, len(big), 3)
+	})
+}

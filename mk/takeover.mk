@@ -1,0 +1,33 @@
+# mk/takeover.mk: kube-proxy in the test bed, and the takeover and rollback
+# test of issue 13 (test/e2e/takeover). Included by the top Makefile
+# (`-include mk/*.mk`).
+#
+#   make kube-proxy      build kube-proxy v1.34.4 once into .cache/kube-proxy
+#                        (scripts/build-kube-proxy.sh; a no-op when present)
+#   make test-takeover   kube-proxy programs a node of the test VM under
+#                        traffic, ipvs-proxy takes it over, kube-proxy takes
+#                        it back (not yet part of `make test`: see issue 13)
+#
+# The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine
+# (GOCACHE and .cache/kube-proxy keep it); docs/testing.md has the figures.
+
+# Keep the including Makefile's default goal whatever the include order.
+takeover_default_goal := $(.DEFAULT_GOAL)
+
+GO                 ?= go
+KUBE_PROXY_VERSION ?= v1.34.4
+KUBE_PROXY_BIN     := $(CURDIR)/.cache/kube-proxy/kube-proxy-$(KUBE_PROXY_VERSION)
+TAKEOVER_FLAGS     ?=
+
+.PHONY: kube-proxy test-takeover
+kube-proxy:
+	GO='$(GO)' KUBE_PROXY_VERSION=$(KUBE_PROXY_VERSION) bash scripts/build-kube-proxy.sh
+
+test-takeover: deps build kube-proxy
+	cd test/e2e && TAKEOVER=1 KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
+		$(GO) test -count=1 -vet=off -v -timeout 50m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
+
+# Not yet in `make test`: the test has not passed a full run (issue 13).
+# TEST_TARGETS += test-takeover
+
+.DEFAULT_GOAL := $(takeover_default_goal)

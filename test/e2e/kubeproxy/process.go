@@ -1,0 +1,218 @@
+package kubeproxy
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+)
+
+// Sentinel errors of a Process; check with errors.Is.
+var (
+	// ErrExited: kube-proxy is no longer running (its log says why).
+	ErrExited = errors.New("kubeproxy: kube-proxy exited")
+	// ErrNoSync: kube-proxy did not complete a sync in time.
+	ErrNoSync = errors.New("kubeproxy: no sync")
+)
+
+// Options start one kube-proxy.
+type Options struct {
+	// Bin is the kube-proxy binary (Binary).
+	Bin string
+	// NodeName is --hostname-override: the Node object kube-proxy reads its
+	// addresses from, which must exist before it starts.
+	NodeName string
+	// ConfigFile is --config, written by Config.WriteFile.
+	ConfigFile string
+	// LogFile receives stdout and stderr; empty means a file in t.TempDir().
+	LogFile string
+	// Verbosity is --v (kubeadm's DaemonSet passes none: 0). 2 logs every
+	// sync's duration.
+	Verbosity int
+}
+
+// Process is one kube-proxy running in a node namespace.
+type Process struct {
+	ns      *ktest.NS
+	cmd     *exec.Cmd
+	logFile string
+	done    chan error
+	exit    error
+	exited  bool
+}
+
+// Start runs `ip netns exec NODE kube-proxy --config=FILE
+// --hostname-override=NAME --v=N`, the command of kubeadm's DaemonSet, in
+// ns. A kube-proxy still running at the end of the test is killed; when the
+// test failed, the tail of its log is logged.
+func Start(t testing.TB, ns *ktest.NS, o Options) *Process {
+	t.Helper()
+	p := &Process{ns: ns, logFile: o.LogFile, done: make(chan error, 1)}
+	if p.logFile == "" {
+		p.logFile = filepath.Join(t.TempDir(), "kube-proxy.log")
+	}
+	f, err := os.Create(p.logFile)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// The image runs /usr/local/bin/kube-proxy: under that name, as
+	// /proc/PID/comm and argv[0] show it (what `ipvs-proxy cleanup` looks for
+	// before it removes anything), not as the cache's kube-proxy-VERSION.
+	bin := filepath.Join(t.TempDir(), "kube-proxy")
+	if err := os.Symlink(o.Bin, bin); err != nil {
+		f.Close()
+		t.Fatalf("kube-proxy under its own name: %v", err)
+	}
+	p.cmd = exec.Command("ip", "netns", "exec", ns.Name, bin, "--config="+o.ConfigFile,
+		"--hostname-override="+o.NodeName, "--v="+strconv.Itoa(o.Verbosity))
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		f.Close()
+		t.Fatalf("start kube-proxy in %s: %v", ns.Name, err)
+	}
+	go func() { p.done <- p.cmd.Wait(); f.Close() }()
+	t.Cleanup(func() {
+		if p.Alive() {
+			_ = p.cmd.Process.Kill()
+			p.wait(10 * time.Second)
+		}
+		if t.Failed() {
+			t.Logf("kube-proxy log (%s), last lines:\n%s", p.logFile, tail(p.Log(), 60))
+		}
+	})
+	return p
+}
+
+// LogFile is where kube-proxy's output goes.
+func (p *Process) LogFile() string { return p.logFile }
+
+// Log is kube-proxy's output so far.
+func (p *Process) Log() string {
+	b, _ := os.ReadFile(p.logFile)
+	return string(b)
+}
+
+// Pid is the process id of `ip netns exec`, which execs kube-proxy.
+func (p *Process) Pid() int { return p.cmd.Process.Pid }
+
+// wait reaps the process for up to d and reports whether it exited.
+func (p *Process) wait(d time.Duration) bool {
+	if p.exited {
+		return true
+	}
+	select {
+	case p.exit = <-p.done:
+		p.exited = true
+	case <-time.After(d):
+	}
+	return p.exited
+}
+
+// Alive reports whether kube-proxy is still running.
+func (p *Process) Alive() bool { return !p.wait(0) }
+
+// Stop sends SIGTERM, as the kubelet does when a DaemonSet rollout deletes
+// the pod, and waits up to timeout for kube-proxy to exit. It returns how
+// long the exit took and the exit status (nil, or an *exec.ExitError).
+func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	if p.exited {
+		return 0, fmt.Errorf("%w before SIGTERM: %v", ErrExited, p.exit)
+	}
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, fmt.Errorf("SIGTERM kube-proxy: %w", err)
+	}
+	if !p.wait(timeout) {
+		return time.Since(start), fmt.Errorf("kube-proxy did not exit %v after SIGTERM", timeout)
+	}
+	return time.Since(start), p.exit
+}
+
+// Healthz is GET /healthz on HealthzAddress: the status code and body.
+func (p *Process) Healthz() (int, string, error) {
+	return p.ns.HTTPGet(HealthzAddress, "/healthz", 5*time.Second)
+}
+
+// Metrics reads /metrics on MetricsAddress.
+func (p *Process) Metrics() (Metrics, error) {
+	code, body, err := p.ns.HTTPGet(MetricsAddress, "/metrics", 10*time.Second)
+	if err != nil {
+		return nil, fmt.Errorf("kube-proxy /metrics: %w", err)
+	}
+	if code != 200 {
+		return nil, fmt.Errorf("kube-proxy /metrics: status %d", code)
+	}
+	return ParseMetrics(body)
+}
+
+// LastSyncMetric is the gauge kube-proxy sets, per IP family (label
+// ip_family), at the end of every successful sync of that family's rules.
+const LastSyncMetric = "kubeproxy_sync_proxy_rules_last_timestamp_seconds"
+
+// LastSync is when the node's rules were last synced in every family:
+// the oldest of the kubeproxy_sync_proxy_rules_last_timestamp_seconds
+// series (one per ip_family), zero before each family's first sync.
+// families is how many series to expect (2 on a dual-stack node).
+func (p *Process) LastSync(families int) (time.Time, error) {
+	m, err := p.Metrics()
+	if err != nil {
+		return time.Time{}, err
+	}
+	var oldest float64
+	n := 0
+	for k, v := range m {
+		if !strings.HasPrefix(k, LastSyncMetric+"{") {
+			continue
+		}
+		n++
+		if v == 0 {
+			return time.Time{}, nil
+		}
+		if oldest == 0 || v < oldest {
+			oldest = v
+		}
+	}
+	if n < families {
+		return time.Time{}, nil
+	}
+	return time.Unix(0, int64(oldest*1e9)), nil
+}
+
+// WaitSync polls the metrics every 100 ms until every one of families
+// synced after after (the zero time: any sync) and returns LastSync. It
+// fails with ErrExited when kube-proxy exits and ErrNoSync after timeout.
+func (p *Process) WaitSync(families int, after time.Time, timeout time.Duration) (time.Time, error) {
+	deadline := time.Now().Add(timeout)
+	var last error
+	for {
+		if !p.Alive() {
+			return time.Time{}, fmt.Errorf("%w: %v; log:\n%s", ErrExited, p.exit, tail(p.Log(), 30))
+		}
+		ts, err := p.LastSync(families)
+		if err == nil && !ts.IsZero() && ts.After(after) {
+			return ts, nil
+		}
+		last = err
+		if time.Now().After(deadline) {
+			return time.Time{}, fmt.Errorf("%w after %v within %v (last metrics error: %v); log:\n%s",
+				ErrNoSync, after.Format(time.RFC3339Nano), timeout, last, tail(p.Log(), 30))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+func tail(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

@@ -1,0 +1,187 @@
+//go:build kernel
+
+package takeover
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+)
+
+// ipvsProxy is one `ipvs-proxy run` in the node namespace.
+type ipvsProxy struct {
+	cmd    *exec.Cmd
+	log    string
+	done   chan error
+	exit   error
+	exited bool
+}
+
+// proxyConfig writes the configuration docs/migration.md tells operators to
+// use: kube-proxy's own config.conf from its ConfigMap, without
+// clientConnection.kubeconfig (kubeadm's /var/lib/kube-proxy/kubeconfig.conf,
+// which ipvs-proxy's pod does not mount).
+func (b *bed) proxyConfig() string {
+	b.t.Helper()
+	in, err := os.ReadFile(b.kubeProxyConfig)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	re := regexp.MustCompile(`(?m)^  kubeconfig: .*\n`)
+	if !re.Match(in) {
+		b.t.Fatalf("kube-proxy's config.conf has no clientConnection.kubeconfig line:\n%s", in)
+	}
+	path := filepath.Join(b.dir, "ipvs-proxy-config.yaml")
+	if err := os.WriteFile(path, re.ReplaceAll(in, nil), 0o644); err != nil {
+		b.t.Fatal(err)
+	}
+	return path
+}
+
+// startProxy runs the DaemonSet's command, `ipvs-proxy run --config FILE
+// --hostname-override NODE`, plus what the pod has and the node namespace
+// has not: --kubeconfig with deploy/base's ServiceAccount token (the pod's
+// in-cluster credentials) and --state-dir (the pod's hostPath), and JSON
+// debug logs for the test to read.
+func (b *bed) startProxy(config, log string) *ipvsProxy {
+	b.t.Helper()
+	p := &ipvsProxy{log: filepath.Join(b.dir, log), done: make(chan error, 1)}
+	f, err := os.Create(p.log)
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	p.cmd = exec.Command("ip", "netns", "exec", b.node.Name, b.proxyBin, "run", "--config", config,
+		"--hostname-override", thisNode, "--kubeconfig", b.proxyKubeconfig, "--state-dir", filepath.Join(b.dir, "state"),
+		// Test instrumentation: every sync's "sync applied" record (debug).
+		"--log-level", "debug", "--log-format", "json")
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		b.t.Fatal(err)
+	}
+	go func() { p.done <- p.cmd.Wait(); f.Close() }()
+	t := b.t
+	t.Cleanup(func() {
+		if p.alive() {
+			_ = p.cmd.Process.Kill()
+			p.wait(10 * time.Second)
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(p.log)
+			t.Logf("ipvs-proxy log (%s), last lines:\n%s", p.log, lastLines(string(b), 60))
+		}
+	})
+	return p
+}
+
+func (p *ipvsProxy) wait(d time.Duration) bool {
+	if p.exited {
+		return true
+	}
+	select {
+	case p.exit = <-p.done:
+		p.exited = true
+	case <-time.After(d):
+	}
+	return p.exited
+}
+
+func (p *ipvsProxy) alive() bool { return !p.wait(0) }
+
+// stop sends SIGTERM and waits for the exit.
+func (p *ipvsProxy) stop(timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
+		return 0, err
+	}
+	if !p.wait(timeout) {
+		return time.Since(start), fmt.Errorf("ipvs-proxy did not exit %v after SIGTERM", timeout)
+	}
+	return time.Since(start), p.exit
+}
+
+func (p *ipvsProxy) logText() string {
+	b, _ := os.ReadFile(p.log)
+	return string(b)
+}
+
+// metrics reads ipvs-proxy's /metrics (the address of kube-proxy's file).
+func (b *bed) proxyMetrics() (kubeproxy.Metrics, error) {
+	code, body, err := b.node.HTTPGet(kubeproxy.MetricsAddress, "/metrics", 10*time.Second)
+	if err != nil {
+		return nil, err
+	}
+	if code != 200 {
+		return nil, fmt.Errorf("ipvs-proxy /metrics: status %d", code)
+	}
+	return kubeproxy.ParseMetrics(body)
+}
+
+// sum adds the series of one metric name (every label set).
+func sum(m kubeproxy.Metrics, name string) float64 {
+	var s float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			s += v
+		}
+	}
+	return s
+}
+
+// healthzFree waits until nothing listens on the healthz port: what the
+// DaemonSet's init container wait-for-other-proxy does before ipvs-proxy
+// starts.
+func (b *bed) healthzFree(timeout time.Duration) time.Duration {
+	b.t.Helper()
+	start := time.Now()
+	for {
+		err := b.node.Do(func() error {
+			c, err := net.DialTimeout("tcp", kubeproxy.HealthzAddress, time.Second)
+			if err == nil {
+				c.Close()
+			}
+			return err
+		})
+		if err != nil {
+			return time.Since(start)
+		}
+		if time.Since(start) > timeout {
+			b.t.Fatalf("%s still listening %v after the old proxy's SIGTERM", kubeproxy.HealthzAddress, timeout)
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
+// syncLine is one "sync applied" log line of ipvs-proxy (JSON).
+type syncLine map[string]any
+
+// syncLines returns ipvs-proxy's "sync applied" log lines.
+func (p *ipvsProxy) syncLines() []syncLine {
+	var out []syncLine
+	sc := bufio.NewScanner(strings.NewReader(p.logText()))
+	sc.Buffer(make([]byte, 1<<20), 1<<20)
+	for sc.Scan() {
+		var m syncLine
+		if json.Unmarshal(sc.Bytes(), &m) == nil && m["msg"] == "sync applied" {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func lastLines(s string, n int) string {
+	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
+	if len(lines) > n {
+		lines = lines[len(lines)-n:]
+	}
+	return strings.Join(lines, "\n")
+}

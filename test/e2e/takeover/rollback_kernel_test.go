@@ -1,0 +1,182 @@
+//go:build kernel
+
+package takeover
+
+import (
+	"fmt"
+	"regexp"
+	"strings"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+)
+
+// ipsetError matches kube-proxy log lines about an ipset it could not
+// create or fill (`error creating ipset KUBE-LOAD-BALANCER-LOCAL`, "Failed
+// to ensure ipset", "Failed to add entry to ipset", ...).
+var ipsetError = regexp.MustCompile(`(?i)(error|fail)[^\n]*ipset|ipset[^\n]*(error|fail)`)
+
+// rollback is step 3: under traffic, ipvs-proxy gets SIGTERM and kube-proxy
+// starts on the node it left, as docs/migration.md's way back does it
+// (`kubectl label node NODE ipvs-proxy.io/service-proxy-`). kube-proxy must
+// sync cleanly: its sync timestamp advances, no ipset error in its log, a
+// Service created afterwards is served.
+func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
+	t := b.t
+	var rep strings.Builder
+	before := b.dumpKernel("before-rollback.txt")
+	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), interval)
+	time.Sleep(3 * time.Second)
+	ipvsMon := startIPVSMonitor(t, b.node.NS, 50*time.Millisecond)
+	addrMon := startAddrMonitor(t, b.node.NS)
+
+	start := time.Now()
+	exitTook, err := p.stop(30 * time.Second)
+	if err != nil {
+		t.Errorf("ipvs-proxy after SIGTERM: %v", err)
+	}
+	kp := kubeproxy.Start(t, b.node.NS, kubeproxy.Options{Bin: b.kubeProxyBin, NodeName: thisNode,
+		ConfigFile: b.kubeProxyConfig, LogFile: b.dir + "/kube-proxy-2.log", Verbosity: 2})
+	first, err := kp.WaitSync(families, time.Time{}, 8*time.Minute)
+	if err != nil {
+		t.Fatalf("kube-proxy after ipvs-proxy: %v", err)
+	}
+	firstSync := first.Sub(start)
+
+	// A Service created now: kube-proxy must program it whole.
+	late := b.addService("late")
+	var lateServed time.Duration
+	lateStart := time.Now()
+	for {
+		out, err := b.client.Request("tcp", hostPort(late, 80))
+		if err == nil && answeredBy(out, []string{"pod-a"}) {
+			lateServed = time.Since(lateStart)
+			break
+		}
+		if time.Since(lateStart) > time.Minute {
+			t.Errorf("Service created after the rollback not served by kube-proxy within a minute: %q %v", out, err)
+			break
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+	// A periodic sync after it: the timestamp advances.
+	second, err := kp.WaitSync(families, first, 2*syncPeriod+time.Minute)
+	if err != nil {
+		t.Errorf("kube-proxy's sync timestamp did not advance after its first sync: %v", err)
+	}
+	time.Sleep(2 * time.Second)
+	ipvsEvents, _, polls, monErr := ipvsMon.end()
+	addrEvents, _ := addrMon.end()
+	tr.end()
+	ok, failed, traffic := tr.snapshot()
+	after := b.dumpKernel("after-rollback.txt")
+	m, err := kp.Metrics()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var ipsetErrs []string
+	for _, l := range strings.Split(kp.Log(), "\n") {
+		if ipsetError.MatchString(l) {
+			ipsetErrs = append(ipsetErrs, l)
+		}
+	}
+	code, body, herr := kp.Healthz()
+
+	fmt.Fprintf(&rep, "rollback: ipvs-proxy exited %v after SIGTERM; kube-proxy's first sync ended %v after the SIGTERM, the next %v after it; a Service created after the rollback served %v after its creation\n",
+		exitTook.Round(time.Millisecond), firstSync.Round(time.Millisecond), second.Sub(first).Round(time.Millisecond), lateServed.Round(time.Millisecond))
+	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed\n%s", ok, failed, traffic)
+	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
+		code, kubeproxy.LastSyncMetric, second.Format(time.RFC3339Nano), "kubeproxy_sync_proxy_rules_duration_seconds_count",
+		sum(m, "kubeproxy_sync_proxy_rules_duration_seconds_count"), sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
+	for _, l := range firstN(ipsetErrs, 10) {
+		fmt.Fprintf(&rep, "  %s\n", l)
+	}
+	fmt.Fprintf(&rep, "IPVS monitor (%d polls): %d changes\n", polls, len(ipvsEvents))
+	for _, e := range firstN(ipvsEvents, 30) {
+		fmt.Fprintf(&rep, "  %s\n", e)
+	}
+	fmt.Fprintf(&rep, "address monitor: %d events\n", len(addrEvents))
+	for _, e := range firstN(addrEvents, 30) {
+		fmt.Fprintf(&rep, "  %s\n", e)
+	}
+	fmt.Fprintf(&rep, "kernel before and after:\n%s", changedLines(before, after, 80))
+
+	if failed > 0 {
+		t.Errorf("%d requests or stream answers failed through the rollback:\n%s", failed, traffic)
+	}
+	if monErr != nil {
+		t.Errorf("IPVS monitor: %v", monErr)
+	}
+	if len(ipsetErrs) > 0 {
+		t.Errorf("kube-proxy logged %d ipset errors after the rollback, first: %s", len(ipsetErrs), ipsetErrs[0])
+	}
+	if herr != nil || code != 200 {
+		t.Errorf("kube-proxy /healthz after the rollback: %d %v %s", code, herr, body)
+	}
+	if v := sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
+		t.Errorf("kubeproxy_sync_proxy_rules_iptables_restore_failures_total %v, want 0", v)
+	}
+	b.denied()
+	return rep.String(), kp
+}
+
+// addService creates a ClusterIP Service NAME served by pod-a and returns
+// its ClusterIP.
+func (b *bed) addService(name string) string {
+	b.t.Helper()
+	http := port("http", corev1.ProtocolTCP, 80, 8080, 0)
+	svc, err := b.cluster.client.CoreV1().Services(ns).Create(b.cluster.ctx(),
+		&corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: name}, Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{http}}}, metav1.CreateOptions{})
+	b.cluster.must(svc, err)
+	b.cluster.must(b.cluster.client.DiscoveryV1().EndpointSlices(ns).Create(b.cluster.ctx(),
+		slice(name+"-1", name, discoveryv1.AddressTypeIPv4, []corev1.ServicePort{http}, ready(thisNode, v4(b.pods.a))), metav1.CreateOptions{}))
+	return svc.Spec.ClusterIP
+}
+
+// cleanupAfterRollback is step 4: `ipvs-proxy cleanup` on the node kube-proxy
+// took back, with traffic flowing. The names are shared, so cleanup must
+// find kube-proxy running and remove nothing: the kernel is the same
+// before and after, no request fails, and kube-proxy's next sync succeeds.
+func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
+	t := b.t
+	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), interval)
+	time.Sleep(2 * time.Second)
+	lastSync, err := kp.LastSync(families)
+	if err != nil {
+		t.Fatal(err)
+	}
+	before := b.dumpKernel("before-cleanup.txt")
+	out, cerr := b.node.Exec(b.proxyBin, "cleanup", "--state-dir", b.dir+"/state")
+	if cerr == nil {
+		t.Errorf("ipvs-proxy cleanup with kube-proxy running succeeded; want a refusal:\n%s", out)
+	} else if !strings.Contains(cerr.Error(), "kube-proxy (pid") || !strings.Contains(cerr.Error(), "nothing removed") {
+		t.Errorf("ipvs-proxy cleanup with kube-proxy running: %v; want it to name kube-proxy and remove nothing", cerr)
+	}
+	after := b.dumpKernel("after-cleanup.txt")
+	if d := changedLines(stripCounters(before), stripCounters(after), 40); d != "  (none)\n" {
+		t.Errorf("ipvs-proxy cleanup changed kube-proxy's kernel state:\n%s", d)
+	}
+	next, err := kp.WaitSync(families, lastSync, 2*syncPeriod+time.Minute)
+	if err != nil {
+		t.Errorf("kube-proxy's sync after the cleanup attempt: %v", err)
+	}
+	time.Sleep(time.Second)
+	tr.end()
+	ok, failed, traffic := tr.snapshot()
+	if failed > 0 {
+		t.Errorf("%d requests failed around ipvs-proxy cleanup:\n%s", failed, traffic)
+	}
+	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed\n",
+		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed)
+}
+
+// stripCounters drops iptables-save's chain counters ("[0:0]"), which
+// change with traffic.
+func stripCounters(s string) string {
+	re := regexp.MustCompile(`\[\d+:\d+\]`)
+	return re.ReplaceAllString(s, "")
+}

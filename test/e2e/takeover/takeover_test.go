@@ -1,0 +1,123 @@
+//go:build !kernel
+
+package takeover
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"testing"
+	"time"
+
+	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
+
+func goBuild(t *testing.T, dir string, args ...string) {
+	t.Helper()
+	cmd := exec.Command("go", args...)
+	cmd.Dir = dir
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("go %v: %v\n%s", args, err, out)
+	}
+}
+
+// kubeProxyCredentials gives kube-proxy what kubeadm gives it: the
+// ServiceAccount kube-system/kube-proxy bound to the ClusterRole
+// system:node-proxier (binding kubeadm:node-proxier), as a config with its
+// bound token.
+func kubeProxyCredentials(ctx context.Context, t *testing.T, srv *apiserver.Server) {
+	t.Helper()
+	admin := kubernetes.NewForConfigOrDie(srv.Config())
+	crb := &rbacv1.ClusterRoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-proxier"},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-proxy"}},
+	}
+	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+}
+
+// TestTakeover starts the API server on the host and runs TestTakeoverGuest
+// in the VM against it (see the package doc). It runs when asked
+// (TAKEOVER=1, which `make test-takeover` sets): `make test-e2e` compiles
+// this package but leaves the VM run to its own target, which builds
+// kube-proxy first.
+func TestTakeover(t *testing.T) {
+	if os.Getenv("TAKEOVER") != "1" {
+		t.Skip("the takeover test runs under `make test-takeover` (TAKEOVER=1): it needs the kube-proxy that `make kube-proxy` builds")
+	}
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	root := filepath.Join(wd, "..", "..", "..")
+	kpBin, err := kubeproxy.Binary(root)
+	if err != nil {
+		t.Fatal(err)
+	}
+	timeout := 35 * time.Minute
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
+	defer cancel()
+
+	srv := apiserver.Shared(t)
+	// ipvs-proxy runs as deploy/base's ServiceAccount, kube-proxy as
+	// kubeadm's.
+	inst, err := deploy.Install(ctx, srv, deploy.Base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	kubeProxyCredentials(ctx, t, srv)
+	kpCfg, err := srv.ServiceAccountConfig(ctx, "kube-system", "kube-proxy")
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := t.TempDir()
+	guestKC := filepath.Join(dir, "admin.kubeconfig")
+	kpKC := filepath.Join(dir, "kube-proxy.kubeconfig")
+	proxyKC := filepath.Join(dir, "ipvs-proxy.kubeconfig")
+	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
+		t.Fatal(err)
+	}
+	// Both proxies reach the server at 127.0.0.1:PORT inside the node
+	// namespace (the guest test relays it to the forwarded port).
+	if err := srv.WriteKubeconfig(kpKC, kpCfg, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	if err := srv.WriteKubeconfig(proxyKC, inst.Config, srv.URL); err != nil {
+		t.Fatal(err)
+	}
+
+	proxyBin, guestBin := os.Getenv("IPVS_PROXY_BIN"), filepath.Join(dir, "takeover.test")
+	if proxyBin == "" {
+		proxyBin = filepath.Join(dir, "ipvs-proxy")
+		goBuild(t, root, "build", "-o", proxyBin, "./cmd/ipvs-proxy")
+	}
+	goBuild(t, wd, "test", "-c", "-vet=off", "-tags", "kernel", "-o", guestBin, ".")
+
+	res, err := vmtest.Run(ctx, vmtest.Config{
+		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestTakeoverGuest$",
+			"-test.timeout", timeout.String()}, Dir: wd}},
+		Env: []string{"TAKEOVER_KUBECONFIG_ADMIN=" + guestKC, "TAKEOVER_KUBECONFIG_KUBE_PROXY=" + kpKC,
+			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin},
+		ForwardPort: srv.Port,
+		Timeout:     timeout + 2*time.Minute,
+		FailOnSkip:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+}
