@@ -87,6 +87,18 @@ func validatePlanningOptions(o *planner.Options) error {
 	return nil
 }
 
+// joined is a flag value's list as --help shows it: comma-separated.
+func joined[T fmt.Stringer](p *[]T) string {
+	if p == nil {
+		return ""
+	}
+	s := make([]string, len(*p))
+	for i, x := range *p {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
 // addrList is a repeatable, comma-separated list of IP addresses.
 type addrList struct{ p *[]netip.Addr }
 
@@ -94,16 +106,7 @@ func newAddrList(p *[]netip.Addr) *addrList { return &addrList{p} }
 
 func (l *addrList) Type() string { return "strings" }
 
-func (l *addrList) String() string {
-	if l.p == nil {
-		return ""
-	}
-	s := make([]string, len(*l.p))
-	for i, a := range *l.p {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
-}
+func (l *addrList) String() string { return joined(l.p) }
 
 // Set takes an IPv4-mapped IPv6 address (::ffff:10.0.0.1) as the IPv4
 // address it maps: the guard and the kernel know it only as that.
@@ -128,16 +131,7 @@ type portList struct {
 
 func (l *portList) Type() string { return "strings" }
 
-func (l *portList) String() string {
-	if l.p == nil {
-		return ""
-	}
-	s := make([]string, len(*l.p))
-	for i, r := range *l.p {
-		s[i] = r.String()
-	}
-	return strings.Join(s, ",")
-}
+func (l *portList) String() string { return joined(l.p) }
 
 func (l *portList) Set(v string) error {
 	rs, err := guard.ParsePortRanges(v)
@@ -203,16 +197,7 @@ func newPrefixList(p *[]netip.Prefix, typ string) *prefixList { return &prefixLi
 
 func (l *prefixList) Type() string { return l.typ }
 
-func (l *prefixList) String() string {
-	if l.p == nil {
-		return ""
-	}
-	s := make([]string, len(*l.p))
-	for i, p := range *l.p {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ",")
-}
+func (l *prefixList) String() string { return joined(l.p) }
 
 // Set takes an IPv4-mapped IPv6 CIDR (::ffff:192.0.2.0/120) as the IPv4
 // CIDR it maps (192.0.2.0/24), and rejects one shorter than /96.

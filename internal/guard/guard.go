@@ -4,7 +4,6 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -149,15 +148,7 @@ func New(in Inputs) *Guard {
 		}
 	}
 	// Sorted: CheckPort names the same listener whatever the input order.
-	slices.SortFunc(g.listeners, func(a, b Listener) int {
-		if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
-			return c
-		}
-		if a.Port != b.Port {
-			return int(a.Port) - int(b.Port)
-		}
-		return a.Addr.Compare(b.Addr)
-	})
+	slices.SortFunc(g.listeners, CompareListeners)
 	g.listeners = slices.Compact(g.listeners)
 	for _, n := range in.Nodes {
 		ref := nodeRef{name: n.Name, lastSeen: n.LastSeen.UTC()}

@@ -66,6 +66,17 @@ func (l Listener) String() string {
 	return string(l.Protocol) + " " + netip.AddrPortFrom(l.Addr, l.Port).String()
 }
 
+// CompareListeners orders listeners by protocol, port, then address.
+func CompareListeners(a, b Listener) int {
+	if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return a.Addr.Compare(b.Addr)
+}
+
 // covers reports whether the listener serves proto:a:port.
 func (l Listener) covers(proto model.Protocol, a netip.Addr, port uint16) bool {
 	if l.Protocol != proto || l.Port != port {

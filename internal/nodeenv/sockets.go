@@ -56,15 +56,7 @@ func ReadListeners() ([]guard.Listener, error) {
 		return nil, fmt.Errorf("read SCTP endpoints: %w", err)
 	}
 	out = append(out, ParseSCTPEndpoints(data)...)
-	slices.SortFunc(out, func(a, b guard.Listener) int {
-		if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
-			return c
-		}
-		if a.Port != b.Port {
-			return int(a.Port) - int(b.Port)
-		}
-		return a.Addr.Compare(b.Addr)
-	})
+	slices.SortFunc(out, guard.CompareListeners)
 	return slices.Compact(out), nil
 }
 
