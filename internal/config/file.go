@@ -56,10 +56,12 @@ type ProxyConfiguration struct {
 	ProtectedCIDRs        []string      `json:"protectedCIDRs,omitempty"`
 	ProtectedNodePorts    []string      `json:"protectedNodePorts,omitempty"`
 	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
-	MaxVirtualServersPerService *int             `json:"maxVirtualServersPerService,omitempty"`
-	StateDir                    *string          `json:"stateDir,omitempty"`
-	DeletedNodeGrace            *v1.Duration     `json:"deletedNodeGracePeriod,omitempty"`
-	Logging                     *LoggingSettings `json:"logging,omitempty"`
+	MaxVirtualServersPerService *int         `json:"maxVirtualServersPerService,omitempty"`
+	StateDir                    *string      `json:"stateDir,omitempty"`
+	DeletedNodeGrace            *v1.Duration `json:"deletedNodeGracePeriod,omitempty"`
+	// EventsLeaseNamespace is --events-lease-namespace.
+	EventsLeaseNamespace *string          `json:"eventsLeaseNamespace,omitempty"`
+	Logging              *LoggingSettings `json:"logging,omitempty"`
 }
 
 // IPVSSettings are the ipvs: section of ProxyConfiguration.
@@ -207,6 +209,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "max-virtual-servers-per-service", &c.Planning.MaxVirtualServersPerService, pc.MaxVirtualServersPerService)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
 	setDuration(s, "deleted-node-grace-period", &c.DeletedNodeGrace, pc.DeletedNodeGrace)
+	set(s, "events-lease-namespace", &c.EventsLeaseNamespace, pc.EventsLeaseNamespace)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
 		set(s, "log-format", &c.LogFormat, l.Format)

@@ -323,12 +323,13 @@ func (r nodeRef) before(o nodeRef) bool {
 	return r.lastSeen.After(o.lastSeen)
 }
 
-// String is the node's name, and for a deleted Node when it was last seen.
+// String is the node's name (a model.Word: an odd name from a manifest is
+// quoted), and for a deleted Node when it was last seen.
 func (r nodeRef) String() string {
 	if r.lastSeen.IsZero() {
-		return r.name
+		return model.Word(r.name)
 	}
-	return r.name + ", deleted from the API (last seen " + r.lastSeen.Format(time.RFC3339) + ")"
+	return model.Word(r.name) + ", deleted from the API (last seen " + r.lastSeen.Format(time.RFC3339) + ")"
 }
 
 // norm drops the zone and unmaps an IPv4-mapped address: a node, local,
