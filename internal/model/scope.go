@@ -58,6 +58,8 @@ var reasonScopes = map[Reason]Scope{
 	ReasonPeer:              ScopeNode,
 	ReasonResolver:          ScopeNode,
 	ReasonOnLinkSubnet:      ScopeNode,
+	// The ports this node listens on (its socket table) decide it.
+	ReasonNodeServicePort: ScopeNode,
 }
 
 // Scope is the reason's scope (see Scope).
