@@ -44,6 +44,9 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 		"Refuse outright (no virtual server, no binding, no rule) an externalIP or LoadBalancer IP that is any node's address.")
 	fs.Var(newPrefixList(&o.ProtectedCIDRs, "strings"), "protected-cidrs",
 		"CIDRs that are never bound on kube-ipvs0.")
+	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
+	fs.Var(&portList{p: &o.ProtectedNodePorts}, "protected-node-ports",
+		"Ports and port ranges of the node's own services that a node address served at L4 (a NodePort, an externalIP or LoadBalancer IP that is this node's address) never captures, besides the ports the node listens on; empty: only those.")
 	o.MaxVirtualServersPerService = informers.DefaultMaxVirtualServers
 	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", o.MaxVirtualServersPerService,
 		"Most virtual servers one Service's externalIPs and LoadBalancer IPs may ask of every node ((addresses) × ports; also LoadBalancer IPs × ports × source ranges); the excess is refused (TooManyVirtualServers), keeping LoadBalancer IPs, then externalIPs, in order.")
@@ -84,6 +87,18 @@ func validatePlanningOptions(o *planner.Options) error {
 	return nil
 }
 
+// joined is a flag value's list as --help shows it: comma-separated.
+func joined[T fmt.Stringer](p *[]T) string {
+	if p == nil {
+		return ""
+	}
+	s := make([]string, len(*p))
+	for i, x := range *p {
+		s[i] = x.String()
+	}
+	return strings.Join(s, ",")
+}
+
 // addrList is a repeatable, comma-separated list of IP addresses.
 type addrList struct{ p *[]netip.Addr }
 
@@ -91,16 +106,7 @@ func newAddrList(p *[]netip.Addr) *addrList { return &addrList{p} }
 
 func (l *addrList) Type() string { return "strings" }
 
-func (l *addrList) String() string {
-	if l.p == nil {
-		return ""
-	}
-	s := make([]string, len(*l.p))
-	for i, a := range *l.p {
-		s[i] = a.String()
-	}
-	return strings.Join(s, ",")
-}
+func (l *addrList) String() string { return joined(l.p) }
 
 // Set takes an IPv4-mapped IPv6 address (::ffff:10.0.0.1) as the IPv4
 // address it maps: the guard and the kernel know it only as that.
@@ -113,6 +119,29 @@ func (l *addrList) Set(v string) error {
 		}
 		*l.p = append(*l.p, a.Unmap())
 	}
+	return nil
+}
+
+// portList is a repeatable, comma-separated list of ports and port
+// ranges; the first value given replaces the default.
+type portList struct {
+	p   *[]guard.PortRange
+	set bool
+}
+
+func (l *portList) Type() string { return "strings" }
+
+func (l *portList) String() string { return joined(l.p) }
+
+func (l *portList) Set(v string) error {
+	rs, err := guard.ParsePortRanges(v)
+	if err != nil {
+		return err
+	}
+	if !l.set {
+		*l.p, l.set = nil, true
+	}
+	*l.p = append(*l.p, rs...)
 	return nil
 }
 
@@ -168,16 +197,7 @@ func newPrefixList(p *[]netip.Prefix, typ string) *prefixList { return &prefixLi
 
 func (l *prefixList) Type() string { return l.typ }
 
-func (l *prefixList) String() string {
-	if l.p == nil {
-		return ""
-	}
-	s := make([]string, len(*l.p))
-	for i, p := range *l.p {
-		s[i] = p.String()
-	}
-	return strings.Join(s, ",")
-}
+func (l *prefixList) String() string { return joined(l.p) }
 
 // Set takes an IPv4-mapped IPv6 CIDR (::ffff:192.0.2.0/120) as the IPv4
 // CIDR it maps (192.0.2.0/24), and rejects one shorter than /96.

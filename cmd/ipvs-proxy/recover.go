@@ -18,6 +18,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 )
@@ -53,6 +54,7 @@ type recoverFlags struct {
 	stateDir                     string
 	timeout, grace               time.Duration
 	protected, clusterCIDRs      []netip.Prefix
+	maxVirtualServers            int
 	exclude                      []netip.Prefix
 	stale, apply, force          bool
 	output                       string
@@ -119,6 +121,7 @@ refused an API server that does not list this node, or bad usage).`,
 	fs.Var(newPrefixList(&f.protected, "strings"), "protected-cidrs", "CIDRs that are never bound on kube-ipvs0.")
 	fs.Var(newPrefixList(&f.clusterCIDRs, "string"), "cluster-cidr", "Comma-separated pod CIDRs: pod addresses are never service VIPs.")
 	fs.Var(newPrefixList(&f.exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never removed.")
+	fs.IntVar(&f.maxVirtualServers, "max-virtual-servers-per-service", informers.DefaultMaxVirtualServers, "As run's: a Service's external addresses past it are not wanted (give run's value if it is not the default).")
 	fs.StringVar(&f.procRoot, "proc-root", "/proc", `Where to look for other proxies' processes ("-" skips the scan).`)
 	_ = fs.MarkHidden("proc-root")
 	return cmd
@@ -129,17 +132,18 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		return exitStatus{recoverFailed, fmt.Sprintf("recover: -o %q: must be text or json", f.output)}
 	}
 	o := recovery.Options{
-		NodeName:         f.hostname,
-		StateDir:         f.stateDir,
-		DeletedNodeGrace: f.grace,
-		Timeout:          f.timeout,
-		ProtectedCIDRs:   f.protected,
-		ClusterCIDRs:     f.clusterCIDRs,
-		ExcludeCIDRs:     f.exclude,
-		Stale:            f.stale,
-		Apply:            f.apply,
-		Force:            f.force,
-		ProcRoot:         f.procRoot,
+		NodeName:                    f.hostname,
+		StateDir:                    f.stateDir,
+		DeletedNodeGrace:            f.grace,
+		Timeout:                     f.timeout,
+		ProtectedCIDRs:              f.protected,
+		ClusterCIDRs:                f.clusterCIDRs,
+		ExcludeCIDRs:                f.exclude,
+		MaxVirtualServersPerService: f.maxVirtualServers,
+		Stale:                       f.stale,
+		Apply:                       f.apply,
+		Force:                       f.force,
+		ProcRoot:                    f.procRoot,
 	}
 	if o.NodeName == "" {
 		h, _ := os.Hostname()

@@ -33,12 +33,14 @@ const goldenDir = "../../testdata/plan"
 var goldenFlags = regexp.MustCompile(`(?m)^# flags(?:\[([a-z0-9-]+)\])?:(.*)$`)
 
 // goldenOptions parses the planning flags the scenarios use, with plan's
-// defaults (--ipvs-scheduler rr, --masquerade-bit 14), the extra -f files
+// defaults (--ipvs-scheduler rr, --masquerade-bit 14,
+// --protected-node-ports guard.DefaultProtectedNodePorts), the extra -f files
 // and the --node-cache file. Addresses and CIDRs are read as plan reads
 // them (IPv4-mapped ones unmapped); --api-server-address is what the
 // dialed host is, to be judged against the input (informers.APIServerAddrs).
 func goldenOptions(args []string) (o planner.Options, files []string, nodeCache string, err error) {
 	o = planner.Options{Scheduler: "rr", MasqueradeBit: planner.DefaultMasqueradeBit}
+	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
 	addrs := func(v string, into *[]netip.Addr) error {
 		for _, s := range strings.Split(v, ",") {
 			a, err := netip.ParseAddr(s)
@@ -93,6 +95,8 @@ func goldenOptions(args []string) (o planner.Options, files []string, nodeCache 
 			err = addrs(v, &o.NextHops)
 		case "--resolver":
 			err = addrs(v, &o.Resolvers)
+		case "--protected-node-ports":
+			o.ProtectedNodePorts, err = guard.ParsePortRanges(v)
 		case "--api-server-address":
 			err = addrs(v, &o.APIServerAddrs)
 		case "--gateway":

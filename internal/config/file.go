@@ -14,6 +14,8 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 )
 
 // The proxy's own configuration kind.
@@ -52,11 +54,14 @@ type ProxyConfiguration struct {
 	EnableProfiling       *bool         `json:"enableProfiling,omitempty"`
 	RefuseNodeExternalIPs *bool         `json:"refuseNodeExternalIPs,omitempty"`
 	ProtectedCIDRs        []string      `json:"protectedCIDRs,omitempty"`
+	ProtectedNodePorts    []string      `json:"protectedNodePorts,omitempty"`
 	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
-	MaxVirtualServersPerService *int             `json:"maxVirtualServersPerService,omitempty"`
-	StateDir                    *string          `json:"stateDir,omitempty"`
-	DeletedNodeGrace            *v1.Duration     `json:"deletedNodeGracePeriod,omitempty"`
-	Logging                     *LoggingSettings `json:"logging,omitempty"`
+	MaxVirtualServersPerService *int         `json:"maxVirtualServersPerService,omitempty"`
+	StateDir                    *string      `json:"stateDir,omitempty"`
+	DeletedNodeGrace            *v1.Duration `json:"deletedNodeGracePeriod,omitempty"`
+	// EventsLeaseNamespace is --events-lease-namespace.
+	EventsLeaseNamespace *string          `json:"eventsLeaseNamespace,omitempty"`
+	Logging              *LoggingSettings `json:"logging,omitempty"`
 }
 
 // IPVSSettings are the ipvs: section of ProxyConfiguration.
@@ -88,6 +93,19 @@ func setPrefixes(s setter, flag string, dst *[]netip.Prefix, v []string) {
 		return
 	}
 	p, err := ParseCIDRs(v)
+	if err != nil {
+		*s.errs = append(*s.errs, fmt.Errorf("%s: %v: %w", flag, err, ErrInvalid))
+		return
+	}
+	*dst = p
+}
+
+// setPorts parses ports and port ranges from the file into dst.
+func setPorts(s setter, flag string, dst *[]guard.PortRange, v []string) {
+	if v == nil || (s.fs != nil && s.fs.Changed(flag)) {
+		return
+	}
+	p, err := guard.ParsePortRanges(strings.Join(v, ","))
 	if err != nil {
 		*s.errs = append(*s.errs, fmt.Errorf("%s: %v: %w", flag, err, ErrInvalid))
 		return
@@ -187,9 +205,11 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "profiling", &c.EnableProfiling, pc.EnableProfiling)
 	set(s, "refuse-node-external-ips", &c.Planning.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
 	setPrefixes(s, "protected-cidrs", &c.Planning.ProtectedCIDRs, pc.ProtectedCIDRs)
+	setPorts(s, "protected-node-ports", &c.Planning.ProtectedNodePorts, pc.ProtectedNodePorts)
 	set(s, "max-virtual-servers-per-service", &c.Planning.MaxVirtualServersPerService, pc.MaxVirtualServersPerService)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
 	setDuration(s, "deleted-node-grace-period", &c.DeletedNodeGrace, pc.DeletedNodeGrace)
+	set(s, "events-lease-namespace", &c.EventsLeaseNamespace, pc.EventsLeaseNamespace)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
 		set(s, "log-format", &c.LogFormat, l.Format)

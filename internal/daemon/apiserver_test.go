@@ -150,3 +150,27 @@ func (r *recordApplier) Partial(*planner.State, ...string) (*applier.Result, err
 	r.full = false
 	return &applier.Result{}, nil
 }
+
+// TestListenersFromEnv: a port the node listens on (read from its socket
+// table) is never captured on its address at L4 (issue 14, item 6).
+func TestListenersFromEnv(t *testing.T) {
+	a := netip.MustParseAddr
+	src := newFakeSource()
+	src.svcs["ns/mgmt"] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: "mgmt", Port: "x"},
+		Protocol: model.TCP, Port: 9100, ClusterIPs: []netip.Addr{a("10.96.0.60")}, ExternalIPs: []netip.Addr{a("198.51.100.1")}}
+	env := nodeenv.Env{LocalAddrs: []netip.Addr{a("198.51.100.1")},
+		Listeners: []guard.Listener{{Protocol: model.TCP, Addr: a("0.0.0.0"), Port: 9100}}}
+	app := &stateApplier{}
+	l := &Loop{Source: src, Applier: app, Options: testOpts, Env: func(bool) (nodeenv.Env, error) { return env, nil }}
+	l.defaults()
+	l.needFull = true
+	l.syncOnce()
+	for _, vs := range app.st.VirtualServers {
+		if vs.Address == a("198.51.100.1") {
+			t.Errorf("the node's own tcp 0.0.0.0:9100 is captured: %v", vs.Key)
+		}
+	}
+	if len(app.st.Refusals) != 1 || app.st.Refusals[0].Reason != model.ReasonNodeServicePort {
+		t.Errorf("refusals %v, want one NodeServicePort", app.st.Refusals)
+	}
+}

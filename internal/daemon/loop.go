@@ -320,6 +320,7 @@ func (l *Loop) options(full bool) (planner.Options, nodeenv.Env, error) {
 			return o, env, fmt.Errorf("read the node's addresses: %w", err)
 		}
 		o.LocalAddrs, o.LocalPrefixes, o.Gateways, o.NextHops = env.LocalAddrs, env.LocalPrefixes, env.Gateways, env.NextHops
+		o.Listeners = env.Listeners
 	}
 	return o, env, nil
 }
@@ -334,11 +335,12 @@ func (l *Loop) apiServerAddrs() []netip.Addr {
 	return append(slices.Clone(l.Options.APIServerAddrs), api.Addrs()...)
 }
 
-// sameEnv reports whether two syncs read the same node: addresses, routes
-// and resolvers (the rest of the options never change).
+// sameEnv reports whether two syncs read the same node: addresses, routes,
+// resolvers and listening sockets (the rest of the options never change).
 func sameEnv(a, b *nodeenv.Env) bool {
 	return slices.Equal(a.LocalAddrs, b.LocalAddrs) && slices.Equal(a.LocalPrefixes, b.LocalPrefixes) &&
-		slices.Equal(a.Gateways, b.Gateways) && slices.Equal(a.NextHops, b.NextHops) && slices.Equal(a.Resolvers, b.Resolvers)
+		slices.Equal(a.Gateways, b.Gateways) && slices.Equal(a.NextHops, b.NextHops) && slices.Equal(a.Resolvers, b.Resolvers) &&
+		slices.Equal(a.Listeners, b.Listeners)
 }
 
 // apply plans with o and applies: a full sync plans every service again

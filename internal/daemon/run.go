@@ -290,6 +290,12 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)
 	defer stopEvents()
+	leaseNS, err := events.LeaseNamespace(c.EventsLeaseNamespace)
+	if err != nil {
+		log.Warn("no namespace for the events Lease (--events-lease-namespace): this proxy reports every refusal as an Event itself", zap.Error(err))
+	}
+	eventOpts := events.DefaultOptions
+	eventOpts.Elected = leaseNS != ""
 	refusals := events.New(sink, func(kind, ns, name string) string {
 		switch kind {
 		case "Service":
@@ -302,7 +308,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 			}
 		}
 		return ""
-	}, events.DefaultOptions)
+	}, eventOpts)
 	svcHealth := health.NewServices(log.Named("healthcheck"))
 	defer svcHealth.Close()
 
@@ -331,6 +337,14 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 
 	watcher.Start(ctx)
+	if leaseNS != "" {
+		go func() {
+			el := events.Election{Client: client, Namespace: leaseNS, Identity: nodeName}
+			if err := refusals.Elect(ctx, el, log.Named("events")); err != nil && ctx.Err() == nil {
+				log.Error("events Lease election stopped: this proxy reports node-specific refusals only", zap.Error(err))
+			}
+		}()
+	}
 	loop := &Loop{
 		Source:    watcher,
 		Applier:   k,

@@ -3,10 +3,14 @@
 // note naming the field, the address and what was done instead. Events are
 // deduplicated — one refusal gives one Event until it changes or goes away
 // and comes back — and rate-limited. Source: component ipvs-proxy, host
-// this node. It only writes Events; it never reads or changes Services.
+// this node. Refusals that every node makes alike (model.ScopeCluster) are
+// reported by one proxy per cluster, elected through a coordination.k8s.io
+// Lease (elect.go); each node reports its own node-specific ones. It
+// writes Events and that one Lease; it never reads or changes Services.
 package events
 
 import (
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,16 +38,30 @@ type Refusals struct {
 	lookup  Lookup
 	limiter flowcontrol.RateLimiter
 
+	// elected: cluster-scoped refusals are reported only while leading.
+	elected bool
+
 	mu sync.Mutex
 	// reported maps an object ("Service/ns/name") to the refusals already
 	// reported for it.
 	reported map[string]map[string]bool
+	// leading is whether this reporter reports cluster-scoped refusals
+	// (always, unless elected).
+	leading bool
+	// last are the refusals of the last Report, reported again when this
+	// reporter starts leading.
+	last []model.Refusal
 }
 
 // Options tune the rate limit: QPS Events per second with Burst.
 type Options struct {
 	QPS   float32
 	Burst int
+	// Elected makes the reporter report cluster-scoped refusals
+	// (model.ScopeCluster) only while SetLeading(true) holds: one reporter
+	// per cluster writes them (Elect). Without it, every refusal is
+	// reported.
+	Elected bool
 }
 
 // DefaultOptions allow bursts of 100 Events, then 5 a second.
@@ -59,8 +77,42 @@ func New(sink func(ref *corev1.ObjectReference, reason, note string), lookup Loo
 		sink:     sink,
 		lookup:   lookup,
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
+		elected:  o.Elected,
+		leading:  !o.Elected,
 		reported: map[string]map[string]bool{},
 	}
+}
+
+// SetLeading tells an elected reporter whether it is the cluster's
+// reporter of cluster-scoped refusals. Starting to lead reports the last
+// refusals' cluster-scoped ones at once; stopping forgets them, so that
+// leading again reports them again (the Events of a reporter that died
+// are not known here: at a failover each refusal may be reported twice).
+func (e *Refusals) SetLeading(on bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.elected || e.leading == on {
+		return
+	}
+	e.leading = on
+	if on {
+		e.report(e.last)
+		return
+	}
+	for _, done := range e.reported {
+		for id := range done {
+			if reasonOfID(id).Scope() == model.ScopeCluster {
+				delete(done, id)
+			}
+		}
+	}
+}
+
+// Leading reports whether this reporter reports cluster-scoped refusals.
+func (e *Refusals) Leading() bool {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.leading
 }
 
 // NewBroadcaster starts an EventBroadcaster that writes core/v1 Events
@@ -77,6 +129,12 @@ func NewBroadcaster(client kubernetes.Interface, nodeName string) (func(ref *cor
 
 func refusalID(r model.Refusal) string {
 	return string(r.Reason) + "\x00" + r.Field + "\x00" + r.Address + "\x00" + r.Message
+}
+
+// reasonOfID is the reason a refusalID starts with.
+func reasonOfID(id string) model.Reason {
+	reason, _, _ := strings.Cut(id, "\x00")
+	return model.Reason(reason)
 }
 
 // objectOf splits a refusal's Service into the object it concerns:
@@ -98,15 +156,23 @@ func Note(r model.Refusal) string {
 
 // Report takes every current refusal (of all services) and emits an
 // Event for each one not reported before. Refusals that went away are
-// forgotten, so they are reported again if they come back. It returns
+// forgotten, so they are reported again if they come back. An elected
+// reporter that is not leading skips the cluster-scoped ones. It returns
 // how many Events were emitted and how many were held back by the rate
 // limit (those are tried again at the next Report).
 func (e *Refusals) Report(rs []model.Refusal) (emitted, limited int) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	if e.elected {
+		e.last = slices.Clone(rs)
+	}
+	return e.report(rs)
+}
+
+func (e *Refusals) report(rs []model.Refusal) (emitted, limited int) {
 	current := map[string]map[string]model.Refusal{}
 	for _, r := range rs {
-		if r.Service == "" {
+		if r.Service == "" || !e.leading && r.Reason.Scope() == model.ScopeCluster {
 			continue
 		}
 		m := current[r.Service]

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes/fake"
@@ -117,4 +118,90 @@ func TestBroadcaster(t *testing.T) {
 		time.Sleep(20 * time.Millisecond)
 	}
 	t.Fatal("no Event written")
+}
+
+// TestScopes: an elected reporter reports its node-scoped refusals always
+// and the cluster-scoped ones only while leading; starting to lead reports
+// the last ones at once, and leading again after a pause reports them
+// again.
+func TestScopes(t *testing.T) {
+	got, sink := collect()
+	e := New(sink, nil, Options{QPS: 100, Burst: 100, Elected: true})
+	local := model.Refusal{Service: "default/web", Field: "spec.externalIPs", Address: "192.0.2.1", Reason: model.ReasonLocalAddress, Message: "an address of this node"}
+	junk := model.Refusal{Service: "default/web", Field: "spec.ports[0].port", Address: "0", Reason: model.ReasonInvalidPort, Message: "must be 1-65535"}
+	if model.ReasonLocalAddress.Scope() != model.ScopeNode || model.ReasonInvalidPort.Scope() != model.ScopeCluster {
+		t.Fatal("scopes of the test's reasons")
+	}
+	if n, _ := e.Report([]model.Refusal{local, junk}); n != 1 || (*got)[0].reason != "LocalAddress" || e.Leading() {
+		t.Fatalf("not leading: emitted %d %+v, want the node-scoped one only", n, *got)
+	}
+	e.SetLeading(true)
+	if len(*got) != 2 || (*got)[1].reason != "InvalidPort" {
+		t.Fatalf("starting to lead did not report the cluster-scoped refusal: %+v", *got)
+	}
+	if n, _ := e.Report([]model.Refusal{local, junk}); n != 0 {
+		t.Errorf("leading, the same refusals again emitted %d", n)
+	}
+	e.SetLeading(false)
+	if n, _ := e.Report([]model.Refusal{local, junk}); n != 0 {
+		t.Errorf("no longer leading emitted %d", n)
+	}
+	e.SetLeading(true)
+	if len(*got) != 3 || (*got)[2].reason != "InvalidPort" {
+		t.Errorf("leading again: %+v", *got)
+	}
+
+	// Not elected: everything, as a proxy alone.
+	_, sink2 := collect()
+	alone := New(sink2, nil, DefaultOptions)
+	if n, _ := alone.Report([]model.Refusal{local, junk}); n != 2 || !alone.Leading() {
+		t.Errorf("not elected: emitted %d, leading %v", n, alone.Leading())
+	}
+}
+
+// TestElectFailover: two candidates over a fake clientset; one leads, and
+// when it stops (releasing the Lease) the other takes over.
+func TestElectFailover(t *testing.T) {
+	client := fake.NewClientset()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var rs [2]*Refusals
+	var stops [2]context.CancelFunc
+	for i := range rs {
+		_, sink := collect()
+		rs[i] = New(sink, nil, Options{QPS: 100, Burst: 100, Elected: true})
+		cctx, stop := context.WithCancel(ctx)
+		stops[i] = stop
+		go func() {
+			_ = rs[i].Elect(cctx, Election{Client: client, Namespace: "ipvs-proxy", Identity: []string{"a", "b"}[i],
+				LeaseDuration: 2 * time.Second, RenewDeadline: time.Second, RetryPeriod: 200 * time.Millisecond}, zap.NewNop())
+		}()
+	}
+	leader := waitLeader(t, rs[:], -1)
+	stops[leader]()
+	next := waitLeader(t, rs[:], leader)
+	lease, err := client.CoordinationV1().Leases("ipvs-proxy").Get(ctx, LeaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != []string{"a", "b"}[next] {
+		t.Fatalf("Lease %+v (%v), want held by the new leader", lease, err)
+	}
+}
+
+// waitLeader waits until exactly one of rs other than not leads.
+func waitLeader(t *testing.T, rs []*Refusals, not int) int {
+	t.Helper()
+	deadline := time.Now().Add(20 * time.Second)
+	for time.Now().Before(deadline) {
+		leader, n := -1, 0
+		for i, r := range rs {
+			if r.Leading() {
+				leader, n = i, n+1
+			}
+		}
+		if n == 1 && leader != not {
+			return leader
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatal("no single leader in 20 s")
+	return -1
 }

@@ -42,6 +42,11 @@ type Inputs struct {
 	ProtectedCIDRs []netip.Prefix
 	// PodCIDRs is --cluster-cidr: pod addresses are never VIPs.
 	PodCIDRs []netip.Prefix
+	// ProtectedPorts is --protected-node-ports, Listeners the sockets the
+	// node serves on: no node address served at L4 captures them
+	// (CheckPort).
+	ProtectedPorts []PortRange
+	Listeners      []Listener
 }
 
 // Verdict is the guard's answer for one address.
@@ -86,6 +91,9 @@ type Guard struct {
 	pods       []netip.Prefix
 	// onLink are this node's subnets when strict ARP is off (nil with it).
 	onLink []netip.Prefix
+	// ports and listeners are CheckPort's.
+	ports     []PortRange
+	listeners []Listener
 
 	fpOnce sync.Once
 	fp     uint64
@@ -133,6 +141,15 @@ func New(in Inputs) *Guard {
 		}
 	}
 	g.onLink = validPrefixes(onLink)
+	g.ports = slices.Clone(in.ProtectedPorts)
+	for _, l := range in.Listeners {
+		if l.Addr.IsValid() {
+			g.listeners = append(g.listeners, Listener{Protocol: l.Protocol, Addr: norm(l.Addr), Port: l.Port})
+		}
+	}
+	// Sorted: CheckPort names the same listener whatever the input order.
+	slices.SortFunc(g.listeners, CompareListeners)
+	g.listeners = slices.Compact(g.listeners)
 	for _, n := range in.Nodes {
 		ref := nodeRef{name: n.Name, lastSeen: n.LastSeen.UTC()}
 		for _, a := range n.Addresses {
@@ -271,6 +288,12 @@ func (g *Guard) Fingerprint() uint64 {
 		for _, p := range g.onLink {
 			entry('o', p.Addr(), p.Bits(), "")
 		}
+		for _, r := range g.ports {
+			entry('P', netip.Addr{}, 0, r.String())
+		}
+		for _, l := range g.listeners {
+			entry('L', l.Addr, 0, l.String())
+		}
 		for _, p := range g.protected {
 			entry('p', p.Addr(), p.Bits(), "")
 		}
@@ -300,12 +323,13 @@ func (r nodeRef) before(o nodeRef) bool {
 	return r.lastSeen.After(o.lastSeen)
 }
 
-// String is the node's name, and for a deleted Node when it was last seen.
+// String is the node's name (a model.Word: an odd name from a manifest is
+// quoted), and for a deleted Node when it was last seen.
 func (r nodeRef) String() string {
 	if r.lastSeen.IsZero() {
-		return r.name
+		return model.Word(r.name)
 	}
-	return r.name + ", deleted from the API (last seen " + r.lastSeen.Format(time.RFC3339) + ")"
+	return model.Word(r.name) + ", deleted from the API (last seen " + r.lastSeen.Format(time.RFC3339) + ")"
 }
 
 // norm drops the zone and unmaps an IPv4-mapped address: a node, local,

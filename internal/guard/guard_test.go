@@ -222,3 +222,45 @@ func TestCheckInfrastructure(t *testing.T) {
 		t.Errorf("with strict ARP, an on-link VIP = %+v, want nothing", v)
 	}
 }
+
+// TestCheckPort: a node address served at L4 never captures a port the
+// node serves itself — one of --protected-node-ports, or one it listens
+// on there (issue 14, item 6).
+func TestCheckPort(t *testing.T) {
+	a := netip.MustParseAddr
+	ports, err := ParsePortRanges(DefaultProtectedNodePorts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	g := New(Inputs{ProtectedPorts: ports, Listeners: []Listener{
+		{model.TCP, a("0.0.0.0"), 8080}, {model.UDP, a("198.51.100.1"), 5353}, {model.TCP, a("::"), 9100},
+		{model.TCP, a("127.0.0.1"), 9999}, {model.SCTP, a("::ffff:198.51.100.1"), 3868},
+	}})
+	for _, tc := range []struct {
+		proto model.Protocol
+		addr  string
+		port  uint16
+		want  bool
+	}{
+		{model.TCP, "198.51.100.1", 22, true}, {model.UDP, "198.51.100.1", 179, true}, {model.TCP, "198.51.100.1", 2380, true},
+		{model.TCP, "198.51.100.1", 10250, true}, {model.TCP, "198.51.100.1", 10251, false}, {model.TCP, "198.51.100.1", 10256, true},
+		{model.TCP, "198.51.100.1", 8080, true}, {model.TCP, "2001:db8::1", 8080, false}, {model.UDP, "198.51.100.1", 8080, false},
+		{model.UDP, "198.51.100.1", 5353, true}, {model.UDP, "198.51.100.2", 5353, false},
+		{model.TCP, "198.51.100.1", 9100, true}, {model.TCP, "2001:db8::1", 9100, true},
+		{model.TCP, "198.51.100.1", 9999, false}, {model.SCTP, "198.51.100.1", 3868, true},
+		{model.TCP, "198.51.100.1", 30080, false},
+	} {
+		v := g.CheckPort(tc.proto, a(tc.addr), tc.port)
+		if v.Protected != tc.want || v.Protected != (v.Reason == model.ReasonNodeServicePort) || v.Protected != (v.Detail != "") {
+			t.Errorf("CheckPort(%s %s:%d) = %+v, want protected %v", tc.proto, tc.addr, tc.port, v, tc.want)
+		}
+	}
+	if g.Fingerprint() == New(Inputs{ProtectedPorts: ports}).Fingerprint() {
+		t.Error("the listeners do not change the fingerprint")
+	}
+	for _, bad := range []string{"0", "22-21", "x", "70000", "1-"} {
+		if _, err := ParsePortRanges(bad); err == nil {
+			t.Errorf("ParsePortRanges(%q) gave no error", bad)
+		}
+	}
+}

@@ -141,6 +141,9 @@ const (
 	// ReasonOnLinkSubnet warns about a VIP that is bound: it is inside a
 	// subnet on a link of this node while strict ARP is off.
 	ReasonOnLinkSubnet Reason = "OnLinkSubnet"
+	// ReasonNodeServicePort: a port the node itself serves, on a node
+	// address served at L4.
+	ReasonNodeServicePort Reason = "NodeServicePort"
 	// ReasonTooManyVirtualServers: a Service's external addresses times
 	// its ports (or its source ranges) over
 	// --max-virtual-servers-per-service; the excess is not served.

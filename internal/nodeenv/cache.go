@@ -5,6 +5,8 @@ import (
 	"sync"
 
 	"github.com/vishvananda/netlink"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 )
 
 // Cache reads the node's Env before every sync of `run`, caching the
@@ -13,14 +15,16 @@ import (
 // change. A partial sync reads them again only after Changed says an
 // address of another link came or went, and only while someone follows
 // them (Changed(false) was called, not yet Changed(true)); a full sync
-// always reads them, and the resolvers too (a partial sync uses the last
-// ones). The routes are read every time. Safe for concurrent use.
+// always reads them, and the resolvers and the listening sockets too (a
+// partial sync uses the last ones). The routes are read every time. Safe
+// for concurrent use.
 type Cache struct {
 	// readAddrs, readRoutes and readResolvers are the dumps (netlink and
 	// files; fakes in tests).
 	readAddrs     func() ([]netip.Addr, []netip.Prefix, error)
 	readRoutes    func() (gateways, nextHops []netip.Addr, err error)
 	readResolvers func() ([]netip.Addr, error)
+	readListeners func() ([]guard.Listener, error)
 
 	mu sync.Mutex
 	// gen counts Changed calls: a dump overtaken by one is not cached.
@@ -29,9 +33,11 @@ type Cache struct {
 	cached   bool
 	addrs    []netip.Addr
 	prefixes []netip.Prefix
-	// resolvers are the last read; read is true once they were.
-	resolvers     []netip.Addr
-	resolversRead bool
+	// resolvers and listeners are the last read; read is true once they
+	// were.
+	resolvers []netip.Addr
+	listeners []guard.Listener
+	read      bool
 }
 
 // NewCache reads through h (NewHandle's); nothing is cached until
@@ -39,7 +45,8 @@ type Cache struct {
 func NewCache(h *netlink.Handle) *Cache {
 	return &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, error) { return ReadAddrs(h) },
 		readRoutes:    func() ([]netip.Addr, []netip.Addr, error) { return ReadRoutes(h) },
-		readResolvers: func() ([]netip.Addr, error) { return ReadResolvers(ResolvConfs...) }}
+		readResolvers: func() ([]netip.Addr, error) { return ReadResolvers(ResolvConfs...) },
+		readListeners: ReadListeners}
 }
 
 // Changed tells the cache that the node's addresses may have changed;
@@ -82,15 +89,18 @@ func (e *Cache) Read(full bool) (Env, error) {
 		return env, err
 	}
 	e.mu.Lock()
-	read := e.resolversRead
-	env.Resolvers = e.resolvers
+	read := e.read
+	env.Resolvers, env.Listeners = e.resolvers, e.listeners
 	e.mu.Unlock()
 	if full || !read {
 		if env.Resolvers, err = e.readResolvers(); err != nil {
 			return env, err
 		}
+		if env.Listeners, err = e.readListeners(); err != nil {
+			return env, err
+		}
 		e.mu.Lock()
-		e.resolvers, e.resolversRead = env.Resolvers, true
+		e.resolvers, e.listeners, e.read = env.Resolvers, env.Listeners, true
 		e.mu.Unlock()
 	}
 	return env, nil

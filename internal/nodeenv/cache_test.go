@@ -8,6 +8,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // TestCache: the cached addresses are used only while followed and
@@ -19,7 +22,8 @@ func TestCache(t *testing.T) {
 	dumps := 0
 	during := func() {}
 	e := &Cache{readRoutes: func() ([]netip.Addr, []netip.Addr, error) { return nil, nil, nil },
-		readResolvers: func() ([]netip.Addr, error) { return nil, nil }}
+		readResolvers: func() ([]netip.Addr, error) { return nil, nil },
+		readListeners: func() ([]guard.Listener, error) { return nil, nil }}
 	e.readAddrs = func() ([]netip.Addr, []netip.Prefix, error) {
 		mu.Lock()
 		dumps++
@@ -102,5 +106,32 @@ func TestReadResolvers(t *testing.T) {
 	want := []netip.Addr{netip.MustParseAddr("127.0.0.53"), netip.MustParseAddr("192.0.2.53"), netip.MustParseAddr("192.0.2.54"), netip.MustParseAddr("fe80::53")}
 	if !slices.Equal(got, want) {
 		t.Errorf("ReadResolvers = %v, want %v", got, want)
+	}
+}
+
+func TestParseSocketTable(t *testing.T) {
+	tcp := []byte(`  sl  local_address rem_address   st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000:0016 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 1 1 0000000000000000 100 0 0 10 0
+   1: 0100007F:2717 00000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 2 1 0000000000000000 100 0 0 10 0
+   2: 016433C6:0016 026433C6:D2F0 01 00000000:00000000 02:000A3F80 00000000     0        0 3 4 0000000000000000 20 4 30 10 -1
+`)
+	tcp6 := []byte(`  sl  local_address                         remote_address                        st tx_queue rx_queue tr tm->when retrnsmt   uid  timeout inode
+   0: 00000000000000000000000000000000:1F90 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 4 1 0000000000000000 100 0 0 10 0
+   1: B80D0120000000000000000001000000:01BB 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 5 1 0000000000000000 100 0 0 10 0
+   2: 0000000000000000FFFF0000016433C6:0050 00000000000000000000000000000000:0000 0A 00000000:00000000 00:00000000 00000000     0        0 6 1 0000000000000000 100 0 0 10 0
+`)
+	var got []string
+	for _, l := range append(ParseSocketTable(tcp, model.TCP, 0x0A), ParseSocketTable(tcp6, model.TCP, 0x0A)...) {
+		got = append(got, l.String())
+	}
+	want := []string{"tcp 0.0.0.0:22", "tcp 127.0.0.1:10007", "tcp [::]:8080", "tcp [2001:db8::1]:443", "tcp 198.51.100.1:80"}
+	if !slices.Equal(got, want) {
+		t.Errorf("ParseSocketTable = %v, want %v", got, want)
+	}
+	eps := []byte(` ENDPT     SOCK   STY SST HBKT LPORT   UID INODE LADDRS
+ffff8880 ffff8880 2   10  29   3868        0 123 198.51.100.1 2001:db8::1
+`)
+	if got := ParseSCTPEndpoints(eps); len(got) != 2 || got[0].String() != "sctp 198.51.100.1:3868" || got[1].String() != "sctp [2001:db8::1]:3868" {
+		t.Errorf("ParseSCTPEndpoints = %v", got)
 	}
 }

@@ -4,11 +4,16 @@ package nodeenv
 
 import (
 	"errors"
+	"net"
 	"net/netip"
 	"slices"
 	"testing"
 
+	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // TestKernelRead reads a node namespace as `run` and `recover` do — a
@@ -74,4 +79,78 @@ func TestKernelRead(t *testing.T) {
 		}
 	}
 	t.Logf("local addresses %v, gateways %v, next hops %v", env.LocalAddrs, env.Gateways, env.NextHops)
+}
+
+// TestKernelReadListeners reads the sockets a node namespace serves on, as
+// `run` does on full syncs: a TCP listener on every address, a UDP socket
+// on one, an SCTP endpoint; not a connected UDP socket, nor the sockets of
+// another namespace (issue 14, item 6).
+func TestKernelReadListeners(t *testing.T) {
+	node := ktest.NewNode(t)
+	node.AddClient(t, "cli")                         // eth0: 198.51.100.1/24
+	outside, err := net.Listen("tcp", "127.0.0.1:0") // the VM's own namespace
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer outside.Close()
+	var got []guard.Listener
+	err = node.Do(func() error {
+		tl, err := net.Listen("tcp4", "0.0.0.0:2222")
+		if err != nil {
+			return err
+		}
+		defer tl.Close()
+		ul, err := net.ListenPacket("udp", "198.51.100.1:5353")
+		if err != nil {
+			return err
+		}
+		defer ul.Close()
+		uc, err := net.Dial("udp", "198.51.100.1:5353") // connected: no server
+		if err != nil {
+			return err
+		}
+		defer uc.Close()
+		sl, err := sctpListen(38680)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(sl)
+		got, err = ReadListeners()
+		return err
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s []string
+	for _, l := range got {
+		s = append(s, l.String())
+	}
+	t.Logf("listeners: %v", s)
+	for _, want := range []string{"tcp 0.0.0.0:2222", "udp 198.51.100.1:5353", "sctp [::]:38680"} {
+		if !slices.Contains(s, want) {
+			t.Errorf("listeners %v lack %s", s, want)
+		}
+	}
+	for _, l := range got {
+		if l.Protocol == model.UDP && l.Addr != netip.MustParseAddr("198.51.100.1") || l.Port == uint16(outside.Addr().(*net.TCPAddr).Port) {
+			t.Errorf("listener %s is not the node's", l)
+		}
+	}
+}
+
+// sctpListen opens a listening SCTP socket on [::]:port (dual-stack).
+func sctpListen(port int) (int, error) {
+	fd, err := unix.Socket(unix.AF_INET6, unix.SOCK_STREAM, unix.IPPROTO_SCTP)
+	if err != nil {
+		return -1, err
+	}
+	if err := unix.Bind(fd, &unix.SockaddrInet6{Port: port}); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
 }

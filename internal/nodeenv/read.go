@@ -7,6 +7,8 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 )
 
 // Device is the dummy device the proxy binds VIPs on: its addresses are no
@@ -31,6 +33,8 @@ type Env struct {
 	// Resolvers are the node's DNS servers (ReadResolvers), sorted and
 	// unique.
 	Resolvers []netip.Addr
+	// Listeners are the sockets the node serves on (ReadListeners).
+	Listeners []guard.Listener
 }
 
 // NewHandle opens a route netlink handle in the calling thread's network
@@ -46,8 +50,9 @@ func NewHandle() (h *netlink.Handle, strict bool, err error) {
 	return h, h.SetStrictCheck(true) == nil, nil
 }
 
-// Read reads the addresses and the routes through h, and the resolvers
-// from ResolvConfs.
+// Read reads the addresses and the routes through h, the resolvers from
+// ResolvConfs and the listening sockets of the calling thread's network
+// namespace.
 func Read(h *netlink.Handle) (Env, error) {
 	var env Env
 	var err error
@@ -57,7 +62,10 @@ func Read(h *netlink.Handle) (Env, error) {
 	if env.Gateways, env.NextHops, err = ReadRoutes(h); err != nil {
 		return env, err
 	}
-	env.Resolvers, err = ReadResolvers(ResolvConfs...)
+	if env.Resolvers, err = ReadResolvers(ResolvConfs...); err != nil {
+		return env, err
+	}
+	env.Listeners, err = ReadListeners()
 	return env, err
 }
 

@@ -39,6 +39,12 @@ type Options struct {
 	// StrictARP is --ipvs-strict-arp: without it a VIP inside one of
 	// LocalPrefixes is bound with a warning (OnLinkSubnet).
 	StrictARP bool
+	// ProtectedNodePorts is --protected-node-ports; Listeners are the
+	// sockets the node serves on (run reads them on full syncs): no node
+	// address served at L4 (a NodePort, a local externalIP or LoadBalancer
+	// IP) captures them.
+	ProtectedNodePorts []guard.PortRange
+	Listeners          []guard.Listener
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
 	// planned or touched.
 	ExcludeCIDRs []netip.Prefix
@@ -69,6 +75,8 @@ func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
 		NextHops:       o.NextHops,
 		Resolvers:      o.Resolvers,
 		StrictARP:      o.StrictARP,
+		ProtectedPorts: o.ProtectedNodePorts,
+		Listeners:      o.Listeners,
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		PodCIDRs:       o.ClusterCIDRs,
 	}

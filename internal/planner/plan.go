@@ -332,6 +332,10 @@ func (p *portPlanner) service() {
 					"node address inside --ipvs-exclude-cidrs; no NodePort virtual server on it")
 				continue
 			}
+			if v := p.e.guard.CheckPort(sp.Protocol, a, sp.NodePort); v.Protected {
+				p.refuse(FieldNodePort, a.String(), v.Reason, v.Detail+"; no NodePort virtual server on it")
+				continue
+			}
 			p.claim(ipvs.Key{Protocol: sp.Protocol, Address: a, Port: sp.NodePort}, kindNodePort, false)
 		}
 	}
@@ -389,6 +393,10 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 	case external && p.e.o.RefuseNodeExternalIPs && (v.Node != "" || v.Local):
 		p.refuse(field, a.String(), v.Reason, v.Detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
 	case v.Local:
+		if pv := p.e.guard.CheckPort(p.sp.Protocol, a, port); pv.Protected {
+			p.refuse(field, a.String(), pv.Reason, v.Detail+"; not bound on kube-ipvs0, and not served at L4 either: "+pv.Detail)
+			return
+		}
 		p.refuse(field, a.String(), v.Reason, v.Detail+"; not bound on kube-ipvs0, served at L4 because it is a local address of this node")
 		p.claim(key, kind, false)
 	default:

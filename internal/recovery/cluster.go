@@ -102,7 +102,8 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	o.APIServerAddrs = c.APIServers
 	c.Resolvers = slices.DeleteFunc(slices.Clone(o.Resolvers), informers.ServiceIPs(svcPtrs).Contains)
 	o.Resolvers = c.Resolvers
-	st := planner.Plan(informers.Convert(svcPtrs, nil, nodePtrs), o)
+	cv := informers.Converter{MaxVirtualServers: o.MaxVirtualServersPerService}
+	st := planner.Plan(cv.Convert(svcPtrs, nil, nodePtrs), o)
 	c.Wanted = st.Addresses
 	return c, nil
 }

@@ -407,9 +407,10 @@ func hostileRows() []hostileRow {
 	rows = append(rows,
 		hostileRow{input: "clusterIP = node-b's address", svc: service("evil", "clusterip-node", hNodeBIP), reason: model.ReasonNodeIP, never: hNodeBIP},
 		hostileRow{input: "clusterIP = the API server", svc: service("evil", "clusterip-api", hAPI), reason: model.ReasonAPIServer, never: hAPI},
-		// Inside the node's on-link subnet with strict ARP off: bound and
-		// served, with the OnLinkSubnet warning (docs/rules.md).
-		hostileRow{input: "clusterIP 198.51.100.200 (node subnet, no node)", svc: service("evil", "clusterip-subnet", "198.51.100.200"), reason: model.ReasonOnLinkSubnet, served: "198.51.100.200:80"},
+		// Served, with a warning: strict ARP is off, so every node answers
+		// ARP for it on the node's LAN.
+		hostileRow{input: "clusterIP 198.51.100.200 (node subnet, no node)", svc: service("evil", "clusterip-subnet", "198.51.100.200"),
+			reason: model.ReasonOnLinkSubnet, served: "198.51.100.200:80"},
 		hostileRow{input: "clusterIP 127.0.0.1", svc: service("evil", "clusterip-loopback", "127.0.0.1"), reason: model.ReasonLoopback, never: "127.0.0.1"},
 		hostileRow{input: "externalIP = good's externalIP, same port", svc: service("evil", "conflict-ext", cip(), externalIPs(goodExt)), reason: model.ReasonDuplicateVirtual},
 		hostileRow{input: "externalIP = good's ClusterIP, same port", svc: service("evil", "conflict-cip", cip(), externalIPs(goodCIP)), reason: model.ReasonDuplicateVirtual},
@@ -473,6 +474,8 @@ func (b *hbed) outcome(r *hostileRow, st *planner.State, bound map[netip.Addr]bo
 	switch {
 	case len(got) == 0:
 		outcome = "served"
+	case reasons == string(model.ReasonOnLinkSubnet):
+		outcome = "served, with a warning"
 	case servedVS > 0:
 		outcome = fmt.Sprintf("refused; rest of the service served (%d VS)", servedVS)
 	default:

@@ -60,6 +60,10 @@ type Options struct {
 	// ProtectedCIDRs is --protected-cidrs; ClusterCIDRs is --cluster-cidr
 	// (pod addresses are never VIPs); ExcludeCIDRs is --ipvs-exclude-cidrs.
 	ProtectedCIDRs, ClusterCIDRs, ExcludeCIDRs []netip.Prefix
+	// MaxVirtualServersPerService is --max-virtual-servers-per-service, as
+	// run has it: the addresses past it are not wanted; 0 means the
+	// default.
+	MaxVirtualServersPerService int
 	// Stale is --stale: offline, an address with no virtual server is bad.
 	Stale bool
 	// Apply removes what was found; false is a dry run.
@@ -198,8 +202,10 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		ClusterCIDRs:   o.ClusterCIDRs,
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		APIServerAddrs: apiAddrs,
-		Gateways:       node.Gateways,
-		NextHops:       node.NextHops,
+		// ReadCluster converts the Services with it.
+		MaxVirtualServersPerService: o.MaxVirtualServersPerService,
+		Gateways:                    node.Gateways,
+		NextHops:                    node.NextHops,
 		// The resolvers only once the Services say which are no Service
 		// IP (ReadCluster): offline, the cluster DNS's ClusterIP could be
 		// one.

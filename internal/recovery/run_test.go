@@ -337,3 +337,40 @@ func TestRecoverUntrustedCluster(t *testing.T) {
 		t.Fatalf("--force: %v, applied %v", err, rep.Applied)
 	}
 }
+
+// TestRecoverHonoursTheCap: recover plans with run's
+// --max-virtual-servers-per-service. An externalIP past the default cap
+// that run, given a higher cap, binds is not wanted with the default and
+// wanted with the same cap as run's: recover --apply must be given it, or
+// would take the address away until run's next sync.
+func TestRecoverHonoursTheCap(t *testing.T) {
+	objs := clusterObjects()
+	svc := objs[2].(*corev1.Service).DeepCopy()
+	svc.Spec.Ports = append(svc.Spec.Ports, corev1.ServicePort{Name: "https", Port: 443, Protocol: corev1.ProtocolTCP})
+	for i := range 600 {
+		svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, fmt.Sprintf("100.64.%d.%d", i/250, i%250+1))
+	}
+	objs[2] = svc
+	far := "100.64.2.51/32" // externalIPs[550]: 2 ports × 551 addresses > 1,000
+	for _, tc := range []struct {
+		max  int
+		want string
+	}{
+		{0, far + " NotWanted [tcp 100.64.2.51:80]\n"},
+		{2000, ""},
+	} {
+		n := &fakeNode{
+			local: pfxs("198.51.100.1/24"),
+			link:  addrmgr.NewFakeLink(pfxs("10.96.0.10/32", far)...),
+			table: ipvs.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 100.64.2.51:80")...),
+		}
+		rep, err := Recover(context.Background(), n, Options{NodeName: "a", ProcRoot: "-", StateDir: t.TempDir(),
+			Client: fake.NewClientset(objs...), MaxVirtualServersPerService: tc.max})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := render(rep.Findings); got != tc.want {
+			t.Errorf("cap %d: findings %q, want %q", tc.max, got, tc.want)
+		}
+	}
+}

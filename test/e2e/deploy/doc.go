@@ -13,10 +13,11 @@
 //   - every overlay passes server-side apply with dry-run=All and strict
 //     field validation, without a warning;
 //   - the ServiceAccount of the base, with its own bound token and only the
-//     ClusterRole the base ships, can make every API call `ipvs-proxy run`
-//     makes (the proxy's own informers and Event recorder do them), while
-//     each verb the ClusterRole grants is needed by at least one call and
-//     verbs the proxy never uses are Forbidden.
+//     ClusterRole and Role the base ships, can make every API call
+//     `ipvs-proxy run` makes (the proxy's own informers, Event recorder and
+//     events Lease election do them), while each verb either role grants is
+//     needed by at least one call and verbs the proxy never uses are
+//     Forbidden.
 //
 // Other e2e packages use Install to put the base on their server and run the
 // real proxy with the ServiceAccount's credentials.

@@ -60,7 +60,7 @@ func kinds(objs []*unstructured.Unstructured) []string {
 // warning (a deprecated field, an unknown field) fails the test too.
 func TestManifestsServerSideDryRun(t *testing.T) {
 	srv := apiserver.Shared(t)
-	wantKinds := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "ConfigMap", "ConfigMap", "DaemonSet"}
+	wantKinds := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "ConfigMap", "DaemonSet"}
 	for _, k := range deploy.Kustomizations {
 		t.Run(k, func(t *testing.T) {
 			ctx := ctxFor(t)
@@ -333,6 +333,23 @@ func TestReferencesResolve(t *testing.T) {
 				need("ClusterRoleBinding subject", s.Kind, s.Namespace, s.Name)
 				if s.Kind == rbacv1.ServiceAccountKind && (s.Namespace != ds.Namespace || s.Name != pod.ServiceAccountName) {
 					t.Errorf("the ClusterRole is bound to %s/%s, the DaemonSet runs as %s/%s", s.Namespace, s.Name, ds.Namespace, pod.ServiceAccountName)
+				}
+			}
+
+			// The Role for the events Lease lives in the DaemonSet's
+			// namespace, where the proxy looks for the Lease.
+			var rb rbacv1.RoleBinding
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, objs, "RoleBinding").Object, &rb); err != nil {
+				t.Fatal(err)
+			}
+			if rb.Namespace != ds.Namespace {
+				t.Errorf("the RoleBinding is in namespace %q, the DaemonSet (and the events Lease) in %q", rb.Namespace, ds.Namespace)
+			}
+			need("RoleBinding roleRef", rb.RoleRef.Kind, rb.Namespace, rb.RoleRef.Name)
+			for _, s := range rb.Subjects {
+				need("RoleBinding subject", s.Kind, s.Namespace, s.Name)
+				if s.Kind == rbacv1.ServiceAccountKind && (s.Namespace != ds.Namespace || s.Name != pod.ServiceAccountName) {
+					t.Errorf("the Role is bound to %s/%s, the DaemonSet runs as %s/%s", s.Namespace, s.Name, ds.Namespace, pod.ServiceAccountName)
 				}
 			}
 		})

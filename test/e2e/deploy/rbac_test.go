@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	coordinationv1 "k8s.io/api/coordination/v1"
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	eventsv1 "k8s.io/api/events/v1"
@@ -23,6 +24,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/util/retry"
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
@@ -55,6 +57,12 @@ type fixture struct {
 	// event is an Event in namespace default, made by the admin, that the
 	// patch call patches as the recorder patches a repeated Event.
 	event string
+	// leaseNS is the proxy's namespace, where the events Lease lives;
+	// lease is a Lease there, made by the admin, that the get and update
+	// calls act on; admin reads it for the update.
+	leaseNS string
+	lease   string
+	admin   kubernetes.Interface
 }
 
 // watchOnce opens a watch and closes it: a missing watch verb fails the
@@ -110,6 +118,37 @@ var proxyCalls = []apiCall{
 	}},
 }
 
+// leaseCalls are the calls of the election of the events reporter
+// (client-go's leaderelection with a LeaseLock): get, create and update of
+// a Lease in the proxy's own namespace. The Role in deploy/base/rbac.yaml
+// must grant exactly them: TestRoleIsExactlyTheProxysLeaseCalls.
+var leaseCalls = []apiCall{
+	{grant{"coordination.k8s.io", "leases", "get"}, func(ctx context.Context, c kubernetes.Interface, f *fixture) error {
+		_, err := c.CoordinationV1().Leases(f.leaseNS).Get(ctx, f.lease, metav1.GetOptions{})
+		return err
+	}},
+	{grant{"coordination.k8s.io", "leases", "create"}, func(ctx context.Context, c kubernetes.Interface, f *fixture) error {
+		_, err := c.CoordinationV1().Leases(f.leaseNS).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "ipvs-proxy-e2e-call-"},
+			Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a"), LeaseDurationSeconds: ptr.To[int32](60)},
+		}, metav1.CreateOptions{})
+		return err
+	}},
+	{grant{"coordination.k8s.io", "leases", "update"}, func(ctx context.Context, c kubernetes.Interface, f *fixture) error {
+		// A Lease update needs the current resourceVersion; the admin
+		// reads it, so that the call needs the update grant alone.
+		return retry.RetryOnConflict(retry.DefaultRetry, func() error {
+			l, err := f.admin.CoordinationV1().Leases(f.leaseNS).Get(ctx, f.lease, metav1.GetOptions{})
+			if err != nil {
+				return err
+			}
+			l.Spec.RenewTime = &metav1.MicroTime{Time: time.Now()}
+			_, err = c.CoordinationV1().Leases(f.leaseNS).Update(ctx, l, metav1.UpdateOptions{})
+			return err
+		})
+	}},
+}
+
 // forbiddenCalls are calls the proxy never makes; its ServiceAccount must
 // be refused each of them.
 var forbiddenCalls = []struct {
@@ -155,6 +194,19 @@ var forbiddenCalls = []struct {
 		_, err := c.EventsV1().Events(metav1.NamespaceDefault).Create(ctx, &eventsV1Event, metav1.CreateOptions{})
 		return err
 	}},
+	{"get a kubelet's node Lease (kube-node-lease)", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoordinationV1().Leases(corev1.NamespaceNodeLease).Get(ctx, "node-a", metav1.GetOptions{})
+		return err
+	}},
+	{"create a Lease outside the proxy's namespace", func(ctx context.Context, c kubernetes.Interface) error {
+		_, err := c.CoordinationV1().Leases(metav1.NamespaceDefault).Create(ctx, &coordinationv1.Lease{
+			ObjectMeta: metav1.ObjectMeta{GenerateName: "ipvs-proxy-e2e-forbidden-"},
+		}, metav1.CreateOptions{})
+		return err
+	}},
+	{"delete Leases in the proxy's namespace", func(ctx context.Context, c kubernetes.Interface) error {
+		return c.CoordinationV1().Leases("ipvs-proxy").Delete(ctx, events.LeaseName, metav1.DeleteOptions{})
+	}},
 }
 
 func testEvent(generateName string) *corev1.Event {
@@ -172,20 +224,33 @@ func testEvent(generateName string) *corev1.Event {
 	}
 }
 
-// newFixture creates, as the admin, what the calls act on.
-func newFixture(ctx context.Context, t *testing.T, admin kubernetes.Interface) *fixture {
+// newFixture creates, as the admin, what the calls act on; leaseNS is the
+// proxy's namespace (created if missing).
+func newFixture(ctx context.Context, t *testing.T, admin kubernetes.Interface, leaseNS string) *fixture {
 	t.Helper()
 	ev, err := admin.CoreV1().Events(metav1.NamespaceDefault).Create(ctx, testEvent("ipvs-proxy-e2e-fixture."), metav1.CreateOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	return &fixture{event: ev.Name}
+	_, err = admin.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: leaseNS}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		t.Fatal(err)
+	}
+	lease, err := admin.CoordinationV1().Leases(leaseNS).Create(ctx, &coordinationv1.Lease{
+		ObjectMeta: metav1.ObjectMeta{GenerateName: "ipvs-proxy-e2e-fixture-"},
+		Spec:       coordinationv1.LeaseSpec{HolderIdentity: ptr.To("node-a"), LeaseDurationSeconds: ptr.To[int32](60)},
+	}, metav1.CreateOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return &fixture{event: ev.Name, leaseNS: leaseNS, lease: lease.Name, admin: admin}
 }
 
-// runCalls makes every call and returns the error of each, by grant.
+// runCalls makes every call, cluster-wide and in the proxy's namespace,
+// and returns the error of each, by grant.
 func runCalls(ctx context.Context, c kubernetes.Interface, f *fixture) map[grant]error {
 	errs := map[grant]error{}
-	for _, call := range proxyCalls {
+	for _, call := range slices.Concat(proxyCalls, leaseCalls) {
 		errs[call.needs] = call.do(ctx, c, f)
 	}
 	return errs
@@ -200,6 +265,17 @@ func clusterRole(t *testing.T) *rbacv1.ClusterRole {
 		t.Fatal(err)
 	}
 	return &role
+}
+
+// role returns the base's Role (the proxy's own namespace).
+func role(t *testing.T) *rbacv1.Role {
+	t.Helper()
+	var r rbacv1.Role
+	o := findKind(t, build(t, deploy.Base), "Role")
+	if err := runtime.DefaultUnstructuredConverter.FromUnstructured(o.Object, &r); err != nil {
+		t.Fatal(err)
+	}
+	return &r
 }
 
 // grants expands rules into single grants; wildcards and resource names
@@ -247,6 +323,24 @@ func TestClusterRoleIsExactlyTheProxysCalls(t *testing.T) {
 		}
 	}
 }
+
+// TestRoleIsExactlyTheProxysLeaseCalls: the base's Role grants exactly
+// the calls of the events election, in the proxy's namespace.
+func TestRoleIsExactlyTheProxysLeaseCalls(t *testing.T) {
+	got, err := grants(role(t).Rules)
+	if err != nil {
+		t.Error(err)
+	}
+	var want []grant
+	for _, c := range leaseCalls {
+		want = append(want, c.needs)
+	}
+	if !slices.Equal(slices.SortedFunc(slices.Values(got), compareGrants), slices.SortedFunc(slices.Values(want), compareGrants)) {
+		t.Errorf("the Role grants %v, the election needs %v", got, want)
+	}
+}
+
+func compareGrants(a, b grant) int { return strings.Compare(a.String(), b.String()) }
 
 // TestProxyRunsUnderServiceAccount installs the base for real and runs the
 // proxy's own API code with the ServiceAccount's bound token: the informers
@@ -332,8 +426,29 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 		t.Errorf("Event source %+v type %s, want %s on %s, Warning", s, seen[0].Type, events.Component, nodeName)
 	}
 
+	// The events election, as run does it: this candidate takes the
+	// Lease in the proxy's namespace.
+	reporter := events.New(func(*corev1.ObjectReference, string, string) {}, nil, events.Options{QPS: 5, Burst: 100, Elected: true})
+	ectx, stopElection := context.WithCancel(ctx)
+	defer stopElection()
+	go func() {
+		_ = reporter.Elect(ectx, events.Election{Client: sa, Namespace: inst.ServiceAccount.Namespace, Identity: nodeName,
+			LeaseDuration: 4 * time.Second, RenewDeadline: 3 * time.Second, RetryPeriod: 500 * time.Millisecond}, zap.NewNop())
+	}()
+	err = wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {
+		return reporter.Leading(), nil
+	})
+	if err != nil {
+		t.Fatalf("the events election as %s never led", inst.ServiceAccount)
+	}
+	lease, err := admin.CoordinationV1().Leases(inst.ServiceAccount.Namespace).Get(ctx, events.LeaseName, metav1.GetOptions{})
+	if err != nil || lease.Spec.HolderIdentity == nil || *lease.Spec.HolderIdentity != nodeName {
+		t.Errorf("Lease %s/%s: %+v (%v), want held by %s", inst.ServiceAccount.Namespace, events.LeaseName, lease, err, nodeName)
+	}
+	stopElection()
+
 	// Every call, one by one, and what must stay forbidden.
-	f := newFixture(ctx, t, admin)
+	f := newFixture(ctx, t, admin, inst.ServiceAccount.Namespace)
 	for g, err := range runCalls(ctx, sa, f) {
 		if err != nil {
 			t.Errorf("%s as %s: %v", g, inst.ServiceAccount, err)
@@ -347,35 +462,44 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 }
 
 // TestEveryGrantIsNeeded drops one grant at a time from the base's
-// ClusterRole, binds the rest to a fresh ServiceAccount, and requires that
-// exactly the call needing the dropped grant is Forbidden: the role has no
-// rule the proxy could do without, and a missing rule fails a call.
+// ClusterRole or Role, binds the rest (the Role's in the ServiceAccount's
+// namespace, as the base does) to a fresh ServiceAccount, and requires that
+// exactly the call needing the dropped grant is Forbidden: the roles have
+// no rule the proxy could do without, and a missing rule fails a call.
 func TestEveryGrantIsNeeded(t *testing.T) {
 	srv := apiserver.Shared(t)
 	ctx := ctxFor(t)
 	admin := kubernetes.NewForConfigOrDie(srv.Config())
-	all, err := grants(clusterRole(t).Rules)
+	clusterGrants, err := grants(clusterRole(t).Rules)
 	if err != nil {
 		t.Fatal(err)
 	}
-	f := newFixture(ctx, t, admin)
+	nsGrants, err := grants(role(t).Rules)
+	if err != nil {
+		t.Fatal(err)
+	}
 	const ns = "least-privilege"
+	f := newFixture(ctx, t, admin, ns)
 	run := unique("lp")
-	for i, drop := range all {
+	rulesWithout := func(gs []grant, drop grant) []rbacv1.PolicyRule {
+		var rules []rbacv1.PolicyRule
+		for _, g := range gs {
+			if g != drop {
+				rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g.group}, Resources: []string{g.resource}, Verbs: []string{g.verb}})
+			}
+		}
+		return rules
+	}
+	for i, drop := range slices.Concat(clusterGrants, nsGrants) {
 		t.Run("without "+drop.String(), func(t *testing.T) {
 			t.Parallel()
 			name := fmt.Sprintf("%s-%d", run, i)
-			var rules []rbacv1.PolicyRule
-			for _, g := range all {
-				if g != drop {
-					rules = append(rules, rbacv1.PolicyRule{APIGroups: []string{g.group}, Resources: []string{g.resource}, Verbs: []string{g.verb}})
-				}
-			}
 			cfg, err := srv.ServiceAccountConfig(ctx, ns, name)
 			if err != nil {
 				t.Fatal(err)
 			}
-			bindClusterRole(ctx, t, admin, "ipvs-proxy-e2e-"+name, rules, ns, name)
+			bindClusterRole(ctx, t, admin, "ipvs-proxy-e2e-"+name, rulesWithout(clusterGrants, drop), ns, name)
+			bindRole(ctx, t, admin, "ipvs-proxy-e2e-"+name, rulesWithout(nsGrants, drop), ns, name)
 			c := kubernetes.NewForConfigOrDie(cfg)
 
 			// Wait for RBAC to see the binding: every other call succeeds.
@@ -411,6 +535,22 @@ func bindClusterRole(ctx context.Context, t *testing.T, admin kubernetes.Interfa
 		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
 	}
 	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, binding, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+}
+
+func bindRole(ctx context.Context, t *testing.T, admin kubernetes.Interface, name string, rules []rbacv1.PolicyRule, ns, sa string) {
+	t.Helper()
+	r := &rbacv1.Role{ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name}, Rules: rules}
+	if _, err := admin.RbacV1().Roles(ns).Create(ctx, r, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	binding := &rbacv1.RoleBinding{
+		ObjectMeta: metav1.ObjectMeta{Namespace: ns, Name: name},
+		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "Role", Name: name},
+		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: ns, Name: sa}},
+	}
+	if _, err := admin.RbacV1().RoleBindings(ns).Create(ctx, binding, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 }

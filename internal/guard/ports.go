@@ -1,0 +1,117 @@
+package guard
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// DefaultProtectedNodePorts is --protected-node-ports' default: the ports
+// of the node's own services a Service must never capture on a node
+// address — ssh, BGP, etcd, the API server, the kubelet (healthz, metrics
+// API, read-only), the proxy's health port, the controller manager and the
+// scheduler.
+const DefaultProtectedNodePorts = "22,179,2379-2380,6443,10248-10250,10256,10257,10259"
+
+// PortRange is an inclusive range of ports: 22-22 is port 22.
+type PortRange struct{ First, Last uint16 }
+
+// String is "22" or "2379-2380".
+func (r PortRange) String() string {
+	if r.First == r.Last {
+		return strconv.Itoa(int(r.First))
+	}
+	return strconv.Itoa(int(r.First)) + "-" + strconv.Itoa(int(r.Last))
+}
+
+// ParsePortRanges parses a comma-separated list of ports and inclusive
+// ranges ("22,2379-2380"), 1-65535; blanks are skipped.
+func ParsePortRanges(s string) ([]PortRange, error) {
+	var out []PortRange
+	for _, f := range strings.Split(s, ",") {
+		f = strings.TrimSpace(f)
+		if f == "" {
+			continue
+		}
+		lo, hi, isRange := strings.Cut(f, "-")
+		first, err1 := strconv.ParseUint(lo, 10, 16)
+		last, err2 := first, error(nil)
+		if isRange {
+			last, err2 = strconv.ParseUint(hi, 10, 16)
+		}
+		if err1 != nil || err2 != nil || first == 0 || last < first {
+			return nil, fmt.Errorf("%q is not a port (1-65535) or a range of ports (2379-2380)", f)
+		}
+		out = append(out, PortRange{uint16(first), uint16(last)})
+	}
+	return out, nil
+}
+
+// Listener is a socket the node itself serves on (`ss -ltun`): a TCP or
+// SCTP listener, or a bound, unconnected UDP socket. An unspecified Addr
+// (0.0.0.0, ::) listens on every address of its family, :: on IPv4 too
+// (unless IPV6_V6ONLY, which the socket table does not show).
+type Listener struct {
+	Protocol model.Protocol
+	Addr     netip.Addr
+	Port     uint16
+}
+
+// String is "tcp 0.0.0.0:22".
+func (l Listener) String() string {
+	return string(l.Protocol) + " " + netip.AddrPortFrom(l.Addr, l.Port).String()
+}
+
+// CompareListeners orders listeners by protocol, port, then address.
+func CompareListeners(a, b Listener) int {
+	if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
+		return c
+	}
+	if a.Port != b.Port {
+		return int(a.Port) - int(b.Port)
+	}
+	return a.Addr.Compare(b.Addr)
+}
+
+// covers reports whether the listener serves proto:a:port.
+func (l Listener) covers(proto model.Protocol, a netip.Addr, port uint16) bool {
+	if l.Protocol != proto || l.Port != port {
+		return false
+	}
+	la := norm(l.Addr)
+	switch {
+	case la == a:
+		return true
+	case la == netip.IPv6Unspecified():
+		return true
+	case la == netip.IPv4Unspecified():
+		return a.Is4()
+	}
+	return false
+}
+
+// CheckPort is the guard's verdict on a node address a serving proto:port
+// at L4 (a NodePort, or an externalIP or LoadBalancer IP that is this
+// node's own address): protected when the port is one of the protected
+// node ports (--protected-node-ports) or the node itself listens on it
+// there (the kernel's socket table): an IPVS virtual server would take the
+// node's own service (sshd, the API server, the kubelet) and hand it to a
+// Service's pods.
+func (g *Guard) CheckPort(proto model.Protocol, a netip.Addr, port uint16) Verdict {
+	a = norm(a)
+	for _, r := range g.ports {
+		if r.First <= port && port <= r.Last {
+			return Verdict{Protected: true, Reason: model.ReasonNodeServicePort,
+				Detail: fmt.Sprintf("port %d of this node is in --protected-node-ports (%s)", port, r)}
+		}
+	}
+	if i := slices.IndexFunc(g.listeners, func(l Listener) bool { return l.covers(proto, a, port) }); i >= 0 {
+		return Verdict{Protected: true, Reason: model.ReasonNodeServicePort,
+			Detail: "this node itself serves " + g.listeners[i].String()}
+	}
+	return Verdict{}
+}
