@@ -43,6 +43,14 @@ func goCmd(dir string, args ...string) error {
 // createAll creates the namespace, the Nodes, and every Service with its
 // EndpointSlice, with workers concurrent clients.
 func createAll(ctx context.Context, c kubernetes.Interface, services, endpoints, workers int) error {
+	if err := createBase(ctx, c); err != nil {
+		return err
+	}
+	return createServices(ctx, c, 0, services, endpoints, workers)
+}
+
+// createBase creates the benchmark's namespace and its Nodes.
+func createBase(ctx context.Context, c kubernetes.Interface) error {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
 		return err
 	}
@@ -53,7 +61,14 @@ func createAll(ctx context.Context, c kubernetes.Interface, services, endpoints,
 			return err
 		}
 	}
+	return nil
+}
+
+// createServices creates Services from..to-1, each with its EndpointSlice,
+// with workers concurrent clients.
+func createServices(ctx context.Context, c kubernetes.Interface, from, to, endpoints, workers int) error {
 	var next atomic.Int64
+	next.Store(int64(from))
 	var wg sync.WaitGroup
 	errs := make([]error, workers)
 	for w := 0; w < workers; w++ {
@@ -62,7 +77,7 @@ func createAll(ctx context.Context, c kubernetes.Interface, services, endpoints,
 			defer wg.Done()
 			for {
 				i := int(next.Add(1) - 1)
-				if i >= services {
+				if i >= to {
 					return
 				}
 				if _, err := c.CoreV1().Services(benchNS).Create(ctx, benchService(i), metav1.CreateOptions{}); err != nil {

@@ -1,0 +1,30 @@
+# kube-proxy and ipvs-proxy side by side (issue 18; test/e2e/daemonbench,
+# TestVsKubeProxy): one API server, the same objects, for each size one VM
+# boot in which kube-proxy v1.34 (IPVS mode) and then `ipvs-proxy run` each
+# program a fresh node namespace: first full sync until the kernel is
+# complete, one change p50/p99 beside the bare-informer floor, peak RSS,
+# CPU idle and over the changes. NOT part of `make test`. Figures:
+# docs/benchmarks.md.
+#
+#   make bench-vs-kube-proxy                               1,000 and 3,000 services
+#   make bench-vs-kube-proxy BENCHVS_SIZES=10000,20000 BENCHVS_BUDGET=30m
+
+benchvs_default_goal := $(.DEFAULT_GOAL)
+
+GO             ?= go
+BENCHVS_SIZES  ?= 1000,3000
+BENCHVS_CHANGES ?= 50
+# kube-proxy's (and ours') first-sync budget: past it the run says so and
+# reports the budget as a lower bound.
+BENCHVS_BUDGET ?= 15m
+BENCHVS_IDLE   ?= 60s
+BENCHVS_MEM    ?= 4096
+
+.PHONY: bench-vs-kube-proxy
+bench-vs-kube-proxy: deps kube-proxy
+	cd test/e2e && BENCHVS=1 BENCHVS_SIZES=$(BENCHVS_SIZES) BENCHVS_CHANGES=$(BENCHVS_CHANGES) \
+		BENCHVS_BUDGET=$(BENCHVS_BUDGET) BENCHVS_IDLE=$(BENCHVS_IDLE) DAEMONBENCH_MEM=$(BENCHVS_MEM) \
+		KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
+		$(GO) test -p 2 -vet=off -count=1 -v -timeout 600m -run '^TestVsKubeProxy$$' ./daemonbench
+
+.DEFAULT_GOAL := $(benchvs_default_goal)

@@ -1,0 +1,471 @@
+//go:build kernel
+
+package daemonbench
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/moby/ipvs"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+)
+
+// contender is one proxy under test: how to start it in a node namespace
+// and which gauge of its /metrics holds the Unix time its last complete
+// sync ended.
+type contender struct {
+	name       string
+	syncMetric string
+	// durMetric is the histogram of its syncs' durations.
+	durMetric string
+	start     func(t *testing.T, node *ktest.Node) process
+}
+
+// process is a started proxy; *kubeproxy.Process is one.
+type process interface {
+	Pid() int
+	Alive() bool
+	Stop(timeout time.Duration) (time.Duration, error)
+}
+
+// ipvsProxy is `ipvs-proxy run` started with its defaults but for the
+// node's identity and the addresses kube-proxy uses too.
+type ipvsProxy struct {
+	cmd  *exec.Cmd
+	done chan struct{}
+}
+
+func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) process {
+	t.Helper()
+	dir := t.TempDir()
+	f, err := os.Create(filepath.Join(dir, "ipvs-proxy.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := &ipvsProxy{done: make(chan struct{})}
+	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+		"--kubeconfig", kubeconfig, "--hostname-override", thisNode, "--cluster-cidr", "10.244.0.0/16",
+		"--healthz-bind-address", kubeproxy.HealthzAddress, "--metrics-bind-address", kubeproxy.MetricsAddress,
+		"--state-dir", filepath.Join(dir, "state"))
+	p.cmd.Stdout, p.cmd.Stderr = f, f
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = p.cmd.Wait(); f.Close(); close(p.done) }()
+	t.Cleanup(func() {
+		if p.Alive() {
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+		if t.Failed() {
+			b, _ := os.ReadFile(f.Name())
+			t.Logf("ipvs-proxy log (tail):\n%s", b[max(0, len(b)-4000):])
+		}
+	})
+	return p
+}
+
+func (p *ipvsProxy) Pid() int { return p.cmd.Process.Pid }
+
+func (p *ipvsProxy) Alive() bool {
+	select {
+	case <-p.done:
+		return false
+	default:
+		return true
+	}
+}
+
+func (p *ipvsProxy) Stop(timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	_ = p.cmd.Process.Signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return time.Since(start), nil
+	case <-time.After(timeout):
+		return time.Since(start), fmt.Errorf("ipvs-proxy did not exit %v after SIGTERM", timeout)
+	}
+}
+
+// lastSync is the contender's sync gauge, zero before its first complete
+// sync.
+func lastSync(node *ktest.Node, metric string) (time.Time, error) {
+	code, body, err := node.HTTPGet(kubeproxy.MetricsAddress, "/metrics", 30*time.Second)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if code != 200 {
+		return time.Time{}, fmt.Errorf("/metrics: status %d", code)
+	}
+	m, err := kubeproxy.ParseMetrics(body)
+	if err != nil {
+		return time.Time{}, err
+	}
+	if v := m[metric]; v > 0 {
+		return time.Unix(0, int64(v*1e9)), nil
+	}
+	return time.Time{}, nil
+}
+
+// syncStats sums the _count and _sum series of histogram name over all
+// its labels.
+func syncStats(node *ktest.Node, name string) (n int, sum time.Duration) {
+	code, body, err := node.HTTPGet(kubeproxy.MetricsAddress, "/metrics", 30*time.Second)
+	if err != nil || code != 200 {
+		return 0, 0
+	}
+	m, err := kubeproxy.ParseMetrics(body)
+	if err != nil {
+		return 0, 0
+	}
+	var s float64
+	for k, v := range m {
+		switch {
+		case strings.HasPrefix(k, name+"_count"):
+			n += int(v)
+		case strings.HasPrefix(k, name+"_sum"):
+			s += v
+		}
+	}
+	return n, time.Duration(s * float64(time.Second))
+}
+
+// cpuTime is utime + stime + cutime + cstime of /proc/PID/stat: the
+// process's CPU and that of the children it waited for (iptables-save,
+// iptables-restore, ipset ... that either proxy runs).
+func cpuTime(t *testing.T, pid int) time.Duration {
+	t.Helper()
+	b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Fields after the command name, which ends at the last ')': state is
+	// field 3, utime to cstime 14 to 17.
+	f := strings.Fields(string(b[strings.LastIndexByte(string(b), ')')+1:]))
+	ticks := 0
+	for _, v := range f[11:15] {
+		n, err := strconv.Atoi(v)
+		if err != nil {
+			t.Fatalf("/proc/%d/stat: %q", pid, b)
+		}
+		ticks += n
+	}
+	const clkTck = 100 // USER_HZ on Linux
+	return time.Duration(ticks) * time.Second / clkTck
+}
+
+// vsResult is what one contender measured.
+type vsResult struct {
+	name         string
+	fullSync     time.Duration // process start -> complete kernel
+	overBudget   bool          // fullSync is the budget: it did not finish
+	verifyTook   time.Duration
+	hwmAfterFull int // KiB
+	hwm          int // KiB
+	idleCPU      time.Duration
+	idle         time.Duration
+	changeCPU    time.Duration
+	changeWall   time.Duration
+	lat, floor   []time.Duration // sorted
+	kernel       string
+	// The contender's own sync histogram: at the first sync, and over
+	// the changes.
+	firstSyncs, changeSyncs     int
+	firstSyncSum, changeSyncSum time.Duration
+}
+
+func TestVsKubeProxyGuest(t *testing.T) {
+	ctx := context.Background()
+	services := envInt(t, "DAEMONBENCH_SERVICES", 1000)
+	endpoints := envInt(t, "DAEMONBENCH_ENDPOINTS", 10)
+	changes := envInt(t, "BENCHVS_CHANGES", 50)
+	run := envIntZero(t, "BENCHVS_RUN") // index of the size in the run, from 0
+	budget := envDuration(t, "BENCHVS_BUDGET", 15*time.Minute)
+	idle := envDuration(t, "BENCHVS_IDLE", 60*time.Second)
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMONBENCH_KUBECONFIG_ADMIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	adminCfg.QPS, adminCfg.Burst = -1, 0
+	client := kubernetes.NewForConfigOrDie(adminCfg)
+	_, apiPort, err := net.SplitHostPort(strings.TrimPrefix(adminCfg.Host, "https://"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	kpBin, proxyBin := mustEnv(t, "KUBE_PROXY_BIN"), mustEnv(t, "DAEMONBENCH_PROXY_BIN")
+	kpConfig := filepath.Join(t.TempDir(), "config.conf")
+	if err := (kubeproxy.Config{Kubeconfig: mustEnv(t, "BENCHVS_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: "10.244.0.0/16"}).WriteFile(kpConfig); err != nil {
+		t.Fatal(err)
+	}
+	proxyKC := mustEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
+	contenders := []contender{
+		{name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
+			durMetric: "kubeproxy_sync_proxy_rules_duration_seconds",
+			start: func(t *testing.T, node *ktest.Node) process {
+				return kubeproxy.Start(t, node.NS, kubeproxy.Options{Bin: kpBin, NodeName: thisNode, ConfigFile: kpConfig})
+			}},
+		{name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
+			durMetric: "ipvs_proxy_sync_duration_seconds",
+			start:     func(t *testing.T, node *ktest.Node) process { return startIPVSProxy(t, node, proxyBin, proxyKC) }},
+	}
+	var results []vsResult
+	for i, c := range contenders {
+		b := &vsBench{t: t, ctx: ctx, client: client, adminCfg: adminCfg, apiPort: apiPort, services: services,
+			changes: changes, budget: budget, idle: idle, ipBase: 250 * (2*run + i)}
+		results = append(results, b.measure(c))
+	}
+	fmt.Print(vsReport(services, endpoints, changes, results))
+}
+
+// vsBench measures one contender in a fresh node namespace.
+type vsBench struct {
+	t        *testing.T
+	ctx      context.Context
+	client   kubernetes.Interface
+	adminCfg *rest.Config
+	apiPort  string
+	services int
+	changes  int
+	budget   time.Duration
+	idle     time.Duration
+	ipBase   int // the first changeIP index of this contender's changes
+}
+
+func (b *vsBench) measure(c contender) vsResult {
+	t := b.t
+	r := vsResult{name: c.name}
+	want := listWanted(t, b.ctx, b.client)
+	node := ktest.NewNode(t)
+	node.AddClient(t, "cli")
+	for x := 0; x < realPods; x++ {
+		node.AddPod(t, fmt.Sprintf("pod-%d", x), podIP(x).String())
+	}
+	node.Relay(t, "127.0.0.1:"+b.apiPort, strings.TrimPrefix(b.adminCfg.Host, "https://"))
+	defer func() {
+		// The IPVS service hash is global to all namespaces: empty it
+		// before the next contender.
+		_, _ = node.Exec("ipvsadm", "-C")
+		node.Close()
+	}()
+
+	// (1) First full sync: the contender's own end-of-sync gauge, then
+	// the kernel compared with what it should program.
+	start := time.Now()
+	p := c.start(t, node)
+	pid := p.Pid()
+	deadline := start.Add(b.budget)
+	for {
+		if !p.Alive() {
+			t.Fatalf("%s exited during its first sync", c.name)
+		}
+		if time.Now().After(deadline) {
+			r.fullSync, r.overBudget = b.budget, true
+			t.Logf("%s: no complete first sync within the budget of %v: reported as > %v", c.name, b.budget, b.budget)
+			break
+		}
+		ts, err := lastSync(node, c.syncMetric)
+		if err != nil || ts.IsZero() {
+			time.Sleep(500 * time.Millisecond)
+			continue
+		}
+		checked := time.Now()
+		kernel, err := want.check(node)
+		r.verifyTook = time.Since(checked)
+		if err == nil {
+			r.fullSync, r.kernel = ts.Sub(start), kernel
+			if ts.Before(start) { // clock granularity
+				r.fullSync = checked.Sub(start)
+			}
+			t.Logf("%s: first sync ended %v after start; kernel complete (%s), checked in %v", c.name,
+				r.fullSync.Round(time.Millisecond), kernel, r.verifyTook.Round(time.Millisecond))
+			break
+		}
+		t.Logf("%s: synced at %v but the kernel is not complete yet: %v", c.name, ts.Sub(start).Round(time.Millisecond), err)
+		time.Sleep(time.Second)
+	}
+	r.hwmAfterFull = status(t, pid, "VmHWM")
+	r.firstSyncs, r.firstSyncSum = syncStats(node, c.durMetric)
+	if !r.overBudget {
+		// (2) CPU while idle: nothing changes in the API.
+		c0 := cpuTime(t, pid)
+		time.Sleep(b.idle)
+		r.idleCPU, r.idle = cpuTime(t, pid)-c0, b.idle
+		// (3) One change at a time, the floor informer beside it.
+		b.changeLoop(c, node, p, want, &r)
+	}
+	r.hwm = status(t, pid, "VmHWM")
+	if _, err := p.Stop(2 * time.Minute); err != nil {
+		t.Logf("%s stop: %v", c.name, err)
+	}
+	return r
+}
+
+// changeLoop makes b.changes EndpointSlice updates, one at a time, each
+// replacing the first endpoint of one slice. Each one's latency runs
+// from just before the API write to the first IPVS_CMD_GET_DEST poll
+// (every pollEvery) that shows the new real server; the floor is when
+// the bare informer in the same namespace received the update. The next
+// change waits until the contender's sync gauge passes the write.
+func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wanted, r *vsResult) {
+	t := b.t
+	fl := startFloor(t, node, b.adminCfg, b.apiPort)
+	defer fl.stop()
+	h, err := ipvs.New(node.Path())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer h.Close()
+	cpu0, wall0 := cpuTime(t, p.Pid()), time.Now()
+	n0, sum0 := syncStats(node, c.durMetric)
+	for k := 0; k < b.changes; k++ {
+		i := changedService(k, b.services)
+		sl, err := b.client.DiscoveryV1().EndpointSlices(benchNS).Get(b.ctx, sliceName(i), metav1.GetOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ip := changeIP(b.ipBase + k)
+		if sl.Endpoints[0].Addresses[0] == ip.String() {
+			t.Fatalf("change %d: slice %s already has %s", k, sl.Name, ip)
+		}
+		sl.Endpoints[0].Addresses = []string{ip.String()}
+		vip := want.clusterIP[serviceName(i)]
+		vs := &ipvs.Service{AddressFamily: syscall.AF_INET, Protocol: syscall.IPPROTO_TCP,
+			Address: net.IP(vip.AsSlice()), Port: servicePort}
+		fl.expect(sl.Name, ip.String())
+		w := time.Now()
+		if _, err := b.client.DiscoveryV1().EndpointSlices(benchNS).Update(b.ctx, sl, metav1.UpdateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		deadline := w.Add(10 * time.Minute)
+		for {
+			dests, err := h.GetDestinations(vs)
+			if err != nil {
+				t.Fatalf("change %d: GET_DEST %s: %v", k, vip, err)
+			}
+			if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
+				a, _ := netip.AddrFromSlice(d.Address)
+				return a.Unmap() == ip && d.Weight > 0
+			}) {
+				break
+			}
+			if time.Now().After(deadline) || !p.Alive() {
+				t.Fatalf("change %d: %s: real server %s not in %s:%d after %v", k, c.name, ip, vip, servicePort, time.Since(w))
+			}
+			time.Sleep(pollEvery)
+		}
+		r.lat = append(r.lat, time.Since(w))
+		r.floor = append(r.floor, fl.wait(t, w))
+		// Let that sync end before the next change.
+		for {
+			ts, err := lastSync(node, c.syncMetric)
+			if err == nil && ts.After(w) {
+				break
+			}
+			if time.Now().After(deadline) {
+				t.Fatalf("change %d: %s: no sync ended after the write within %v", k, c.name, 10*time.Minute)
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		if k%10 == 9 {
+			t.Logf("%s: %d changes, last %v (floor %v)", c.name, k+1, r.lat[k].Round(time.Millisecond), r.floor[k].Round(time.Millisecond))
+		}
+	}
+	r.changeCPU, r.changeWall = cpuTime(t, p.Pid())-cpu0, time.Since(wall0)
+	n1, sum1 := syncStats(node, c.durMetric)
+	r.changeSyncs, r.changeSyncSum = n1-n0, sum1-sum0
+	slices.Sort(r.lat)
+	slices.Sort(r.floor)
+}
+
+// floor is a bare client-go informer of the benchmark's EndpointSlices,
+// its connection made in the node namespace (through the same relay as the
+// proxies'): when a change reaches it is the latency floor of any proxy
+// that watches the API server.
+type floor struct {
+	mu       sync.Mutex
+	name, ip string
+	got      chan time.Time
+	stopCh   chan struct{}
+}
+
+func startFloor(t *testing.T, node *ktest.Node, admin *rest.Config, apiPort string) *floor {
+	t.Helper()
+	cfg := rest.CopyConfig(admin)
+	cfg.Host = "https://127.0.0.1:" + apiPort
+	cfg.ContentType = "application/vnd.kubernetes.protobuf"
+	cfg.Dial = func(ctx context.Context, network, addr string) (net.Conn, error) {
+		var c net.Conn
+		err := node.Do(func() error {
+			var err error
+			c, err = (&net.Dialer{}).DialContext(ctx, network, addr)
+			return err
+		})
+		return c, err
+	}
+	f := &floor{got: make(chan time.Time, 1), stopCh: make(chan struct{})}
+	fac := informers.NewSharedInformerFactoryWithOptions(kubernetes.NewForConfigOrDie(cfg), 0, informers.WithNamespace(benchNS))
+	inf := fac.Discovery().V1().EndpointSlices().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{UpdateFunc: func(_, obj any) {
+		at := time.Now()
+		s, ok := obj.(*discoveryv1.EndpointSlice)
+		if !ok || len(s.Endpoints) == 0 || len(s.Endpoints[0].Addresses) == 0 {
+			return
+		}
+		f.mu.Lock()
+		hit := s.Name == f.name && s.Endpoints[0].Addresses[0] == f.ip
+		if hit {
+			f.name = ""
+		}
+		f.mu.Unlock()
+		if hit {
+			f.got <- at
+		}
+	}}); err != nil {
+		t.Fatal(err)
+	}
+	fac.Start(f.stopCh)
+	if !cache.WaitForCacheSync(f.stopCh, inf.HasSynced) {
+		t.Fatal("floor informer: cache not synced")
+	}
+	return f
+}
+
+func (f *floor) expect(name, ip string) {
+	f.mu.Lock()
+	f.name, f.ip = name, ip
+	f.mu.Unlock()
+}
+
+func (f *floor) wait(t *testing.T, w time.Time) time.Duration {
+	t.Helper()
+	select {
+	case at := <-f.got:
+		return at.Sub(w)
+	case <-time.After(5 * time.Minute):
+		t.Fatal("floor informer: the change did not arrive in 5 minutes")
+		return 0
+	}
+}
+
+func (f *floor) stop() { close(f.stopCh) }
