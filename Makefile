@@ -16,6 +16,9 @@ LDFLAGS := -s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version=$(
 
 # Run in this order by `make test`; fragments append (TEST_TARGETS += test-x).
 TEST_TARGETS := test-unit test-kernel
+# Targets `make test` leaves out, each "target(why)"; fragments append, and
+# the summary line at the end of `make test` names them.
+OPT_IN :=
 
 .PHONY: build test test-unit test-kernel deps lint
 build:
@@ -40,9 +43,11 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags kernel ./...
+	@$(MAKE) --no-print-directory vet-e2e
 
 -include test/e2e/e2e.mk
 -include mk/*.mk
 
 # After the includes: the prerequisites are the final TEST_TARGETS.
 test: $(TEST_TARGETS)
+	@echo "make test: passed: $(TEST_TARGETS); not in make test (run them by name): $(or $(strip $(OPT_IN)),none)"

@@ -30,3 +30,6 @@ bench-daemon:
 		$(GO) test -p 2 -vet=off -count=1 -v -timeout 150m -run '^TestDaemonBench$$' ./daemonbench
 
 .DEFAULT_GOAL := $(daemonbench_default_goal)
+
+# TestDaemonBench skips in `make test-e2e` (it needs DAEMONBENCH=1): minutes at 10,000 services.
+OPT_IN += bench-daemon(10,000-service-benchmark)

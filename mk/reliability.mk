@@ -108,3 +108,7 @@ reliability: chaos
 TEST_TARGETS += fuzz-short
 
 .DEFAULT_GOAL := $(reliability_default_goal)
+
+# The long runs; `make test` has fuzz-short and soak-short, and the chaos
+# test's three kills in test-e2e.
+OPT_IN += fuzz(long-fuzzing) soak(1,000-service-soak) chaos(kill-loop)
