@@ -48,5 +48,13 @@
 //	make bench-daemon DAEMONBENCH_SERVICES=2000
 //	cd test/e2e && DAEMONBENCH=1 go test -count=1 -v -timeout 120m -run TestDaemonBench ./daemonbench
 //
+// TestVsKubeProxy and TestVsKubeProxyGuest (`make bench-vs-kube-proxy`,
+// BENCHVS=1) run kube-proxy v1.34 in IPVS mode (package kubeproxy) and
+// `ipvs-proxy run` side by side on the same objects: for each size in
+// BENCHVS_SIZES one VM boot, each proxy in a fresh node namespace, its first
+// sync until the kernel holds what the API asks for, one change p50/p99
+// beside a bare informer in the same namespace (the floor), peak RSS and
+// CPU; the figures between BENCHVS-REPORT-BEGIN and BENCHVS-REPORT-END.
+//
 // Nothing outside the VM and the host's loopback API server is touched.
 package daemonbench
