@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"slices"
 	"sort"
 	"strings"
 	"time"
@@ -16,6 +17,7 @@ import (
 	"sigs.k8s.io/yaml"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 // The proxy's own configuration kind.
@@ -62,6 +64,16 @@ type ProxyConfiguration struct {
 	// EventsLeaseNamespace is --events-lease-namespace.
 	EventsLeaseNamespace *string          `json:"eventsLeaseNamespace,omitempty"`
 	Logging              *LoggingSettings `json:"logging,omitempty"`
+	// KubeAPI is --kube-api-qps, --kube-api-burst, --kube-api-content-type.
+	KubeAPI *KubeAPISettings `json:"kubeAPI,omitempty"`
+}
+
+// KubeAPISettings are the kubeAPI: section of ProxyConfiguration: the API
+// client's rate limit and encoding.
+type KubeAPISettings struct {
+	QPS         *float32 `json:"qps,omitempty"`
+	Burst       *int32   `json:"burst,omitempty"`
+	ContentType *string  `json:"contentType,omitempty"`
 }
 
 // IPVSSettings are the ipvs: section of ProxyConfiguration.
@@ -77,8 +89,9 @@ type IPVSSettings struct {
 
 // LoggingSettings are the logging: section of ProxyConfiguration.
 type LoggingSettings struct {
-	Level  *string `json:"level,omitempty"`
-	Format *string `json:"format,omitempty"`
+	Level     *string `json:"level,omitempty"`
+	Format    *string `json:"format,omitempty"`
+	Verbosity *int    `json:"verbosity,omitempty"`
 }
 
 // setter assigns one file value unless its flag was given on the command line.
@@ -186,7 +199,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "master", &c.Master, pc.Master)
 	set(s, "hostname-override", &c.HostnameOverride, pc.HostnameOverride)
 	setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, splitComma(pc.ClusterCIDR))
-	setPrefixes(s, "nodeport-addresses", &c.Planning.NodePortAddresses, pc.NodePortAddresses)
+	setNodePortAddrs(s, &c.Planning, pc.NodePortAddresses)
 	if v := pc.IPVS; v != nil {
 		set(s, "ipvs-scheduler", &c.Planning.Scheduler, v.Scheduler)
 		set(s, "ipvs-strict-arp", &c.IPVSStrictARP, v.StrictARP)
@@ -197,9 +210,9 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 		setDuration(s, "ipvs-graceful-period", &c.IPVSGracefulPeriod, v.GracefulPeriod)
 	}
 	set(s, "masquerade-all", &c.Planning.MasqueradeAll, pc.MasqueradeAll)
-	set(s, "masquerade-bit", &c.Planning.MasqueradeBit, pc.MasqueradeBit)
-	setDuration(s, "sync-period", &c.SyncPeriod, pc.SyncPeriod)
-	setDuration(s, "min-sync-period", &c.MinSyncPeriod, pc.MinSyncPeriod)
+	set(s, "iptables-masquerade-bit", &c.Planning.MasqueradeBit, pc.MasqueradeBit)
+	setDuration(s, "ipvs-sync-period", &c.SyncPeriod, pc.SyncPeriod)
+	setDuration(s, "ipvs-min-sync-period", &c.MinSyncPeriod, pc.MinSyncPeriod)
 	set(s, "healthz-bind-address", &c.HealthzBindAddress, pc.HealthzBindAddress)
 	set(s, "metrics-bind-address", &c.MetricsBindAddress, pc.MetricsBindAddress)
 	set(s, "profiling", &c.EnableProfiling, pc.EnableProfiling)
@@ -212,8 +225,31 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "events-lease-namespace", &c.EventsLeaseNamespace, pc.EventsLeaseNamespace)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
-		set(s, "log-format", &c.LogFormat, l.Format)
+		set(s, "logging-format", &c.LogFormat, l.Format)
+		set(s, "v", &c.Verbosity, l.Verbosity)
 	}
+	if a := pc.KubeAPI; a != nil {
+		set(s, "kube-api-qps", &c.KubeProxy.KubeAPIQPS, a.QPS)
+		set(s, "kube-api-burst", &c.KubeProxy.KubeAPIBurst, a.Burst)
+		set(s, "kube-api-content-type", &c.KubeProxy.KubeAPIContentType, a.ContentType)
+	}
+}
+
+// setNodePortAddrs reads nodePortAddresses: CIDRs, or the one value
+// "primary" (the node's primary IPs), as kube-proxy reads it.
+func setNodePortAddrs(s setter, o *planner.Options, v []string) {
+	if v == nil || (s.fs != nil && s.fs.Changed("nodeport-addresses")) {
+		return
+	}
+	if slices.Contains(v, planner.NodePortPrimary) {
+		if len(v) > 1 {
+			*s.errs = append(*s.errs, fmt.Errorf("nodePortAddresses %v: %w: %w", v, ErrPrimaryWithCIDRs, ErrInvalid))
+			return
+		}
+		o.NodePortPrimary, o.NodePortAddresses = true, nil
+		return
+	}
+	setPrefixes(s, "nodeport-addresses", &o.NodePortAddresses, v)
 }
 
 // nonEmpty returns a pointer to v, or nil for the zero value: an unset

@@ -240,6 +240,11 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	// kube-proxy's --kube-api-qps, --kube-api-burst, --kube-api-content-type.
+	restCfg.QPS, restCfg.Burst = c.KubeProxy.KubeAPIQPS, int(c.KubeProxy.KubeAPIBurst)
+	if ct := c.KubeProxy.KubeAPIContentType; ct != "" {
+		restCfg.ContentType = ct
+	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
