@@ -191,7 +191,11 @@ func addressFromPort(addr string, port int32) string {
 // rebuildFromFile replaces c by the defaults, the command-line flags that
 // win over the file (commandLineWins and the proxy's own), then the file.
 func (c *Config) rebuildFromFile(fs *pflag.FlagSet) error {
+	if fs == nil {
+		fs = pflag.NewFlagSet("run", pflag.ContinueOnError)
+	}
 	d := Default()
+	d.ConfigFile = c.ConfigFile
 	dfs := pflag.NewFlagSet(fs.Name(), pflag.ContinueOnError)
 	planning := c.planning
 	if planning == nil {

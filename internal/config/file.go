@@ -1,19 +1,16 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -174,16 +171,9 @@ func (c *Config) loadFile(path string, fs *pflag.FlagSet) error {
 		}
 		c.applyOwn(&pc, st)
 	case tm.APIVersion == kubeProxyAPIVersion && tm.Kind == kubeProxyKind:
-		var kp kubeproxy.KubeProxyConfiguration
-		if err := yaml.Unmarshal(data, &kp); err != nil {
-			return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
+		if err := c.loadKubeProxy(data, st); err != nil {
+			return fmt.Errorf("--config %s: %w", path, err)
 		}
-		raw := map[string]any{}
-		if err := yaml.Unmarshal(data, &raw); err != nil {
-			return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
-		}
-		c.applyKubeProxy(&kp, st)
-		c.Warnings = append(c.Warnings, kubeProxyIgnored(&kp, raw)...)
 	default:
 		return fmt.Errorf("--config %s: apiVersion %q kind %q: want %s %s or %s %s: %w",
 			path, tm.APIVersion, tm.Kind, APIVersion, Kind, kubeProxyAPIVersion, kubeProxyKind, ErrInvalid)
@@ -250,135 +240,4 @@ func setNodePortAddrs(s setter, o *planner.Options, v []string) {
 		return
 	}
 	setPrefixes(s, "nodeport-addresses", &o.NodePortAddresses, v)
-}
-
-// nonEmpty returns a pointer to v, or nil for the zero value: an unset
-// KubeProxyConfiguration field keeps the flag's value.
-func nonEmpty[T comparable](v T) *T {
-	var zero T
-	if v == zero {
-		return nil
-	}
-	return &v
-}
-
-func nonZeroDuration(d v1.Duration) *v1.Duration {
-	if d.Duration == 0 {
-		return nil
-	}
-	return &d
-}
-
-// kubeProxyUsed are the KubeProxyConfiguration fields (JSON paths) that
-// ipvs-proxy maps onto its own settings; every other set field is named in
-// a startup warning.
-var kubeProxyUsed = map[string]bool{
-	"apiVersion": true, "kind": true,
-	"clientConnection.kubeconfig": true,
-	"hostnameOverride":            true,
-	"healthzBindAddress":          true,
-	"metricsBindAddress":          true,
-	"enableProfiling":             true,
-	"mode":                        true,
-	"clusterCIDR":                 true,
-	"nodePortAddresses":           true,
-	"ipvs.scheduler":              true,
-	"ipvs.strictARP":              true,
-	"ipvs.excludeCIDRs":           true,
-	"ipvs.tcpTimeout":             true,
-	"ipvs.tcpFinTimeout":          true,
-	"ipvs.udpTimeout":             true,
-	"ipvs.syncPeriod":             true,
-	"ipvs.minSyncPeriod":          true,
-	"iptables.masqueradeAll":      true,
-	"iptables.masqueradeBit":      true,
-}
-
-func (c *Config) applyKubeProxy(kp *kubeproxy.KubeProxyConfiguration, s setter) {
-	set(s, "kubeconfig", &c.Kubeconfig, nonEmpty(kp.ClientConnection.Kubeconfig))
-	set(s, "hostname-override", &c.HostnameOverride, nonEmpty(kp.HostnameOverride))
-	set(s, "healthz-bind-address", &c.HealthzBindAddress, nonEmpty(kp.HealthzBindAddress))
-	set(s, "metrics-bind-address", &c.MetricsBindAddress, nonEmpty(kp.MetricsBindAddress))
-	set(s, "profiling", &c.EnableProfiling, nonEmpty(kp.EnableProfiling))
-	if kp.ClusterCIDR != "" {
-		setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, strings.Split(kp.ClusterCIDR, ","))
-	}
-	var np []string
-	for _, a := range kp.NodePortAddresses {
-		// "primary" (the node's primary IPs) has no equivalent here: every
-		// local address is used, and the warning says so.
-		if a != "primary" {
-			np = append(np, a)
-		}
-	}
-	if len(np) > 0 {
-		setPrefixes(s, "nodeport-addresses", &c.Planning.NodePortAddresses, np)
-	}
-	set(s, "ipvs-scheduler", &c.Planning.Scheduler, nonEmpty(kp.IPVS.Scheduler))
-	set(s, "ipvs-strict-arp", &c.IPVSStrictARP, nonEmpty(kp.IPVS.StrictARP))
-	if len(kp.IPVS.ExcludeCIDRs) > 0 {
-		setPrefixes(s, "ipvs-exclude-cidrs", &c.Planning.ExcludeCIDRs, kp.IPVS.ExcludeCIDRs)
-	}
-	setDuration(s, "ipvs-tcp-timeout", &c.IPVSTCPTimeout, nonZeroDuration(kp.IPVS.TCPTimeout))
-	setDuration(s, "ipvs-tcpfin-timeout", &c.IPVSTCPFinTimeout, nonZeroDuration(kp.IPVS.TCPFinTimeout))
-	setDuration(s, "ipvs-udp-timeout", &c.IPVSUDPTimeout, nonZeroDuration(kp.IPVS.UDPTimeout))
-	setDuration(s, "sync-period", &c.SyncPeriod, nonZeroDuration(kp.IPVS.SyncPeriod))
-	setDuration(s, "min-sync-period", &c.MinSyncPeriod, nonZeroDuration(kp.IPVS.MinSyncPeriod))
-	set(s, "masquerade-all", &c.Planning.MasqueradeAll, nonEmpty(kp.IPTables.MasqueradeAll))
-	if kp.IPTables.MasqueradeBit != nil {
-		bit := int(*kp.IPTables.MasqueradeBit)
-		set(s, "masquerade-bit", &c.Planning.MasqueradeBit, &bit)
-	}
-}
-
-// kubeProxyIgnored names every field set in the file that ipvs-proxy does not use.
-func kubeProxyIgnored(kp *kubeproxy.KubeProxyConfiguration, raw map[string]any) []string {
-	var out []string
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if m, ok := v.(map[string]any); ok && len(m) > 0 {
-			for k, vv := range m {
-				p := k
-				if prefix != "" {
-					p = prefix + "." + k
-				}
-				walk(p, vv)
-			}
-			return
-		}
-		if kubeProxyUsed[prefix] || isZero(v) {
-			return
-		}
-		out = append(out, prefix)
-	}
-	walk("", raw)
-	if m := string(kp.Mode); m != "" && m != "ipvs" {
-		out = append(out, fmt.Sprintf("mode (%q: ipvs-proxy always programs IPVS)", m))
-	}
-	for _, a := range kp.NodePortAddresses {
-		if a == "primary" {
-			out = append(out, `nodePortAddresses "primary" (every local address is used instead)`)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func isZero(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return true
-	case string:
-		return x == "" || x == "0s"
-	case bool:
-		return !x
-	case float64:
-		return x == 0
-	case []any:
-		return len(x) == 0
-	case map[string]any:
-		return len(x) == 0
-	}
-	b, _ := json.Marshal(v)
-	return strings.TrimSpace(string(b)) == ""
 }

@@ -88,3 +88,20 @@ func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
 		PodCIDRs:       o.ClusterCIDRs,
 	}
 }
+
+// nodePortCIDRs are the CIDRs NodePorts are served in, and whether they
+// restrict them at all (an empty list otherwise means every local address):
+// --nodeport-addresses, or with primary the node's primary IPs (none while
+// this node's Node is unknown: nothing wider than kube-proxy would serve).
+func nodePortCIDRs(o *Options, self *model.Node) ([]netip.Prefix, bool) {
+	if !o.NodePortPrimary {
+		return o.NodePortAddresses, len(o.NodePortAddresses) > 0
+	}
+	var out []netip.Prefix
+	if self != nil {
+		for _, a := range self.PrimaryIPs {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out, true
+}

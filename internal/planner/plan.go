@@ -137,16 +137,17 @@ func newEnv(o Options, nodes []model.Node) *env {
 			local[famOf(a)] = true
 		}
 	}
+	npCIDRs, npRestricted := nodePortCIDRs(&o, self)
 	for _, a := range o.LocalAddrs {
 		if !a.IsValid() || a.Is4In6() {
 			continue
 		}
 		a = a.WithZone("")
-		if len(o.NodePortAddresses) == 0 {
+		if !npRestricted {
 			if !serviceAddr(a) {
 				continue
 			}
-		} else if !containsAny(o.NodePortAddresses, a) {
+		} else if !containsAny(npCIDRs, a) {
 			continue
 		}
 		e.npAddrs = append(e.npAddrs, a)
@@ -176,7 +177,7 @@ func newEnv(o Options, nodes []model.Node) *env {
 				break
 			}
 		}
-		if len(o.NodePortAddresses) > 0 {
+		if npRestricted {
 			cfg.NodePortAddrs = []netip.Addr{}
 			for _, a := range e.npAddrs {
 				if famOf(a) == f {
