@@ -289,8 +289,13 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	m := metrics.New()
 	hp := health.NewProxy(2*c.SyncPeriod, nil)
+	hp.Families = ipFamilies(c.Planning.ClusterCIDRs)
+	m.KubeProxy.SetFamilies(hp.Families)
+	hp.OnAnswer = m.KubeProxy.Answered
 	watcher.OnLocalNode = hp.SyncNode
 	watcher.OnChange = hp.QueuedUpdate
+	watcher.OnServiceChange = func(key string) { m.KubeProxy.Queued(metrics.ChangeService, key) }
+	watcher.OnEndpointsChange = func(key string) { m.KubeProxy.Queued(metrics.ChangeEndpoints, key) }
 	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService}
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)
@@ -315,11 +320,13 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		return ""
 	}, eventOpts)
 	svcHealth := health.NewServices(log.Named("healthcheck"))
+	svcHealth.ProxyHealthy = hp.ServiceProxyHealthy
+	svcHealth.OnSync = m.KubeProxy.SetNoLocalEndpoints
 	defer svcHealth.Close()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	metricsHandler := m.Handler()
+	metricsHandler := health.WithProxyMode(m.Handler())
 	if c.EnableProfiling {
 		metricsHandler = metrics.WithProfiling(metricsHandler)
 		log.Info("serving profiles", zap.String("address", c.MetricsBindAddress), zap.String("path", "/debug/pprof/"))
@@ -342,6 +349,14 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 
 	watcher.Start(ctx)
+	go func() {
+		// As kube-proxy, a node name that matches no Node is an error, and
+		// /healthz answers 503 (nodeEligible false) until the Node exists.
+		if watcher.WaitForCacheSync(ctx) && watcher.NodeObject(nodeName) == nil {
+			log.Error("no Node has this node's name: /healthz answers 503 (nodeEligible false) until it exists; is --hostname-override the name the kubelet registered?",
+				zap.String("node", nodeName))
+		}
+	}()
 	if leaseNS != "" {
 		go func() {
 			el := events.Election{Client: client, Namespace: leaseNS, Identity: nodeName}
@@ -374,4 +389,21 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// ipFamilies are the IP families of the cluster CIDRs (IPv4 when none is
+// set): the ip_family label values of kube-proxy's series and the health
+// body's status.
+func ipFamilies(cidrs []netip.Prefix) []string {
+	var v4, v6 bool
+	for _, p := range cidrs {
+		v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()
+	}
+	switch {
+	case v4 && v6:
+		return []string{"IPv4", "IPv6"}
+	case v6:
+		return []string{"IPv6"}
+	}
+	return []string{"IPv4"}
 }
