@@ -497,9 +497,6 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
 		}
 		es = p.firewall(es, f, e)
-		if sp.HealthCheckNodePort != 0 {
-			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
-		}
 	case kindNodePort:
 		np := iptables.Entry{Port: key.Port}
 		switch sp.Protocol {
@@ -519,9 +516,13 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 				es = p.add(es, f, iptables.SetNodePortLocalSCTP, e)
 			}
 		}
-		if sp.HealthCheckNodePort != 0 {
-			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
-		}
+	}
+	// As kube-proxy's: the healthCheckNodePort of every service port this
+	// node handles in the family, whatever its virtual servers (a
+	// LoadBalancer without node ports or ingress yet, ipMode Proxy, refused
+	// external addresses), through any claim of the port (the set counts).
+	if sp.HealthCheckNodePort != 0 {
+		es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 	}
 	c.entries = es
 }
