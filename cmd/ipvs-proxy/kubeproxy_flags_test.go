@@ -170,7 +170,7 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Errorf("read back differs:\n%s\nvs\n%s", a, b)
 	}
-	for _, want := range []string{"scheduler: sh", "syncPeriod: 20s", "- primary", "verbosity: 3", "qps: 50"} {
+	for _, want := range []string{"scheduler: sh", "syncPeriod: 20s", "- primary", "verbosity: 3", "qps: 50", "maxPerCore: 32768"} {
 		if !bytes.Contains(a, []byte(want)) {
 			t.Errorf("written configuration lacks %q:\n%s", want, a)
 		}

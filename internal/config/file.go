@@ -63,6 +63,20 @@ type ProxyConfiguration struct {
 	Logging              *LoggingSettings `json:"logging,omitempty"`
 	// KubeAPI is --kube-api-qps, --kube-api-burst, --kube-api-content-type.
 	KubeAPI *KubeAPISettings `json:"kubeAPI,omitempty"`
+	// Conntrack is the --conntrack-* flags.
+	Conntrack *ConntrackSettings `json:"conntrack,omitempty"`
+}
+
+// ConntrackSettings are the conntrack: section of ProxyConfiguration, as
+// kube-proxy's.
+type ConntrackSettings struct {
+	MaxPerCore            *int32       `json:"maxPerCore,omitempty"`
+	Min                   *int32       `json:"min,omitempty"`
+	TCPEstablishedTimeout *v1.Duration `json:"tcpEstablishedTimeout,omitempty"`
+	TCPCloseWaitTimeout   *v1.Duration `json:"tcpCloseWaitTimeout,omitempty"`
+	TCPBeLiberal          *bool        `json:"tcpBeLiberal,omitempty"`
+	UDPTimeout            *v1.Duration `json:"udpTimeout,omitempty"`
+	UDPStreamTimeout      *v1.Duration `json:"udpStreamTimeout,omitempty"`
 }
 
 // KubeAPISettings are the kubeAPI: section of ProxyConfiguration: the API
@@ -217,6 +231,16 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 		set(s, "log-level", &c.LogLevel, l.Level)
 		set(s, "logging-format", &c.LogFormat, l.Format)
 		set(s, "v", &c.Verbosity, l.Verbosity)
+	}
+	if t := pc.Conntrack; t != nil {
+		ct := &c.KubeProxy.Conntrack
+		set(s, "conntrack-max-per-core", &ct.MaxPerCore, t.MaxPerCore)
+		set(s, "conntrack-min", &ct.Min, t.Min)
+		setDuration(s, "conntrack-tcp-timeout-established", &ct.TCPEstablishedTimeout, t.TCPEstablishedTimeout)
+		setDuration(s, "conntrack-tcp-timeout-close-wait", &ct.TCPCloseWaitTimeout, t.TCPCloseWaitTimeout)
+		set(s, "conntrack-tcp-be-liberal", &ct.TCPBeLiberal, t.TCPBeLiberal)
+		setDuration(s, "conntrack-udp-timeout", &ct.UDPTimeout, t.UDPTimeout)
+		setDuration(s, "conntrack-udp-timeout-stream", &ct.UDPStreamTimeout, t.UDPStreamTimeout)
 	}
 	if a := pc.KubeAPI; a != nil {
 		set(s, "kube-api-qps", &c.KubeProxy.KubeAPIQPS, a.QPS)

@@ -61,6 +61,9 @@ var kubeProxyUsed = map[string]bool{
 	"ipvs.tcpFinTimeout": true, "ipvs.udpTimeout": true, "ipvs.syncPeriod": true, "ipvs.minSyncPeriod": true,
 	"iptables.masqueradeAll": true, "iptables.masqueradeBit": true,
 	"logging.verbosity": true, "logging.format": true,
+	"conntrack.maxPerCore": true, "conntrack.min": true, "conntrack.tcpEstablishedTimeout": true,
+	"conntrack.tcpCloseWaitTimeout": true, "conntrack.tcpBeLiberal": true, "conntrack.udpTimeout": true,
+	"conntrack.udpStreamTimeout": true,
 }
 
 // kubeProxyFields are the JSON paths of KubeProxyConfiguration: true for a
@@ -171,6 +174,18 @@ func (c *Config) applyKubeProxy(kp *kubeproxy.KubeProxyConfiguration, s setter) 
 		bit := int(*kp.IPTables.MasqueradeBit)
 		set(s, "iptables-masquerade-bit", &c.Planning.MasqueradeBit, &bit)
 	}
+	ct, kct := &c.KubeProxy.Conntrack, &kp.Conntrack
+	set(s, "conntrack-max-per-core", &ct.MaxPerCore, kct.MaxPerCore)
+	set(s, "conntrack-min", &ct.Min, kct.Min)
+	if d := kct.TCPEstablishedTimeout; d != nil {
+		setDuration(s, "conntrack-tcp-timeout-established", &ct.TCPEstablishedTimeout, d)
+	}
+	if d := kct.TCPCloseWaitTimeout; d != nil {
+		setDuration(s, "conntrack-tcp-timeout-close-wait", &ct.TCPCloseWaitTimeout, d)
+	}
+	set(s, "conntrack-tcp-be-liberal", &ct.TCPBeLiberal, nonEmpty(kct.TCPBeLiberal))
+	setDuration(s, "conntrack-udp-timeout", &ct.UDPTimeout, nonZeroDuration(kct.UDPTimeout))
+	setDuration(s, "conntrack-udp-timeout-stream", &ct.UDPStreamTimeout, nonZeroDuration(kct.UDPStreamTimeout))
 	set(s, "logging-format", &c.LogFormat, nonEmpty(kp.Logging.Format))
 	v := int(kp.Logging.Verbosity)
 	set(s, "v", &c.Verbosity, nonEmpty(v))

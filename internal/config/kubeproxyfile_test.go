@@ -102,14 +102,15 @@ bogus: 1
 	if err != nil {
 		t.Fatal(err)
 	}
-	want := []string{"bogus (unknown field)", "conntrack.maxPerCore=65536 (no effect in ipvs-proxy)",
+	want := []string{"bogus (unknown field)",
 		"featureGates.SomeGate=true (no effect in ipvs-proxy)", "ipvs.tcpTimout (unknown field)",
 		"oomScoreAdj=-998 (no effect in ipvs-proxy)"}
 	if !reflect.DeepEqual(c.Warnings, want) {
 		t.Errorf("warnings\n got %q\nwant %q", c.Warnings, want)
 	}
-	if c.Planning.Scheduler != "wrr" {
-		t.Errorf("scheduler %q", c.Planning.Scheduler)
+	if c.Planning.Scheduler != "wrr" || c.KubeProxy.Conntrack.MaxPerCore != 65536 || c.KubeProxy.Conntrack.Min != 131072 ||
+		c.KubeProxy.Conntrack.TCPCloseWaitTimeout != DefaultConntrackCloseWait {
+		t.Errorf("scheduler %q, conntrack %+v", c.Planning.Scheduler, c.KubeProxy.Conntrack)
 	}
 }
 

@@ -103,30 +103,23 @@ func defaultKubeProxyFlags() KubeProxyFlags {
 // noEffectFlags are kube-proxy's flags that mean nothing to ipvs-proxy,
 // with why; `run` names the ones given in one startup line.
 var noEffectFlags = map[string]string{
-	"bind-address":                      "the node's primary IPs come from its Node object",
-	"bind-address-hard-fail":            "a server that cannot bind is logged; the proxy keeps programming",
-	"boot-id-file":                      "no machine identity is read",
-	"machine-id-file":                   "no machine identity is read",
-	"config-sync-period":                "the informers never resync: every change is a watch event",
-	"feature-gates":                     "ipvs-proxy has no feature gates",
-	"iptables-localhost-nodeports":      "iptables mode only",
-	"iptables-sync-period":              "iptables mode only; --ipvs-sync-period is the period here",
-	"iptables-min-sync-period":          "iptables mode only; --ipvs-min-sync-period is the period here",
-	"log-flush-frequency":               "zap writes each line at once",
-	"log-json-info-buffer-size":         "zap writes each line at once",
-	"log-json-split-stream":             "every line goes to stderr",
-	"log-text-info-buffer-size":         "zap writes each line at once",
-	"log-text-split-stream":             "every line goes to stderr",
-	"oom-score-adj":                     "set through the pod's QoS class instead",
-	"show-hidden-metrics-for-version":   "no metric is hidden",
-	"vmodule":                           "zap has one level for the process: use --v",
-	"conntrack-max-per-core":            "conntrack sysctls are not set by ipvs-proxy",
-	"conntrack-min":                     "conntrack sysctls are not set by ipvs-proxy",
-	"conntrack-tcp-timeout-established": "conntrack sysctls are not set by ipvs-proxy",
-	"conntrack-tcp-timeout-close-wait":  "conntrack sysctls are not set by ipvs-proxy",
-	"conntrack-tcp-be-liberal":          "conntrack sysctls are not set by ipvs-proxy",
-	"conntrack-udp-timeout":             "conntrack sysctls are not set by ipvs-proxy",
-	"conntrack-udp-timeout-stream":      "conntrack sysctls are not set by ipvs-proxy",
+	"bind-address":                    "the node's primary IPs come from its Node object",
+	"bind-address-hard-fail":          "a server that cannot bind is logged; the proxy keeps programming",
+	"boot-id-file":                    "no machine identity is read",
+	"machine-id-file":                 "no machine identity is read",
+	"config-sync-period":              "the informers never resync: every change is a watch event",
+	"feature-gates":                   "ipvs-proxy has no feature gates",
+	"iptables-localhost-nodeports":    "iptables mode only",
+	"iptables-sync-period":            "iptables mode only; --ipvs-sync-period is the period here",
+	"iptables-min-sync-period":        "iptables mode only; --ipvs-min-sync-period is the period here",
+	"log-flush-frequency":             "zap writes each line at once",
+	"log-json-info-buffer-size":       "zap writes each line at once",
+	"log-json-split-stream":           "every line goes to stderr",
+	"log-text-info-buffer-size":       "zap writes each line at once",
+	"log-text-split-stream":           "every line goes to stderr",
+	"oom-score-adj":                   "set through the pod's QoS class instead",
+	"show-hidden-metrics-for-version": "no metric is hidden",
+	"vmodule":                         "zap has one level for the process: use --v",
 }
 
 // addFlags registers kube-proxy's flags on fs, bound to k.
@@ -148,13 +141,13 @@ func (k *KubeProxyFlags) addFlags(fs *pflag.FlagSet) {
 	fs.StringVar(&k.PodInterfaceNamePrefix, "pod-interface-name-prefix", k.PodInterfaceNamePrefix, "kube-proxy's, for --detect-local-mode InterfaceNamePrefix, which is refused; accepted alone with no effect.")
 
 	ct := &k.Conntrack
-	fs.Int32Var(&ct.MaxPerCore, "conntrack-max-per-core", ct.MaxPerCore, noEffectUsage("conntrack-max-per-core"))
-	fs.Int32Var(&ct.Min, "conntrack-min", ct.Min, noEffectUsage("conntrack-min"))
-	fs.DurationVar(&ct.TCPEstablishedTimeout, "conntrack-tcp-timeout-established", ct.TCPEstablishedTimeout, noEffectUsage("conntrack-tcp-timeout-established"))
-	fs.DurationVar(&ct.TCPCloseWaitTimeout, "conntrack-tcp-timeout-close-wait", ct.TCPCloseWaitTimeout, noEffectUsage("conntrack-tcp-timeout-close-wait"))
-	fs.BoolVar(&ct.TCPBeLiberal, "conntrack-tcp-be-liberal", ct.TCPBeLiberal, noEffectUsage("conntrack-tcp-be-liberal"))
-	fs.DurationVar(&ct.UDPTimeout, "conntrack-udp-timeout", ct.UDPTimeout, noEffectUsage("conntrack-udp-timeout"))
-	fs.DurationVar(&ct.UDPStreamTimeout, "conntrack-udp-timeout-stream", ct.UDPStreamTimeout, noEffectUsage("conntrack-udp-timeout-stream"))
+	fs.Int32Var(&ct.MaxPerCore, "conntrack-max-per-core", ct.MaxPerCore, "nf_conntrack_max is this × CPUs, at least --conntrack-min; 0 leaves it (and --conntrack-min) as it is.")
+	fs.Int32Var(&ct.Min, "conntrack-min", ct.Min, "The least nf_conntrack_max, whatever --conntrack-max-per-core × CPUs.")
+	fs.DurationVar(&ct.TCPEstablishedTimeout, "conntrack-tcp-timeout-established", ct.TCPEstablishedTimeout, "nf_conntrack_tcp_timeout_established; 0 leaves it as it is.")
+	fs.DurationVar(&ct.TCPCloseWaitTimeout, "conntrack-tcp-timeout-close-wait", ct.TCPCloseWaitTimeout, "nf_conntrack_tcp_timeout_close_wait; 0 leaves it as it is.")
+	fs.BoolVar(&ct.TCPBeLiberal, "conntrack-tcp-be-liberal", ct.TCPBeLiberal, "Set nf_conntrack_tcp_be_liberal to 1.")
+	fs.DurationVar(&ct.UDPTimeout, "conntrack-udp-timeout", ct.UDPTimeout, "nf_conntrack_udp_timeout (unreplied UDP); 0 leaves it as it is.")
+	fs.DurationVar(&ct.UDPStreamTimeout, "conntrack-udp-timeout-stream", ct.UDPStreamTimeout, "nf_conntrack_udp_timeout_stream (assured UDP); 0 leaves it as it is.")
 
 	s := &k.sink
 	fs.StringVar(&s.bindAddress, "bind-address", "", noEffectUsage("bind-address"))

@@ -36,6 +36,7 @@ func (c *Config) File() ProxyConfiguration {
 		ports = append(ports, r.String())
 	}
 	k := &c.KubeProxy
+	ct := &k.Conntrack
 	return ProxyConfiguration{
 		TypeMeta:          v1.TypeMeta{APIVersion: APIVersion, Kind: Kind},
 		Kubeconfig:        str(c.Kubeconfig),
@@ -65,6 +66,9 @@ func (c *Config) File() ProxyConfiguration {
 		Logging:                     &LoggingSettings{Level: str(c.LogLevel), Format: str(c.LogFormat), Verbosity: &c.Verbosity},
 		KubeAPI: &KubeAPISettings{QPS: &k.KubeAPIQPS, Burst: &k.KubeAPIBurst,
 			ContentType: str(k.KubeAPIContentType)},
+		Conntrack: &ConntrackSettings{MaxPerCore: &ct.MaxPerCore, Min: &ct.Min,
+			TCPEstablishedTimeout: dur(ct.TCPEstablishedTimeout), TCPCloseWaitTimeout: dur(ct.TCPCloseWaitTimeout),
+			TCPBeLiberal: &ct.TCPBeLiberal, UDPTimeout: dur(ct.UDPTimeout), UDPStreamTimeout: dur(ct.UDPStreamTimeout)},
 	}
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -115,10 +116,25 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	if noIPVS("/proc/sys", err) {
+		return nil, ErrNoIPVS
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sysctls: %w", err)
 	}
-	for _, s := range changed {
+	// conntrack's table size and timeouts, as kube-proxy sets them at
+	// every start (the kernel's defaults return after a reboot).
+	ctMax := ConntrackMax(c.KubeProxy.Conntrack, runtime.NumCPU())
+	if raised, err := raiseConntrackHashsize(conntrackHashsizeFile, ctMax); err != nil {
+		log.Warn("cannot raise nf_conntrack's hash table size with nf_conntrack_max (as kube-proxy, it needs a writable /sys); lookups in a full table are slower", zap.Error(err))
+	} else if raised {
+		log.Info("set conntrack hashsize", zap.Int("value", ctMax/4))
+	}
+	ctChanged, err := ipvs.WriteSysctls("/proc/sys", ConntrackSysctls(c.KubeProxy.Conntrack, runtime.NumCPU()))
+	if err != nil {
+		log.Warn("cannot set the conntrack sysctls (--conntrack-*); the kernel's values stay", zap.Error(err))
+	}
+	for _, s := range append(changed, ctChanged...) {
 		log.Info("set sysctl", zap.String("name", s.Name), zap.Int("value", s.Value))
 	}
 	if c.IPVSTCPTimeout > 0 || c.IPVSTCPFinTimeout > 0 || c.IPVSUDPTimeout > 0 {
