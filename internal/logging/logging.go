@@ -1,7 +1,8 @@
-// Package logging builds the proxy's zap logger from --log-level and
-// --log-format and routes client-go's klog output into it, so that every
-// line the process writes has one format. It owns process-wide logger
-// globals (zap's and klog's); it never writes anywhere but stderr.
+// Package logging builds the proxy's zap logger from --log-level,
+// --logging-format and --v and routes client-go's klog and moby/ipvs's
+// logrus output into it, so that every line the process writes has one
+// format. It owns process-wide logger globals (zap's, klog's, logrus's);
+// it never writes anywhere but stderr.
 package logging
 
 import (
@@ -67,11 +68,13 @@ func New(o Options) (*zap.Logger, error) {
 }
 
 // Install makes log the process-wide zap logger and routes klog (client-go's
-// logging) into it under the name "klog". klog verbosity levels map to zap
+// logging) into it under the name "klog", and logrus (moby/ipvs's) under
+// "logrus". klog verbosity levels map to zap
 // levels as logr does: V(n) is zap level -n (V(0) info, V(1) debug), shown
 // when --v is at least n.
 func Install(log *zap.Logger) {
 	zap.ReplaceGlobals(log)
+	installLogrus(log)
 	klog.SetLogger(zapr.NewLoggerWithOptions(log.Named("klog").WithOptions(zap.AddCallerSkip(1)),
 		zapr.ErrorKey("err")))
 }

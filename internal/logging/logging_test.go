@@ -2,9 +2,13 @@ package logging
 
 import (
 	"errors"
+	"io"
 	"testing"
 
+	"github.com/sirupsen/logrus"
+	"go.uber.org/zap"
 	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 )
 
 func TestNew(t *testing.T) {
@@ -53,5 +57,25 @@ func TestVerbosity(t *testing.T) {
 	log, _ := New(Options{Level: "debug", Verbosity: 0})
 	if !log.Core().Enabled(zapcore.DebugLevel) {
 		t.Error("--log-level debug --v=0: debug disabled")
+	}
+}
+
+// TestLogrus: logrus lines (moby/ipvs's) come out of zap, in its format,
+// and not out of logrus's own writer.
+func TestLogrus(t *testing.T) {
+	core, logs := observer.New(zapcore.InfoLevel)
+	Install(zap.New(core))
+	logrus.WithField("service", "10.96.0.1:80").Error("Failed to get ipvs service")
+	logrus.Debug("below the level")
+	if logs.Len() != 1 {
+		t.Fatalf("zap got %d entries, want 1: %v", logs.Len(), logs.All())
+	}
+	e := logs.All()[0]
+	if e.Message != "Failed to get ipvs service" || e.Level != zapcore.ErrorLevel || e.LoggerName != "logrus" ||
+		e.ContextMap()["service"] != "10.96.0.1:80" {
+		t.Errorf("entry %+v", e)
+	}
+	if logrus.StandardLogger().Out != io.Discard {
+		t.Error("logrus still writes itself")
 	}
 }
