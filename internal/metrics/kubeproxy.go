@@ -150,9 +150,10 @@ func (k *KubeProxy) Answered(path string, code int) {
 	c.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
-// SetNoLocalEndpoints sets the Services with externalTrafficPolicy Local
-// and no ready endpoint on this node (traffic_policy external; the
-// internal policy's count is not computed, its series is not exported).
+// SetNoLocalEndpoints sets the healthCheckNodePorts (LoadBalancer Services
+// with externalTrafficPolicy Local) with no ready endpoint on this node,
+// as traffic_policy external: narrower than kube-proxy's count, which also
+// has NodePort-only Services; the internal policy is not exported.
 func (k *KubeProxy) SetNoLocalEndpoints(external int) {
 	k.eachFamily(func(f string) {
 		k.NoLocalEndpoints.WithLabelValues("external", f).Set(float64(external))
