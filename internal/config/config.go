@@ -156,8 +156,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	c.KubeProxy.addFlags(fs)
 }
 
-// Complete reads --config (if given) into every setting whose flag was not
-// set on the command line, then validates the result.
+// Complete reads --config (if given), completes bind addresses without a
+// port, then validates the result.
 //
 // As kube-proxy: with --config, every kube-proxy flag on the command line
 // but --hostname-override, the logging flags and those with no field in the
@@ -199,7 +199,10 @@ func (c *Config) rebuildFromFile(fs *pflag.FlagSet) error {
 	dfs := pflag.NewFlagSet(fs.Name(), pflag.ContinueOnError)
 	planning := c.planning
 	if planning == nil {
+		// No planning flags registered (a caller without AddFlags): the
+		// planning options c has are kept as the defaults.
 		planning = func(*pflag.FlagSet, *planner.Options) {}
+		d.Planning = c.Planning
 	}
 	d.AddFlags(dfs, planning)
 	var errs []error
