@@ -56,7 +56,7 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 			}
 			defer func() { _ = log.Sync() }()
 			logging.Install(log)
-			if n := config.NoEffect(cmd.Flags()); len(n) > 0 {
+			if n := config.NoEffect(cmd.Flags(), c.IgnoredFlags); len(n) > 0 {
 				log.Info("kube-proxy flags accepted with no effect in ipvs-proxy", zap.Strings("flags", n))
 			}
 			if len(c.IgnoredFlags) > 0 {

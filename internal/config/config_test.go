@@ -239,3 +239,20 @@ func TestDeprecatedPorts(t *testing.T) {
 		}
 	}
 }
+
+// TestNoEffect: the kube-proxy flags given that mean nothing here are
+// named once, with why; those --config overrides are left to their line.
+func TestNoEffect(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	c.AddFlags(fs, testPlanningFlags)
+	if err := fs.Parse([]string{"--oom-score-adj=-998", "--vmodule=x=2", "--ipvs-scheduler=sh", "--pod-bridge-interface=cbr0"}); err != nil {
+		t.Fatal(err)
+	}
+	got := NoEffect(fs, []string{"--oom-score-adj"})
+	want := []string{"--pod-bridge-interface (only with a --detect-local-mode ipvs-proxy refuses)",
+		"--vmodule (zap has one level for the process: use --v)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NoEffect\n got %q\nwant %q", got, want)
+	}
+}

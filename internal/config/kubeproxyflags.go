@@ -174,10 +174,14 @@ func noEffectUsage(flag string) string { return noEffectUsagePrefix + noEffectFl
 // NoEffect names the flags given on fs's command line that have no effect
 // in ipvs-proxy, with why, sorted: `run` logs them in one startup line.
 // pod-bridge-interface and pod-interface-name-prefix are among them, since
-// the modes that use them are refused.
-func NoEffect(fs *pflag.FlagSet) []string {
+// the modes that use them are refused. The flags in ignored ("--name", the
+// ones --config overrides, named in their own line) are left out.
+func NoEffect(fs *pflag.FlagSet, ignored []string) []string {
 	var out []string
 	fs.Visit(func(f *pflag.Flag) {
+		if slices.Contains(ignored, "--"+f.Name) {
+			return
+		}
 		switch why, ok := noEffectFlags[f.Name]; {
 		case ok:
 			out = append(out, "--"+f.Name+" ("+why+")")
