@@ -115,22 +115,37 @@ func TestEveryKubeProxyFlag(t *testing.T) {
 	}
 }
 
-// TestKubeProxyCommandLines: the command lines kube-proxy DaemonSets run,
-// as their projects write them, start `run` unchanged (checked up to the
-// start: with --init-only, which kube-proxy has too, run exits 0 once the
-// configuration is valid).
+// TestKubeProxyCommandLines: the command lines kube-proxy runs with, as the
+// projects that deploy it write them, start `run` unchanged (checked up to
+// the start: with --init-only, which kube-proxy has too, run exits 0 once
+// the configuration is valid). The file is kubeadm's config.conf with mode
+// ipvs where the project's own is not at hand.
 func TestKubeProxyCommandLines(t *testing.T) {
+	raw, err := os.ReadFile(kubeadmConfig)
+	if err != nil {
+		t.Fatal(err)
+	}
+	ipvsConfig := filepath.Join(t.TempDir(), "config.conf")
+	if err := os.WriteFile(ipvsConfig, []byte(strings.Replace(string(raw), `mode: ""`, "mode: ipvs", 1)), 0o644); err != nil {
+		t.Fatal(err)
+	}
 	for _, tc := range []struct {
 		name string
 		args []string
 	}{
-		// kubeadm v1.34, cmd/kubeadm/app/phases/addons/proxy/manifests.go:
+		// kubeadm v1.34 (cmd/kubeadm/app/phases/addons/proxy/manifests.go),
+		// which kubespray deploys as it is:
 		// /usr/local/bin/kube-proxy --config=/var/lib/kube-proxy/config.conf --hostname-override=$(NODE_NAME)
 		{"kubeadm", []string{"--config=" + kubeadmConfig, "--hostname-override=node-a"}},
-		{"kubeadm with --v", []string{"--v=2", "--config=" + kubeadmConfig, "--hostname-override=node-a"}},
-		{"flags only", []string{"--kubeconfig=/var/lib/kube-proxy/kubeconfig", "--proxy-mode=ipvs",
-			"--cluster-cidr=100.96.0.0/11", "--conntrack-max-per-core=131072", "--hostname-override=node-a",
-			"--ipvs-sync-period=30s", "--ipvs-min-sync-period=2s", "--oom-score-adj=-998", "--v=2"}},
+		{"kubeadm ipvs", []string{"--config=" + ipvsConfig, "--hostname-override=node-a"}},
+		// EKS's kube-proxy add-on: kube-proxy --v=2 --config=/var/lib/kube-proxy-config/config --hostname-override=$(NODE_NAME)
+		{"eks", []string{"--v=2", "--config=" + ipvsConfig, "--hostname-override=node-a"}},
+		// kops' nodeup (nodeup/pkg/model/tests/golden/minimal/tasks-kube-proxy.yaml,
+		// the arguments go-runner passes to /usr/local/bin/kube-proxy), with
+		// the --proxy-mode its IPVS clusters add.
+		{"kops", []string{"--cluster-cidr=100.96.0.0/11", "--conntrack-max-per-core=131072",
+			"--kubeconfig=/var/lib/kube-proxy/kubeconfig", "--master=https://api.internal.minimal.example.com",
+			"--oom-score-adj=-998", "--v=2", "--proxy-mode=ipvs"}},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
