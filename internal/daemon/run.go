@@ -130,11 +130,16 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	} else if raised {
 		log.Info("set conntrack hashsize", zap.Int("value", ctMax/4))
 	}
-	ctChanged, err := ipvs.WriteSysctls("/proc/sys", ConntrackSysctls(c.KubeProxy.Conntrack, runtime.NumCPU()))
-	if err != nil {
-		log.Warn("cannot set the conntrack sysctls (--conntrack-*); the kernel's values stay", zap.Error(err))
+	// One by one: nf_conntrack_max is writable only from the host's own
+	// network namespace, the timeouts from any.
+	for _, s := range ConntrackSysctls(c.KubeProxy.Conntrack, runtime.NumCPU()) {
+		done, err := ipvs.WriteSysctls("/proc/sys", []ipvs.Sysctl{s})
+		if err != nil {
+			log.Warn("cannot set a conntrack sysctl (--conntrack-*); the kernel's value stays", zap.Error(err))
+		}
+		changed = append(changed, done...)
 	}
-	for _, s := range append(changed, ctChanged...) {
+	for _, s := range changed {
 		log.Info("set sysctl", zap.String("name", s.Name), zap.Int("value", s.Value))
 	}
 	if c.IPVSTCPTimeout > 0 || c.IPVSTCPFinTimeout > 0 || c.IPVSUDPTimeout > 0 {
