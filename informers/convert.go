@@ -719,5 +719,26 @@ func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 			node.Addresses = append(node.Addresses, ip)
 		}
 	}
+	node.PrimaryIPs = primaryIPs(n.Status.Addresses)
 	return node, r.out
+}
+
+// primaryIPs are the node IPs kube-proxy takes as the node's primary ones
+// (k8s.io/component-helpers/node/util.GetNodeHostIPs): the InternalIPs,
+// then the ExternalIPs, in order; the first of them, and the first of the
+// other family after it.
+func primaryIPs(as []corev1.NodeAddress) []netip.Addr {
+	var out []netip.Addr
+	for _, typ := range []corev1.NodeAddressType{corev1.NodeInternalIP, corev1.NodeExternalIP} {
+		for _, a := range as {
+			ip, _, ok := guard.ParseLenient(a.Address)
+			if a.Type != typ || !ok {
+				continue
+			}
+			if len(out) == 0 || (len(out) == 1 && ip.Is4() != out[0].Is4()) {
+				out = append(out, ip)
+			}
+		}
+	}
+	return out
 }

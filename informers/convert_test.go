@@ -414,7 +414,8 @@ func TestNodeFromObject(t *testing.T) {
 		}},
 	}
 	got, refusals := NodeFromObject(n)
-	want := model.Node{Name: "n1", Addresses: addrs("10.0.0.211", "2001:db8::211"), Labels: map[string]string{corev1.LabelTopologyZone: "z1"}}
+	want := model.Node{Name: "n1", Addresses: addrs("10.0.0.211", "2001:db8::211"), PrimaryIPs: addrs("10.0.0.211", "2001:db8::211"),
+		Labels: map[string]string{corev1.LabelTopologyZone: "z1"}}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("got %+v, want %+v", got, want)
 	}
@@ -487,5 +488,24 @@ func TestConvertIsolatesAndSorts(t *testing.T) {
 	}
 	if len(c1.Refusals) == 0 || c1.Refusals[0].Service != "default/a-bad" {
 		t.Errorf("refusals %+v", c1.Refusals)
+	}
+}
+
+// TestPrimaryIPs: kube-proxy's node IPs (GetNodeHostIPs): InternalIPs before
+// ExternalIPs, the first, then the first of the other family.
+func TestPrimaryIPs(t *testing.T) {
+	in, ex := corev1.NodeInternalIP, corev1.NodeExternalIP
+	for _, tc := range []struct {
+		as   []corev1.NodeAddress
+		want []netip.Addr
+	}{
+		{[]corev1.NodeAddress{{Type: ex, Address: "203.0.113.5"}, {Type: in, Address: "10.0.0.5"}, {Type: in, Address: "10.0.0.6"}}, addrs("10.0.0.5")},
+		{[]corev1.NodeAddress{{Type: in, Address: "fd00::5"}, {Type: in, Address: "10.0.0.5"}, {Type: in, Address: "10.0.0.6"}}, addrs("fd00::5", "10.0.0.5")},
+		{[]corev1.NodeAddress{{Type: ex, Address: "203.0.113.5"}, {Type: corev1.NodeHostName, Address: "n"}}, addrs("203.0.113.5")},
+		{[]corev1.NodeAddress{{Type: corev1.NodeHostName, Address: "n"}}, nil},
+	} {
+		if got := primaryIPs(tc.as); !reflect.DeepEqual(got, tc.want) {
+			t.Errorf("primaryIPs(%v) = %v, want %v", tc.as, got, tc.want)
+		}
 	}
 }

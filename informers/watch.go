@@ -96,6 +96,10 @@ type Watcher struct {
 	// OnChange, if set, is called after every recorded change (health's
 	// QueuedUpdate, the pending-changes gauge).
 	OnChange func()
+	// OnServiceChange and OnEndpointsChange, if set, are called with the
+	// Service's key on every event of a Service or of one of its
+	// EndpointSlices (kube-proxy's change counters).
+	OnServiceChange, OnEndpointsChange func(key string)
 	// Converter converts the cached Services (Service); set it before
 	// Start. The zero value has the default limits.
 	Converter Converter
@@ -264,6 +268,9 @@ func (w *Watcher) markService(key string) {
 
 func (w *Watcher) onService(obj any) {
 	if svc, ok := obj.(*corev1.Service); ok {
+		if w.OnServiceChange != nil {
+			w.OnServiceChange(ServiceKey(svc))
+		}
 		w.markService(ServiceKey(svc))
 	}
 }
@@ -276,6 +283,9 @@ func (w *Watcher) onSlice(obj any) {
 	key := SliceServiceKey(s)
 	if key == "" {
 		return
+	}
+	if w.OnEndpointsChange != nil {
+		w.OnEndpointsChange(key)
 	}
 	var api []netip.Addr
 	if key == APIServerServiceKey {

@@ -30,16 +30,16 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 	o.MasqueradeBit = defaultMasqueradeBit
 	fs.Var(newPrefixList(&o.ClusterCIDRs, "string"), "cluster-cidr",
 		"Comma-separated pod CIDRs, one per family: never service VIPs, and the source range treated as local traffic.")
-	fs.Var(newPrefixList(&o.NodePortAddresses, "strings"), "nodeport-addresses",
-		"CIDRs of the local addresses NodePorts are served on; empty means every local address except loopback.")
+	fs.Var(&nodePortAddrs{newPrefixList(&o.NodePortAddresses, "strings"), &o.NodePortPrimary}, "nodeport-addresses",
+		"CIDRs of the local addresses NodePorts are served on, or primary: the node's primary IPs (its Node's first InternalIP, else ExternalIP, per family); empty means every local address except loopback.")
 	fs.StringVar(&o.Scheduler, "ipvs-scheduler", o.Scheduler,
 		"Default IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh); a Service may override it with the annotation ipvs-proxy.io/scheduler.")
 	fs.Var(newPrefixList(&o.ExcludeCIDRs, "strings"), "ipvs-exclude-cidrs",
 		"CIDRs whose IPVS virtual servers the proxy never plans, changes or deletes; a /32 or /128 inside found on kube-ipvs0 stays bound unless the guard protects it.")
 	fs.BoolVar(&o.MasqueradeAll, "masquerade-all", false,
 		"Masquerade all traffic sent to service addresses.")
-	fs.IntVar(&o.MasqueradeBit, "masquerade-bit", o.MasqueradeBit,
-		"The fwmark bit (0-31) that marks packets for masquerade (14 is mark 0x4000, as kube-proxy).")
+	fs.IntVar(&o.MasqueradeBit, "iptables-masquerade-bit", o.MasqueradeBit,
+		"The fwmark bit (0-31) that marks packets for masquerade (14 is mark 0x4000, as kube-proxy; alias --masquerade-bit).")
 	fs.BoolVar(&o.RefuseNodeExternalIPs, "refuse-node-external-ips", false,
 		"Refuse outright (no virtual server, no binding, no rule) an externalIP or LoadBalancer IP that is any node's address.")
 	fs.Var(newPrefixList(&o.ProtectedCIDRs, "strings"), "protected-cidrs",
@@ -75,7 +75,7 @@ func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
 // validatePlanningOptions checks what a flag type alone cannot.
 func validatePlanningOptions(o *planner.Options) error {
 	if o.MasqueradeBit < 0 || o.MasqueradeBit > 31 {
-		return fmt.Errorf("invalid argument %d for \"--masquerade-bit\" flag: must be 0-31", o.MasqueradeBit)
+		return fmt.Errorf("invalid argument %d for \"--iptables-masquerade-bit\" flag: must be 0-31", o.MasqueradeBit)
 	}
 	if o.MaxVirtualServersPerService < 1 {
 		return fmt.Errorf("invalid argument %d for \"--max-virtual-servers-per-service\" flag: must be at least 1", o.MaxVirtualServersPerService)
@@ -210,4 +210,32 @@ func (l *prefixList) Set(v string) error {
 		*l.p = append(*l.p, p)
 	}
 	return nil
+}
+
+// nodePortAddrs is --nodeport-addresses: CIDRs, or kube-proxy's single
+// value "primary".
+type nodePortAddrs struct {
+	*prefixList
+	primary *bool
+}
+
+func (l *nodePortAddrs) String() string {
+	if *l.primary {
+		return planner.NodePortPrimary
+	}
+	return l.prefixList.String()
+}
+
+func (l *nodePortAddrs) Set(v string) error {
+	if strings.TrimSpace(v) == planner.NodePortPrimary {
+		if len(*l.p) > 0 {
+			return fmt.Errorf("%q: %w", v, config.ErrPrimaryWithCIDRs)
+		}
+		*l.primary = true
+		return nil
+	}
+	if *l.primary {
+		return fmt.Errorf("%q: %w", v, config.ErrPrimaryWithCIDRs)
+	}
+	return l.prefixList.Set(v)
 }

@@ -8,5 +8,5 @@ package main
 import "os"
 
 func main() {
-	os.Exit(Main(os.Args[1:], os.Stdin, os.Stdout, os.Stderr))
+	os.Exit(Main(ArgsFor(os.Args[0], os.Args[1:]), os.Stdin, os.Stdout, os.Stderr))
 }

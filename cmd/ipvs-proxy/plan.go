@@ -55,6 +55,7 @@ the --node-ip addresses.`,
 	addNodeFlags(fs, &f.opts)
 	fs.StringVar(&f.nodeCache, "node-cache", "", "A node address cache file run wrote (--state-dir/"+informers.NodeAddressFile+"): its Nodes are protected too, and the deleted ones it records for --deleted-node-grace-period after they were last seen.")
 	fs.DurationVar(&f.grace, "deleted-node-grace-period", config.DefaultDeletedNodeGrace, "With --node-cache: how long after it was last seen a deleted Node stays protected.")
+	fs.SetNormalizeFunc(config.NormalizeAliases)
 	addPlanningFlags(fs, &f.opts)
 	return cmd
 }

@@ -4,9 +4,12 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/version"
 )
 
 // Exit statuses.
@@ -60,6 +63,8 @@ LoadBalancer IP that would hijack a node's address.`,
 		SilenceUsage:  true,
 	}
 	root.CompletionOptions.DisableDefaultCmd = true
+	root.Version = version.Version
+	root.SetVersionTemplate(versionLine() + "\n")
 	// Cobra's suggestions span several lines; Main adds them on one.
 	root.DisableSuggestions = true
 	root.SuggestionsMinimumDistance = 2
@@ -70,6 +75,20 @@ LoadBalancer IP that would hijack a node's address.`,
 		root.AddCommand(sub())
 	}
 	return root
+}
+
+// KubeProxyName is the program name under which ipvs-proxy is `ipvs-proxy
+// run`: a symbolic link named kube-proxy takes kube-proxy's command lines
+// (`kube-proxy --config=... --hostname-override=...`) unchanged.
+const KubeProxyName = "kube-proxy"
+
+// ArgsFor returns the arguments Main takes for a program invoked as
+// program with args: `run` first when the program is kube-proxy.
+func ArgsFor(program string, args []string) []string {
+	if filepath.Base(program) == KubeProxyName {
+		return append([]string{"run"}, args...)
+	}
+	return args
 }
 
 // Main runs ipvs-proxy with args (without the program name) and returns the

@@ -5,6 +5,7 @@ import (
 	"syscall"
 
 	"github.com/spf13/cobra"
+	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/daemon"
@@ -30,21 +31,42 @@ Service; /healthz, /livez and /metrics answer on their bind addresses.
 SIGTERM or SIGINT stops watching and exits, leaving the data plane as it is:
 a restarted proxy adopts it without changing an unchanged object.`,
 		Example: `  ipvs-proxy run --kubeconfig /etc/kubernetes/proxy.conf --hostname-override "$NODE_NAME" --cluster-cidr 10.244.0.0/16
-  ipvs-proxy run --config /etc/kube-proxy/config.conf`,
+  ipvs-proxy run --config=/var/lib/kube-proxy/config.conf --hostname-override="$NODE_NAME"
+
+Every kube-proxy 1.34 flag is accepted under its name; those with no
+meaning here are named in one startup line. Invoked as kube-proxy (a
+symbolic link), ipvs-proxy is ipvs-proxy run.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
+			if c.KubeProxy.Version {
+				return printVersion(cmd.OutOrStdout())
+			}
 			if err := c.Complete(cmd.Flags()); err != nil {
 				return err
 			}
 			if err := validatePlanningOptions(&c.Planning); err != nil {
 				return err
 			}
-			log, err := logging.New(logging.Options{Level: c.LogLevel, Format: c.LogFormat})
+			if c.KubeProxy.WriteConfigTo != "" {
+				return c.WriteFile(c.KubeProxy.WriteConfigTo)
+			}
+			log, err := logging.New(logging.Options{Level: c.LogLevel, Format: c.LogFormat, Verbosity: c.Verbosity})
 			if err != nil {
 				return err
 			}
 			defer func() { _ = log.Sync() }()
 			logging.Install(log)
+			if n := config.NoEffect(cmd.Flags(), c.IgnoredFlags); len(n) > 0 {
+				log.Info("kube-proxy flags accepted with no effect in ipvs-proxy", zap.Strings("flags", n))
+			}
+			if len(c.IgnoredFlags) > 0 {
+				log.Warn("flags ignored: --config is given, and as with kube-proxy the file wins over every kube-proxy flag except --hostname-override and the logging flags; set them in the file",
+					zap.String("config", c.ConfigFile), zap.Strings("flags", c.IgnoredFlags))
+			}
+			if c.KubeProxy.InitOnly {
+				log.Info("--init-only: the configuration is valid; ipvs-proxy has no privileged initialisation step, exiting")
+				return nil
+			}
 			if c.Cleanup {
 				return cleanupNode(cmd.OutOrStdout(), c.Planning.ExcludeCIDRs, c.StateDir, false, log)
 			}

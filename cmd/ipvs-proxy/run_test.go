@@ -21,11 +21,18 @@ func TestRunBadInput(t *testing.T) {
 		args []string
 		want string
 	}{
-		{"zero sync period", []string{"run", "--sync-period", "0s"}, "--sync-period"},
-		{"min above sync", []string{"run", "--sync-period", "1s", "--min-sync-period", "2s"}, "--min-sync-period"},
-		{"log format", []string{"run", "--log-format", "xml"}, "--log-format"},
+		{"zero sync period", []string{"run", "--sync-period", "0s"}, "--ipvs-sync-period"},
+		{"min above sync", []string{"run", "--sync-period", "1s", "--min-sync-period", "2s"}, "--ipvs-min-sync-period"},
+		{"log format", []string{"run", "--log-format", "xml"}, "--logging-format"},
+		{"proxy mode", []string{"run", "--proxy-mode", "iptables"}, `--proxy-mode: "iptables": ipvs-proxy programs IPVS only`},
+		{"proxy mode nftables", []string{"run", "--proxy-mode=nftables"}, "--proxy-mode"},
+		{"detect local mode", []string{"run", "--detect-local-mode", "NodeCIDR"}, "--detect-local-mode: NodeCIDR is not supported"},
+		{"unknown flag", []string{"run", "--no-such-flag"}, "unknown flag: --no-such-flag"},
+		{"negative v", []string{"run", "--v=-1"}, "--v"},
+		{"primary with cidrs", []string{"run", "--nodeport-addresses=10.0.0.0/8,primary"}, "primary"},
 		{"scheduler", []string{"run", "--ipvs-scheduler", "fastest"}, "--ipvs-scheduler"},
 		{"masquerade bit", []string{"run", "--masquerade-bit", "40"}, "masquerade-bit"},
+		{"iptables masquerade bit", []string{"run", "--iptables-masquerade-bit", "40"}, "iptables-masquerade-bit"},
 		{"bad cidr", []string{"run", "--cluster-cidr", "10.0.0.0/33"}, "not a CIDR"},
 		{"config file", []string{"run", "--config", badFile}, "sync-period"},
 		{"missing config file", []string{"run", "--config", filepath.Join(dir, "missing.yaml")}, "missing.yaml"},

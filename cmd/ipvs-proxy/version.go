@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"io"
 	"runtime"
 
 	"github.com/spf13/cobra"
@@ -15,9 +16,17 @@ func newVersionCommand() *cobra.Command {
 		Short: "Print the version",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			_, err := fmt.Fprintf(cmd.OutOrStdout(), "ipvs-proxy %s (%s %s/%s)\n",
-				version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
-			return failure(err)
+			return printVersion(cmd.OutOrStdout())
 		},
 	}
+}
+
+// versionLine is what `version`, `--version` and `run --version` print.
+func versionLine() string {
+	return fmt.Sprintf("ipvs-proxy %s (%s %s/%s)", version.Version, runtime.Version(), runtime.GOOS, runtime.GOARCH)
+}
+
+func printVersion(w io.Writer) error {
+	_, err := fmt.Fprintln(w, versionLine())
+	return failure(err)
 }

@@ -23,6 +23,10 @@ import (
 // ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("invalid configuration")
 
+// ErrPrimaryWithCIDRs: kube-proxy's nodePortAddresses value "primary" must
+// be the only one.
+var ErrPrimaryWithCIDRs = errors.New(`"primary" must be the only --nodeport-addresses value`)
+
 // Defaults, as kube-proxy's where kube-proxy has the setting.
 const (
 	DefaultSyncPeriod         = 30 * time.Second
@@ -81,10 +85,24 @@ type Config struct {
 
 	LogLevel  string
 	LogFormat string
+	// Verbosity is kube-proxy's --v (or logging.verbosity): klog's V(n)
+	// becomes zap level -n, so any n above 0 also enables debug lines.
+	Verbosity int
+
+	// KubeProxy holds kube-proxy's flags that have no name of the proxy's
+	// own (kubeproxyflags.go).
+	KubeProxy KubeProxyFlags
+
+	// planning is the function AddFlags was given: Complete registers the
+	// same flags again to rebuild the configuration when --config is set.
+	planning PlanningFlags
 
 	// Warnings are the settings read from --config that mean nothing to
 	// ipvs-proxy; run logs them once at startup.
 	Warnings []string
+	// IgnoredFlags are the kube-proxy flags given on the command line that
+	// --config overrides, as kube-proxy ignores them; run logs them once.
+	IgnoredFlags []string
 }
 
 // Default returns the configuration with every default filled in.
@@ -100,6 +118,7 @@ func Default() *Config {
 		DeletedNodeGrace:   DefaultDeletedNodeGrace,
 		LogLevel:           "info",
 		LogFormat:          "json",
+		KubeProxy:          defaultKubeProxyFlags(),
 	}
 }
 
@@ -110,8 +129,10 @@ type PlanningFlags func(fs *pflag.FlagSet, o *planner.Options)
 // AddFlags registers every flag of `run` on fs, bound to c; planning
 // registers the flags shared with `plan`.
 func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
+	c.planning = planning
+	fs.SetNormalizeFunc(NormalizeAliases)
 	planning(fs, &c.Planning)
-	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "Configuration file: ipvs-proxy.io/v1alpha1 ProxyConfiguration, or kube-proxy's kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration. Flags given on the command line override it.")
+	fs.StringVar(&c.ConfigFile, "config", c.ConfigFile, "Configuration file: ipvs-proxy.io/v1alpha1 ProxyConfiguration, or kube-proxy's kubeproxy.config.k8s.io/v1alpha1 KubeProxyConfiguration. As in kube-proxy, the file wins over kube-proxy's flags except --hostname-override and the logging flags.")
 	fs.StringVar(&c.Kubeconfig, "kubeconfig", c.Kubeconfig, "Path to a kubeconfig file; empty means the in-cluster configuration.")
 	fs.StringVar(&c.Master, "master", c.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "This node's name; empty means the hostname.")
@@ -120,8 +141,8 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.DurationVar(&c.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", c.IPVSTCPFinTimeout, "IPVS TCP FIN_WAIT timeout; 0 leaves the kernel's value.")
 	fs.DurationVar(&c.IPVSUDPTimeout, "ipvs-udp-timeout", c.IPVSUDPTimeout, "IPVS UDP timeout; 0 leaves the kernel's value.")
 	fs.DurationVar(&c.IPVSGracefulPeriod, "ipvs-graceful-period", c.IPVSGracefulPeriod, "How long a removed TCP real server stays at weight 0 while it still has connections.")
-	fs.DurationVar(&c.SyncPeriod, "sync-period", c.SyncPeriod, "How often the whole state is read back from the kernel and repaired.")
-	fs.DurationVar(&c.MinSyncPeriod, "min-sync-period", c.MinSyncPeriod, "Minimum time between two applies of changes; 0 applies at once, batching what arrives during an apply.")
+	fs.DurationVar(&c.SyncPeriod, "ipvs-sync-period", c.SyncPeriod, "How often the whole state is read back from the kernel and repaired (alias --sync-period).")
+	fs.DurationVar(&c.MinSyncPeriod, "ipvs-min-sync-period", c.MinSyncPeriod, "Minimum time between two applies of changes; 0 applies at once, batching what arrives during an apply (alias --min-sync-period).")
 	fs.BoolVar(&c.Cleanup, "cleanup", c.Cleanup, "Remove what the proxy created (virtual servers, kube-ipvs0, chains, ipsets) and exit.")
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "host:port of the /healthz and /livez server; empty disables it.")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
@@ -129,19 +150,94 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
 	fs.DurationVar(&c.DeletedNodeGrace, "deleted-node-grace-period", c.DeletedNodeGrace, "How long the addresses of a Node deleted from the API stay protected (remembered in --state-dir across restarts): a Node deleted by mistake keeps its addresses off kube-ipvs0 until its kubelet registers it again.")
 	fs.StringVar(&c.EventsLeaseNamespace, "events-lease-namespace", c.EventsLeaseNamespace, "Namespace of the coordination.k8s.io Lease ipvs-proxy-events whose holder, one proxy per cluster, reports the refusals every node makes alike as Events; empty means the pod's own namespace ($POD_NAMESPACE, else its service account's). Without any, this proxy reports every refusal itself.")
-	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn, error.")
-	fs.StringVar(&c.LogFormat, "log-format", c.LogFormat, "Log format: json or console.")
+	fs.StringVar(&c.LogLevel, "log-level", c.LogLevel, "Log level: debug, info, warn, error; --v above 0 lowers it further.")
+	fs.StringVar(&c.LogFormat, "logging-format", c.LogFormat, "Log format: json, or text (alias console): zap's console encoder (alias --log-format).")
+	fs.IntVarP(&c.Verbosity, "v", "v", c.Verbosity, "kube-proxy's log verbosity: klog's V(n) lines are logged at zap level -n, so 1 and above also log debug lines.")
+	c.KubeProxy.addFlags(fs)
 }
 
-// Complete reads --config (if given) into every setting whose flag was not
-// set on the command line, then validates the result.
+// Complete reads --config (if given), completes bind addresses without a
+// port, then validates the result.
+//
+// As kube-proxy: with --config, every kube-proxy flag on the command line
+// but --hostname-override, the logging flags and those with no field in the
+// file (--master, --cleanup, ...) is ignored (named in IgnoredFlags), and
+// the file's value or the default applies. The proxy's own flags, which
+// kube-proxy does not have, win over the file.
 func (c *Config) Complete(fs *pflag.FlagSet) error {
-	if c.ConfigFile != "" {
-		if err := c.loadFile(c.ConfigFile, fs); err != nil {
-			return err
+	if c.ConfigFile == "" {
+		// kube-proxy's deprecated --healthz-port and --metrics-port.
+		c.HealthzBindAddress = addressFromPort(c.HealthzBindAddress, c.KubeProxy.HealthzPort)
+		c.MetricsBindAddress = addressFromPort(c.MetricsBindAddress, c.KubeProxy.MetricsPort)
+	} else if err := c.rebuildFromFile(fs); err != nil {
+		return err
+	}
+	// A bind address without a port gets kube-proxy's default port.
+	c.HealthzBindAddress = withPort(c.HealthzBindAddress, DefaultHealthzPort)
+	c.MetricsBindAddress = withPort(c.MetricsBindAddress, DefaultMetricsPort)
+	return c.Validate()
+}
+
+// addressFromPort is kube-proxy's reading of --healthz-port and
+// --metrics-port: 0 disables the server, another port completes an
+// address given without one.
+func addressFromPort(addr string, port int32) string {
+	if port == 0 {
+		return ""
+	}
+	return withPort(addr, port)
+}
+
+// rebuildFromFile replaces c by the defaults, the command-line flags that
+// win over the file (commandLineWins and the proxy's own), then the file.
+func (c *Config) rebuildFromFile(fs *pflag.FlagSet) error {
+	if fs == nil {
+		fs = pflag.NewFlagSet("run", pflag.ContinueOnError)
+	}
+	d := Default()
+	d.ConfigFile = c.ConfigFile
+	dfs := pflag.NewFlagSet(fs.Name(), pflag.ContinueOnError)
+	planning := c.planning
+	if planning == nil {
+		// No planning flags registered (a caller without AddFlags): the
+		// planning options c has are kept as the defaults.
+		planning = func(*pflag.FlagSet, *planner.Options) {}
+		d.Planning = c.Planning
+	}
+	d.AddFlags(dfs, planning)
+	var errs []error
+	fs.Visit(func(f *pflag.Flag) {
+		if fileWins(f.Name) {
+			d.IgnoredFlags = append(d.IgnoredFlags, "--"+f.Name)
+			return
+		}
+		if err := copyFlag(dfs, f); err != nil {
+			errs = append(errs, err)
+		}
+	})
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	if err := d.loadFile(c.ConfigFile, dfs); err != nil {
+		return err
+	}
+	*c = *d
+	return nil
+}
+
+// copyFlag sets the flag of dst named as f to f's value, as given.
+func copyFlag(dst *pflag.FlagSet, f *pflag.Flag) error {
+	g := dst.Lookup(f.Name)
+	if g == nil {
+		return nil
+	}
+	if sv, ok := f.Value.(pflag.SliceValue); ok {
+		if dv, ok := g.Value.(pflag.SliceValue); ok {
+			g.Changed = true
+			return dv.Replace(sv.GetSlice())
 		}
 	}
-	return c.Validate()
+	return dst.Set(f.Name, f.Value.String())
 }
 
 // Validate checks every setting.
@@ -151,13 +247,13 @@ func (c *Config) Validate() error {
 		errs = append(errs, fmt.Errorf("--%s: %s: %w", flag, fmt.Sprintf(format, args...), ErrInvalid))
 	}
 	if c.SyncPeriod <= 0 {
-		bad("sync-period", "%v must be positive", c.SyncPeriod)
+		bad("ipvs-sync-period", "%v must be positive", c.SyncPeriod)
 	}
 	if c.MinSyncPeriod < 0 {
-		bad("min-sync-period", "%v must not be negative", c.MinSyncPeriod)
+		bad("ipvs-min-sync-period", "%v must not be negative", c.MinSyncPeriod)
 	}
 	if c.SyncPeriod > 0 && c.MinSyncPeriod > c.SyncPeriod {
-		bad("min-sync-period", "%v is longer than --sync-period %v", c.MinSyncPeriod, c.SyncPeriod)
+		bad("ipvs-min-sync-period", "%v is longer than --ipvs-sync-period %v", c.MinSyncPeriod, c.SyncPeriod)
 	}
 	for flag, d := range map[string]time.Duration{"ipvs-tcp-timeout": c.IPVSTCPTimeout, "ipvs-tcpfin-timeout": c.IPVSTCPFinTimeout, "ipvs-udp-timeout": c.IPVSUDPTimeout, "ipvs-graceful-period": c.IPVSGracefulPeriod} {
 		if d < 0 {
@@ -165,7 +261,7 @@ func (c *Config) Validate() error {
 		}
 	}
 	if c.Planning.MasqueradeBit < 0 || c.Planning.MasqueradeBit > 31 {
-		bad("masquerade-bit", "%d is not in 0..31", c.Planning.MasqueradeBit)
+		bad("iptables-masquerade-bit", "%d is not in 0..31", c.Planning.MasqueradeBit)
 	}
 	if c.Planning.Scheduler == "" {
 		bad("ipvs-scheduler", "must not be empty")
@@ -191,10 +287,14 @@ func (c *Config) Validate() error {
 		bad("deleted-node-grace-period", "%v must not be negative", c.DeletedNodeGrace)
 	}
 	switch c.LogFormat {
-	case "json", "console":
+	case "json", "console", "text":
 	default:
-		bad("log-format", "%q is neither json nor console", c.LogFormat)
+		bad("logging-format", "%q is neither json nor text (console)", c.LogFormat)
 	}
+	if c.Verbosity < 0 {
+		bad("v", "%d must not be negative", c.Verbosity)
+	}
+	errs = append(errs, c.KubeProxy.validate()...)
 	return errors.Join(errs...)
 }
 

@@ -43,17 +43,27 @@ func TestDefaults(t *testing.T) {
 	}
 }
 
+// TestOwnFileAndFlagPrecedence: as kube-proxy, the file wins over
+// kube-proxy's flags (named in IgnoredFlags); --hostname-override, the
+// logging flags and the proxy's own flags win over the file.
 func TestOwnFileAndFlagPrecedence(t *testing.T) {
-	c, err := parse(t, "--config", "testdata/own.yaml", "--ipvs-scheduler", "sh", "--sync-period", "20s")
+	c, err := parse(t, "--config", "testdata/own.yaml", "--ipvs-scheduler", "sh", "--sync-period", "20s",
+		"--hostname-override", "Node-B", "--logging-format", "json", "--v", "2", "--state-dir", "/tmp/y")
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Planning.Scheduler != "sh" || c.SyncPeriod != 20*time.Second {
-		t.Errorf("command-line flags must win: scheduler %q sync %v", c.Planning.Scheduler, c.SyncPeriod)
+	if c.Planning.Scheduler != "lc" || c.SyncPeriod != 10*time.Second {
+		t.Errorf("the file must win over kube-proxy's flags: scheduler %q sync %v", c.Planning.Scheduler, c.SyncPeriod)
 	}
-	if c.HostnameOverride != "node-a" || !c.IPVSStrictARP || c.IPVSTCPTimeout != 900*time.Second ||
+	if want := []string{"--ipvs-scheduler", "--ipvs-sync-period"}; !reflect.DeepEqual(c.IgnoredFlags, want) {
+		t.Errorf("ignored flags %q, want %q", c.IgnoredFlags, want)
+	}
+	if c.HostnameOverride != "Node-B" || c.LogFormat != "json" || c.Verbosity != 2 || c.StateDir != "/tmp/y" {
+		t.Errorf("--hostname-override, logging and own flags must win over the file: %+v", c)
+	}
+	if !c.IPVSStrictARP || c.IPVSTCPTimeout != 900*time.Second ||
 		c.IPVSGracefulPeriod != time.Minute || c.MinSyncPeriod != time.Second || !c.Planning.RefuseNodeExternalIPs ||
-		c.StateDir != "/tmp/x" || c.LogLevel != "debug" || c.LogFormat != "console" || !c.EnableProfiling {
+		c.LogLevel != "debug" || !c.EnableProfiling {
 		t.Errorf("file values not applied: %+v", c)
 	}
 	if len(c.Warnings) != 0 {
@@ -61,7 +71,7 @@ func TestOwnFileAndFlagPrecedence(t *testing.T) {
 	}
 	o := c.Planning
 	want := []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.MustParsePrefix("fd00:10:244::/56")}
-	if !reflect.DeepEqual(o.ClusterCIDRs, want) || o.Scheduler != "sh" || !o.RefuseNodeExternalIPs ||
+	if !reflect.DeepEqual(o.ClusterCIDRs, want) || o.Scheduler != "lc" || !o.RefuseNodeExternalIPs ||
 		len(o.ProtectedCIDRs) != 1 || len(o.ExcludeCIDRs) != 1 || len(o.NodePortAddresses) != 1 || o.MasqueradeBit != 14 {
 		t.Errorf("planner options: %+v", o)
 	}
@@ -76,15 +86,16 @@ func TestKubeProxyConfiguration(t *testing.T) {
 		c.SyncPeriod != 45*time.Second || !reflect.DeepEqual(c.Planning.ClusterCIDRs, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}) || c.MetricsBindAddress != "0.0.0.0:10249" {
 		t.Errorf("kube-proxy values not applied: %+v", c)
 	}
-	want := []string{"bindAddress", "clientConnection.burst", "clientConnection.contentType", "clientConnection.qps",
-		"configSyncPeriod", "conntrack.maxPerCore", "conntrack.min", "conntrack.tcpCloseWaitTimeout",
-		"conntrack.tcpEstablishedTimeout", "iptables.syncPeriod", "oomScoreAdj", "udpIdleTimeout"}
+	// Every other value there is kube-proxy's default: only the field
+	// kube-proxy 1.34 no longer has is named.
+	want := []string{"udpIdleTimeout (unknown field)"}
 	if !reflect.DeepEqual(c.Warnings, want) {
 		t.Errorf("warnings\n got %q\nwant %q", c.Warnings, want)
 	}
 }
 
-// kube-proxy's enableProfiling maps onto --profiling; the command line wins.
+// kube-proxy's enableProfiling maps onto --profiling; as in kube-proxy, the
+// file wins over the command line.
 func TestKubeProxyProfiling(t *testing.T) {
 	p := t.TempDir() + "/kp.yaml"
 	if err := os.WriteFile(p, []byte("apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nenableProfiling: true\n"), 0o600); err != nil {
@@ -97,8 +108,8 @@ func TestKubeProxyProfiling(t *testing.T) {
 	if !c.EnableProfiling || len(c.Warnings) != 0 {
 		t.Errorf("enableProfiling: %v, warnings %v", c.EnableProfiling, c.Warnings)
 	}
-	if c, err = parse(t, "--config", p, "--profiling=false"); err != nil || c.EnableProfiling {
-		t.Errorf("--profiling=false must win over the file: %v %v", c.EnableProfiling, err)
+	if c, err = parse(t, "--config", p, "--profiling=false"); err != nil || !c.EnableProfiling || len(c.IgnoredFlags) != 1 {
+		t.Errorf("the file must win over --profiling=false: %v %v %v", c.EnableProfiling, c.IgnoredFlags, err)
 	}
 }
 
@@ -206,5 +217,42 @@ func TestMaxVirtualServersPerService(t *testing.T) {
 		if c.Planning.MaxVirtualServersPerService != tt.want {
 			t.Errorf("%v: %d, want %d", tt.args, c.Planning.MaxVirtualServersPerService, tt.want)
 		}
+	}
+}
+
+// TestDeprecatedPorts: kube-proxy's hidden --healthz-port and
+// --metrics-port, and bind addresses without a port.
+func TestDeprecatedPorts(t *testing.T) {
+	for _, tc := range []struct {
+		args             []string
+		healthz, metrics string
+	}{
+		{nil, "0.0.0.0:10256", "127.0.0.1:10249"},
+		{[]string{"--healthz-port=0"}, "", "127.0.0.1:10249"},
+		{[]string{"--metrics-bind-address=0.0.0.0", "--metrics-port=9100"}, "0.0.0.0:10256", "0.0.0.0:9100"},
+		{[]string{"--healthz-bind-address=::"}, "[::]:10256", "127.0.0.1:10249"},
+		{[]string{"--healthz-bind-address=10.0.0.1:1234", "--healthz-port=99"}, "10.0.0.1:1234", "127.0.0.1:10249"},
+	} {
+		c, err := parse(t, tc.args...)
+		if err != nil || c.HealthzBindAddress != tc.healthz || c.MetricsBindAddress != tc.metrics {
+			t.Errorf("%v: healthz %q metrics %q (%v), want %q %q", tc.args, c.HealthzBindAddress, c.MetricsBindAddress, err, tc.healthz, tc.metrics)
+		}
+	}
+}
+
+// TestNoEffect: the kube-proxy flags given that mean nothing here are
+// named once, with why; those --config overrides are left to their line.
+func TestNoEffect(t *testing.T) {
+	c := Default()
+	fs := pflag.NewFlagSet("run", pflag.ContinueOnError)
+	c.AddFlags(fs, testPlanningFlags)
+	if err := fs.Parse([]string{"--oom-score-adj=-998", "--vmodule=x=2", "--ipvs-scheduler=sh", "--pod-bridge-interface=cbr0"}); err != nil {
+		t.Fatal(err)
+	}
+	got := NoEffect(fs, []string{"--oom-score-adj"})
+	want := []string{"--pod-bridge-interface (only with a --detect-local-mode ipvs-proxy refuses)",
+		"--vmodule (zap has one level for the process: use --v)"}
+	if !reflect.DeepEqual(got, want) {
+		t.Errorf("NoEffect\n got %q\nwant %q", got, want)
 	}
 }

@@ -1,21 +1,20 @@
 package config
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/netip"
 	"os"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
 	"github.com/spf13/pflag"
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
-	kubeproxy "k8s.io/kube-proxy/config/v1alpha1"
 	"sigs.k8s.io/yaml"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 // The proxy's own configuration kind.
@@ -62,6 +61,30 @@ type ProxyConfiguration struct {
 	// EventsLeaseNamespace is --events-lease-namespace.
 	EventsLeaseNamespace *string          `json:"eventsLeaseNamespace,omitempty"`
 	Logging              *LoggingSettings `json:"logging,omitempty"`
+	// KubeAPI is --kube-api-qps, --kube-api-burst, --kube-api-content-type.
+	KubeAPI *KubeAPISettings `json:"kubeAPI,omitempty"`
+	// Conntrack is the --conntrack-* flags.
+	Conntrack *ConntrackSettings `json:"conntrack,omitempty"`
+}
+
+// ConntrackSettings are the conntrack: section of ProxyConfiguration, as
+// kube-proxy's.
+type ConntrackSettings struct {
+	MaxPerCore            *int32       `json:"maxPerCore,omitempty"`
+	Min                   *int32       `json:"min,omitempty"`
+	TCPEstablishedTimeout *v1.Duration `json:"tcpEstablishedTimeout,omitempty"`
+	TCPCloseWaitTimeout   *v1.Duration `json:"tcpCloseWaitTimeout,omitempty"`
+	TCPBeLiberal          *bool        `json:"tcpBeLiberal,omitempty"`
+	UDPTimeout            *v1.Duration `json:"udpTimeout,omitempty"`
+	UDPStreamTimeout      *v1.Duration `json:"udpStreamTimeout,omitempty"`
+}
+
+// KubeAPISettings are the kubeAPI: section of ProxyConfiguration: the API
+// client's rate limit and encoding.
+type KubeAPISettings struct {
+	QPS         *float32 `json:"qps,omitempty"`
+	Burst       *int32   `json:"burst,omitempty"`
+	ContentType *string  `json:"contentType,omitempty"`
 }
 
 // IPVSSettings are the ipvs: section of ProxyConfiguration.
@@ -77,8 +100,9 @@ type IPVSSettings struct {
 
 // LoggingSettings are the logging: section of ProxyConfiguration.
 type LoggingSettings struct {
-	Level  *string `json:"level,omitempty"`
-	Format *string `json:"format,omitempty"`
+	Level     *string `json:"level,omitempty"`
+	Format    *string `json:"format,omitempty"`
+	Verbosity *int    `json:"verbosity,omitempty"`
 }
 
 // setter assigns one file value unless its flag was given on the command line.
@@ -161,16 +185,9 @@ func (c *Config) loadFile(path string, fs *pflag.FlagSet) error {
 		}
 		c.applyOwn(&pc, st)
 	case tm.APIVersion == kubeProxyAPIVersion && tm.Kind == kubeProxyKind:
-		var kp kubeproxy.KubeProxyConfiguration
-		if err := yaml.Unmarshal(data, &kp); err != nil {
-			return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
+		if err := c.loadKubeProxy(data, st); err != nil {
+			return fmt.Errorf("--config %s: %w", path, err)
 		}
-		raw := map[string]any{}
-		if err := yaml.Unmarshal(data, &raw); err != nil {
-			return fmt.Errorf("--config %s: %v: %w", path, err, ErrInvalid)
-		}
-		c.applyKubeProxy(&kp, st)
-		c.Warnings = append(c.Warnings, kubeProxyIgnored(&kp, raw)...)
 	default:
 		return fmt.Errorf("--config %s: apiVersion %q kind %q: want %s %s or %s %s: %w",
 			path, tm.APIVersion, tm.Kind, APIVersion, Kind, kubeProxyAPIVersion, kubeProxyKind, ErrInvalid)
@@ -186,7 +203,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "master", &c.Master, pc.Master)
 	set(s, "hostname-override", &c.HostnameOverride, pc.HostnameOverride)
 	setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, splitComma(pc.ClusterCIDR))
-	setPrefixes(s, "nodeport-addresses", &c.Planning.NodePortAddresses, pc.NodePortAddresses)
+	setNodePortAddrs(s, &c.Planning, pc.NodePortAddresses)
 	if v := pc.IPVS; v != nil {
 		set(s, "ipvs-scheduler", &c.Planning.Scheduler, v.Scheduler)
 		set(s, "ipvs-strict-arp", &c.IPVSStrictARP, v.StrictARP)
@@ -197,9 +214,9 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 		setDuration(s, "ipvs-graceful-period", &c.IPVSGracefulPeriod, v.GracefulPeriod)
 	}
 	set(s, "masquerade-all", &c.Planning.MasqueradeAll, pc.MasqueradeAll)
-	set(s, "masquerade-bit", &c.Planning.MasqueradeBit, pc.MasqueradeBit)
-	setDuration(s, "sync-period", &c.SyncPeriod, pc.SyncPeriod)
-	setDuration(s, "min-sync-period", &c.MinSyncPeriod, pc.MinSyncPeriod)
+	set(s, "iptables-masquerade-bit", &c.Planning.MasqueradeBit, pc.MasqueradeBit)
+	setDuration(s, "ipvs-sync-period", &c.SyncPeriod, pc.SyncPeriod)
+	setDuration(s, "ipvs-min-sync-period", &c.MinSyncPeriod, pc.MinSyncPeriod)
 	set(s, "healthz-bind-address", &c.HealthzBindAddress, pc.HealthzBindAddress)
 	set(s, "metrics-bind-address", &c.MetricsBindAddress, pc.MetricsBindAddress)
 	set(s, "profiling", &c.EnableProfiling, pc.EnableProfiling)
@@ -212,137 +229,39 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "events-lease-namespace", &c.EventsLeaseNamespace, pc.EventsLeaseNamespace)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
-		set(s, "log-format", &c.LogFormat, l.Format)
+		set(s, "logging-format", &c.LogFormat, l.Format)
+		set(s, "v", &c.Verbosity, l.Verbosity)
+	}
+	if t := pc.Conntrack; t != nil {
+		ct := &c.KubeProxy.Conntrack
+		set(s, "conntrack-max-per-core", &ct.MaxPerCore, t.MaxPerCore)
+		set(s, "conntrack-min", &ct.Min, t.Min)
+		setDuration(s, "conntrack-tcp-timeout-established", &ct.TCPEstablishedTimeout, t.TCPEstablishedTimeout)
+		setDuration(s, "conntrack-tcp-timeout-close-wait", &ct.TCPCloseWaitTimeout, t.TCPCloseWaitTimeout)
+		set(s, "conntrack-tcp-be-liberal", &ct.TCPBeLiberal, t.TCPBeLiberal)
+		setDuration(s, "conntrack-udp-timeout", &ct.UDPTimeout, t.UDPTimeout)
+		setDuration(s, "conntrack-udp-timeout-stream", &ct.UDPStreamTimeout, t.UDPStreamTimeout)
+	}
+	if a := pc.KubeAPI; a != nil {
+		set(s, "kube-api-qps", &c.KubeProxy.KubeAPIQPS, a.QPS)
+		set(s, "kube-api-burst", &c.KubeProxy.KubeAPIBurst, a.Burst)
+		set(s, "kube-api-content-type", &c.KubeProxy.KubeAPIContentType, a.ContentType)
 	}
 }
 
-// nonEmpty returns a pointer to v, or nil for the zero value: an unset
-// KubeProxyConfiguration field keeps the flag's value.
-func nonEmpty[T comparable](v T) *T {
-	var zero T
-	if v == zero {
-		return nil
+// setNodePortAddrs reads nodePortAddresses: CIDRs, or the one value
+// "primary" (the node's primary IPs), as kube-proxy reads it.
+func setNodePortAddrs(s setter, o *planner.Options, v []string) {
+	if v == nil || (s.fs != nil && s.fs.Changed("nodeport-addresses")) {
+		return
 	}
-	return &v
-}
-
-func nonZeroDuration(d v1.Duration) *v1.Duration {
-	if d.Duration == 0 {
-		return nil
-	}
-	return &d
-}
-
-// kubeProxyUsed are the KubeProxyConfiguration fields (JSON paths) that
-// ipvs-proxy maps onto its own settings; every other set field is named in
-// a startup warning.
-var kubeProxyUsed = map[string]bool{
-	"apiVersion": true, "kind": true,
-	"clientConnection.kubeconfig": true,
-	"hostnameOverride":            true,
-	"healthzBindAddress":          true,
-	"metricsBindAddress":          true,
-	"enableProfiling":             true,
-	"mode":                        true,
-	"clusterCIDR":                 true,
-	"nodePortAddresses":           true,
-	"ipvs.scheduler":              true,
-	"ipvs.strictARP":              true,
-	"ipvs.excludeCIDRs":           true,
-	"ipvs.tcpTimeout":             true,
-	"ipvs.tcpFinTimeout":          true,
-	"ipvs.udpTimeout":             true,
-	"ipvs.syncPeriod":             true,
-	"ipvs.minSyncPeriod":          true,
-	"iptables.masqueradeAll":      true,
-	"iptables.masqueradeBit":      true,
-}
-
-func (c *Config) applyKubeProxy(kp *kubeproxy.KubeProxyConfiguration, s setter) {
-	set(s, "kubeconfig", &c.Kubeconfig, nonEmpty(kp.ClientConnection.Kubeconfig))
-	set(s, "hostname-override", &c.HostnameOverride, nonEmpty(kp.HostnameOverride))
-	set(s, "healthz-bind-address", &c.HealthzBindAddress, nonEmpty(kp.HealthzBindAddress))
-	set(s, "metrics-bind-address", &c.MetricsBindAddress, nonEmpty(kp.MetricsBindAddress))
-	set(s, "profiling", &c.EnableProfiling, nonEmpty(kp.EnableProfiling))
-	if kp.ClusterCIDR != "" {
-		setPrefixes(s, "cluster-cidr", &c.Planning.ClusterCIDRs, strings.Split(kp.ClusterCIDR, ","))
-	}
-	var np []string
-	for _, a := range kp.NodePortAddresses {
-		// "primary" (the node's primary IPs) has no equivalent here: every
-		// local address is used, and the warning says so.
-		if a != "primary" {
-			np = append(np, a)
-		}
-	}
-	if len(np) > 0 {
-		setPrefixes(s, "nodeport-addresses", &c.Planning.NodePortAddresses, np)
-	}
-	set(s, "ipvs-scheduler", &c.Planning.Scheduler, nonEmpty(kp.IPVS.Scheduler))
-	set(s, "ipvs-strict-arp", &c.IPVSStrictARP, nonEmpty(kp.IPVS.StrictARP))
-	if len(kp.IPVS.ExcludeCIDRs) > 0 {
-		setPrefixes(s, "ipvs-exclude-cidrs", &c.Planning.ExcludeCIDRs, kp.IPVS.ExcludeCIDRs)
-	}
-	setDuration(s, "ipvs-tcp-timeout", &c.IPVSTCPTimeout, nonZeroDuration(kp.IPVS.TCPTimeout))
-	setDuration(s, "ipvs-tcpfin-timeout", &c.IPVSTCPFinTimeout, nonZeroDuration(kp.IPVS.TCPFinTimeout))
-	setDuration(s, "ipvs-udp-timeout", &c.IPVSUDPTimeout, nonZeroDuration(kp.IPVS.UDPTimeout))
-	setDuration(s, "sync-period", &c.SyncPeriod, nonZeroDuration(kp.IPVS.SyncPeriod))
-	setDuration(s, "min-sync-period", &c.MinSyncPeriod, nonZeroDuration(kp.IPVS.MinSyncPeriod))
-	set(s, "masquerade-all", &c.Planning.MasqueradeAll, nonEmpty(kp.IPTables.MasqueradeAll))
-	if kp.IPTables.MasqueradeBit != nil {
-		bit := int(*kp.IPTables.MasqueradeBit)
-		set(s, "masquerade-bit", &c.Planning.MasqueradeBit, &bit)
-	}
-}
-
-// kubeProxyIgnored names every field set in the file that ipvs-proxy does not use.
-func kubeProxyIgnored(kp *kubeproxy.KubeProxyConfiguration, raw map[string]any) []string {
-	var out []string
-	var walk func(prefix string, v any)
-	walk = func(prefix string, v any) {
-		if m, ok := v.(map[string]any); ok && len(m) > 0 {
-			for k, vv := range m {
-				p := k
-				if prefix != "" {
-					p = prefix + "." + k
-				}
-				walk(p, vv)
-			}
+	if slices.Contains(v, planner.NodePortPrimary) {
+		if len(v) > 1 {
+			*s.errs = append(*s.errs, fmt.Errorf("nodePortAddresses %v: %w: %w", v, ErrPrimaryWithCIDRs, ErrInvalid))
 			return
 		}
-		if kubeProxyUsed[prefix] || isZero(v) {
-			return
-		}
-		out = append(out, prefix)
+		o.NodePortPrimary, o.NodePortAddresses = true, nil
+		return
 	}
-	walk("", raw)
-	if m := string(kp.Mode); m != "" && m != "ipvs" {
-		out = append(out, fmt.Sprintf("mode (%q: ipvs-proxy always programs IPVS)", m))
-	}
-	for _, a := range kp.NodePortAddresses {
-		if a == "primary" {
-			out = append(out, `nodePortAddresses "primary" (every local address is used instead)`)
-		}
-	}
-	sort.Strings(out)
-	return out
-}
-
-func isZero(v any) bool {
-	switch x := v.(type) {
-	case nil:
-		return true
-	case string:
-		return x == "" || x == "0s"
-	case bool:
-		return !x
-	case float64:
-		return x == 0
-	case []any:
-		return len(x) == 0
-	case map[string]any:
-		return len(x) == 0
-	}
-	b, _ := json.Marshal(v)
-	return strings.TrimSpace(string(b)) == ""
+	setPrefixes(s, "nodeport-addresses", &o.NodePortAddresses, v)
 }

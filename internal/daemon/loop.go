@@ -126,6 +126,9 @@ type Loop struct {
 	dirty     bool
 	kicked    bool
 	stats     Stats
+	// firstFullDone is set by the first full sync that applied everything
+	// (logged once, with what it programmed).
+	firstFullDone bool
 	// plan is the incremental plan: rebuilt from every cached service by a
 	// full sync or when the node's addresses changed, updated with the
 	// changed services only by a partial sync.
@@ -181,6 +184,7 @@ func (l *Loop) defaults() {
 func (l *Loop) Run(ctx context.Context) error {
 	l.defaults()
 	l.started = l.Clock.Now()
+	l.Log.Info("waiting for the informer caches (Services, EndpointSlices, Nodes) to list from the API server; nothing is applied before")
 	if !l.Source.WaitForCacheSync(ctx) {
 		return ErrCacheSync
 	}
@@ -441,6 +445,13 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 		l.retryAt = time.Time{}
 		l.Log.Debug("sync done", zap.String("mode", mode), zap.Duration("took", rep.Duration),
 			zap.Int("services", len(changes.Services)))
+	}
+	if rep.Full && rep.Err == nil && !l.firstFullDone && st != nil {
+		l.firstFullDone = true
+		l.Log.Info("first full sync applied", zap.Duration("took", rep.Duration),
+			zap.Duration("sinceStart", now.Sub(l.started)),
+			zap.Int("virtualServers", len(st.VirtualServers)), zap.Int("addresses", len(st.Addresses)),
+			zap.Int("refusals", len(st.Refusals)))
 	}
 	if l.Health != nil {
 		if rep.Err == nil {

@@ -16,6 +16,9 @@ import (
 	"time"
 
 	dto "github.com/prometheus/client_model/go"
+	"go.uber.org/zap"
+	"go.uber.org/zap/zapcore"
+	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -322,6 +325,8 @@ type harness struct {
 	done   chan error
 	// synced counts the syncs the loop finished, bookkeeping included.
 	synced atomic.Int64
+	// logs are the loop's log lines at info and above.
+	logs *observer.ObservedLogs
 }
 
 // observe counts the loop's finished syncs for waitCalls.
@@ -338,6 +343,8 @@ func newHarness(t *testing.T, minSync time.Duration) *harness {
 	h.loop = &Loop{Source: h.src, Applier: h.app, Options: testOpts,
 		SyncPeriod: 30 * time.Second, MinSyncPeriod: minSync, BackoffInitial: time.Second, BackoffMax: 8 * time.Second,
 		Metrics: metrics.New(), Clock: h.clock}
+	core, logs := observer.New(zapcore.InfoLevel)
+	h.loop.Log, h.logs = zap.New(core), logs
 	h.observe()
 	ctx, cancel := context.WithCancel(context.Background())
 	h.cancel = cancel
@@ -404,6 +411,25 @@ func TestNothingAppliedBeforeCacheSync(t *testing.T) {
 		t.Fatalf("first sync %v, want full", calls)
 	}
 	h.wantKernel()
+}
+
+// TestStartupLines: one info line says what the loop waits for before the
+// caches sync, and one when the first full sync has applied, with what it
+// programmed; later full syncs do not repeat it.
+func TestStartupLines(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.clock.Step(30 * time.Second)
+	h.waitCalls(2)
+	if n := h.logs.FilterMessageSnippet("waiting for the informer caches").Len(); n != 1 {
+		t.Errorf("%d lines say what the loop waits for, want 1", n)
+	}
+	first := h.logs.FilterMessage("first full sync applied").All()
+	if len(first) != 1 || first[0].ContextMap()["virtualServers"] != int64(1) {
+		t.Errorf("first full sync lines: %+v", first)
+	}
 }
 
 func TestStopBeforeCacheSync(t *testing.T) {

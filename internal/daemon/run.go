@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/netip"
 	"os"
+	"runtime"
 	"runtime/debug"
 	"slices"
 	"strings"
@@ -115,8 +116,28 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	if noIPVS("/proc/sys", err) {
+		return nil, ErrNoIPVS
+	}
 	if err != nil {
 		return nil, fmt.Errorf("sysctls: %w", err)
+	}
+	// conntrack's table size and timeouts, as kube-proxy sets them at
+	// every start (the kernel's defaults return after a reboot).
+	ctMax := ConntrackMax(c.KubeProxy.Conntrack, runtime.NumCPU())
+	if raised, err := raiseConntrackHashsize(conntrackHashsizeFile, ctMax); err != nil {
+		log.Warn("cannot raise nf_conntrack's hash table size with nf_conntrack_max (as kube-proxy, it needs a writable /sys); lookups in a full table are slower", zap.Error(err))
+	} else if raised {
+		log.Info("set conntrack hashsize", zap.Int("value", ctMax/4))
+	}
+	// One by one: nf_conntrack_max is writable only from the host's own
+	// network namespace, the timeouts from any.
+	for _, s := range ConntrackSysctls(c.KubeProxy.Conntrack, runtime.NumCPU()) {
+		done, err := ipvs.WriteSysctls("/proc/sys", []ipvs.Sysctl{s})
+		if err != nil {
+			log.Warn("cannot set a conntrack sysctl (--conntrack-*); the kernel's value stays", zap.Error(err))
+		}
+		changed = append(changed, done...)
 	}
 	for _, s := range changed {
 		log.Info("set sysctl", zap.String("name", s.Name), zap.Int("value", s.Value))
@@ -240,6 +261,11 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
+	// kube-proxy's --kube-api-qps, --kube-api-burst, --kube-api-content-type.
+	restCfg.QPS, restCfg.Burst = c.KubeProxy.KubeAPIQPS, int(c.KubeProxy.KubeAPIBurst)
+	if ct := c.KubeProxy.KubeAPIContentType; ct != "" {
+		restCfg.ContentType = ct
+	}
 	client, err := kubernetes.NewForConfig(restCfg)
 	if err != nil {
 		return fmt.Errorf("API client: %w", err)
@@ -284,8 +310,13 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	m := metrics.New()
 	hp := health.NewProxy(2*c.SyncPeriod, nil)
+	hp.Families = ipFamilies(c.Planning.ClusterCIDRs)
+	m.KubeProxy.SetFamilies(hp.Families)
+	hp.OnAnswer = m.KubeProxy.Answered
 	watcher.OnLocalNode = hp.SyncNode
 	watcher.OnChange = hp.QueuedUpdate
+	watcher.OnServiceChange = func(key string) { m.KubeProxy.Queued(metrics.ChangeService, key) }
+	watcher.OnEndpointsChange = func(key string) { m.KubeProxy.Queued(metrics.ChangeEndpoints, key) }
 	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService}
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)
@@ -310,11 +341,13 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		return ""
 	}, eventOpts)
 	svcHealth := health.NewServices(log.Named("healthcheck"))
+	svcHealth.ProxyHealthy = hp.ServiceProxyHealthy
+	svcHealth.OnSync = m.KubeProxy.SetNoLocalEndpoints
 	defer svcHealth.Close()
 
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	metricsHandler := m.Handler()
+	metricsHandler := health.WithProxyMode(m.Handler())
 	if c.EnableProfiling {
 		metricsHandler = metrics.WithProfiling(metricsHandler)
 		log.Info("serving profiles", zap.String("address", c.MetricsBindAddress), zap.String("path", "/debug/pprof/"))
@@ -337,6 +370,14 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 
 	watcher.Start(ctx)
+	go func() {
+		// As kube-proxy, a node name that matches no Node is an error, and
+		// /healthz answers 503 (nodeEligible false) until the Node exists.
+		if watcher.WaitForCacheSync(ctx) && watcher.NodeObject(nodeName) == nil {
+			log.Error("no Node has this node's name: /healthz answers 503 (nodeEligible false) until it exists; is --hostname-override the name the kubelet registered?",
+				zap.String("node", nodeName))
+		}
+	}()
 	if leaseNS != "" {
 		go func() {
 			el := events.Election{Client: client, Namespace: leaseNS, Identity: nodeName}
@@ -369,4 +410,21 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		return nil
 	}
 	return err
+}
+
+// ipFamilies are the IP families of the cluster CIDRs (IPv4 when none is
+// set): the ip_family label values of kube-proxy's series and the health
+// body's status.
+func ipFamilies(cidrs []netip.Prefix) []string {
+	var v4, v6 bool
+	for _, p := range cidrs {
+		v4, v6 = v4 || p.Addr().Is4(), v6 || p.Addr().Is6()
+	}
+	switch {
+	case v4 && v6:
+		return []string{"IPv4", "IPv6"}
+	case v6:
+		return []string{"IPv6"}
+	}
+	return []string{"IPv4"}
 }

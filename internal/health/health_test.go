@@ -2,12 +2,14 @@ package health
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -30,12 +32,42 @@ func get(t *testing.T, h http.Handler, path string) (int, string) {
 	return rec.Code, rec.Body.String()
 }
 
+// decode reads a /healthz or /livez body as kube-proxy 1.34 writes it.
+func decode(t *testing.T, raw string) body {
+	t.Helper()
+	var b body
+	if err := json.Unmarshal([]byte(raw), &b); err != nil {
+		t.Fatalf("body %s: %v", raw, err)
+	}
+	return b
+}
+
 func TestProxyHealth(t *testing.T) {
 	c := &clock{t: time.Unix(1000, 0)}
 	p := NewProxy(60*time.Second, c.now)
+	p.Families = []string{"IPv4", "IPv6"}
+	answers := map[string]int{}
+	p.OnAnswer = func(path string, code int) { answers[fmt.Sprintf("%s %d", path, code)]++ }
 	h := p.Handler()
-	if code, _ := get(t, h, "/healthz"); code != 200 {
-		t.Fatalf("starting up: %d, want 200", code)
+	// Starting up: alive, but not ready before the first full sync, and
+	// not eligible before this node's Node is seen (as kube-proxy).
+	if code, _ := get(t, h, "/livez"); code != 200 {
+		t.Fatalf("/livez starting up: %d, want 200", code)
+	}
+	code, raw := get(t, h, "/healthz")
+	if b := decode(t, raw); code != 503 || b.NodeEligible == nil || *b.NodeEligible || !b.Healthy {
+		t.Fatalf("/healthz starting up: %d %s, want 503, nodeEligible false", code, raw)
+	}
+	p.SyncNode(&corev1.Node{})
+	if code, _ := get(t, h, "/healthz"); code != 503 {
+		t.Fatalf("/healthz before the first sync: %d, want 503", code)
+	}
+	if p.ServiceProxyHealthy() {
+		t.Error("serviceProxyHealthy before the first sync")
+	}
+	p.Updated()
+	if code, _ := get(t, h, "/healthz"); code != 200 || !p.ServiceProxyHealthy() {
+		t.Fatalf("/healthz after the first sync: %d", code)
 	}
 	p.QueuedUpdate()
 	c.add(59 * time.Second)
@@ -45,20 +77,28 @@ func TestProxyHealth(t *testing.T) {
 	}
 	c.add(2 * time.Second)
 	for _, path := range []string{"/healthz", "/livez"} {
-		if code, _ := get(t, h, path); code != 503 {
-			t.Errorf("%s with a change queued 61s ago: %d, want 503", path, code)
+		code, raw := get(t, h, path)
+		b := decode(t, raw)
+		if code != 503 || b.Healthy || b.Status["IPv6"].Healthy || !b.Status["IPv4"].LastUpdated.Equal(time.Unix(1000, 0)) {
+			t.Errorf("%s with a change queued 61s ago: %d %s, want 503, unhealthy, lastUpdated the sync's", path, code, raw)
 		}
 	}
+	if p.ServiceProxyHealthy() {
+		t.Error("serviceProxyHealthy while unhealthy")
+	}
 	p.Updated()
-	code, body := get(t, h, "/healthz")
-	if code != 200 || !strings.Contains(body, `"nodeEligible": true`) {
-		t.Errorf("after a sync: %d %s", code, body)
+	code, raw = get(t, h, "/healthz")
+	if b := decode(t, raw); code != 200 || b.NodeEligible == nil || !*b.NodeEligible || !b.Healthy || len(b.Status) != 2 || !b.LastUpdated.Equal(c.now()) {
+		t.Errorf("after a sync: %d %s", code, raw)
+	}
+	if _, raw := get(t, h, "/livez"); strings.Contains(raw, "nodeEligible") {
+		t.Errorf("/livez reports nodeEligible: %s", raw)
 	}
 	// A node being deleted fails /healthz only.
 	now := metav1.NewTime(c.now())
 	p.SyncNode(&corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n", DeletionTimestamp: &now}})
-	if code, body := get(t, h, "/healthz"); code != 503 || !strings.Contains(body, `"nodeEligible": false`) {
-		t.Errorf("deleted node /healthz: %d %s", code, body)
+	if code, raw := get(t, h, "/healthz"); code != 503 || !strings.Contains(raw, `"nodeEligible":false`) {
+		t.Errorf("deleted node /healthz: %d %s", code, raw)
 	}
 	if code, _ := get(t, h, "/livez"); code != 200 {
 		t.Errorf("deleted node /livez: %d, want 200", code)
@@ -71,10 +111,26 @@ func TestProxyHealth(t *testing.T) {
 	if code, _ := get(t, h, "/healthz"); code != 200 {
 		t.Errorf("eligible again: %d", code)
 	}
+	if answers["/healthz 200"] != 3 || answers["/healthz 503"] != 5 || answers["/livez 503"] != 1 {
+		t.Errorf("answers counted: %v", answers)
+	}
+}
+
+func TestProxyMode(t *testing.T) {
+	h := WithProxyMode(http.NotFoundHandler())
+	if code, raw := get(t, h, "/proxyMode"); code != 200 || raw != "ipvs" {
+		t.Errorf("/proxyMode: %d %q", code, raw)
+	}
+	if code, _ := get(t, h, "/metrics"); code != 404 {
+		t.Errorf("/metrics not passed on: %d", code)
+	}
 }
 
 func TestServices(t *testing.T) {
 	s := NewServices(nil)
+	var proxyHealthy atomic.Bool
+	proxyHealthy.Store(true)
+	s.ProxyHealthy = proxyHealthy.Load
 	addrs := map[uint16]string{}
 	s.listen = func(port uint16) (net.Listener, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
@@ -90,7 +146,12 @@ func TestServices(t *testing.T) {
 	}); len(errs) > 0 {
 		t.Fatal(errs)
 	}
+	var checkProxy func(port uint16, code int, name string, n int, healthy bool)
 	check := func(port uint16, code int, name string, n int) {
+		t.Helper()
+		checkProxy(port, code, name, n, true)
+	}
+	checkProxy = func(port uint16, code int, name string, n int, healthy bool) {
 		t.Helper()
 		resp, err := http.Get("http://" + addrs[port] + "/")
 		if err != nil {
@@ -102,12 +163,17 @@ func TestServices(t *testing.T) {
 		if err := json.Unmarshal(b, &body); err != nil {
 			t.Fatalf("%s: %v", b, err)
 		}
-		if resp.StatusCode != code || body.Service.Name != name || body.Service.Namespace != "ns" || body.LocalEndpoints != n {
-			t.Errorf("port %d: %d %s, want %d %s %d", port, resp.StatusCode, b, code, name, n)
+		if resp.StatusCode != code || body.Service.Name != name || body.Service.Namespace != "ns" || body.LocalEndpoints != n ||
+			body.ServiceProxyHealthy != healthy || resp.Header.Get("X-Load-Balancing-Endpoint-Weight") != fmt.Sprint(n) {
+			t.Errorf("port %d: %d %s, want %d %s %d serviceProxyHealthy %v", port, resp.StatusCode, b, code, name, n, healthy)
 		}
 	}
 	check(30001, 200, "a", 2)
 	check(30002, 503, "b", 0)
+	// An unhealthy proxy fails every answer, as kube-proxy's.
+	proxyHealthy.Store(false)
+	checkProxy(30001, 503, "a", 2, false)
+	proxyHealthy.Store(true)
 	old := addrs[30001]
 	s.Sync(map[uint16]ServiceHealth{30001: {Namespace: "ns", Name: "a", LocalEndpoints: 0}})
 	if addrs[30001] != old {

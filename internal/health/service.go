@@ -27,6 +27,15 @@ type ServiceHealth struct {
 // and 503 otherwise. A port's server keeps running across updates; servers
 // of ports no longer wanted are closed.
 type Services struct {
+	// ProxyHealthy, if set, is the proxy's health (Proxy.ServiceProxyHealthy):
+	// every answer reports it as serviceProxyHealthy and is 503 while it is
+	// false, as kube-proxy's. Set before the first Sync.
+	ProxyHealthy func() bool
+	// OnSync, if set, is called by every Sync with the number of services
+	// that have no local endpoint (kube-proxy's
+	// sync_proxy_rules_no_local_endpoints_total, traffic_policy external).
+	OnSync func(noLocalEndpoints int)
+
 	log *zap.Logger
 	// listen opens a listener; tests replace it.
 	listen func(port uint16) (net.Listener, error)
@@ -36,9 +45,10 @@ type Services struct {
 }
 
 type svcServer struct {
-	cancel context.CancelFunc
-	mu     sync.RWMutex
-	h      ServiceHealth
+	cancel       context.CancelFunc
+	proxyHealthy func() bool
+	mu           sync.RWMutex
+	h            ServiceHealth
 }
 
 // NewServices returns a manager of healthCheckNodePort servers listening on
@@ -60,6 +70,15 @@ func NewServices(log *zap.Logger) *Services {
 func (s *Services) Sync(want map[uint16]ServiceHealth) []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if s.OnSync != nil {
+		noLocal := 0
+		for _, h := range want {
+			if h.LocalEndpoints == 0 {
+				noLocal++
+			}
+		}
+		s.OnSync(noLocal)
+	}
 	var errs []error
 	for port, srv := range s.servers {
 		if _, ok := want[port]; !ok {
@@ -87,7 +106,7 @@ func (s *Services) Sync(want map[uint16]ServiceHealth) []error {
 			continue
 		}
 		ctx, cancel := context.WithCancel(context.Background())
-		srv := &svcServer{cancel: cancel, h: h}
+		srv := &svcServer{cancel: cancel, h: h, proxyHealthy: s.ProxyHealthy}
 		s.servers[port] = srv
 		go func() {
 			if err := serveListener(ctx, ln, srv); err != nil {
@@ -110,7 +129,8 @@ type svcBody struct {
 		Namespace string `json:"namespace"`
 		Name      string `json:"name"`
 	} `json:"service"`
-	LocalEndpoints int `json:"localEndpoints"`
+	LocalEndpoints      int  `json:"localEndpoints"`
+	ServiceProxyHealthy bool `json:"serviceProxyHealthy"`
 }
 
 func (srv *svcServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
@@ -119,9 +139,11 @@ func (srv *svcServer) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	srv.mu.RUnlock()
 	var b svcBody
 	b.Service.Namespace, b.Service.Name, b.LocalEndpoints = h.Namespace, h.Name, h.LocalEndpoints
+	b.ServiceProxyHealthy = srv.proxyHealthy == nil || srv.proxyHealthy()
 	w.Header().Set("Content-Type", "application/json")
 	w.Header().Set("X-Content-Type-Options", "nosniff")
-	if h.LocalEndpoints > 0 {
+	w.Header().Set("X-Load-Balancing-Endpoint-Weight", strconv.Itoa(h.LocalEndpoints))
+	if h.LocalEndpoints > 0 && b.ServiceProxyHealthy {
 		w.WriteHeader(http.StatusOK)
 	} else {
 		w.WriteHeader(http.StatusServiceUnavailable)

@@ -1,7 +1,8 @@
-// Package logging builds the proxy's zap logger from --log-level and
-// --log-format and routes client-go's klog output into it, so that every
-// line the process writes has one format. It owns process-wide logger
-// globals (zap's and klog's); it never writes anywhere but stderr.
+// Package logging builds the proxy's zap logger from --log-level,
+// --logging-format and --v and routes client-go's klog and moby/ipvs's
+// logrus output into it, so that every line the process writes has one
+// format. It owns process-wide logger globals (zap's, klog's, logrus's);
+// it never writes anywhere but stderr.
 package logging
 
 import (
@@ -14,10 +15,13 @@ import (
 	"k8s.io/klog/v2"
 )
 
-// Formats accepted by --log-format.
+// Formats accepted by --logging-format (alias --log-format).
 const (
 	FormatJSON    = "json"
 	FormatConsole = "console"
+	// FormatText is kube-proxy's name for a human-readable format: the
+	// console encoder here.
+	FormatText = "text"
 )
 
 // ErrFormat is returned for a --log-format other than json or console.
@@ -27,8 +31,12 @@ var ErrFormat = errors.New("unknown log format")
 type Options struct {
 	// Level is --log-level: debug, info, warn, error.
 	Level string
-	// Format is --log-format: json or console.
+	// Format is --logging-format: json, or console (text).
 	Format string
+	// Verbosity is kube-proxy's --v: above 0 it lowers the level to zap
+	// level -Verbosity, where klog's V(Verbosity) lines (logr's mapping)
+	// and the proxy's debug lines are logged.
+	Verbosity int
 }
 
 // New builds a logger writing to stderr.
@@ -37,16 +45,19 @@ func New(o Options) (*zap.Logger, error) {
 	if err != nil {
 		return nil, fmt.Errorf("--log-level %q: %w", o.Level, err)
 	}
+	if v := zapcore.Level(-min(o.Verbosity, 127)); o.Verbosity > 0 && v < lvl {
+		lvl = v
+	}
 	var cfg zap.Config
 	switch o.Format {
 	case FormatJSON, "":
 		cfg = zap.NewProductionConfig()
 		cfg.EncoderConfig.EncodeTime = zapcore.ISO8601TimeEncoder
-	case FormatConsole:
+	case FormatConsole, FormatText:
 		cfg = zap.NewDevelopmentConfig()
 		cfg.Development = false
 	default:
-		return nil, fmt.Errorf("--log-format %q: %w (want json or console)", o.Format, ErrFormat)
+		return nil, fmt.Errorf("--log-format %q: %w (want json or text)", o.Format, ErrFormat)
 	}
 	cfg.Level = zap.NewAtomicLevelAt(lvl)
 	cfg.Sampling = nil
@@ -57,10 +68,13 @@ func New(o Options) (*zap.Logger, error) {
 }
 
 // Install makes log the process-wide zap logger and routes klog (client-go's
-// logging) into it under the name "klog". klog verbosity levels map to zap
-// levels as logr does: V(0) is info, V(1) and above are debug.
+// logging) into it under the name "klog", and logrus (moby/ipvs's) under
+// "logrus". klog verbosity levels map to zap
+// levels as logr does: V(n) is zap level -n (V(0) info, V(1) debug), shown
+// when --v is at least n.
 func Install(log *zap.Logger) {
 	zap.ReplaceGlobals(log)
+	installLogrus(log)
 	klog.SetLogger(zapr.NewLoggerWithOptions(log.Named("klog").WithOptions(zap.AddCallerSkip(1)),
 		zapr.ErrorKey("err")))
 }

@@ -9,6 +9,8 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/version"
 )
 
 // Sync modes, the "mode" label.
@@ -47,6 +49,10 @@ type Metrics struct {
 	// DriftRepairs counts kernel state changed by others and put back, by
 	// kind (the Drift* labels).
 	DriftRepairs *prometheus.CounterVec
+	// KubeProxy are kube-proxy's kubeproxy_* series, fed by the same
+	// calls (ObserveSync, NetworkProgrammingLatency) and by the health and
+	// watch hooks.
+	KubeProxy *KubeProxy
 }
 
 // The kind labels of DriftRepairs.
@@ -114,6 +120,7 @@ func New() *Metrics {
 			Namespace: namespace, Name: "last_sync_timestamp_seconds",
 			Help: "Unix time of the last sync that applied everything.",
 		}),
+		KubeProxy: newKubeProxy(),
 		DriftRepairs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Namespace: namespace, Name: "drift_repairs_total",
 			Help: "Kernel state changed outside the proxy and repaired, by kind: virtual servers deleted, added or edited; kube-ipvs0 addresses added or removed; ipset entries; ipsets destroyed; iptables tables whose chains or jumps were edited.",
@@ -125,7 +132,11 @@ func New() *Metrics {
 		m.SyncDuration, m.NetworkProgrammingLatency, m.PendingChanges,
 		m.VirtualServers, m.RealServers, m.Addresses, m.Refusals,
 		m.ApplyErrors, m.Syncs, m.LastSync, m.DriftRepairs,
+		newBuildInfo(version.Version),
 	)
+	m.Registry.MustRegister(m.KubeProxy.collectors()...)
+	// kube-proxy's network programming histogram is fed with the proxy's.
+	m.NetworkProgrammingLatency = teeHistogram{m.NetworkProgrammingLatency, m.KubeProxy}
 	for _, k := range []string{DriftVirtualServer, DriftAddress, DriftIPSetEntry, DriftIPSet, DriftIPTablesTable} {
 		m.DriftRepairs.WithLabelValues(k)
 	}
@@ -146,6 +157,7 @@ func (m *Metrics) SetRefusals(byReason map[string]int) {
 
 // ObserveSync records one sync of the given mode.
 func (m *Metrics) ObserveSync(mode string, d time.Duration, ok bool) {
+	m.KubeProxy.synced(d.Seconds(), ok)
 	m.Syncs.WithLabelValues(mode).Inc()
 	m.SyncDuration.WithLabelValues(mode).Observe(d.Seconds())
 	if ok {
@@ -155,9 +167,10 @@ func (m *Metrics) ObserveSync(mode string, d time.Duration, ok bool) {
 	}
 }
 
-// Handler serves /metrics.
+// Handler serves /metrics: the proxy's registry and client-go's
+// rest_client_* series (restclient.go).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(m.Registry, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{m.Registry, restClientGatherer{}}, promhttp.HandlerOpts{}))
 	return mux
 }

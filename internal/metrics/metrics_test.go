@@ -6,6 +6,10 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 )
 
 func TestMetrics(t *testing.T) {
@@ -58,4 +62,92 @@ func TestWithProfiling(t *testing.T) {
 	if code, _ := get(m.Handler(), "/debug/pprof/heap"); code != 404 {
 		t.Errorf("/debug/pprof/heap without profiling: %d, want 404", code)
 	}
+}
+
+// TestKubeProxySeries: kube-proxy's kubeproxy_* series (IPVS mode), with
+// kube-proxy 1.34's names, labels and buckets, client-go's rest_client_*
+// and the build info.
+func TestKubeProxySeries(t *testing.T) {
+	m := New()
+	m.KubeProxy.SetFamilies([]string{"IPv4", "IPv6"})
+	m.KubeProxy.Queued(ChangeService, "ns/a")
+	m.KubeProxy.Queued(ChangeEndpoints, "ns/a")
+	m.KubeProxy.Queued(ChangeEndpoints, "ns/b")
+	m.KubeProxy.Queued(ChangeEndpoints, "ns/b")
+	m.KubeProxy.Answered("/healthz", 503)
+	m.KubeProxy.Answered("/livez", 200)
+	m.KubeProxy.SetNoLocalEndpoints(2)
+	body := scrape(t, m)
+	for _, want := range []string{
+		"kubeproxy_sync_proxy_rules_service_changes_total 1",
+		"kubeproxy_sync_proxy_rules_service_changes_pending 1",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total 3",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending 2",
+		`kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv6"}`,
+		`kubeproxy_proxy_healthz_total{code="503"} 1`,
+		`kubeproxy_proxy_livez_total{code="200"} 1`,
+		`kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"} 2`,
+		`ipvs_proxy_build_info{goversion="go`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	m.ObserveSync(ModeFull, 20*time.Millisecond, true)
+	m.NetworkProgrammingLatency.Observe(1.5)
+	body = scrape(t, m)
+	for _, want := range []string{
+		"kubeproxy_sync_proxy_rules_service_changes_pending 0",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending 0",
+		// kube-proxy's buckets: 1 ms doubling, 15 of them.
+		`kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv4",le="0.032"} 1`,
+		`kubeproxy_sync_proxy_rules_duration_seconds_bucket{ip_family="IPv6",le="16.384"} 1`,
+		`kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`,
+		// 0.25 s, 0.5 s, then whole seconds to 59 s, ...
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="2"} 1`,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="300"} 1`,
+		`ipvs_proxy_network_programming_duration_seconds_count 1`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4"`); n != 81 {
+		t.Errorf("network programming buckets: %d, want kube-proxy's 80 and +Inf", n)
+	}
+}
+
+// TestRestClientSeries: a request of client-go shows in rest_client_*.
+func TestRestClientSeries(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"kind":"NodeList","apiVersion":"v1","items":[]}`))
+	}))
+	defer srv.Close()
+	client, err := kubernetes.NewForConfig(&rest.Config{Host: srv.URL})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := client.CoreV1().Nodes().List(t.Context(), metav1.ListOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	body := scrape(t, New())
+	for _, want := range []string{`rest_client_requests_total{code="200",host=`, `rest_client_request_duration_seconds_bucket{host=`} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if strings.Count(body, "# TYPE go_goroutines ") != 1 {
+		t.Error("go_goroutines not exactly once")
+	}
+}
+
+func scrape(t *testing.T, m *Metrics) string {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	if rec.Code != 200 {
+		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body.String())
+	}
+	return rec.Body.String()
 }

@@ -98,7 +98,12 @@ type Node struct {
 	Name string
 	// Addresses are every address in status.addresses.
 	Addresses []netip.Addr
-	Labels    map[string]string
+	// PrimaryIPs are kube-proxy's node IPs (component-helpers'
+	// GetNodeHostIPs): the first InternalIP, else ExternalIP, and the first
+	// of the other family after it. --nodeport-addresses primary serves
+	// NodePorts on these only.
+	PrimaryIPs []netip.Addr
+	Labels     map[string]string
 	// LastSeen is zero for a Node in the API. For a Node deleted from the
 	// API whose addresses are still protected (the node address cache's
 	// grace period), it is when the Node was last seen.

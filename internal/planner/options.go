@@ -7,6 +7,10 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
+// NodePortPrimary is kube-proxy's --nodeport-addresses value that means
+// the node's primary IPs (Options.NodePortPrimary).
+const NodePortPrimary = "primary"
+
 // Options are the node's identity and the planning flags `run` and `plan` share.
 type Options struct {
 	// NodeName is this node's name (--hostname-override, or --node-name for plan).
@@ -21,6 +25,9 @@ type Options struct {
 	// NodePortAddresses is --nodeport-addresses; empty means every local
 	// address except loopback.
 	NodePortAddresses []netip.Prefix
+	// NodePortPrimary is --nodeport-addresses primary: NodePorts are served
+	// on the node's primary IPs only (NodePrimaryIPs of this node's Node).
+	NodePortPrimary bool
 	// Scheduler is --ipvs-scheduler (default "rr").
 	Scheduler string
 	// ClusterCIDRs is --cluster-cidr: pod addresses, never a VIP, and the
@@ -52,7 +59,7 @@ type Options struct {
 	RefuseNodeExternalIPs bool
 	// MasqueradeAll is --masquerade-all.
 	MasqueradeAll bool
-	// MasqueradeBit is --masquerade-bit (default 14: mark 0x4000).
+	// MasqueradeBit is --iptables-masquerade-bit (default 14: mark 0x4000).
 	MasqueradeBit int
 	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
 	// It is applied when Services are converted (informers.Converter,
@@ -80,4 +87,21 @@ func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
 		ProtectedCIDRs: o.ProtectedCIDRs,
 		PodCIDRs:       o.ClusterCIDRs,
 	}
+}
+
+// nodePortCIDRs are the CIDRs NodePorts are served in, and whether they
+// restrict them at all (an empty list otherwise means every local address):
+// --nodeport-addresses, or with primary the node's primary IPs (none while
+// this node's Node is unknown: nothing wider than kube-proxy would serve).
+func nodePortCIDRs(o *Options, self *model.Node) ([]netip.Prefix, bool) {
+	if !o.NodePortPrimary {
+		return o.NodePortAddresses, len(o.NodePortAddresses) > 0
+	}
+	var out []netip.Prefix
+	if self != nil {
+		for _, a := range self.PrimaryIPs {
+			out = append(out, netip.PrefixFrom(a, a.BitLen()))
+		}
+	}
+	return out, true
 }

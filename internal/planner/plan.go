@@ -137,16 +137,17 @@ func newEnv(o Options, nodes []model.Node) *env {
 			local[famOf(a)] = true
 		}
 	}
+	npCIDRs, npRestricted := nodePortCIDRs(&o, self)
 	for _, a := range o.LocalAddrs {
 		if !a.IsValid() || a.Is4In6() {
 			continue
 		}
 		a = a.WithZone("")
-		if len(o.NodePortAddresses) == 0 {
+		if !npRestricted {
 			if !serviceAddr(a) {
 				continue
 			}
-		} else if !containsAny(o.NodePortAddresses, a) {
+		} else if !containsAny(npCIDRs, a) {
 			continue
 		}
 		e.npAddrs = append(e.npAddrs, a)
@@ -176,7 +177,7 @@ func newEnv(o Options, nodes []model.Node) *env {
 				break
 			}
 		}
-		if len(o.NodePortAddresses) > 0 {
+		if npRestricted {
 			cfg.NodePortAddrs = []netip.Addr{}
 			for _, a := range e.npAddrs {
 				if famOf(a) == f {
@@ -496,9 +497,6 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
 		}
 		es = p.firewall(es, f, e)
-		if sp.HealthCheckNodePort != 0 {
-			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
-		}
 	case kindNodePort:
 		np := iptables.Entry{Port: key.Port}
 		switch sp.Protocol {
@@ -518,9 +516,13 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 				es = p.add(es, f, iptables.SetNodePortLocalSCTP, e)
 			}
 		}
-		if sp.HealthCheckNodePort != 0 {
-			es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
-		}
+	}
+	// As kube-proxy's: the healthCheckNodePort of every service port this
+	// node handles in the family, whatever its virtual servers (a
+	// LoadBalancer without node ports or ingress yet, ipMode Proxy, refused
+	// external addresses), through any claim of the port (the set counts).
+	if sp.HealthCheckNodePort != 0 {
+		es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 	}
 	c.entries = es
 }

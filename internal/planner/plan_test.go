@@ -228,6 +228,26 @@ func TestNodePort(t *testing.T) {
 	if !strings.Contains(text(t, st), "-A KUBE-SERVICES -d 192.168.1.1/32 -j KUBE-NODE-PORT\n") {
 		t.Error("NodePort jump per selected address")
 	}
+
+	// --nodeport-addresses primary: the node's primary IPs only (kube-proxy's
+	// GetNodeHostIPs, informers' Node.PrimaryIPs), nowhere while the Node is
+	// unknown.
+	o.NodePortAddresses, o.NodePortPrimary = nil, true
+	c.Nodes = slices.Clone(c.Nodes)
+	for i := range c.Nodes {
+		if c.Nodes[i].Name == o.NodeName {
+			c.Nodes[i].PrimaryIPs = []netip.Addr{addr("192.168.1.1")}
+		}
+	}
+	st = Plan(c, o)
+	if findVS(st, model.TCP, "10.10.0.1", 30001) != nil || findVS(st, model.TCP, "192.168.1.1", 30001) == nil {
+		t.Errorf("--nodeport-addresses primary not honoured: %+v", st.VirtualServers)
+	}
+	o.NodeName = "unknown"
+	st = Plan(c, o)
+	if findVS(st, model.TCP, "10.10.0.1", 30001) != nil || findVS(st, model.TCP, "192.168.1.1", 30001) != nil {
+		t.Errorf("--nodeport-addresses primary with no Node: NodePorts served: %+v", st.VirtualServers)
+	}
 }
 
 func TestExternalAndLoadBalancer(t *testing.T) {

@@ -4,6 +4,7 @@ package daemon
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"net"
@@ -339,16 +340,43 @@ func TestDaemonGuest(t *testing.T) {
 	}
 	slices.Sort(lat)
 
-	// Health and metrics.
+	// Health and metrics, as kube-proxy 1.34 serves them (issue 15, item 5).
 	for _, path := range []string{"/healthz", "/livez"} {
 		code, body, err := node.HTTPGet("127.0.0.1:10256", path, 10*time.Second)
 		if err != nil || code != http.StatusOK {
 			t.Errorf("%s: %d %v %s", path, code, err, body)
 		}
+		var h struct {
+			LastUpdated, CurrentTime time.Time
+			NodeEligible             *bool
+			Healthy                  bool
+			Status                   map[string]struct{ Healthy bool }
+		}
+		if err := json.Unmarshal([]byte(body), &h); err != nil || !h.Healthy || !h.Status["IPv4"].Healthy ||
+			h.CurrentTime.IsZero() || (path == "/healthz") != (h.NodeEligible != nil) || (h.NodeEligible != nil && !*h.NodeEligible) {
+			t.Errorf("%s body is not kube-proxy 1.34's for a healthy, eligible node: %v %s", path, err, body)
+		}
+	}
+	if code, body, err := node.HTTPGet("127.0.0.1:10249", "/proxyMode", 10*time.Second); err != nil || code != http.StatusOK || body != "ipvs" {
+		t.Errorf("/proxyMode: %d %v %q", code, err, body)
 	}
 	code, metrics, err := node.HTTPGet("127.0.0.1:10249", "/metrics", 10*time.Second)
 	if err != nil || code != http.StatusOK {
 		t.Fatalf("/metrics: %d %v", code, err)
+	}
+	for _, want := range []string{
+		`kubeproxy_sync_proxy_rules_duration_seconds_count{ip_family="IPv4"}`,
+		`kubeproxy_sync_proxy_rules_last_timestamp_seconds{ip_family="IPv4"}`,
+		`kubeproxy_sync_proxy_rules_last_queued_timestamp_seconds{ip_family="IPv4"}`,
+		`kubeproxy_network_programming_duration_seconds_bucket{ip_family="IPv4",le="0.25"}`,
+		"kubeproxy_sync_proxy_rules_endpoint_changes_total ", "kubeproxy_sync_proxy_rules_service_changes_total ",
+		"kubeproxy_sync_proxy_rules_endpoint_changes_pending ", "kubeproxy_sync_proxy_rules_service_changes_pending ",
+		`kubeproxy_proxy_healthz_total{code="200"}`, `kubeproxy_proxy_livez_total{code="200"}`,
+		`rest_client_requests_total{code="200"`, "ipvs_proxy_build_info{",
+	} {
+		if !strings.Contains(metrics, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
 	}
 	var metricLines []string
 	for _, l := range strings.Split(metrics, "\n") {

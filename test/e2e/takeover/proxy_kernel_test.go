@@ -28,9 +28,10 @@ type ipvsProxy struct {
 }
 
 // proxyConfig writes the configuration docs/migration.md tells operators to
-// use: kube-proxy's own config.conf from its ConfigMap, without
-// clientConnection.kubeconfig (kubeadm's /var/lib/kube-proxy/kubeconfig.conf,
-// which ipvs-proxy's pod does not mount).
+// use: kube-proxy's own config.conf from its ConfigMap, with
+// clientConnection.kubeconfig pointing at the proxy's credentials (deploy/
+// base's ServiceAccount token, the pod's in-cluster ones): with --config the
+// file wins over --kubeconfig, as in kube-proxy.
 func (b *bed) proxyConfig() string {
 	b.t.Helper()
 	in, err := os.ReadFile(b.kubeProxyConfig)
@@ -42,7 +43,8 @@ func (b *bed) proxyConfig() string {
 		b.t.Fatalf("kube-proxy's config.conf has no clientConnection.kubeconfig line:\n%s", in)
 	}
 	path := filepath.Join(b.dir, "ipvs-proxy-config.yaml")
-	if err := os.WriteFile(path, re.ReplaceAll(in, nil), 0o644); err != nil {
+	out := re.ReplaceAllLiteral(in, []byte("  kubeconfig: "+b.proxyKubeconfig+"\n"))
+	if err := os.WriteFile(path, out, 0o644); err != nil {
 		b.t.Fatal(err)
 	}
 	return path
@@ -50,9 +52,8 @@ func (b *bed) proxyConfig() string {
 
 // startProxy runs the DaemonSet's command, `ipvs-proxy run --config FILE
 // --hostname-override NODE`, plus what the pod has and the node namespace
-// has not: --kubeconfig with deploy/base's ServiceAccount token (the pod's
-// in-cluster credentials) and --state-dir (the pod's hostPath), and JSON
-// debug logs for the test to read.
+// has not: --state-dir (the pod's hostPath; the credentials are in the file,
+// proxyConfig), and JSON debug logs for the test to read.
 func (b *bed) startProxy(config, log string) *ipvsProxy {
 	b.t.Helper()
 	p := &ipvsProxy{log: filepath.Join(b.dir, log), done: make(chan error, 1)}
@@ -61,7 +62,7 @@ func (b *bed) startProxy(config, log string) *ipvsProxy {
 		b.t.Fatal(err)
 	}
 	p.cmd = exec.Command("ip", "netns", "exec", b.node.Name, b.proxyBin, "run", "--config", config,
-		"--hostname-override", thisNode, "--kubeconfig", b.proxyKubeconfig, "--state-dir", filepath.Join(b.dir, "state"),
+		"--hostname-override", thisNode, "--state-dir", filepath.Join(b.dir, "state"),
 		// Test instrumentation: every sync's "sync applied" record (debug).
 		"--log-level", "debug", "--log-format", "json")
 	p.cmd.Stdout, p.cmd.Stderr = f, f

@@ -1,0 +1,185 @@
+package metrics
+
+import (
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// kubeProxySubsystem names kube-proxy's series: kubeproxy_*.
+const kubeProxySubsystem = "kubeproxy"
+
+// KubeProxy are the kubeproxy_* series kube-proxy 1.34 registers in IPVS
+// mode (k8s.io/kubernetes pkg/proxy/metrics), with the same names, labels
+// and buckets, so that kube-proxy's dashboards and alerts
+// (kubernetes-mixin) read ipvs-proxy as they read kube-proxy. ip_family is
+// each family the proxy serves (SetFamilies).
+type KubeProxy struct {
+	SyncDuration       *prometheus.HistogramVec
+	LastSync           *prometheus.GaugeVec
+	LastQueued         *prometheus.GaugeVec
+	NetworkProgramming *prometheus.HistogramVec
+	EndpointsPending   prometheus.Gauge
+	EndpointsTotal     prometheus.Counter
+	ServicesPending    prometheus.Gauge
+	ServicesTotal      prometheus.Counter
+	NoLocalEndpoints   *prometheus.GaugeVec
+	HealthzTotal       *prometheus.CounterVec
+	LivezTotal         *prometheus.CounterVec
+
+	mu       sync.Mutex
+	families []string
+	// pending are the Services changed since the last sync, by kind.
+	pendingServices, pendingEndpoints map[string]bool
+}
+
+// kube-proxy's buckets.
+var (
+	syncBuckets = prometheus.ExponentialBuckets(0.001, 2, 15)
+	// networkProgrammingBuckets: 0.25s, 0.5s, 1s..59s, 60s..115s by 5s,
+	// 120s..300s by 30s.
+	networkProgrammingBuckets = slices.Concat(
+		prometheus.LinearBuckets(0.25, 0.25, 2),
+		prometheus.LinearBuckets(1, 1, 59),
+		prometheus.LinearBuckets(60, 5, 12),
+		prometheus.LinearBuckets(120, 30, 7))
+)
+
+func newKubeProxy() *KubeProxy {
+	opts := func(name, help string) prometheus.Opts {
+		return prometheus.Opts{Subsystem: kubeProxySubsystem, Name: name, Help: help}
+	}
+	hist := func(name, help string, buckets []float64) prometheus.HistogramOpts {
+		return prometheus.HistogramOpts{Subsystem: kubeProxySubsystem, Name: name, Help: help, Buckets: buckets}
+	}
+	fam := []string{"ip_family"}
+	return &KubeProxy{
+		SyncDuration:       prometheus.NewHistogramVec(hist("sync_proxy_rules_duration_seconds", "SyncProxyRules latency in seconds", syncBuckets), fam),
+		LastSync:           prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("sync_proxy_rules_last_timestamp_seconds", "The last time proxy rules were successfully synced")), fam),
+		LastQueued:         prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("sync_proxy_rules_last_queued_timestamp_seconds", "The last time a sync of proxy rules was queued")), fam),
+		NetworkProgramming: prometheus.NewHistogramVec(hist("network_programming_duration_seconds", "In Cluster Network Programming Latency in seconds", networkProgrammingBuckets), fam),
+		EndpointsPending:   prometheus.NewGauge(prometheus.GaugeOpts(opts("sync_proxy_rules_endpoint_changes_pending", "Pending proxy rules Endpoint changes"))),
+		EndpointsTotal:     prometheus.NewCounter(prometheus.CounterOpts(opts("sync_proxy_rules_endpoint_changes_total", "Cumulative proxy rules Endpoint changes"))),
+		ServicesPending:    prometheus.NewGauge(prometheus.GaugeOpts(opts("sync_proxy_rules_service_changes_pending", "Pending proxy rules Service changes"))),
+		ServicesTotal:      prometheus.NewCounter(prometheus.CounterOpts(opts("sync_proxy_rules_service_changes_total", "Cumulative proxy rules Service changes"))),
+		NoLocalEndpoints:   prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("sync_proxy_rules_no_local_endpoints_total", "Number of services with a Local traffic policy and no endpoints")), []string{"traffic_policy", "ip_family"}),
+		HealthzTotal:       prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_healthz_total", "Cumulative proxy healthz HTTP status")), []string{"code"}),
+		LivezTotal:         prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_livez_total", "Cumulative proxy livez HTTP status")), []string{"code"}),
+		families:           []string{"IPv4"},
+		pendingServices:    map[string]bool{},
+		pendingEndpoints:   map[string]bool{},
+	}
+}
+
+func (k *KubeProxy) collectors() []prometheus.Collector {
+	return []prometheus.Collector{k.SyncDuration, k.LastSync, k.LastQueued, k.NetworkProgramming,
+		k.EndpointsPending, k.EndpointsTotal, k.ServicesPending, k.ServicesTotal, k.NoLocalEndpoints,
+		k.HealthzTotal, k.LivezTotal}
+}
+
+// SetFamilies sets the ip_family label values: IPv4, IPv6 or both.
+func (k *KubeProxy) SetFamilies(families []string) {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(families) > 0 {
+		k.families = slices.Clone(families)
+	}
+}
+
+func (k *KubeProxy) eachFamily(f func(family string)) {
+	k.mu.Lock()
+	fams := slices.Clone(k.families)
+	k.mu.Unlock()
+	for _, fam := range fams {
+		f(fam)
+	}
+}
+
+// Change kinds of Queued.
+const (
+	ChangeService   = "service"
+	ChangeEndpoints = "endpoints"
+)
+
+// Queued records one change of a Service (kind ChangeService) or of its
+// EndpointSlices (ChangeEndpoints): the change counters, the pending
+// gauges (Services with a change since the last sync) and the last queued
+// time, as kube-proxy's change trackers.
+func (k *KubeProxy) Queued(kind, service string) {
+	k.mu.Lock()
+	switch kind {
+	case ChangeService:
+		k.ServicesTotal.Inc()
+		k.pendingServices[service] = true
+		k.ServicesPending.Set(float64(len(k.pendingServices)))
+	case ChangeEndpoints:
+		k.EndpointsTotal.Inc()
+		k.pendingEndpoints[service] = true
+		k.EndpointsPending.Set(float64(len(k.pendingEndpoints)))
+	}
+	k.mu.Unlock()
+	k.eachFamily(func(f string) { k.LastQueued.WithLabelValues(f).SetToCurrentTime() })
+}
+
+// synced records one sync: kube-proxy takes every pending change at the
+// start of a sync, applied or not (a failed sync is retried whole).
+func (k *KubeProxy) synced(seconds float64, ok bool) {
+	k.mu.Lock()
+	clear(k.pendingServices)
+	clear(k.pendingEndpoints)
+	k.ServicesPending.Set(0)
+	k.EndpointsPending.Set(0)
+	k.mu.Unlock()
+	k.eachFamily(func(f string) {
+		k.SyncDuration.WithLabelValues(f).Observe(seconds)
+		if ok {
+			k.LastSync.WithLabelValues(f).SetToCurrentTime()
+		}
+	})
+}
+
+// Answered counts one /healthz or /livez answer by status code.
+func (k *KubeProxy) Answered(path string, code int) {
+	c := k.HealthzTotal
+	if path == "/livez" {
+		c = k.LivezTotal
+	}
+	c.WithLabelValues(strconv.Itoa(code)).Inc()
+}
+
+// SetNoLocalEndpoints sets the healthCheckNodePorts (LoadBalancer Services
+// with externalTrafficPolicy Local) with no ready endpoint on this node,
+// as traffic_policy external: narrower than kube-proxy's count, which also
+// has NodePort-only Services; the internal policy is not exported.
+func (k *KubeProxy) SetNoLocalEndpoints(external int) {
+	k.eachFamily(func(f string) {
+		k.NoLocalEndpoints.WithLabelValues("external", f).Set(float64(external))
+	})
+}
+
+// teeHistogram observes into the proxy's own histogram and kube-proxy's,
+// under the first family's label.
+type teeHistogram struct {
+	prometheus.Histogram
+	kp *KubeProxy
+}
+
+func (t teeHistogram) Observe(v float64) {
+	t.Histogram.Observe(v)
+	t.kp.mu.Lock()
+	fam := t.kp.families[0]
+	t.kp.mu.Unlock()
+	t.kp.NetworkProgramming.WithLabelValues(fam).Observe(v)
+}
+
+// newBuildInfo is ipvs_proxy_build_info: 1, with the version and the Go
+// version as labels.
+func newBuildInfo(version string) prometheus.Collector {
+	g := prometheus.NewGaugeVec(prometheus.GaugeOpts{Namespace: namespace, Name: "build_info",
+		Help: "ipvs-proxy's build: 1, labelled with its version and Go version."}, []string{"version", "goversion"})
+	g.WithLabelValues(version, runtime.Version()).Set(1)
+	return g
+}
