@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// ruleRunner is one family's iptables binaries, as the chain syncer needs
-// them. The exec implementation is execRunner; unit tests use a stateful fake.
-type ruleRunner interface {
+// RuleRunner is one family's iptables binaries, as the chain syncer needs
+// them. The exec implementation is iptables/kernel.Runner; unit tests use a stateful fake.
+type RuleRunner interface {
 	// Save is `iptables-save -t TABLE`.
 	Save(table string) (string, error)
 	// Restore is `iptables-restore -w 5 --noflush` fed with input: one atomic
@@ -98,7 +98,7 @@ type canon struct {
 // chainSyncer keeps one family's proxy chains and jump rules as planned.
 type chainSyncer struct {
 	family string
-	r      ruleRunner
+	r      RuleRunner
 	// canon is keyed "table/chain".
 	canon map[string]canon
 	// owned holds "table/chain" of every chain the proxy has planned since
@@ -111,7 +111,7 @@ type chainSyncer struct {
 	repairing func(table string, chains []string)
 }
 
-func newChainSyncer(family string, r ruleRunner) *chainSyncer {
+func newChainSyncer(family string, r RuleRunner) *chainSyncer {
 	return &chainSyncer{family: family, r: r, canon: map[string]canon{}, owned: map[string]bool{}}
 }
 

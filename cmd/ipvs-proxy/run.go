@@ -7,7 +7,6 @@ import (
 	"github.com/spf13/cobra"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/daemon"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/logging"
 )
 
@@ -50,7 +49,7 @@ a restarted proxy adopts it without changing an unchanged object.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			return failure(daemon.Run(ctx, c, log))
+			return failure(runDaemon(ctx, c, log))
 		},
 	}
 	fs := cmd.Flags()

@@ -2,7 +2,7 @@
 
 package applier
 
-// Kernel tests: the real appliers (ipvs.Kernel, addrmgr.KernelLink,
+// Kernel tests: the real appliers (ipvskernel.Table, addrmgr.KernelLink,
 // iptables.Applier) inside a fresh ktest node namespace per test, driven by
 // a planner.State that planner.Plan computed from a model.Cluster. Each test
 // compares the kernel with the plan's text forms (`ipvsadm -S -n`,
@@ -37,7 +37,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 const (
@@ -213,7 +215,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 		ProtectedCIDRs: protected,
 	})
 	err := b.node.Do(func() error {
-		rel, err := ipvs.KernelRelease()
+		rel, err := ipvskernel.Release()
 		if err != nil {
 			return err
 		}
@@ -241,7 +243,7 @@ func (b *kbed) plan(c model.Cluster) *planner.State {
 
 // kproxy is one proxy process's kernel side, opened inside the node.
 type kproxy struct {
-	table *ipvs.Kernel
+	table *ipvskernel.Table
 	rules *iptables.Applier
 	rec   *ipvs.Reconciler
 	mgr   *addrmgr.Manager
@@ -293,16 +295,16 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 	b.t.Helper()
 	p := &kproxy{}
 	var (
-		ct   *ipvs.KernelConntrack
+		ct   *ipvskernel.Conntrack
 		nl   *netlink.Handle
 		link *addrmgr.KernelLink
 	)
 	err := b.node.Do(func() error {
 		var err error
-		if p.table, err = ipvs.OpenKernel(); err != nil {
+		if p.table, err = ipvskernel.Open(); err != nil {
 			return err
 		}
-		if ct, err = ipvs.OpenConntrack(); err != nil {
+		if ct, err = ipvskernel.OpenConntrack(); err != nil {
 			return err
 		}
 		if nl, err = netlink.NewHandle(); err != nil {
@@ -311,7 +313,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		p.rules, err = iptables.NewApplier(nil)
+		p.rules, err = iptableskernel.NewApplier(nil)
 		return err
 	})
 	if err != nil {
@@ -1274,7 +1276,7 @@ func TestKernelDumpBesideOtherNamespaces(t *testing.T) {
 	b := &kbed{t: t, node: node}
 	var dumped []ipvs.VirtualServer
 	if err := node.Do(func() error {
-		k, err := ipvs.OpenKernel()
+		k, err := ipvskernel.Open()
 		if err != nil {
 			return err
 		}

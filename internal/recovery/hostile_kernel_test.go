@@ -5,7 +5,7 @@ package recovery
 // The hostile table in a real kernel: Services and EndpointSlices as the
 // API server hands them over go through the daemon's own path —
 // informers.Convert, planner.Plan, planner.GuardInputs for the address
-// manager's guard, internal/applier full sync on ipvs.Kernel,
+// manager's guard, internal/applier full sync on ipvskernel.Table,
 // addrmgr.KernelLink and iptables.Applier — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
 // protected address ever appears on kube-ipvs0 (a netlink monitor watches
@@ -41,7 +41,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 // The hostile bed's cluster: node-a is the ktest node (198.51.100.1 on its
@@ -139,24 +141,24 @@ func (b *hbed) openKernel() {
 	b.logs = logs
 	log := zap.New(core)
 	var (
-		table *ipvs.Kernel
-		ct    *ipvs.KernelConntrack
+		table *ipvskernel.Table
+		ct    *ipvskernel.Conntrack
 		nl    *netlink.Handle
 		link  *addrmgr.KernelLink
 		rules *iptables.Applier
 	)
 	err := b.ns.Do(func() error {
-		rel, err := ipvs.KernelRelease()
+		rel, err := ipvskernel.Release()
 		if err != nil {
 			return err
 		}
 		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
-		if table, err = ipvs.OpenKernel(); err != nil {
+		if table, err = ipvskernel.Open(); err != nil {
 			return err
 		}
-		if ct, err = ipvs.OpenConntrack(); err != nil {
+		if ct, err = ipvskernel.OpenConntrack(); err != nil {
 			return err
 		}
 		if nl, err = netlink.NewHandle(); err != nil {
@@ -165,7 +167,7 @@ func (b *hbed) openKernel() {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		rules, err = iptables.NewApplier(log.Named("iptables"))
+		rules, err = iptableskernel.NewApplier(log.Named("iptables"))
 		return err
 	})
 	if err != nil {
