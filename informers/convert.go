@@ -1,9 +1,6 @@
-// Package informers turns Kubernetes API objects (core/v1 Service,
-// discovery/v1 EndpointSlice, core/v1 Node) into the proxy's own model and
-// watches them. This file is the pure conversion: it validates every field it
-// uses and turns whatever it cannot use into a model.Refusal. It never
-// panics on a malformed object, a bad field never affects another Service,
-// and it never talks to the kernel.
+// The conversion of API objects into the model: validate every field used,
+// refuse what cannot be used (model.Refusal), never panic.
+
 package informers
 
 import (
@@ -78,27 +75,10 @@ func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointS
 		c.Refusals = append(c.Refusals, refusals...)
 	}
 
-	slices.SortFunc(c.Services, func(a, b model.ServicePort) int { return comparePortName(a.Name, b.Name) })
+	slices.SortFunc(c.Services, func(a, b model.ServicePort) int { return a.Name.Compare(b.Name) })
 	slices.SortFunc(c.Nodes, func(a, b model.Node) int { return cmp.Compare(a.Name, b.Name) })
-	SortRefusals(c.Refusals)
+	slices.SortFunc(c.Refusals, model.Refusal.Compare)
 	return c
-}
-
-// SortRefusals sorts refusals by service, field, address, reason and message.
-func SortRefusals(rs []model.Refusal) {
-	slices.SortFunc(rs, func(a, b model.Refusal) int {
-		return cmp.Or(
-			cmp.Compare(a.Service, b.Service),
-			cmp.Compare(a.Field, b.Field),
-			cmp.Compare(a.Address, b.Address),
-			cmp.Compare(a.Reason, b.Reason),
-			cmp.Compare(a.Message, b.Message),
-		)
-	})
-}
-
-func comparePortName(a, b model.ServicePortName) int {
-	return cmp.Or(cmp.Compare(a.Namespace, b.Namespace), cmp.Compare(a.Name, b.Name), cmp.Compare(a.Port, b.Port))
 }
 
 // ServiceKey is the "namespace/name" key of a Service.

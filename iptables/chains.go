@@ -66,17 +66,11 @@ func RuleText(r Rule) string {
 	return strings.Join(q, " ")
 }
 
-// ruleTarget is the chain a saved rule jumps or goes to ("" for none).
-func ruleTarget(text string) string {
-	f := strings.Fields(text)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
-			return f[i+1]
-		}
-	}
-	return ""
-}
+// ruleTarget is the chain a saved rule (its text after "-A CHAIN ") jumps
+// or goes to ("" for none).
+func ruleTarget(text string) string { return ruleTargetSpec(strings.Fields(text)) }
 
+// ruleTargetSpec is the chain a rule jumps or goes to ("" for none).
 func ruleTargetSpec(r Rule) string {
 	for i := 0; i+1 < len(r); i++ {
 		if r[i] == "-j" || r[i] == "-g" || r[i] == "--jump" || r[i] == "--goto" {

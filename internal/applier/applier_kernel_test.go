@@ -181,7 +181,7 @@ type kbed struct {
 	opts             planner.Options
 	guard            *guard.Guard
 	nodeAddrs        []netip.Addr
-	mon              *addrMonitor
+	mon              *ktest.AddrMonitor
 	// handAdded are protected addresses the test itself puts on kube-ipvs0.
 	handAdded []netip.Prefix
 }
@@ -231,7 +231,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.mon = startMonitor(t, b.node, link.Index())
+	b.mon = b.node.MonitorAddrs(t, link.Index())
 	t.Cleanup(b.checkMonitor)
 	return b
 }
@@ -732,51 +732,10 @@ func (b *kbed) nodeListener(p int) {
 
 // --- the address monitor ---
 
-// addrMonitor records every address added to kube-ipvs0 while it runs.
-type addrMonitor struct {
-	mu    sync.Mutex
-	seen  []netip.Prefix
-	done  chan struct{}
-	ended chan struct{}
-}
-
-func startMonitor(t *testing.T, node *ktest.Node, index int) *addrMonitor {
-	m := &addrMonitor{done: make(chan struct{}), ended: make(chan struct{})}
-	ch := make(chan netlink.AddrUpdate, 1<<14)
-	if err := netlink.AddrSubscribeAt(node.Handle(), ch, m.done); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(m.ended)
-		for u := range ch {
-			if !u.NewAddr || u.LinkIndex != index {
-				continue
-			}
-			ip, _ := netip.AddrFromSlice(u.LinkAddress.IP)
-			ones, _ := u.LinkAddress.Mask.Size()
-			m.mu.Lock()
-			m.seen = append(m.seen, netip.PrefixFrom(ip.Unmap(), ones))
-			m.mu.Unlock()
-		}
-	}()
-	return m
-}
-
-func (m *addrMonitor) stop() []netip.Prefix {
-	close(m.done)
-	select {
-	case <-m.ended:
-	case <-time.After(2 * time.Second):
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen)
-}
-
 // checkMonitor fails the test if any protected address appeared on
 // kube-ipvs0, other than those the test added by hand.
 func (b *kbed) checkMonitor() {
-	seen := b.mon.stop()
+	seen := b.mon.Stop()
 	for _, p := range seen {
 		if b.guard.Check(p.Addr()).Protected && !slices.Contains(b.handAdded, p) {
 			b.t.Errorf("address monitor: protected address %s appeared on kube-ipvs0", p)

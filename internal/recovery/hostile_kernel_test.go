@@ -21,7 +21,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -76,7 +75,7 @@ type hbed struct {
 	nodes  []*corev1.Node
 	app    *applier.Applier
 	logs   *observer.ObservedLogs
-	mon    *addrMon
+	mon    *ktest.AddrMonitor
 	guard  *guard.Guard
 }
 
@@ -176,7 +175,7 @@ func (b *hbed) openKernel() {
 	t.Cleanup(func() { rules.Close(); nl.Close(); ct.Close(); table.Close() })
 	rec := ipvs.NewReconciler(table, ipvs.Options{Conntrack: ct, Log: log.Named("ipvs")})
 	b.app = applier.New(rec, addrmgr.NewManager(link, b.guard, log.Named("addrmgr")), rules, log.Named("applier"))
-	b.mon = startAddrMon(t, b.ns, link.Index())
+	b.mon = b.ns.MonitorAddrs(t, link.Index())
 }
 
 // sync is one full sync of these objects, as `run` does at startup and at
@@ -254,53 +253,13 @@ func (b *hbed) checkGood(when string) {
 	}
 }
 
-// addrMon records every address added to kube-ipvs0 while the test runs.
-type addrMon struct {
-	mu    sync.Mutex
-	seen  []netip.Addr
-	done  chan struct{}
-	ended chan struct{}
-}
-
-func startAddrMon(t *testing.T, node *ktest.NS, index int) *addrMon {
-	m := &addrMon{done: make(chan struct{}), ended: make(chan struct{})}
-	ch := make(chan netlink.AddrUpdate, 1<<14)
-	if err := netlink.AddrSubscribeAt(node.Handle(), ch, m.done); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(m.ended)
-		for u := range ch {
-			if u.NewAddr && u.LinkIndex == index {
-				ip, _ := netip.AddrFromSlice(u.LinkAddress.IP)
-				m.mu.Lock()
-				m.seen = append(m.seen, ip.Unmap())
-				m.mu.Unlock()
-			}
-		}
-	}()
-	return m
-}
-
-// stop ends the monitor and returns every address it saw added.
-func (m *addrMon) stop() []netip.Addr {
-	close(m.done)
-	select {
-	case <-m.ended:
-	case <-time.After(2 * time.Second):
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen)
-}
-
 // checkMonitor fails the test if any address the guard protects was ever
 // added to kube-ipvs0, except those in handAdded.
 func (b *hbed) checkMonitor(handAdded ...netip.Addr) {
 	b.t.Helper()
-	seen := b.mon.stop()
-	for _, a := range seen {
-		if b.guard.Check(a).Protected && !slices.Contains(handAdded, a) {
+	seen := b.mon.Stop()
+	for _, p := range seen {
+		if a := p.Addr(); b.guard.Check(a).Protected && !slices.Contains(handAdded, a) {
 			b.t.Errorf("address monitor: protected %s appeared on kube-ipvs0", a)
 		}
 	}

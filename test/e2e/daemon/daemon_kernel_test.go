@@ -27,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 )
 
 const (
@@ -38,15 +39,6 @@ const (
 	// triggerAnnotation is endpoints.kubernetes.io/last-change-trigger-time.
 	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 )
-
-func mustEnv(t *testing.T, key string) string {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		t.Fatalf("%s is not set: TestDaemonGuest runs in the VM under TestDaemon (see the package doc)", key)
-	}
-	return v
-}
 
 // relay listens on 127.0.0.1:PORT in the node namespace and pipes every
 // connection to the API server as the VM sees it (10.0.2.100:PORT). cut
@@ -239,13 +231,13 @@ func slice(name string, trigger time.Time, addrs ...string) *discoveryv1.Endpoin
 
 func TestDaemonGuest(t *testing.T) {
 	ctx := context.Background()
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMON_KUBECONFIG_ADMIN"))
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "DAEMON_KUBECONFIG_ADMIN"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(adminCfg)
-	bin := mustEnv(t, "DAEMON_PROXY_BIN")
-	proxyKC := mustEnv(t, "DAEMON_KUBECONFIG_PROXY")
+	bin := vmtest.GuestEnv(t, "DAEMON_PROXY_BIN")
+	proxyKC := vmtest.GuestEnv(t, "DAEMON_KUBECONFIG_PROXY")
 	apiHostPort := strings.TrimPrefix(adminCfg.Host, "https://")
 
 	node := ktest.NewNode(t)

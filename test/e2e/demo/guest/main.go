@@ -46,7 +46,8 @@ type demo struct {
 	client    *ktest.Client
 	nodeB     *ktest.Client
 
-	relay *relay
+	// stopRelay closes the relay to the API server (startRelay).
+	stopRelay func()
 	// monitor is `ip -o monitor address` in node-a, writing to monitorOut.
 	monitor    *exec.Cmd
 	monitorOut *syncBuffer

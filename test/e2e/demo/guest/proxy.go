@@ -15,9 +15,7 @@ import (
 // startProxyAndConverge starts the relay and `ipvs-proxy run`, and waits
 // until the kernel holds what the scenarios need.
 func (d *demo) startProxyAndConverge() error {
-	if err := d.startRelay(); err != nil {
-		return err
-	}
+	d.startRelay()
 	if err := d.startProxy(); err != nil {
 		return err
 	}
