@@ -55,48 +55,8 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 		}
 	}
 
-	switch p := spec.ExternalTrafficPolicy; p {
-	case "", corev1.ServiceExternalTrafficPolicyCluster:
-	case corev1.ServiceExternalTrafficPolicyLocal:
-		base.ExternalPolicyLocal = externallyAccessible
-	default:
-		r.add("spec.externalTrafficPolicy", string(p), model.ReasonInvalidField,
-			"must be Cluster or Local; treated as Cluster")
-	}
-	switch p := spec.InternalTrafficPolicy; {
-	case p == nil, *p == corev1.ServiceInternalTrafficPolicyCluster:
-	case *p == corev1.ServiceInternalTrafficPolicyLocal:
-		base.InternalPolicyLocal = true
-	default:
-		r.add("spec.internalTrafficPolicy", string(*p), model.ReasonInvalidField,
-			"must be Cluster or Local; treated as Cluster")
-	}
-	if base.ExternalPolicyLocal && spec.Type == corev1.ServiceTypeLoadBalancer && spec.HealthCheckNodePort != 0 {
-		if validPort(spec.HealthCheckNodePort) {
-			base.HealthCheckNodePort = uint16(spec.HealthCheckNodePort)
-		} else {
-			r.add("spec.healthCheckNodePort", strconv.Itoa(int(spec.HealthCheckNodePort)), model.ReasonInvalidPort,
-				"must be 1-65535; no health check port")
-		}
-	}
-
-	switch spec.SessionAffinity {
-	case "", corev1.ServiceAffinityNone:
-	case corev1.ServiceAffinityClientIP:
-		base.AffinityTimeout = DefaultAffinityTimeout
-		if c := spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
-			t := *c.ClientIP.TimeoutSeconds
-			if t >= 1 && t <= MaxAffinityTimeout {
-				base.AffinityTimeout = uint32(t)
-			} else {
-				r.add("spec.sessionAffinityConfig.clientIP.timeoutSeconds", strconv.Itoa(int(t)), model.ReasonInvalidField,
-					"must be 1-%d; using the default %d seconds", MaxAffinityTimeout, DefaultAffinityTimeout)
-			}
-		}
-	default:
-		r.add("spec.sessionAffinity", string(spec.SessionAffinity), model.ReasonInvalidField,
-			"must be None or ClientIP; no session affinity")
-	}
+	base.ExternalPolicyLocal, base.InternalPolicyLocal, base.HealthCheckNodePort = trafficPolicies(r, svc, externallyAccessible)
+	base.AffinityTimeout = sessionAffinity(r, spec)
 	base.Scheduler = strings.TrimSpace(svc.Annotations[AnnotationScheduler])
 	if td := spec.TrafficDistribution; td != nil {
 		base.TrafficDistribution = *td
@@ -113,31 +73,9 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 			continue
 		}
 		names[sp.Name] = i
-		proto, ok := convertProtocol(sp.Protocol)
+		p, ok := servicePort(r, svc, i, base, hasNodePorts)
 		if !ok {
-			r.add(field+".protocol", string(sp.Protocol), model.ReasonInvalidProtocol,
-				"must be TCP, UDP or SCTP; port not served")
 			continue
-		}
-		if !validPort(sp.Port) {
-			r.add(field+".port", strconv.Itoa(int(sp.Port)), model.ReasonInvalidPort,
-				"must be 1-65535; port not served")
-			continue
-		}
-		p := base
-		p.Name = model.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: sp.Name}
-		p.Protocol = proto
-		p.Port = uint16(sp.Port)
-		switch {
-		case sp.NodePort == 0:
-		case !hasNodePorts:
-			r.add(field+".nodePort", strconv.Itoa(int(sp.NodePort)), model.ReasonInvalidField,
-				"only NodePort and LoadBalancer services have node ports; ignored")
-		case !validPort(sp.NodePort):
-			r.add(field+".nodePort", strconv.Itoa(int(sp.NodePort)), model.ReasonInvalidPort,
-				"must be 1-65535; no node port for this port")
-		default:
-			p.NodePort = uint16(sp.NodePort)
 		}
 		out = append(out, p)
 	}
@@ -155,6 +93,95 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 		p.LoadBalancerSourceRanges = slices.Clone(ranges)
 	}
 	return out, r.out
+}
+
+// trafficPolicies converts spec.externalTrafficPolicy (Local only matters
+// for an externally accessible Service), spec.internalTrafficPolicy and,
+// for a LoadBalancer with the Local policy, spec.healthCheckNodePort.
+func trafficPolicies(r *refuser, svc *corev1.Service, externallyAccessible bool) (externalLocal, internalLocal bool, healthCheck uint16) {
+	spec := &svc.Spec
+	switch p := spec.ExternalTrafficPolicy; p {
+	case "", corev1.ServiceExternalTrafficPolicyCluster:
+	case corev1.ServiceExternalTrafficPolicyLocal:
+		externalLocal = externallyAccessible
+	default:
+		r.add("spec.externalTrafficPolicy", string(p), model.ReasonInvalidField,
+			"must be Cluster or Local; treated as Cluster")
+	}
+	switch p := spec.InternalTrafficPolicy; {
+	case p == nil, *p == corev1.ServiceInternalTrafficPolicyCluster:
+	case *p == corev1.ServiceInternalTrafficPolicyLocal:
+		internalLocal = true
+	default:
+		r.add("spec.internalTrafficPolicy", string(*p), model.ReasonInvalidField,
+			"must be Cluster or Local; treated as Cluster")
+	}
+	if externalLocal && spec.Type == corev1.ServiceTypeLoadBalancer && spec.HealthCheckNodePort != 0 {
+		if validPort(spec.HealthCheckNodePort) {
+			healthCheck = uint16(spec.HealthCheckNodePort)
+		} else {
+			r.add("spec.healthCheckNodePort", strconv.Itoa(int(spec.HealthCheckNodePort)), model.ReasonInvalidPort,
+				"must be 1-65535; no health check port")
+		}
+	}
+	return externalLocal, internalLocal, healthCheck
+}
+
+// sessionAffinity converts spec.sessionAffinity and its ClientIP timeout:
+// the affinity timeout in seconds, 0 for none.
+func sessionAffinity(r *refuser, spec *corev1.ServiceSpec) (timeout uint32) {
+	switch spec.SessionAffinity {
+	case "", corev1.ServiceAffinityNone:
+	case corev1.ServiceAffinityClientIP:
+		timeout = DefaultAffinityTimeout
+		if c := spec.SessionAffinityConfig; c != nil && c.ClientIP != nil && c.ClientIP.TimeoutSeconds != nil {
+			t := *c.ClientIP.TimeoutSeconds
+			if t >= 1 && t <= MaxAffinityTimeout {
+				timeout = uint32(t)
+			} else {
+				r.add("spec.sessionAffinityConfig.clientIP.timeoutSeconds", strconv.Itoa(int(t)), model.ReasonInvalidField,
+					"must be 1-%d; using the default %d seconds", MaxAffinityTimeout, DefaultAffinityTimeout)
+			}
+		}
+	default:
+		r.add("spec.sessionAffinity", string(spec.SessionAffinity), model.ReasonInvalidField,
+			"must be None or ClientIP; no session affinity")
+	}
+	return timeout
+}
+
+// servicePort converts spec.ports[i] onto base (the Service's share of
+// every port); false when the port is not served.
+func servicePort(r *refuser, svc *corev1.Service, i int, base model.ServicePort, hasNodePorts bool) (model.ServicePort, bool) {
+	sp := &svc.Spec.Ports[i]
+	field := fmt.Sprintf("spec.ports[%d]", i)
+	proto, ok := convertProtocol(sp.Protocol)
+	if !ok {
+		r.add(field+".protocol", string(sp.Protocol), model.ReasonInvalidProtocol,
+			"must be TCP, UDP or SCTP; port not served")
+		return model.ServicePort{}, false
+	}
+	if !validPort(sp.Port) {
+		r.add(field+".port", strconv.Itoa(int(sp.Port)), model.ReasonInvalidPort,
+			"must be 1-65535; port not served")
+		return model.ServicePort{}, false
+	}
+	p := base
+	p.Name = model.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: sp.Name}
+	p.Protocol = proto
+	p.Port = uint16(sp.Port)
+	switch {
+	case sp.NodePort == 0:
+	case !hasNodePorts:
+		r.add(field+".nodePort", strconv.Itoa(int(sp.NodePort)), model.ReasonInvalidField,
+			"only NodePort and LoadBalancer services have node ports; ignored")
+	case !validPort(sp.NodePort):
+		r.add(field+".nodePort", strconv.Itoa(int(sp.NodePort)), model.ReasonInvalidPort,
+			"must be 1-65535; no node port for this port")
+	default:
+		p.NodePort = uint16(sp.NodePort)
+	}
+	return p, true
 }
 
 func validPort(p int32) bool { return p >= 1 && p <= 65535 }
