@@ -11,7 +11,6 @@ package informers_test
 // (or `make reliability`); the seed corpus is testdata/fuzz/FuzzX.
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"net/netip"
@@ -300,7 +299,7 @@ func checkCluster(t *testing.T, c model.Cluster) {
 	fams := map[string][2]bool{}
 	ports := map[model.ServicePortName]bool{}
 	for i, sp := range c.Services {
-		if i > 0 && !lessName(c.Services[i-1].Name, sp.Name) {
+		if i > 0 && c.Services[i-1].Name.Compare(sp.Name) >= 0 {
 			t.Fatalf("services not sorted or not unique: %v then %v", c.Services[i-1].Name, sp.Name)
 		}
 		ports[sp.Name] = true
@@ -363,7 +362,7 @@ func checkCluster(t *testing.T, c model.Cluster) {
 		if w := model.Word(r.Address); strings.ContainsFunc(w, func(c rune) bool { return unicode.IsSpace(c) || !unicode.IsPrint(c) }) {
 			t.Fatalf("refusal address is not one printable word: %s", w)
 		}
-		if i > 0 && compareRefusals(c.Refusals[i-1], r) > 0 {
+		if i > 0 && c.Refusals[i-1].Compare(r) > 0 {
 			t.Fatalf("refusals not sorted: %v then %v", c.Refusals[i-1], r)
 		}
 	}
@@ -434,21 +433,6 @@ func checkPlan(t *testing.T, c model.Cluster) {
 		}
 	}
 	checkText(t, st)
-}
-
-func compareRefusals(a, b model.Refusal) int {
-	return cmp.Or(cmp.Compare(a.Service, b.Service), cmp.Compare(a.Field, b.Field), cmp.Compare(a.Address, b.Address),
-		cmp.Compare(a.Reason, b.Reason), cmp.Compare(a.Message, b.Message))
-}
-
-func lessName(a, b model.ServicePortName) bool {
-	if a.Namespace != b.Namespace {
-		return a.Namespace < b.Namespace
-	}
-	if a.Name != b.Name {
-		return a.Name < b.Name
-	}
-	return a.Port < b.Port
 }
 
 func fam(a netip.Addr) int {

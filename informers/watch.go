@@ -503,7 +503,7 @@ func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 		}
 		return 0
 	})
-	SortRefusals(refusals)
+	slices.SortFunc(refusals, model.Refusal.Compare)
 	return out, refusals
 }
 

@@ -42,7 +42,7 @@ type Applier struct {
 	closer func()
 	// chains per family; created on first use.
 	chains    map[string]*chainSyncer
-	newRunner func(family string) (ruleRunner, error)
+	newRunner func(family string) (RuleRunner, error)
 	// lastRules are the rulesets of the last successful chain sync; Apply
 	// resyncs chains only when the plan's rules differ from them.
 	lastRules []Ruleset
@@ -77,20 +77,20 @@ func (a *Applier) LastDrift() Drift {
 	return a.drift
 }
 
-// NewApplier opens the ipset netlink socket in the caller's network namespace.
-// The iptables binaries of a family are looked up on its first use, so a
-// host without ip6tables works as long as no inet6 Ruleset is planned.
-func NewApplier(log *zap.Logger) (*Applier, error) {
-	ns, err := newNetlinkSets()
-	if err != nil {
-		return nil, err
+// NewApplier makes an Applier over sets, the ipset netlink client, and
+// runners, which opens one family's iptables binaries on its first use (so a
+// host without ip6tables works as long as no inet6 Ruleset is planned).
+// iptables/kernel gives the kernel's; unit tests give fakes. Close closes
+// sets when it has a Close method.
+func NewApplier(sets SetKernel, runners func(family string) (RuleRunner, error), log *zap.Logger) *Applier {
+	a := newApplier(sets, runners, log)
+	if c, ok := sets.(interface{ Close() }); ok {
+		a.closer = c.Close
 	}
-	a := newApplier(ns, func(f string) (ruleRunner, error) { return newExecRunner(f) }, log)
-	a.closer = ns.Close
-	return a, nil
+	return a
 }
 
-func newApplier(k setKernel, newRunner func(string) (ruleRunner, error), log *zap.Logger) *Applier {
+func newApplier(k SetKernel, newRunner func(string) (RuleRunner, error), log *zap.Logger) *Applier {
 	if log == nil {
 		log = zap.NewNop()
 	}

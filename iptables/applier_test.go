@@ -28,7 +28,7 @@ func newFakeApplier(t *testing.T) (*Applier, *fakeKernel) {
 	t.Helper()
 	k := &fakeKernel{sets: newFakeSets(), tables: map[string]*fakeTables{FamilyIPv4: newFakeTables(), FamilyIPv6: newFakeTables()}}
 	k.sets.tables = []*fakeTables{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
-	a := newApplier(k.sets, func(f string) (ruleRunner, error) { return k.tables[f], nil }, nil)
+	a := newApplier(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
 	return a, k
 }
 
@@ -134,8 +134,8 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	a, k := newFakeApplier(t)
 	sets := plannedSets()
 	// A foreign set, and one of ours left behind with the wrong type.
-	k.sets.sets["KUBE-DST-ABC"] = &kernelSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}
-	k.sets.sets[SetIPVSIPs] = &kernelSet{Name: SetIPVSIPs, Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: KubeProxyMaxElem}
+	k.sets.sets["KUBE-DST-ABC"] = &KernelSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}
+	k.sets.sets[SetIPVSIPs] = &KernelSet{Name: SetIPVSIPs, Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: KubeProxyMaxElem}
 	if err := a.Full(sets, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -386,7 +386,7 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 	}
 	// A fresh applier (a restart) adopts the jump through `iptables -C`
 	// rather than rewriting it.
-	b := newApplier(k.sets, func(string) (ruleRunner, error) { return f, nil }, nil)
+	b := newApplier(k.sets, func(string) (RuleRunner, error) { return f, nil }, nil)
 	f.execs = 0
 	f.tables["nat"]["POSTROUTING"] = []string{"-j KUBE-X"}
 	if err := b.Full(nil, []Ruleset{rs}); err != nil {
@@ -443,29 +443,6 @@ func TestApplyResyncsChainsOnlyWhenRulesChange(t *testing.T) {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs2)
-}
-
-func TestParseEntryRoundTrip(t *testing.T) {
-	for _, tc := range []struct {
-		set IPSet
-		e   Entry
-	}{
-		{IPSet{Type: TypeHashIP, Family: FamilyIPv6}, Entry{IP: mustAddr("fd00::1")}},
-		{IPSet{Type: TypeHashIPPort, Family: FamilyIPv4}, Entry{IP: mustAddr("10.0.0.1"), Protocol: model.SCTP, Port: 7}},
-		{IPSet{Type: TypeHashIPPortIP, Family: FamilyIPv4}, Entry{IP: mustAddr("10.0.0.1"), Protocol: model.UDP, Port: 53, Net: netip.MustParsePrefix("10.0.0.1/32")}},
-		{IPSet{Type: TypeHashIPPortNet, Family: FamilyIPv6}, Entry{IP: mustAddr("fd00::1"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("2001:db8::/32")}},
-		{IPSet{Type: TypeBitmapPort}, Entry{Port: 30000}},
-	} {
-		a, err := entryAttr(tc.set, tc.e)
-		if err != nil {
-			t.Fatalf("%s: %v", tc.set.Type, err)
-		}
-		raw := a.Serialize()
-		got := parseEntry(tc.set.Type, raw[4:])
-		if got != canonical(tc.set.Type, tc.e) {
-			t.Errorf("%s: round trip %+v, want %+v", tc.set.Type, got, tc.e)
-		}
-	}
 }
 
 func TestDiffEntries(t *testing.T) {

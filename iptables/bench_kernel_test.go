@@ -88,7 +88,7 @@ func BenchmarkKernelIPSetFull(b *testing.B) {
 	b.StopTimer()
 	for range b.N {
 		inNetns(b, func() {
-			a, err := NewApplier(nil)
+			a, err := OpenKernel(nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -127,7 +127,7 @@ func BenchmarkKernelIPSetRestore(b *testing.B) {
 // Partial including its in-memory diff of all sets.
 func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 	inNetns(b, func() {
-		a, err := NewApplier(nil)
+		a, err := OpenKernel(nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -174,7 +174,7 @@ func TestKernelIPSetBenchContent(t *testing.T) {
 	var viaFull, viaRestore string
 	var dFull, dRestore time.Duration
 	inNetns(t, func() {
-		a, err := NewApplier(nil)
+		a, err := OpenKernel(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

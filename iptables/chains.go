@@ -8,9 +8,9 @@ import (
 	"strings"
 )
 
-// ruleRunner is one family's iptables binaries, as the chain syncer needs
-// them. The exec implementation is execRunner; unit tests use a stateful fake.
-type ruleRunner interface {
+// RuleRunner is one family's iptables binaries, as the chain syncer needs
+// them. The exec implementation is iptables/kernel.Runner; unit tests use a stateful fake.
+type RuleRunner interface {
 	// Save is `iptables-save -t TABLE`.
 	Save(table string) (string, error)
 	// Restore is `iptables-restore -w 5 --noflush` fed with input: one atomic
@@ -66,17 +66,11 @@ func RuleText(r Rule) string {
 	return strings.Join(q, " ")
 }
 
-// ruleTarget is the chain a saved rule jumps or goes to ("" for none).
-func ruleTarget(text string) string {
-	f := strings.Fields(text)
-	for i := 0; i+1 < len(f); i++ {
-		if f[i] == "-j" || f[i] == "-g" || f[i] == "--jump" || f[i] == "--goto" {
-			return f[i+1]
-		}
-	}
-	return ""
-}
+// ruleTarget is the chain a saved rule (its text after "-A CHAIN ") jumps
+// or goes to ("" for none).
+func ruleTarget(text string) string { return ruleTargetSpec(strings.Fields(text)) }
 
+// ruleTargetSpec is the chain a rule jumps or goes to ("" for none).
 func ruleTargetSpec(r Rule) string {
 	for i := 0; i+1 < len(r); i++ {
 		if r[i] == "-j" || r[i] == "-g" || r[i] == "--jump" || r[i] == "--goto" {
@@ -98,7 +92,7 @@ type canon struct {
 // chainSyncer keeps one family's proxy chains and jump rules as planned.
 type chainSyncer struct {
 	family string
-	r      ruleRunner
+	r      RuleRunner
 	// canon is keyed "table/chain".
 	canon map[string]canon
 	// owned holds "table/chain" of every chain the proxy has planned since
@@ -111,7 +105,7 @@ type chainSyncer struct {
 	repairing func(table string, chains []string)
 }
 
-func newChainSyncer(family string, r ruleRunner) *chainSyncer {
+func newChainSyncer(family string, r RuleRunner) *chainSyncer {
 	return &chainSyncer{family: family, r: r, canon: map[string]canon{}, owned: map[string]bool{}}
 }
 

@@ -2,8 +2,11 @@ package iptables
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"slices"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Sentinel errors of the kernel layer; check them with errors.Is.
@@ -25,11 +28,11 @@ var (
 	ErrNotOwned = errors.New("not owned by the proxy")
 )
 
-// canonical drops the fields a set type does not store, so that planned and
+// Canonical drops the fields a set type does not store, so that planned and
 // dumped entries compare equal: hash:ip keeps IP; hash:ip,port IP, Protocol,
 // Port; hash:ip,port,ip a full-length Net; hash:ip,port,net a masked Net;
 // bitmap:port only Port.
-func canonical(typ string, e Entry) Entry {
+func Canonical(typ string, e Entry) Entry {
 	if e.IP.IsValid() {
 		e.IP = e.IP.Unmap()
 	}
@@ -60,7 +63,7 @@ func canonical(typ string, e Entry) Entry {
 func normalize(typ string, in []Entry) []Entry {
 	ok := true
 	for i := range in {
-		if canonical(typ, in[i]) != in[i] || i > 0 && CompareEntries(in[i-1], in[i]) >= 0 {
+		if Canonical(typ, in[i]) != in[i] || i > 0 && CompareEntries(in[i-1], in[i]) >= 0 {
 			ok = false
 			break
 		}
@@ -70,7 +73,7 @@ func normalize(typ string, in []Entry) []Entry {
 	}
 	out := make([]Entry, len(in))
 	for i := range in {
-		out[i] = canonical(typ, in[i])
+		out[i] = Canonical(typ, in[i])
 	}
 	slices.SortFunc(out, CompareEntries)
 	return slices.CompactFunc(out, func(a, b Entry) bool { return a == b })
@@ -114,7 +117,7 @@ func diffSet(typ string, have, want []Entry) (add, del, norm []Entry) {
 	prevAdded := false
 	// ok checks want[j], about to be added, against the entry before it.
 	ok := func() bool {
-		return canonical(typ, want[j]) == want[j] && (j == 0 || CompareEntries(want[j-1], want[j]) < 0)
+		return Canonical(typ, want[j]) == want[j] && (j == 0 || CompareEntries(want[j-1], want[j]) < 0)
 	}
 	for i < len(have) && j < len(want) {
 		if have[i] == want[j] {
@@ -154,3 +157,35 @@ slow:
 
 // formatEntry renders an entry as `ipset save` prints it (AppendEntry).
 func formatEntry(typ string, e Entry) string { return string(AppendEntry(nil, typ, e)) }
+
+// CheckEntry is what the kernel checks before it adds an entry to a set of
+// s's type and family: the fields the type stores are there (an address of
+// the set's family; a TCP, UDP or SCTP port; a second address), so that a
+// fake refuses what `ipset add` refuses, with ErrInvalidEntry.
+func CheckEntry(s IPSet, e Entry) error {
+	switch s.Type {
+	case TypeBitmapPort:
+		return nil
+	case TypeHashIP, TypeHashIPPort, TypeHashIPPortIP, TypeHashIPPortNet:
+	default:
+		return fmt.Errorf("%w: set type %q", ErrInvalidEntry, s.Type)
+	}
+	if !e.IP.IsValid() {
+		return fmt.Errorf("%w: no address", ErrInvalidEntry)
+	}
+	if (s.Family == FamilyIPv6) != (e.IP.Is6() && !e.IP.Is4In6()) {
+		return fmt.Errorf("%w: %s in a %s set", ErrInvalidEntry, e.IP, s.Family)
+	}
+	if s.Type == TypeHashIP {
+		return nil
+	}
+	switch e.Protocol {
+	case model.TCP, model.UDP, model.SCTP:
+	default:
+		return fmt.Errorf("%w: protocol %q", ErrInvalidEntry, e.Protocol)
+	}
+	if (s.Type == TypeHashIPPortIP || s.Type == TypeHashIPPortNet) && !e.Net.IsValid() {
+		return fmt.Errorf("%w: no second address", ErrInvalidEntry)
+	}
+	return nil
+}

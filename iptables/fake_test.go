@@ -14,7 +14,7 @@ import (
 // destroyed, and swap exchanges two sets of one type and family under their
 // names (the references stay with the name, as rules hold a set by index).
 type fakeSets struct {
-	sets map[string]*kernelSet
+	sets map[string]*KernelSet
 	// refs counts references by rules that are not in a fakeTables (set
 	// by hand in tests).
 	refs map[string]int
@@ -28,7 +28,7 @@ type fakeSets struct {
 	// index caches each set's entries as a map for Add, valid while the
 	// slice (first element and length) is the one it was built from: tests
 	// edit Entries directly.
-	index map[*kernelSet]*entryIndex
+	index map[*KernelSet]*entryIndex
 }
 
 type entryIndex struct {
@@ -38,7 +38,7 @@ type entryIndex struct {
 }
 
 // members is ks's entry index, rebuilt when the slice changed.
-func (f *fakeSets) members(ks *kernelSet) map[Entry]bool {
+func (f *fakeSets) members(ks *KernelSet) map[Entry]bool {
 	var first *Entry
 	if len(ks.Entries) > 0 {
 		first = &ks.Entries[0]
@@ -51,14 +51,14 @@ func (f *fakeSets) members(ks *kernelSet) map[Entry]bool {
 		has[e] = true
 	}
 	if f.index == nil {
-		f.index = map[*kernelSet]*entryIndex{}
+		f.index = map[*KernelSet]*entryIndex{}
 	}
 	f.index[ks] = &entryIndex{first: first, n: len(ks.Entries), has: has}
 	return has
 }
 
 func newFakeSets() *fakeSets {
-	return &fakeSets{sets: map[string]*kernelSet{}, refs: map[string]int{}, ops: map[string]int{}, reject: map[string]bool{}}
+	return &fakeSets{sets: map[string]*KernelSet{}, refs: map[string]int{}, ops: map[string]int{}, reject: map[string]bool{}}
 }
 
 // references counts what holds the set: hand-set refs and rules.
@@ -78,9 +78,9 @@ func (f *fakeSets) references(name string) int {
 	return n
 }
 
-func (f *fakeSets) ListAll() (map[string]*kernelSet, error) {
+func (f *fakeSets) ListAll() (map[string]*KernelSet, error) {
 	f.ops["list"]++
-	out := map[string]*kernelSet{}
+	out := map[string]*KernelSet{}
 	for n, s := range f.sets {
 		c := *s
 		c.Entries = slices.Clone(s.Entries)
@@ -95,7 +95,7 @@ func (f *fakeSets) Create(s IPSet, maxElem uint32) error {
 	if f.sets[s.Name] != nil {
 		return fmt.Errorf("ipset create %s: %w", s.Name, ErrSetExists)
 	}
-	ks := &kernelSet{Name: s.Name, Type: s.Type, Family: s.Family, MaxElem: maxElem}
+	ks := &KernelSet{Name: s.Name, Type: s.Type, Family: s.Family, MaxElem: maxElem}
 	if s.Type == TypeBitmapPort {
 		ks.Family, ks.MaxElem, ks.PortFrom, ks.PortTo = "", 0, BitmapPortFrom, BitmapPortTo
 	}
@@ -149,12 +149,12 @@ func (f *fakeSets) Swap(from, to string) error {
 	return nil
 }
 
-func (f *fakeSets) check(s IPSet, e Entry) (*kernelSet, error) {
+func (f *fakeSets) check(s IPSet, e Entry) (*KernelSet, error) {
 	ks := f.sets[s.Name]
 	if ks == nil {
 		return nil, fmt.Errorf("ipset %s: %w", s.Name, ErrSetNotFound)
 	}
-	if _, err := entryAttr(IPSet{Type: ks.Type, Family: ks.Family}, e); err != nil {
+	if err := CheckEntry(IPSet{Type: ks.Type, Family: ks.Family}, e); err != nil {
 		return nil, err
 	}
 	if f.reject[s.Name+" "+formatEntry(ks.Type, e)] {
@@ -171,7 +171,7 @@ func (f *fakeSets) Add(s IPSet, entries []Entry) error {
 		if err != nil {
 			return err
 		}
-		e = canonical(ks.Type, e)
+		e = Canonical(ks.Type, e)
 		if has := f.members(ks); !has[e] {
 			if ks.MaxElem != 0 && len(ks.Entries) >= int(ks.MaxElem) {
 				return fmt.Errorf("ipset add %s %s: hash is full: %w", s.Name, formatEntry(ks.Type, e), ErrKernel)
@@ -188,15 +188,15 @@ func (f *fakeSets) Add(s IPSet, entries []Entry) error {
 func (f *fakeSets) Del(s IPSet, entries []Entry) error {
 	f.ops["del"]++
 	del := map[Entry]bool{}
-	var ks *kernelSet
+	var ks *KernelSet
 	var err error
 	for _, e := range entries {
-		var k *kernelSet
+		var k *KernelSet
 		if k, err = f.check(s, e); err != nil {
 			break
 		}
 		ks = k
-		del[canonical(k.Type, e)] = true
+		del[Canonical(k.Type, e)] = true
 	}
 	if ks != nil {
 		ks.Entries = slices.DeleteFunc(ks.Entries, func(x Entry) bool { return del[x] })

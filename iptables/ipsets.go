@@ -8,11 +8,11 @@ import (
 	"go.uber.org/zap"
 )
 
-// setKernel is the kernel's ipset table, as the set syncer needs it. The
-// netlink implementation is netlinkSets; unit tests use a stateful fake.
-type setKernel interface {
+// SetKernel is the kernel's ipset table, as the set syncer needs it. The
+// netlink implementation is iptables/kernel.Sets; unit tests use a stateful fake.
+type SetKernel interface {
 	// ListAll is `ipset save`: every set and its entries.
-	ListAll() (map[string]*kernelSet, error)
+	ListAll() (map[string]*KernelSet, error)
 	// Create is `ipset create` with kube-proxy's arguments and, for a hash
 	// set, maxelem maxElem.
 	Create(s IPSet, maxElem uint32) error
@@ -42,7 +42,7 @@ type mirrorSet struct {
 
 // matches reports whether the kernel's set is still the one the mirror
 // describes: not destroyed, or replaced by a set of another shape.
-func (m *mirrorSet) matches(ks *kernelSet) bool {
+func (m *mirrorSet) matches(ks *KernelSet) bool {
 	if ks == nil || ks.Type != m.spec.Type || ks.Timeout != 0 || ks.CadtFlags != 0 || ks.Netmask != 0 {
 		return false
 	}
@@ -64,7 +64,7 @@ func (m *mirrorSet) matches(ks *kernelSet) bool {
 // change, is destroyed and created again if no rule holds it, and is an
 // error of that set alone otherwise.
 type setSyncer struct {
-	k      setKernel
+	k      SetKernel
 	log    *zap.Logger
 	mirror map[string]*mirrorSet
 	// leftovers are the sets the last full sync found under a name the
@@ -82,7 +82,7 @@ type setSyncer struct {
 	drift Drift
 }
 
-func newSetSyncer(k setKernel, log *zap.Logger) *setSyncer {
+func newSetSyncer(k SetKernel, log *zap.Logger) *setSyncer {
 	return &setSyncer{k: k, log: log, mirror: map[string]*mirrorSet{}}
 }
 
@@ -130,7 +130,7 @@ func (s *setSyncer) full(want []IPSet) error {
 
 // ensure makes the kernel's set w.Name (ks, nil when missing) one of w's
 // shape holding w's entries: adopted in place, replaced, or created.
-func (s *setSyncer) ensure(w *IPSet, ks *kernelSet) error {
+func (s *setSyncer) ensure(w *IPSet, ks *KernelSet) error {
 	if ks != nil {
 		m := mismatch(ks, w, len(w.Entries))
 		switch {
@@ -352,7 +352,7 @@ func (s *setSyncer) cleanup(names []string) error {
 
 // leftoverSets are the sets of have named as one of SetSpecs in some family
 // that want does not name, sorted.
-func leftoverSets(have map[string]*kernelSet, want []IPSet) []string {
+func leftoverSets(have map[string]*KernelSet, want []IPSet) []string {
 	planned := make(map[string]bool, len(want))
 	for _, w := range want {
 		planned[w.Name] = true

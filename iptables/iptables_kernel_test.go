@@ -206,14 +206,14 @@ func checkKernel(t *testing.T, sets []IPSet, rules []Ruleset) {
 func execCount(a *Applier) int64 {
 	var n int64
 	for _, c := range a.chains {
-		n += c.r.(*execRunner).execs.Load()
+		n += c.r.(counted).Execs()
 	}
 	return n
 }
 
 func TestKernelApplyTamperCleanup(t *testing.T) {
 	inNetns(t, func() {
-		a, err := NewApplier(nil)
+		a, err := OpenKernel(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -305,7 +305,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 func TestKernelRestartAdopts(t *testing.T) {
 	inNetns(t, func() {
 		sets, rules := dualStackPlan()
-		a, err := NewApplier(nil)
+		a, err := OpenKernel(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -313,7 +313,7 @@ func TestKernelRestartAdopts(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.Close()
-		b, err := NewApplier(nil)
+		b, err := OpenKernel(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,7 +322,7 @@ func TestKernelRestartAdopts(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, c := range b.chains {
-			if n := c.r.(*execRunner).restores.Load(); n != 0 {
+			if n := c.r.(counted).Restores(); n != 0 {
 				t.Errorf("%s: restart Full rewrote %d tables", c.family, n)
 			}
 		}
@@ -334,7 +334,7 @@ func TestKernelRestartAdopts(t *testing.T) {
 // names the refused one, and the mirror does not claim it.
 func TestKernelBadEntryInBatch(t *testing.T) {
 	inNetns(t, func() {
-		a, err := NewApplier(nil)
+		a, err := OpenKernel(nil)
 		if err != nil {
 			t.Fatal(err)
 		}

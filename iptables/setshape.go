@@ -4,8 +4,6 @@ import (
 	"fmt"
 	"math/bits"
 	"strings"
-
-	"github.com/vishvananda/netlink/nl"
 )
 
 // What `ipset create` fixes for the life of a set, and how the proxy decides
@@ -96,7 +94,7 @@ func (m setMismatch) differ() string {
 func (m setMismatch) swappable() bool { return m&(mismatchType|mismatchFamily) == 0 }
 
 // mismatch compares the kernel set ks with the planned set w of n entries.
-func mismatch(ks *kernelSet, w *IPSet, n int) setMismatch {
+func mismatch(ks *KernelSet, w *IPSet, n int) setMismatch {
 	var m setMismatch
 	if ks.Type != w.Type {
 		m |= mismatchType
@@ -121,7 +119,7 @@ func mismatch(ks *kernelSet, w *IPSet, n int) setMismatch {
 // prints them, for messages: "hash:ip,port family inet maxelem 65536",
 // "bitmap:port range 0-65535", "hash:ip family inet6 maxelem 65536
 // timeout 60 comment".
-func (ks *kernelSet) options() string {
+func (ks *KernelSet) options() string {
 	b := []byte(ks.Type)
 	if ks.Type == TypeBitmapPort {
 		b = fmt.Appendf(b, " range %d-%d", ks.PortFrom, ks.PortTo)
@@ -138,10 +136,10 @@ func (ks *kernelSet) options() string {
 		flag uint32
 		name string
 	}{
-		{nl.IPSET_FLAG_WITH_COUNTERS, "counters"},
-		{nl.IPSET_FLAG_WITH_COMMENT, "comment"},
-		{nl.IPSET_FLAG_WITH_SKBINFO, "skbinfo"},
-		{nl.IPSET_FLAG_WITH_FORCEADD, "forceadd"},
+		{FlagWithCounters, "counters"},
+		{FlagWithComment, "comment"},
+		{FlagWithSKBInfo, "skbinfo"},
+		{FlagWithForceAdd, "forceadd"},
 	} {
 		if ks.CadtFlags&f.flag != 0 {
 			b = append(b, ' ')
@@ -153,6 +151,6 @@ func (ks *kernelSet) options() string {
 
 // plannedOptions renders the type and create options of the planned set w.
 func plannedOptions(w *IPSet) string {
-	ks := kernelSet{Type: w.Type, Family: w.Family, PortFrom: BitmapPortFrom, PortTo: BitmapPortTo, MaxElem: MaxElemFor(len(w.Entries))}
+	ks := KernelSet{Type: w.Type, Family: w.Family, PortFrom: BitmapPortFrom, PortTo: BitmapPortTo, MaxElem: MaxElemFor(len(w.Entries))}
 	return ks.options()
 }

@@ -113,11 +113,11 @@ func kubeProxyRefusesOtherMaxElem(t testing.TB) {
 	}
 }
 
-// newKernelApplier is NewApplier in the current namespace, closed at the
+// newKernelApplier is OpenKernel in the current namespace, closed at the
 // end of the test.
 func newKernelApplier(t *testing.T) *Applier {
 	t.Helper()
-	a, err := NewApplier(nil)
+	a, err := OpenKernel(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -159,14 +159,15 @@ func TestKernelTakeoverFromKubeProxy(t *testing.T) {
 		}
 
 		// The next Full changes nothing.
+		restores := map[string]int64{}
 		for _, c := range a.chains {
-			c.r.(*execRunner).restores.Store(0)
+			restores[c.family] = c.r.(counted).Restores()
 		}
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
 		for _, c := range a.chains {
-			if n := c.r.(*execRunner).restores.Load(); n != 0 {
+			if n := c.r.(counted).Restores() - restores[c.family]; n != 0 {
 				t.Errorf("%s: the Full after the takeover rewrote %d tables", c.family, n)
 			}
 		}

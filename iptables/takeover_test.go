@@ -101,13 +101,13 @@ func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
 func TestTakeoverSwapsSetOfAnotherShape(t *testing.T) {
 	for _, tt := range []struct {
 		name   string
-		set    kernelSet
+		set    KernelSet
 		differ string
 	}{
-		{"maxelem of an older ipvs-proxy", kernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 1 << 20}, "maxelem"},
-		{"maxelem too small", kernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 1}, "maxelem"},
-		{"comment extension", kernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 65536, CadtFlags: 1 << 2}, "extensions"},
-		{"timeout", kernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 65536, Timeout: 60}, "extensions"},
+		{"maxelem of an older ipvs-proxy", KernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 1 << 20}, "maxelem"},
+		{"maxelem too small", KernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 1}, "maxelem"},
+		{"comment extension", KernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 65536, CadtFlags: 1 << 2}, "extensions"},
+		{"timeout", KernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 65536, Timeout: 60}, "extensions"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
 			a, k := newFakeApplier(t)
@@ -143,8 +143,8 @@ func TestTakeoverSwapsSetOfAnotherShape(t *testing.T) {
 // that set's error says which attribute differs; every other set syncs.
 func TestTakeoverTypeOrFamilyMismatchIsPerSet(t *testing.T) {
 	a, k := newFakeApplier(t)
-	k.sets.sets[SetClusterIP] = &kernelSet{Name: SetClusterIP, Type: TypeHashIP, Family: FamilyIPv4, MaxElem: 65536}
-	k.sets.sets[SetIPVSIPs] = &kernelSet{Name: SetIPVSIPs, Type: TypeHashIP, Family: FamilyIPv6, MaxElem: 65536}
+	k.sets.sets[SetClusterIP] = &KernelSet{Name: SetClusterIP, Type: TypeHashIP, Family: FamilyIPv4, MaxElem: 65536}
+	k.sets.sets[SetIPVSIPs] = &KernelSet{Name: SetIPVSIPs, Type: TypeHashIP, Family: FamilyIPv6, MaxElem: 65536}
 	f := k.tables[FamilyIPv4]
 	f.set("filter", "USER", "-m set --match-set "+SetClusterIP+" dst -j RETURN", "-m set --match-set "+SetIPVSIPs+" dst -j RETURN")
 	sets := plannedSets()

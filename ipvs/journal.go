@@ -151,8 +151,8 @@ func ParseKey(s string) (Key, error) {
 	if !ok {
 		return Key{}, fmt.Errorf("virtual server %q: want PROTOCOL-FLAG ADDRESS:PORT", s)
 	}
-	// The inverse of Key.String's protoFlag.
-	i := slices.IndexFunc(keyProtocols, func(p model.Protocol) bool { return protoFlag(p) == flag })
+	// The inverse of Key.String's protoSwitch.
+	i := slices.IndexFunc(keyProtocols, func(p model.Protocol) bool { return protoSwitch(p) == flag })
 	if i < 0 {
 		return Key{}, fmt.Errorf("virtual server %q: unknown protocol flag %q", s, flag)
 	}

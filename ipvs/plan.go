@@ -77,7 +77,8 @@ func Sort(vss []VirtualServer) {
 	}
 }
 
-// protoSwitch is ipvsadm's service switch for a protocol.
+// protoSwitch is ipvsadm's service switch for a protocol (-t, -u,
+// --sctp-service); an unknown protocol is named, never taken for TCP.
 func protoSwitch(p model.Protocol) string {
 	switch p {
 	case model.TCP:

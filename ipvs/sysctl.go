@@ -6,8 +6,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-
-	"golang.org/x/sys/unix"
 )
 
 // Sysctl is one kernel setting under /proc/sys, e.g. "net/ipv4/vs/conntrack".
@@ -72,19 +70,10 @@ func parseRelease(r string) ([2]int, bool) {
 	return [2]int{major, mi}, true
 }
 
-// KernelRelease is uname -r.
-func KernelRelease() (string, error) {
-	var u unix.Utsname
-	if err := unix.Uname(&u); err != nil {
-		return "", fmt.Errorf("uname: %w", err)
-	}
-	return unix.ByteSliceToString(u.Release[:]), nil
-}
-
 // WriteSysctls writes each setting under root (normally /proc/sys) when its
 // value differs: `sysctl -w net.ipv4.vs.conntrack=1`. The net/ settings are
 // per network namespace and apply to the namespace of the calling thread;
-// the ip_vs module must be loaded first (OpenKernel loads it). It returns
+// the ip_vs module must be loaded first (kernel.Open loads it). It returns
 // the settings it changed.
 func WriteSysctls(root string, settings []Sysctl) ([]Sysctl, error) {
 	var changed []Sysctl

@@ -5,8 +5,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Sentinel errors of a Table. The kernel implementation maps EEXIST and
@@ -71,18 +69,7 @@ type CounterReader interface {
 // String renders the key as ipvsadm names a service: "-t 10.96.0.10:80",
 // "-u [fd00::a]:53", "--sctp-service 10.96.0.12:9".
 func (k Key) String() string {
-	return protoFlag(k.Protocol) + " " + hostPort(k.Address, k.Port)
-}
-
-func protoFlag(p model.Protocol) string {
-	switch p {
-	case model.UDP:
-		return "-u"
-	case model.SCTP:
-		return "--sctp-service"
-	default:
-		return "-t"
-	}
+	return protoSwitch(k.Protocol) + " " + hostPort(k.Address, k.Port)
 }
 
 func hostPort(a netip.Addr, port uint16) string {

@@ -1,10 +1,14 @@
-// Package ipvs owns the node's IPVS table: it plans the virtual servers a
-// service needs (pure) and reconciles the kernel to them through
-// github.com/moby/ipvs. It deletes only virtual servers it owns — those on
-// addresses it binds on kube-ipvs0, NodePort servers on node addresses, and
-// what its ownership journal (--state-dir/ipvs-owned, the one file it
-// writes) records — and never touches foreign ones (keepalived, kube-vip)
-// or excluded CIDRs.
+// Package ipvs owns the node's IPVS table as the proxy wants it: the
+// desired-state types the planner fills (Key, VirtualServer, RealServer,
+// schedulers and flags), their `ipvsadm -S -n` rendering, and Reconciler,
+// which makes a Table hold them — Full from one dump, Partial from its
+// mirror, graceful termination of removed real servers — and records in its
+// ownership journal (--state-dir/ipvs-owned, the one file it writes) what
+// kernel state cannot show to be the proxy's. It decides; the kernel side
+// (moby/ipvs, conntrack) is ipvs/kernel. It deletes only virtual servers it
+// owns — those on addresses bound on kube-ipvs0, NodePort servers on node
+// addresses, what the journal records — and never touches foreign ones
+// (keepalived, kube-vip) or excluded CIDRs.
 package ipvs
 
 import (

@@ -268,7 +268,9 @@ func writeRecoverText(w io.Writer, rep *recovery.Report) error {
 	return err
 }
 
-// recoverJSON is `recover -o json`.
+// recoverJSON is `recover -o json`: recovery.Report's fields, the findings'
+// virtual servers and the removals as ipvsadm and ip name them, the exit
+// status. It is the report's only JSON shape.
 type recoverJSON struct {
 	APIServer    string             `json:"apiServer"`
 	NodeCache    string             `json:"nodeCache"`
@@ -277,6 +279,7 @@ type recoverJSON struct {
 	Removed      *removedJSON       `json:"removed,omitempty"`
 	OtherProxies []recovery.Process `json:"otherProxies"`
 	Warnings     []string           `json:"warnings"`
+	Untrusted    string             `json:"untrusted,omitempty"`
 	ExitCode     int                `json:"exitCode"`
 }
 
@@ -293,7 +296,7 @@ type removedJSON struct {
 
 func writeRecoverJSON(w io.Writer, rep *recovery.Report, code int) error {
 	j := recoverJSON{APIServer: rep.APIServer, NodeCache: rep.NodeCache, Applied: rep.Applied,
-		Findings: []findingJSON{}, OtherProxies: rep.OtherProxies, Warnings: append([]string{}, rep.Warnings...), ExitCode: code}
+		Findings: []findingJSON{}, OtherProxies: rep.OtherProxies, Warnings: append([]string{}, rep.Warnings...), Untrusted: rep.Untrusted, ExitCode: code}
 	for _, fd := range rep.Findings {
 		j.Findings = append(j.Findings, findingJSON{Finding: fd, VirtualServers: keyStrings(fd)})
 	}

@@ -8,7 +8,6 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/daemon"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/logging"
 )
 
@@ -72,7 +71,7 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()
-			return failure(daemon.Run(ctx, c, log))
+			return failure(runDaemon(ctx, c, log))
 		},
 	}
 	fs := cmd.Flags()

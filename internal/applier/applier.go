@@ -243,66 +243,106 @@ func changedOnly(vss []ipvs.VirtualServer, changed []string) []ipvs.VirtualServe
 }
 
 func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result, error) {
-	res := &Result{}
-	mark := time.Now()
-	lap := func(d *time.Duration) {
-		now := time.Now()
-		*d += now.Sub(mark)
-		mark = now
-	}
-	// A full sync reads kube-ipvs0; a partial one only when the address
-	// manager's watch saw a change by others or lost events (or there is
-	// no watch): its view is kube-ipvs0's otherwise.
-	var bound []netip.Prefix
-	var err error
-	if full {
-		bound, err = a.addrs.Dump()
-		res.AddressesDumped = err == nil
-	} else {
-		res.AddressesDumped, err = a.addrs.Refresh()
-	}
+	s := &syncRun{a: a, st: st, full: full, changed: changed, res: &Result{}, mark: time.Now()}
+	bound, err := s.dump()
 	if err != nil {
 		return nil, err
 	}
-	res.Drift.Addresses = a.addrs.Drift()
-	lap(&res.Took.Dump)
 	// The changed services' share of the desired virtual servers, picked
 	// once for the journal and the reconciler.
 	selected := st.VirtualServers
 	if !full {
 		selected = changedOnly(st.VirtualServers, changed)
 	}
-	// Who asked for each address, to attribute address failures and to
-	// know when an address is ready to bind. Built on first use: a partial
-	// sync that binds nothing and fails nothing never needs it.
-	var byAddrMap map[netip.Addr][]*ipvs.VirtualServer
-	byAddr := func(addr netip.Addr) []*ipvs.VirtualServer {
-		if byAddrMap == nil {
-			byAddrMap = make(map[netip.Addr][]*ipvs.VirtualServer, len(st.Addresses))
-			for i := range st.VirtualServers {
-				vs := &st.VirtualServers[i]
-				byAddrMap[vs.Address] = append(byAddrMap[vs.Address], vs)
-			}
-		}
-		return byAddrMap[addr]
+	unwanted := s.record(selected)
+	s.unbind(unwanted)
+	if err := s.reconcileIPVS(selected, bound); err != nil {
+		return nil, err
 	}
-	servicesOf := func(addr netip.Addr) []string {
-		var out []string
-		for _, vs := range byAddr(addr) {
-			out = append(out, vs.Service)
-		}
-		slices.Sort(out)
-		out = slices.Compact(out)
-		if len(out) == 0 {
-			out = []string{""}
-		}
-		return out
-	}
+	s.syncRules()
+	s.bind()
+	a.settle(s.res, full)
+	s.lap(&s.res.Took.Journal)
+	s.logResult()
+	return s.res, nil
+}
 
-	// Journal what kube-ipvs0 will not show to be ours while this sync
-	// runs, before the first change: the addresses about to be unbound, and
-	// desired virtual servers on addresses not bound through the sync.
-	unwanted := a.addrs.Unwanted(st.Addresses)
+// syncRun is one sync on its way through the safe order: dump, record,
+// unbind, IPVS, ipsets and iptables, bind, settle.
+type syncRun struct {
+	a       *Applier
+	st      *planner.State
+	full    bool
+	changed []string
+	res     *Result
+	// mark is when the step being timed began.
+	mark time.Time
+	// byAddrMap is who asked for each address (byAddr), built on first use.
+	byAddrMap map[netip.Addr][]*ipvs.VirtualServer
+}
+
+// lap adds the time since the last lap to d.
+func (s *syncRun) lap(d *time.Duration) {
+	now := time.Now()
+	*d += now.Sub(s.mark)
+	s.mark = now
+}
+
+// byAddr is who asked for addr, to attribute address failures and to know
+// when an address is ready to bind. A partial sync that binds nothing and
+// fails nothing never builds the map.
+func (s *syncRun) byAddr(addr netip.Addr) []*ipvs.VirtualServer {
+	if s.byAddrMap == nil {
+		s.byAddrMap = make(map[netip.Addr][]*ipvs.VirtualServer, len(s.st.Addresses))
+		for i := range s.st.VirtualServers {
+			vs := &s.st.VirtualServers[i]
+			s.byAddrMap[vs.Address] = append(s.byAddrMap[vs.Address], vs)
+		}
+	}
+	return s.byAddrMap[addr]
+}
+
+// servicesOf are the services with a virtual server on addr, sorted; [""]
+// for none.
+func (s *syncRun) servicesOf(addr netip.Addr) []string {
+	var out []string
+	for _, vs := range s.byAddr(addr) {
+		out = append(out, vs.Service)
+	}
+	slices.Sort(out)
+	out = slices.Compact(out)
+	if len(out) == 0 {
+		out = []string{""}
+	}
+	return out
+}
+
+// dump reads kube-ipvs0: always in a full sync; in a partial one only when
+// the address manager's watch saw a change by others or lost events (or
+// there is no watch), its view being kube-ipvs0's otherwise.
+func (s *syncRun) dump() (bound []netip.Prefix, err error) {
+	res := s.res
+	if s.full {
+		bound, err = s.a.addrs.Dump()
+		res.AddressesDumped = err == nil
+	} else {
+		res.AddressesDumped, err = s.a.addrs.Refresh()
+	}
+	if err != nil {
+		return nil, err
+	}
+	res.Drift.Addresses = s.a.addrs.Drift()
+	s.lap(&res.Took.Dump)
+	return bound, nil
+}
+
+// record journals what kube-ipvs0 will not show to be ours while this sync
+// runs, before the first change: the addresses about to be unbound, which
+// it returns, and desired virtual servers on addresses not bound through
+// the sync.
+func (s *syncRun) record(selected []ipvs.VirtualServer) []addrmgr.Unwanted {
+	a := s.a
+	unwanted := a.addrs.Unwanted(s.st.Addresses)
 	leaving := make(map[netip.Addr]bool, len(unwanted))
 	leavingList := make([]netip.Addr, 0, len(unwanted))
 	for _, u := range unwanted {
@@ -311,80 +351,104 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	}
 	during := ipvs.Coverage{NodeAddrs: a.nodeAddrs, Bound: func(addr netip.Addr) bool { return a.addrs.Bound(addr) && !leaving[addr] }}
 	var recordFor []string
-	if !full {
-		recordFor = changed
+	if !s.full {
+		recordFor = s.changed
 	}
 	if err := a.ipvs.Record(selected, during, leavingList, recordFor...); err != nil {
 		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
-	lap(&res.Took.Journal)
+	s.lap(&s.res.Took.Journal)
+	return unwanted
+}
 
-	res.Unbind = a.addrs.Remove(unwanted)
-	lap(&res.Took.Unbind)
+// unbind removes the unwanted addresses, before any virtual server goes.
+func (s *syncRun) unbind(unwanted []addrmgr.Unwanted) {
+	res := s.res
+	res.Unbind = s.a.addrs.Remove(unwanted)
+	s.lap(&res.Took.Unbind)
 	for _, f := range res.Unbind.Failures {
-		for _, s := range servicesOf(f.Prefix.Addr()) {
-			res.add(s, f)
+		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
+			res.add(svc, f)
 		}
 	}
+}
 
-	if full {
+// reconcileIPVS makes the IPVS table hold the selected virtual servers: all
+// of them against one dump in a full sync, bound being kube-ipvs0 as
+// dumped; the changed services' against the mirror in a partial one. An
+// error (the table could not be read, or was never read) stops the sync:
+// addresses stay as they are rather than be bound without their virtual
+// servers.
+func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Prefix) error {
+	a, res := s.a, s.res
+	var err error
+	if s.full {
 		own := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
 		for _, p := range bound {
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}
-		for _, p := range st.Addresses {
+		for _, p := range s.st.Addresses {
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}
-		res.IPVS, err = a.ipvs.Full(st.VirtualServers, own)
+		res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
 	} else {
-		res.IPVS, err = a.ipvs.Partial(selected, changed...)
+		res.IPVS, err = a.ipvs.Partial(selected, s.changed...)
 	}
 	if err != nil {
-		// The table could not be read (full) or was never read (partial):
-		// addresses stay as they are rather than be bound without their
-		// virtual servers.
-		return nil, fmt.Errorf("ipvs sync: %w", err)
+		return fmt.Errorf("ipvs sync: %w", err)
 	}
 	for _, f := range res.IPVS.Failures {
 		res.add(f.Service, f)
 	}
 	res.Drift.VirtualServers = res.IPVS.Drift
-	lap(&res.Took.IPVS)
+	s.lap(&res.Took.IPVS)
+	return nil
+}
 
+// syncRules applies the ipsets, then the iptables rules.
+func (s *syncRun) syncRules() {
+	a, res := s.a, s.res
 	if a.rules != nil {
 		apply := a.rules.Apply
-		if full {
+		if s.full {
 			apply = a.rules.Full
 		}
-		if err := apply(st.IPSets, st.Rulesets); err != nil {
+		if err := apply(s.st.IPSets, s.st.Rulesets); err != nil {
 			res.RulesErr = err
 			res.add("", fmt.Errorf("iptables and ipsets: %w", err))
 		}
-		if dr, ok := a.rules.(DriftReporter); ok && full {
+		if dr, ok := a.rules.(DriftReporter); ok && s.full {
 			res.Drift.Drift = dr.LastDrift()
 		}
 	}
-	lap(&res.Took.Rules)
+	s.lap(&res.Took.Rules)
+}
 
+// bind binds each desired address whose virtual servers all exist.
+func (s *syncRun) bind() {
+	a, res := s.a, s.res
 	ready := func(addr netip.Addr) bool {
-		for _, vs := range byAddr(addr) {
+		for _, vs := range s.byAddr(addr) {
 			if !a.ipvs.Has(vs.Key) {
 				return false
 			}
 		}
 		return true
 	}
-	res.Bind = a.addrs.Bind(st.Addresses, ready)
+	res.Bind = a.addrs.Bind(s.st.Addresses, ready)
 	for _, f := range res.Bind.Failures {
-		for _, s := range servicesOf(f.Prefix.Addr()) {
-			res.add(s, f)
+		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
+			res.add(svc, f)
 		}
 	}
-	lap(&res.Took.Bind)
-	a.settle(res, full)
-	lap(&res.Took.Journal)
+	s.lap(&res.Took.Bind)
+}
+
+// logResult logs the sync: a warning when it is incomplete.
+func (s *syncRun) logResult() {
+	res := s.res
 	mode := "partial"
-	if full {
+	if s.full {
 		mode = "full"
 	}
 	fields := []zap.Field{zap.String("mode", mode), zap.Int("ipvsChanges", res.IPVS.Changes()),
@@ -393,9 +457,8 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 		zap.Bool("addressesDumped", res.AddressesDumped), zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
 		zap.Duration("ipvsTook", res.Took.IPVS), zap.Duration("rulesTook", res.Took.Rules), zap.Duration("bindTook", res.Took.Bind)}
 	if err := res.Err(); err != nil {
-		a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)
+		s.a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)
 	} else {
-		a.log.Debug("sync applied", fields...)
+		s.a.log.Debug("sync applied", fields...)
 	}
-	return res, nil
 }

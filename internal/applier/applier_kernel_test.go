@@ -2,7 +2,7 @@
 
 package applier
 
-// Kernel tests: the real appliers (ipvs.Kernel, addrmgr.KernelLink,
+// Kernel tests: the real appliers (ipvskernel.Table, addrmgr.KernelLink,
 // iptables.Applier) inside a fresh ktest node namespace per test, driven by
 // a planner.State that planner.Plan computed from a model.Cluster. Each test
 // compares the kernel with the plan's text forms (`ipvsadm -S -n`,
@@ -37,7 +37,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 const (
@@ -179,7 +181,7 @@ type kbed struct {
 	opts             planner.Options
 	guard            *guard.Guard
 	nodeAddrs        []netip.Addr
-	mon              *addrMonitor
+	mon              *ktest.AddrMonitor
 	// handAdded are protected addresses the test itself puts on kube-ipvs0.
 	handAdded []netip.Prefix
 }
@@ -213,7 +215,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 		ProtectedCIDRs: protected,
 	})
 	err := b.node.Do(func() error {
-		rel, err := ipvs.KernelRelease()
+		rel, err := ipvskernel.Release()
 		if err != nil {
 			return err
 		}
@@ -229,7 +231,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 	if err != nil {
 		t.Fatal(err)
 	}
-	b.mon = startMonitor(t, b.node, link.Index())
+	b.mon = b.node.MonitorAddrs(t, link.Index())
 	t.Cleanup(b.checkMonitor)
 	return b
 }
@@ -241,7 +243,7 @@ func (b *kbed) plan(c model.Cluster) *planner.State {
 
 // kproxy is one proxy process's kernel side, opened inside the node.
 type kproxy struct {
-	table *ipvs.Kernel
+	table *ipvskernel.Table
 	rules *iptables.Applier
 	rec   *ipvs.Reconciler
 	mgr   *addrmgr.Manager
@@ -293,16 +295,16 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 	b.t.Helper()
 	p := &kproxy{}
 	var (
-		ct   *ipvs.KernelConntrack
+		ct   *ipvskernel.Conntrack
 		nl   *netlink.Handle
 		link *addrmgr.KernelLink
 	)
 	err := b.node.Do(func() error {
 		var err error
-		if p.table, err = ipvs.OpenKernel(); err != nil {
+		if p.table, err = ipvskernel.Open(); err != nil {
 			return err
 		}
-		if ct, err = ipvs.OpenConntrack(); err != nil {
+		if ct, err = ipvskernel.OpenConntrack(); err != nil {
 			return err
 		}
 		if nl, err = netlink.NewHandle(); err != nil {
@@ -311,7 +313,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		p.rules, err = iptables.NewApplier(nil)
+		p.rules, err = iptableskernel.NewApplier(nil)
 		return err
 	})
 	if err != nil {
@@ -730,51 +732,10 @@ func (b *kbed) nodeListener(p int) {
 
 // --- the address monitor ---
 
-// addrMonitor records every address added to kube-ipvs0 while it runs.
-type addrMonitor struct {
-	mu    sync.Mutex
-	seen  []netip.Prefix
-	done  chan struct{}
-	ended chan struct{}
-}
-
-func startMonitor(t *testing.T, node *ktest.Node, index int) *addrMonitor {
-	m := &addrMonitor{done: make(chan struct{}), ended: make(chan struct{})}
-	ch := make(chan netlink.AddrUpdate, 1<<14)
-	if err := netlink.AddrSubscribeAt(node.Handle(), ch, m.done); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(m.ended)
-		for u := range ch {
-			if !u.NewAddr || u.LinkIndex != index {
-				continue
-			}
-			ip, _ := netip.AddrFromSlice(u.LinkAddress.IP)
-			ones, _ := u.LinkAddress.Mask.Size()
-			m.mu.Lock()
-			m.seen = append(m.seen, netip.PrefixFrom(ip.Unmap(), ones))
-			m.mu.Unlock()
-		}
-	}()
-	return m
-}
-
-func (m *addrMonitor) stop() []netip.Prefix {
-	close(m.done)
-	select {
-	case <-m.ended:
-	case <-time.After(2 * time.Second):
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen)
-}
-
 // checkMonitor fails the test if any protected address appeared on
 // kube-ipvs0, other than those the test added by hand.
 func (b *kbed) checkMonitor() {
-	seen := b.mon.stop()
+	seen := b.mon.Stop()
 	for _, p := range seen {
 		if b.guard.Check(p.Addr()).Protected && !slices.Contains(b.handAdded, p) {
 			b.t.Errorf("address monitor: protected address %s appeared on kube-ipvs0", p)
@@ -1274,7 +1235,7 @@ func TestKernelDumpBesideOtherNamespaces(t *testing.T) {
 	b := &kbed{t: t, node: node}
 	var dumped []ipvs.VirtualServer
 	if err := node.Do(func() error {
-		k, err := ipvs.OpenKernel()
+		k, err := ipvskernel.Open()
 		if err != nil {
 			return err
 		}

@@ -31,7 +31,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 var (
@@ -108,7 +110,7 @@ type stack struct {
 // openStack opens the whole proxy stack in the calling thread's namespace;
 // close it before the namespace is deleted, or its sockets keep it alive.
 func openStack() (*stack, error) {
-	t, err := ipvs.OpenKernel()
+	t, err := ipvskernel.Open()
 	if err != nil {
 		return nil, err
 	}
@@ -117,7 +119,7 @@ func openStack() (*stack, error) {
 		t.Close()
 		return nil, err
 	}
-	rules, err := iptables.NewApplier(nil)
+	rules, err := iptableskernel.NewApplier(nil)
 	if err != nil {
 		t.Close()
 		h.Close()

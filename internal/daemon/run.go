@@ -29,7 +29,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/version"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 // NodeName is --hostname-override, or the hostname, lower-cased as
@@ -79,8 +81,8 @@ func APIServerAddrs(ctx context.Context, cfg *rest.Config) []netip.Addr {
 
 // kernel is the real data-plane stack of this network namespace.
 type kernel struct {
-	table *ipvs.Kernel
-	ct    *ipvs.KernelConntrack
+	table *ipvskernel.Table
+	ct    *ipvskernel.Conntrack
 	nl    *netlink.Handle
 	link  *addrmgr.KernelLink
 	rules *iptables.Applier
@@ -102,7 +104,7 @@ type kernel struct {
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
 	var err error
-	if k.table, err = ipvs.OpenKernel(); err != nil {
+	if k.table, err = ipvskernel.Open(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
 	}
 	ok := false
@@ -111,7 +113,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 			k.close()
 		}
 	}()
-	rel, err := ipvs.KernelRelease()
+	rel, err := ipvskernel.Release()
 	if err != nil {
 		return nil, err
 	}
@@ -147,7 +149,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 			return nil, fmt.Errorf("ipvsadm --set: %w", err)
 		}
 	}
-	if k.ct, err = ipvs.OpenConntrack(); err != nil {
+	if k.ct, err = ipvskernel.OpenConntrack(); err != nil {
 		return nil, fmt.Errorf("open conntrack: %w", err)
 	}
 	if k.nl, err = netlink.NewHandle(); err != nil {
@@ -158,7 +160,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	k.link = link
-	if k.rules, err = iptables.NewApplier(log.Named("iptables")); err != nil {
+	if k.rules, err = iptableskernel.NewApplier(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
 	rec := ipvs.NewReconciler(k.table, ipvs.Options{

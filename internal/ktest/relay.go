@@ -6,6 +6,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"sync"
 	"testing"
 	"time"
 )
@@ -14,8 +15,10 @@ import (
 // pipes every connection to target, dialed from the test's own namespace
 // (the VM's, which reaches the host's forwarded API server port): how a
 // proxy running in a node namespace without a route to the host talks to
-// the API server. It stops at the end of the test.
-func (ns *NS) Relay(t testing.TB, listen, target string) {
+// the API server. It stops at the end of the test, or when stop is called:
+// the listener and every relayed connection close, and the API server is
+// unreachable from the namespace until Relay is called again.
+func (ns *NS) Relay(t testing.TB, listen, target string) (stop func()) {
 	t.Helper()
 	var ln net.Listener
 	if err := ns.Do(func() error {
@@ -25,27 +28,66 @@ func (ns *NS) Relay(t testing.TB, listen, target string) {
 	}); err != nil {
 		t.Fatalf("relay %s -> %s: %v", listen, target, err)
 	}
-	t.Cleanup(func() { ln.Close() })
+	r := &relay{ln: ln, conns: map[net.Conn]bool{}}
+	t.Cleanup(r.stop)
+	r.wg.Add(1)
 	go func() {
+		defer r.wg.Done()
 		for {
 			c, err := ln.Accept()
 			if err != nil {
 				return
 			}
-			go pipe(c, target)
+			r.wg.Add(1)
+			go func() {
+				defer r.wg.Done()
+				r.pipe(c, target)
+			}()
 		}
 	}()
+	return r.stop
+}
+
+// relay is one Relay's listener and the connections it holds open.
+type relay struct {
+	ln    net.Listener
+	wg    sync.WaitGroup
+	mu    sync.Mutex
+	conns map[net.Conn]bool // nil once stopped
+}
+
+// track adds (on) or removes c; false once the relay is stopped.
+func (r *relay) track(c net.Conn, on bool) bool {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.conns == nil {
+		return false
+	}
+	if on {
+		r.conns[c] = true
+	} else {
+		delete(r.conns, c)
+	}
+	return true
 }
 
 // pipe copies c to a new connection to target and back, half-closing each
 // direction when its source ends.
-func pipe(c net.Conn, target string) {
+func (r *relay) pipe(c net.Conn, target string) {
 	defer c.Close()
+	if !r.track(c, true) {
+		return
+	}
+	defer r.track(c, false)
 	u, err := net.DialTimeout("tcp", target, 10*time.Second)
 	if err != nil {
 		return
 	}
 	defer u.Close()
+	if !r.track(u, true) {
+		return
+	}
+	defer r.track(u, false)
 	go func() {
 		_, _ = io.Copy(u, c)
 		if tc, ok := u.(*net.TCPConn); ok {
@@ -53,6 +95,20 @@ func pipe(c net.Conn, target string) {
 		}
 	}()
 	_, _ = io.Copy(c, u)
+}
+
+// stop closes the listener and every relayed connection and waits for the
+// relay's goroutines; a second call does nothing.
+func (r *relay) stop() {
+	r.ln.Close()
+	r.mu.Lock()
+	conns := r.conns
+	r.conns = nil
+	r.mu.Unlock()
+	for c := range conns {
+		c.Close()
+	}
+	r.wg.Wait()
 }
 
 // HTTPGet fetches http://addr/path from inside the namespace (the socket is

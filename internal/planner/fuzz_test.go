@@ -129,7 +129,7 @@ func FuzzPlan(f *testing.F) {
 			}
 		}
 		for i := 1; i < len(st.Refusals); i++ {
-			if compareRefusals(st.Refusals[i-1], st.Refusals[i]) >= 0 {
+			if st.Refusals[i-1].Compare(st.Refusals[i]) >= 0 {
 				t.Fatal("refusals not sorted or not unique")
 			}
 		}

@@ -142,7 +142,7 @@ func beats(a, b *claim) bool {
 	if a.kind != b.kind {
 		return a.kind < b.kind
 	}
-	if c := compareNames(&a.port.name, &b.port.name); c != 0 {
+	if c := a.port.name.Compare(b.port.name); c != 0 {
 		return c < 0
 	}
 	return a.port.index < b.port.index
@@ -241,7 +241,7 @@ func (inc *Incremental) State() State {
 	if st.Addresses == nil {
 		st.Addresses = []netip.Prefix{}
 	}
-	st.Refusals = inc.refusals.patch(inc.st.Refusals, compareRefusals)
+	st.Refusals = inc.refusals.patch(inc.st.Refusals, model.Refusal.Compare)
 	if st.Refusals == nil {
 		st.Refusals = []model.Refusal{}
 	}

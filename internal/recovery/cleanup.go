@@ -28,7 +28,7 @@ type CleanupOptions struct {
 	// externalIP on a node address served at L4); they are deleted too and
 	// the journal removed. "" reads no journal.
 	StateDir string
-	// Rules cleans the chains and ipsets; nil opens iptables.NewApplier in
+	// Rules cleans the chains and ipsets; nil opens iptables/kernel.NewApplier in
 	// the calling thread's namespace. Tests pass a fake.
 	Rules interface {
 		Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
@@ -119,7 +119,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 			errs = append(errs, fmt.Errorf("%w: %s kept: its addresses mark the virtual servers that could not be deleted as ours; run cleanup again", ErrCleanup, addrmgr.Device))
 			res.AddressesDeleted = 0
 		default:
-			if err := addrmgr.DeleteDevice(k.h); err != nil {
+			if err := k.DeleteDevice(); err != nil {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 				res.AddressesDeleted = 0
 			} else {
@@ -131,7 +131,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 
 	rules := o.Rules
 	if rules == nil {
-		a, err := iptables.NewApplier(log)
+		a, err := openRules(log)
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%w: ipsets: %w", ErrCleanup, err))
 		} else {

@@ -5,7 +5,7 @@ package recovery
 // The hostile table in a real kernel: Services and EndpointSlices as the
 // API server hands them over go through the daemon's own path —
 // informers.Convert, planner.Plan, planner.GuardInputs for the address
-// manager's guard, internal/applier full sync on ipvs.Kernel,
+// manager's guard, internal/applier full sync on ipvskernel.Table,
 // addrmgr.KernelLink and iptables.Applier — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
 // protected address ever appears on kube-ipvs0 (a netlink monitor watches
@@ -21,7 +21,6 @@ import (
 	"net/netip"
 	"slices"
 	"strings"
-	"sync"
 	"testing"
 	"text/tabwriter"
 	"time"
@@ -41,7 +40,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 // The hostile bed's cluster: node-a is the ktest node (198.51.100.1 on its
@@ -74,7 +75,7 @@ type hbed struct {
 	nodes  []*corev1.Node
 	app    *applier.Applier
 	logs   *observer.ObservedLogs
-	mon    *addrMon
+	mon    *ktest.AddrMonitor
 	guard  *guard.Guard
 }
 
@@ -139,24 +140,24 @@ func (b *hbed) openKernel() {
 	b.logs = logs
 	log := zap.New(core)
 	var (
-		table *ipvs.Kernel
-		ct    *ipvs.KernelConntrack
+		table *ipvskernel.Table
+		ct    *ipvskernel.Conntrack
 		nl    *netlink.Handle
 		link  *addrmgr.KernelLink
 		rules *iptables.Applier
 	)
 	err := b.ns.Do(func() error {
-		rel, err := ipvs.KernelRelease()
+		rel, err := ipvskernel.Release()
 		if err != nil {
 			return err
 		}
 		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
-		if table, err = ipvs.OpenKernel(); err != nil {
+		if table, err = ipvskernel.Open(); err != nil {
 			return err
 		}
-		if ct, err = ipvs.OpenConntrack(); err != nil {
+		if ct, err = ipvskernel.OpenConntrack(); err != nil {
 			return err
 		}
 		if nl, err = netlink.NewHandle(); err != nil {
@@ -165,7 +166,7 @@ func (b *hbed) openKernel() {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		rules, err = iptables.NewApplier(log.Named("iptables"))
+		rules, err = iptableskernel.NewApplier(log.Named("iptables"))
 		return err
 	})
 	if err != nil {
@@ -174,7 +175,7 @@ func (b *hbed) openKernel() {
 	t.Cleanup(func() { rules.Close(); nl.Close(); ct.Close(); table.Close() })
 	rec := ipvs.NewReconciler(table, ipvs.Options{Conntrack: ct, Log: log.Named("ipvs")})
 	b.app = applier.New(rec, addrmgr.NewManager(link, b.guard, log.Named("addrmgr")), rules, log.Named("applier"))
-	b.mon = startAddrMon(t, b.ns, link.Index())
+	b.mon = b.ns.MonitorAddrs(t, link.Index())
 }
 
 // sync is one full sync of these objects, as `run` does at startup and at
@@ -252,53 +253,13 @@ func (b *hbed) checkGood(when string) {
 	}
 }
 
-// addrMon records every address added to kube-ipvs0 while the test runs.
-type addrMon struct {
-	mu    sync.Mutex
-	seen  []netip.Addr
-	done  chan struct{}
-	ended chan struct{}
-}
-
-func startAddrMon(t *testing.T, node *ktest.NS, index int) *addrMon {
-	m := &addrMon{done: make(chan struct{}), ended: make(chan struct{})}
-	ch := make(chan netlink.AddrUpdate, 1<<14)
-	if err := netlink.AddrSubscribeAt(node.Handle(), ch, m.done); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		defer close(m.ended)
-		for u := range ch {
-			if u.NewAddr && u.LinkIndex == index {
-				ip, _ := netip.AddrFromSlice(u.LinkAddress.IP)
-				m.mu.Lock()
-				m.seen = append(m.seen, ip.Unmap())
-				m.mu.Unlock()
-			}
-		}
-	}()
-	return m
-}
-
-// stop ends the monitor and returns every address it saw added.
-func (m *addrMon) stop() []netip.Addr {
-	close(m.done)
-	select {
-	case <-m.ended:
-	case <-time.After(2 * time.Second):
-	}
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return slices.Clone(m.seen)
-}
-
 // checkMonitor fails the test if any address the guard protects was ever
 // added to kube-ipvs0, except those in handAdded.
 func (b *hbed) checkMonitor(handAdded ...netip.Addr) {
 	b.t.Helper()
-	seen := b.mon.stop()
-	for _, a := range seen {
-		if b.guard.Check(a).Protected && !slices.Contains(handAdded, a) {
+	seen := b.mon.Stop()
+	for _, p := range seen {
+		if a := p.Addr(); b.guard.Check(a).Protected && !slices.Contains(handAdded, a) {
 			b.t.Errorf("address monitor: protected %s appeared on kube-ipvs0", a)
 		}
 	}

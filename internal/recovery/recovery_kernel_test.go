@@ -31,7 +31,7 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
 const (
@@ -307,7 +307,7 @@ func TestCleanupKeepsForeign(t *testing.T) {
 -a -t %[4]s:8443 -r %[3]s -m -w 1
 `, clusterVIP, foreignVIP, rs, ktest.NodeIPv4), "ipvsadm", "-R")
 	if err := a.Do(func() error {
-		ap, err := iptables.NewApplier(nil)
+		ap, err := iptableskernel.NewApplier(nil)
 		if err != nil {
 			return err
 		}

@@ -81,26 +81,26 @@ type Options struct {
 // Report is what Recover found and did.
 type Report struct {
 	// APIServer is "reachable", "unreachable: ERROR" or "not configured".
-	APIServer string `json:"apiServer"`
+	APIServer string
 	// NodeCache describes the --state-dir cache: "N nodes, updated T" or why
 	// it was not used.
-	NodeCache string `json:"nodeCache"`
+	NodeCache string
 	// Findings are the bad addresses, sorted.
-	Findings []Finding `json:"findings"`
+	Findings []Finding
 	// Applied is true when --apply removed (or tried to remove) them.
-	Applied bool `json:"applied"`
+	Applied bool
 	// Result is what Apply did; nil in a dry run.
-	Result *Result `json:"-"`
+	Result *Result
 	// OtherProxies are service proxies running on the node that would add
 	// the addresses back.
-	OtherProxies []Process `json:"otherProxies"`
+	OtherProxies []Process
 	// Warnings are what the operator should know (no cache, no device, ...).
-	Warnings []string `json:"warnings,omitempty"`
+	Warnings []string
 	// Untrusted says why the API server that answered is not trusted —
 	// its Nodes do not include this node: another cluster, an empty one,
 	// or the wrong node name —, or is "". Apply then refuses without
 	// Force: that API server's Services would make every VIP "not wanted".
-	Untrusted string `json:"untrusted,omitempty"`
+	Untrusted string
 }
 
 func (o *Options) now() time.Time {

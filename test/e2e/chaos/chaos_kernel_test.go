@@ -31,6 +31,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 )
 
 const (
@@ -61,14 +62,6 @@ func envInt(t *testing.T, key string, def int) int {
 		t.Fatalf("%s=%q: %v", key, v, err)
 	}
 	return n
-}
-
-func mustEnv(t *testing.T, key string) string {
-	v := os.Getenv(key)
-	if v == "" {
-		t.Fatalf("%s is not set: TestChaosGuest runs in the VM under TestChaos (see the package doc)", key)
-	}
-	return v
 }
 
 // cluster writes and churns the API objects.
@@ -531,8 +524,8 @@ func TestChaosGuest(t *testing.T) {
 	kills := envInt(t, "CHAOS_KILLS", 3)
 	seed := envInt(t, "CHAOS_SEED", 1)
 	nsvc := envInt(t, "CHAOS_SERVICES", 20)
-	apiAddr := mustEnv(t, "VMTEST_API_ADDR")
-	cfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "CHAOS_KUBECONFIG_GUEST"))
+	apiAddr := vmtest.GuestEnv(t, "VMTEST_API_ADDR")
+	cfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_GUEST"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -551,7 +544,7 @@ func TestChaosGuest(t *testing.T) {
 	}
 	node.Relay(t, "127.0.0.1:"+apiPort, apiAddr)
 
-	e := &env{t: t, node: node, bin: mustEnv(t, "CHAOS_PROXY_BIN"), kc: mustEnv(t, "CHAOS_KUBECONFIG_PROXY"), dir: t.TempDir()}
+	e := &env{t: t, node: node, bin: vmtest.GuestEnv(t, "CHAOS_PROXY_BIN"), kc: vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_PROXY"), dir: t.TempDir()}
 	e.stateDir = filepath.Join(e.dir, "state")
 	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 11)), n: nsvc}
 	c.setup()

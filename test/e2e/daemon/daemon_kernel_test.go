@@ -6,7 +6,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"io"
 	"net"
 	"net/http"
 	"os"
@@ -14,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -28,6 +26,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 )
 
 const (
@@ -39,108 +38,6 @@ const (
 	// triggerAnnotation is endpoints.kubernetes.io/last-change-trigger-time.
 	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 )
-
-func mustEnv(t *testing.T, key string) string {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		t.Fatalf("%s is not set: TestDaemonGuest runs in the VM under TestDaemon (see the package doc)", key)
-	}
-	return v
-}
-
-// relay listens on 127.0.0.1:PORT in the node namespace and pipes every
-// connection to the API server as the VM sees it (10.0.2.100:PORT). cut
-// closes the listener and every open connection: to the proxy the API
-// server is gone; restore listens again.
-type relay struct {
-	t      *testing.T
-	node   *ktest.Node
-	listen string
-	target string
-
-	mu    sync.Mutex
-	ln    net.Listener
-	conns map[net.Conn]bool
-}
-
-func newRelay(t *testing.T, node *ktest.Node, target string) *relay {
-	_, port, err := net.SplitHostPort(target)
-	if err != nil {
-		t.Fatal(err)
-	}
-	r := &relay{t: t, node: node, listen: "127.0.0.1:" + port, target: target, conns: map[net.Conn]bool{}}
-	r.restore()
-	t.Cleanup(r.cut)
-	return r
-}
-
-func (r *relay) restore() {
-	r.t.Helper()
-	var ln net.Listener
-	if err := r.node.Do(func() error {
-		var err error
-		ln, err = net.Listen("tcp", r.listen)
-		return err
-	}); err != nil {
-		r.t.Fatal(err)
-	}
-	r.mu.Lock()
-	r.ln = ln
-	r.mu.Unlock()
-	go func() {
-		for {
-			c, err := ln.Accept()
-			if err != nil {
-				return
-			}
-			go r.pipe(c)
-		}
-	}()
-}
-
-func (r *relay) track(c net.Conn, on bool) bool {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if on && r.ln == nil {
-		return false
-	}
-	if on {
-		r.conns[c] = true
-	} else {
-		delete(r.conns, c)
-	}
-	return true
-}
-
-func (r *relay) pipe(c net.Conn) {
-	defer c.Close()
-	u, err := net.DialTimeout("tcp", r.target, 10*time.Second)
-	if err != nil {
-		return
-	}
-	defer u.Close()
-	if !r.track(c, true) || !r.track(u, true) {
-		return
-	}
-	defer r.track(c, false)
-	defer r.track(u, false)
-	go func() { _, _ = io.Copy(u, c); _ = u.(*net.TCPConn).CloseWrite() }()
-	_, _ = io.Copy(c, u)
-}
-
-func (r *relay) cut() {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.ln != nil {
-		r.ln.Close()
-		r.ln = nil
-	}
-	for c := range r.conns {
-		c.Close()
-		delete(r.conns, c)
-	}
-}
 
 // proxy is the `ipvs-proxy run` process in the node namespace.
 type proxy struct {
@@ -240,20 +137,28 @@ func slice(name string, trigger time.Time, addrs ...string) *discoveryv1.Endpoin
 
 func TestDaemonGuest(t *testing.T) {
 	ctx := context.Background()
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMON_KUBECONFIG_ADMIN"))
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "DAEMON_KUBECONFIG_ADMIN"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	client := kubernetes.NewForConfigOrDie(adminCfg)
-	bin := mustEnv(t, "DAEMON_PROXY_BIN")
-	proxyKC := mustEnv(t, "DAEMON_KUBECONFIG_PROXY")
+	bin := vmtest.GuestEnv(t, "DAEMON_PROXY_BIN")
+	proxyKC := vmtest.GuestEnv(t, "DAEMON_KUBECONFIG_PROXY")
 	apiHostPort := strings.TrimPrefix(adminCfg.Host, "https://")
 
 	node := ktest.NewNode(t)
 	podA := node.AddPod(t, "pod-a")
 	podB := node.AddPod(t, "pod-b")
 	cli := node.AddClient(t, "cli")
-	rl := newRelay(t, node, apiHostPort)
+	// The node namespace reaches the API server (10.0.2.100:PORT as the VM
+	// sees it) through a relay on 127.0.0.1:PORT; cutting it closes the
+	// listener and every open connection: to the proxy the server is gone.
+	_, apiPort, err := net.SplitHostPort(apiHostPort)
+	if err != nil {
+		t.Fatal(err)
+	}
+	relayAddr := "127.0.0.1:" + apiPort
+	cutRelay := node.Relay(t, relayAddr, apiHostPort)
 	a, b := podA.Addrs[0].String(), podB.Addrs[0].String()
 	nodeIP := ktest.NodeIPv4.String()
 
@@ -401,7 +306,7 @@ func TestDaemonGuest(t *testing.T) {
 	// flows through two full resyncs.
 	ipvsBefore := node.Run(t, "ipvsadm", "-S", "-n")
 	addrsBefore := node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-	rl.cut()
+	cutRelay()
 	outageEnd := time.Now().Add(2*syncPeriod + 2*time.Second)
 	served := 0
 	for time.Now().Before(outageEnd) {
@@ -421,7 +326,7 @@ func TestDaemonGuest(t *testing.T) {
 	}
 	// A change made meanwhile is applied once the server is back.
 	must(client.DiscoveryV1().EndpointSlices(testNS).Update(ctx, slice("web-1", time.Now(), b), metav1.UpdateOptions{}))
-	rl.restore()
+	node.Relay(t, relayAddr, apiHostPort)
 	back := waitFor(t, "the change made during the outage", 3*time.Minute, 50*time.Millisecond, answeredBy(vip, "pod-b"))
 
 	// SIGTERM: the proxy exits and leaves the kernel as it is. First let

@@ -30,6 +30,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 )
 
 const (
@@ -40,15 +41,6 @@ const (
 	// pollEvery is the netlink polling interval of the latency loop.
 	pollEvery = 10 * time.Millisecond
 )
-
-func mustEnv(t *testing.T, key string) string {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		t.Fatalf("%s is not set: TestDaemonBenchGuest runs in the VM under TestDaemonBench (see the package doc)", key)
-	}
-	return v
-}
 
 // proxy is the `ipvs-proxy run` process in the node namespace, with its
 // JSON log read as it grows.
@@ -377,14 +369,14 @@ func TestDaemonBenchGuest(t *testing.T) {
 	services := envInt(t, "DAEMONBENCH_SERVICES", 10000)
 	endpoints := envInt(t, "DAEMONBENCH_ENDPOINTS", 10)
 	changes := envInt(t, "DAEMONBENCH_CHANGES", 100)
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMONBENCH_KUBECONFIG_ADMIN"))
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_ADMIN"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	adminCfg.QPS, adminCfg.Burst = -1, 0
 	client := kubernetes.NewForConfigOrDie(adminCfg)
-	bin := mustEnv(t, "DAEMONBENCH_PROXY_BIN")
-	proxyKC := mustEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
+	bin := vmtest.GuestEnv(t, "DAEMONBENCH_PROXY_BIN")
+	proxyKC := vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
 
 	node := ktest.NewNode(t)
 	// The client puts the node's LAN address (ktest.NodeIPv4) on eth0: the

@@ -27,7 +27,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 const thisNode = "n1"
@@ -240,7 +242,7 @@ func (c *churner) cluster() model.Cluster {
 
 // proxy is the proxy's kernel side, opened inside the node namespace.
 type proxy struct {
-	table *ipvs.Kernel
+	table *ipvskernel.Table
 	nl    *netlink.Handle
 	link  *addrmgr.KernelLink
 	app   *applier.Applier
@@ -250,21 +252,21 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 	t.Helper()
 	p := &proxy{}
 	var (
-		ct    *ipvs.KernelConntrack
+		ct    *ipvskernel.Conntrack
 		rules *iptables.Applier
 	)
 	err := node.Do(func() error {
-		rel, err := ipvs.KernelRelease()
+		rel, err := ipvskernel.Release()
 		if err != nil {
 			return err
 		}
 		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
-		if p.table, err = ipvs.OpenKernel(); err != nil {
+		if p.table, err = ipvskernel.Open(); err != nil {
 			return err
 		}
-		if ct, err = ipvs.OpenConntrack(); err != nil {
+		if ct, err = ipvskernel.OpenConntrack(); err != nil {
 			return err
 		}
 		if p.nl, err = netlink.NewHandle(); err != nil {
@@ -273,7 +275,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 		if p.link, err = addrmgr.EnsureDevice(p.nl); err != nil {
 			return err
 		}
-		rules, err = iptables.NewApplier(nil)
+		rules, err = iptableskernel.NewApplier(nil)
 		return err
 	})
 	if err != nil {

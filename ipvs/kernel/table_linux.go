@@ -1,4 +1,4 @@
-package ipvs
+package kernel
 
 import (
 	"bufio"
@@ -18,13 +18,14 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
 // procIPVS is the kernel's text listing of the IPVS table of the calling
 // thread's network namespace (/proc/net/ip_vs would follow the main thread's).
 const procIPVS = "/proc/thread-self/net/ip_vs"
 
-// Kernel is the IPVS table of the network namespace it was opened in, over
+// Table is the IPVS table of the network namespace it was opened in, over
 // one generic netlink socket (github.com/moby/ipvs). Each call is one
 // netlink request and its acknowledgement on that socket.
 //
@@ -36,31 +37,31 @@ const procIPVS = "/proc/thread-self/net/ip_vs"
 // dump has (the kernel's iterator skips services when other network
 // namespaces hold IPVS services and the listing spans several reads), it
 // falls back to that per-service dump for those services only.
-type Kernel struct {
+type Table struct {
 	h *mobyipvs.Handle
 	// procPath is procIPVS; tests point it at a file.
 	procPath string
 }
 
-var _ Table = (*Kernel)(nil)
+var _ ipvs.Table = (*Table)(nil)
 
-// OpenKernel opens the IPVS table of the calling thread's network
+// Open opens the IPVS table of the calling thread's network
 // namespace (moby/ipvs New("")); it loads ip_vs through modprobe if needed.
 // Call it on the thread, locked, that is in the target namespace.
-func OpenKernel() (*Kernel, error) {
+func Open() (*Table, error) {
 	h, err := mobyipvs.New("")
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
 	}
-	return &Kernel{h: h, procPath: procIPVS}, nil
+	return &Table{h: h, procPath: procIPVS}, nil
 }
 
 // Close closes the netlink socket.
-func (k *Kernel) Close() { k.h.Close() }
+func (k *Table) Close() { k.h.Close() }
 
 // SetTimeouts is `ipvsadm --set TCP TCPFIN UDP`; a zero duration leaves
 // that timeout as it is, and all three zero does nothing.
-func (k *Kernel) SetTimeouts(tcp, tcpFin, udp time.Duration) error {
+func (k *Table) SetTimeouts(tcp, tcpFin, udp time.Duration) error {
 	if tcp == 0 && tcpFin == 0 && udp == 0 {
 		return nil
 	}
@@ -71,7 +72,7 @@ func (k *Kernel) SetTimeouts(tcp, tcpFin, udp time.Duration) error {
 }
 
 // Timeouts reads the IPVS timeouts: `ipvsadm -L --timeout`.
-func (k *Kernel) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
+func (k *Table) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
 	c, err := k.h.GetConfig()
 	if err != nil {
 		return 0, 0, 0, fmt.Errorf("ipvsadm -L --timeout: %w", err)
@@ -82,13 +83,13 @@ func (k *Kernel) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
 // Services implements Table: one virtual server dump plus one read of the
 // /proc listing for every real server; a service missing from the listing
 // (see below) costs one IPVS_CMD_GET_DEST dump of its own.
-func (k *Kernel) Services() ([]VirtualServer, error) {
+func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 	svcs, err := k.h.GetServices()
 	if err != nil {
 		return nil, fmt.Errorf("dump IPVS virtual servers: %w", err)
 	}
 	dests, procErr := k.readProc()
-	out := make([]VirtualServer, 0, len(svcs))
+	out := make([]ipvs.VirtualServer, 0, len(svcs))
 	for _, s := range svcs {
 		vs, ok := fromService(s)
 		if !ok {
@@ -119,7 +120,7 @@ func (k *Kernel) Services() ([]VirtualServer, error) {
 
 // readProc reads the whole /proc listing with large reads: the kernel
 // restarts its walk of the service hash at every read(2).
-func (k *Kernel) readProc() (map[Key][]RealServerStatus, error) {
+func (k *Table) readProc() (map[ipvs.Key][]ipvs.RealServerStatus, error) {
 	f, err := os.Open(k.procPath)
 	if err != nil {
 		return nil, err
@@ -129,7 +130,7 @@ func (k *Kernel) readProc() (map[Key][]RealServerStatus, error) {
 }
 
 // AllRealServers implements CounterReader with one read of the /proc listing.
-func (k *Kernel) AllRealServers() (map[Key][]RealServerStatus, error) {
+func (k *Table) AllRealServers() (map[ipvs.Key][]ipvs.RealServerStatus, error) {
 	m, err := k.readProc()
 	if err != nil {
 		return nil, fmt.Errorf("ipvsadm -L -n: %w", err)
@@ -137,15 +138,15 @@ func (k *Kernel) AllRealServers() (map[Key][]RealServerStatus, error) {
 	return m, nil
 }
 
-var _ CounterReader = (*Kernel)(nil)
+var _ ipvs.CounterReader = (*Table)(nil)
 
 // RealServers implements Table with one IPVS_CMD_GET_DEST dump.
-func (k *Kernel) RealServers(key Key) ([]RealServerStatus, error) {
-	ds, err := k.h.GetDestinations(toService(VirtualServer{Key: key}))
+func (k *Table) RealServers(key ipvs.Key) ([]ipvs.RealServerStatus, error) {
+	ds, err := k.h.GetDestinations(toService(ipvs.VirtualServer{Key: key}))
 	if err != nil {
 		return nil, fmt.Errorf("ipvsadm -L -n %s: %w", key, mapErrno(err))
 	}
-	out := make([]RealServerStatus, 0, len(ds))
+	out := make([]ipvs.RealServerStatus, 0, len(ds))
 	for _, d := range ds {
 		out = append(out, fromDestination(d))
 	}
@@ -153,7 +154,7 @@ func (k *Kernel) RealServers(key Key) ([]RealServerStatus, error) {
 }
 
 // AddService implements Table.
-func (k *Kernel) AddService(vs VirtualServer) error {
+func (k *Table) AddService(vs ipvs.VirtualServer) error {
 	if err := k.h.NewService(toService(vs)); err != nil {
 		return fmt.Errorf("ipvsadm -A %s -s %s: %w", vs.Key, vs.Scheduler, mapErrno(err))
 	}
@@ -161,7 +162,7 @@ func (k *Kernel) AddService(vs VirtualServer) error {
 }
 
 // UpdateService implements Table.
-func (k *Kernel) UpdateService(vs VirtualServer) error {
+func (k *Table) UpdateService(vs ipvs.VirtualServer) error {
 	if err := k.h.UpdateService(toService(vs)); err != nil {
 		return fmt.Errorf("ipvsadm -E %s -s %s: %w", vs.Key, vs.Scheduler, mapErrno(err))
 	}
@@ -169,33 +170,33 @@ func (k *Kernel) UpdateService(vs VirtualServer) error {
 }
 
 // DelService implements Table.
-func (k *Kernel) DelService(key Key) error {
-	if err := k.h.DelService(toService(VirtualServer{Key: key})); err != nil {
+func (k *Table) DelService(key ipvs.Key) error {
+	if err := k.h.DelService(toService(ipvs.VirtualServer{Key: key})); err != nil {
 		return fmt.Errorf("ipvsadm -D %s: %w", key, mapErrno(err))
 	}
 	return nil
 }
 
 // AddRealServer implements Table.
-func (k *Kernel) AddRealServer(key Key, rs RealServer) error {
-	if err := k.h.NewDestination(toService(VirtualServer{Key: key}), toDestination(rs)); err != nil {
-		return fmt.Errorf("ipvsadm -a %s -r %s -m -w %d: %w", key, hostPort(rs.Address, rs.Port), rs.Weight, mapErrno(err))
+func (k *Table) AddRealServer(key ipvs.Key, rs ipvs.RealServer) error {
+	if err := k.h.NewDestination(toService(ipvs.VirtualServer{Key: key}), toDestination(rs)); err != nil {
+		return fmt.Errorf("ipvsadm -a %s -r %s -m -w %d: %w", key, netip.AddrPortFrom(rs.Address, rs.Port), rs.Weight, mapErrno(err))
 	}
 	return nil
 }
 
 // UpdateRealServer implements Table.
-func (k *Kernel) UpdateRealServer(key Key, rs RealServer) error {
-	if err := k.h.UpdateDestination(toService(VirtualServer{Key: key}), toDestination(rs)); err != nil {
-		return fmt.Errorf("ipvsadm -e %s -r %s -m -w %d: %w", key, hostPort(rs.Address, rs.Port), rs.Weight, mapErrno(err))
+func (k *Table) UpdateRealServer(key ipvs.Key, rs ipvs.RealServer) error {
+	if err := k.h.UpdateDestination(toService(ipvs.VirtualServer{Key: key}), toDestination(rs)); err != nil {
+		return fmt.Errorf("ipvsadm -e %s -r %s -m -w %d: %w", key, netip.AddrPortFrom(rs.Address, rs.Port), rs.Weight, mapErrno(err))
 	}
 	return nil
 }
 
 // DelRealServer implements Table.
-func (k *Kernel) DelRealServer(key Key, rs RealServer) error {
-	if err := k.h.DelDestination(toService(VirtualServer{Key: key}), toDestination(rs)); err != nil {
-		return fmt.Errorf("ipvsadm -d %s -r %s: %w", key, hostPort(rs.Address, rs.Port), mapErrno(err))
+func (k *Table) DelRealServer(key ipvs.Key, rs ipvs.RealServer) error {
+	if err := k.h.DelDestination(toService(ipvs.VirtualServer{Key: key}), toDestination(rs)); err != nil {
+		return fmt.Errorf("ipvsadm -d %s -r %s: %w", key, netip.AddrPortFrom(rs.Address, rs.Port), mapErrno(err))
 	}
 	return nil
 }
@@ -206,9 +207,9 @@ func mapErrno(err error) error {
 	if errors.As(err, &errno) {
 		switch errno {
 		case unix.EEXIST:
-			return fmt.Errorf("%w: %w", ErrExists, err)
+			return fmt.Errorf("%w: %w", ipvs.ErrExists, err)
 		case unix.ESRCH, unix.ENOENT:
-			return fmt.Errorf("%w: %w", ErrNotFound, err)
+			return fmt.Errorf("%w: %w", ipvs.ErrNotFound, err)
 		}
 	}
 	return err
@@ -239,13 +240,13 @@ func protoFromNumber(n uint16) (model.Protocol, bool) {
 
 // toService converts to moby's form. The netmask is always the full host
 // mask (/32, /128), as kube-proxy sets it, so persistence is per client.
-func toService(vs VirtualServer) *mobyipvs.Service {
+func toService(vs ipvs.VirtualServer) *mobyipvs.Service {
 	s := &mobyipvs.Service{
 		Address:   net.IP(vs.Address.AsSlice()),
 		Protocol:  protoNumber(vs.Protocol),
 		Port:      vs.Port,
 		SchedName: vs.Scheduler,
-		Flags:     uint32(vs.Flags &^ FlagHashed),
+		Flags:     uint32(vs.Flags &^ ipvs.FlagHashed),
 		Timeout:   vs.PersistenceTimeout,
 	}
 	if vs.Address.Is4() {
@@ -258,30 +259,30 @@ func toService(vs VirtualServer) *mobyipvs.Service {
 	return s
 }
 
-func fromService(s *mobyipvs.Service) (VirtualServer, bool) {
+func fromService(s *mobyipvs.Service) (ipvs.VirtualServer, bool) {
 	if s.FWMark != 0 {
-		return VirtualServer{}, false
+		return ipvs.VirtualServer{}, false
 	}
 	proto, ok := protoFromNumber(s.Protocol)
 	if !ok {
-		return VirtualServer{}, false
+		return ipvs.VirtualServer{}, false
 	}
 	addr, ok := netip.AddrFromSlice(s.Address)
 	if !ok {
-		return VirtualServer{}, false
+		return ipvs.VirtualServer{}, false
 	}
-	vs := VirtualServer{
-		Key:       Key{Protocol: proto, Address: addr.Unmap(), Port: s.Port},
+	vs := ipvs.VirtualServer{
+		Key:       ipvs.Key{Protocol: proto, Address: addr.Unmap(), Port: s.Port},
 		Scheduler: s.SchedName,
-		Flags:     Flags(s.Flags) &^ FlagHashed,
+		Flags:     ipvs.Flags(s.Flags) &^ ipvs.FlagHashed,
 	}
-	if vs.Flags&FlagPersistent != 0 {
+	if vs.Flags&ipvs.FlagPersistent != 0 {
 		vs.PersistenceTimeout = s.Timeout
 	}
 	return vs, true
 }
 
-func toDestination(rs RealServer) *mobyipvs.Destination {
+func toDestination(rs ipvs.RealServer) *mobyipvs.Destination {
 	d := &mobyipvs.Destination{
 		Address:         net.IP(rs.Address.AsSlice()),
 		Port:            rs.Port,
@@ -296,10 +297,10 @@ func toDestination(rs RealServer) *mobyipvs.Destination {
 	return d
 }
 
-func fromDestination(d *mobyipvs.Destination) RealServerStatus {
+func fromDestination(d *mobyipvs.Destination) ipvs.RealServerStatus {
 	addr, _ := netip.AddrFromSlice(d.Address)
-	return RealServerStatus{
-		RealServer:    RealServer{Address: addr.Unmap(), Port: d.Port, Weight: d.Weight},
+	return ipvs.RealServerStatus{
+		RealServer:    ipvs.RealServer{Address: addr.Unmap(), Port: d.Port, Weight: d.Weight},
 		ActiveConns:   d.ActiveConnections,
 		InactiveConns: d.InactiveConnections,
 	}
@@ -313,11 +314,11 @@ func fromDestination(d *mobyipvs.Destination) RealServerStatus {
 //	  -> [fd00:...:0005]:0035      Masq    1      0          0
 //
 // Firewall-mark services (FWM) and their real servers are skipped.
-func parseProcIPVS(r io.Reader) (map[Key][]RealServerStatus, error) {
-	out := make(map[Key][]RealServerStatus)
+func parseProcIPVS(r io.Reader) (map[ipvs.Key][]ipvs.RealServerStatus, error) {
+	out := make(map[ipvs.Key][]ipvs.RealServerStatus)
 	sc := bufio.NewScanner(r)
 	sc.Buffer(make([]byte, 64*1024), 64*1024)
-	var cur *Key
+	var cur *ipvs.Key
 	for sc.Scan() {
 		line := sc.Bytes()
 		if bytes.HasPrefix(line, []byte("  -> ")) {
@@ -338,8 +339,8 @@ func parseProcIPVS(r io.Reader) (map[Key][]RealServerStatus, error) {
 			if err := errors.Join(err1, err2, err3); err != nil {
 				return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
 			}
-			out[*cur] = append(out[*cur], RealServerStatus{
-				RealServer:    RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w},
+			out[*cur] = append(out[*cur], ipvs.RealServerStatus{
+				RealServer:    ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w},
 				ActiveConns:   act,
 				InactiveConns: inact,
 			})
@@ -365,7 +366,7 @@ func parseProcIPVS(r io.Reader) (map[Key][]RealServerStatus, error) {
 		if err != nil {
 			return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
 		}
-		k := Key{Protocol: proto, Address: ap.Addr(), Port: ap.Port()}
+		k := ipvs.Key{Protocol: proto, Address: ap.Addr(), Port: ap.Port()}
 		cur = &k
 		out[k] = nil // a record listed twice (a resumed read) counts once
 	}

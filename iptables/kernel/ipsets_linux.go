@@ -1,4 +1,4 @@
-package iptables
+package kernel
 
 // This file is the proxy's own ipset netlink client. vishvananda/netlink
 // v1.3.1 has ipset calls (IpsetCreate, IpsetAdd, IpsetDel, IpsetListAll, ...)
@@ -19,7 +19,7 @@ package iptables
 //
 // Create, destroy, flush and swap are built here too so that every request goes
 // through one socket, opened in the network namespace of the caller of
-// newNetlinkSets, and every error maps to the same sentinel errors.
+// OpenSets, and every error maps to the same sentinel errors.
 
 import (
 	"encoding/binary"
@@ -34,6 +34,8 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 const (
@@ -43,45 +45,18 @@ const (
 	// in one nested IPSET_ATTR_ADT, whose length is a u16: past 64 KiB the
 	// kernel answers EINVAL. 32 KiB holds about 400 hash:ip,port,ip entries.
 	batchBytes = 32 << 10
-
-	// BitmapPortFrom and BitmapPortTo are the range every bitmap:port set is
-	// created with, as kube-proxy does: `ipset create X bitmap:port range 0-65535`.
-	BitmapPortFrom = 0
-	BitmapPortTo   = 65535
-	// HashSize is the initial hashsize, kube-proxy's; the kernel grows it
-	// as needed (and does not compare it in `ipset create -exist`). The
-	// maxelem of a hash set is MaxElemFor its planned entries.
-	HashSize = 1024
 )
 
-// kernelSet is a set as the kernel reports it in a dump.
-type kernelSet struct {
-	Name     string
-	Type     string
-	Family   string
-	PortFrom uint16
-	PortTo   uint16
-	MaxElem  uint32
-	// Timeout is the default timeout (0: created without one).
-	Timeout uint32
-	// CadtFlags are the extensions it was created with
-	// (IPSET_FLAG_WITH_COUNTERS, _COMMENT, _SKBINFO, _FORCEADD).
-	CadtFlags uint32
-	// Netmask is a hash:ip netmask other than the host length (0: none).
-	Netmask uint8
-	// References counts the iptables rules (and list:set sets) holding it.
-	References uint32
-	Entries    []Entry
-}
-
-// netlinkSets speaks ipset netlink on one socket bound to the network
+// Sets speaks ipset netlink on one socket bound to the network
 // namespace it was opened in.
-type netlinkSets struct {
+type Sets struct {
 	sock *nl.NetlinkSocket
 	seq  atomic.Uint32
 }
 
-func newNetlinkSets() (*netlinkSets, error) {
+// OpenSets opens an ipset netlink socket (NETLINK_NETFILTER) in the calling
+// thread's network namespace.
+func OpenSets() (*Sets, error) {
 	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_NETFILTER)
 	if err != nil {
 		return nil, fmt.Errorf("open ipset netlink socket: %w", err)
@@ -89,12 +64,13 @@ func newNetlinkSets() (*netlinkSets, error) {
 	// The dump of a large set runs to many messages; a larger receive buffer
 	// avoids ENOBUFS under load. Best effort: unprivileged tests may not raise it.
 	_ = s.SetReceiveBufferSize(4<<20, true)
-	return &netlinkSets{sock: s}, nil
+	return &Sets{sock: s}, nil
 }
 
-func (n *netlinkSets) Close() { n.sock.Close() }
+// Close closes the socket.
+func (n *Sets) Close() { n.sock.Close() }
 
-func (n *netlinkSets) request(cmd int, flags int) *nl.NetlinkRequest {
+func (n *Sets) request(cmd int, flags int) *nl.NetlinkRequest {
 	req := &nl.NetlinkRequest{
 		NlMsghdr: unix.NlMsghdr{
 			Len:   uint32(unix.SizeofNlMsghdr),
@@ -108,7 +84,7 @@ func (n *netlinkSets) request(cmd int, flags int) *nl.NetlinkRequest {
 	return req
 }
 
-func (n *netlinkSets) exec(req *nl.NetlinkRequest) ([][]byte, error) {
+func (n *Sets) exec(req *nl.NetlinkRequest) ([][]byte, error) {
 	msgs, err := req.Execute(unix.NETLINK_NETFILTER, 0)
 	return msgs, ipsetErr(err)
 }
@@ -122,20 +98,20 @@ func ipsetErr(err error) error {
 	}
 	switch {
 	case errno == unix.ENOENT:
-		return fmt.Errorf("%w: %w", ErrSetNotFound, err)
+		return fmt.Errorf("%w: %w", iptables.ErrSetNotFound, err)
 	case errno == unix.EEXIST:
-		return fmt.Errorf("%w: %w", ErrSetExists, err)
+		return fmt.Errorf("%w: %w", iptables.ErrSetExists, err)
 	case int(errno) == nl.IPSET_ERR_REFERENCED, int(errno) == nl.IPSET_ERR_BUSY, errno == unix.EBUSY:
 		// ip_set_destroy answers IPSET_ERR_BUSY for a set a rule holds.
-		return fmt.Errorf("%w: %s", ErrSetReferenced, nl.IPSetError(uintptr(errno)).Error())
+		return fmt.Errorf("%w: %s", iptables.ErrSetReferenced, nl.IPSetError(uintptr(errno)).Error())
 	case int(errno) == nl.IPSET_ERR_TYPE_SPECIFIC:
 		// The first type-specific code: IPSET_ERR_HASH_FULL for hash
 		// types, IPSET_ERR_BITMAP_RANGE for bitmaps.
-		return fmt.Errorf("%w: hash set full (maxelem reached) or bitmap entry out of range (errno %d)", ErrKernel, int(errno))
+		return fmt.Errorf("%w: hash set full (maxelem reached) or bitmap entry out of range (errno %d)", iptables.ErrKernel, int(errno))
 	case int(errno) >= nl.IPSET_ERR_PRIVATE:
-		return fmt.Errorf("%w: %s (errno %d)", ErrKernel, nl.IPSetError(uintptr(errno)).Error(), int(errno))
+		return fmt.Errorf("%w: %s (errno %d)", iptables.ErrKernel, nl.IPSetError(uintptr(errno)).Error(), int(errno))
 	}
-	return fmt.Errorf("%w: %w", ErrKernel, err)
+	return fmt.Errorf("%w: %w", iptables.ErrKernel, err)
 }
 
 func familyNumber(f string) uint8 {
@@ -162,7 +138,7 @@ func revision(typ string) uint8 {
 // (or `range 0-65535` for bitmap:port, which ignores maxElem), with no
 // extension: kube-proxy's create arguments. An existing set of that name is
 // an error wrapping ErrSetExists.
-func (n *netlinkSets) Create(s IPSet, maxElem uint32) error {
+func (n *Sets) Create(s iptables.IPSet, maxElem uint32) error {
 	req := n.request(nl.IPSET_CMD_CREATE, unix.NLM_F_ACK|unix.NLM_F_CREATE|unix.NLM_F_EXCL)
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(s.Name)))
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_TYPENAME, nl.ZeroTerminated(s.Type)))
@@ -171,10 +147,10 @@ func (n *netlinkSets) Create(s IPSet, maxElem uint32) error {
 	family := familyNumber(s.Family)
 	if s.Type == "bitmap:port" {
 		family = unix.AF_UNSPEC
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_FROM|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(BitmapPortFrom)))
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_TO|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(BitmapPortTo)))
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_FROM|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(iptables.BitmapPortFrom)))
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT_TO|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(iptables.BitmapPortTo)))
 	} else {
-		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_HASHSIZE|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint32Attr(HashSize)))
+		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_HASHSIZE|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint32Attr(iptables.HashSize)))
 		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_MAXELEM|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint32Attr(maxElem)))
 	}
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_FAMILY, nl.Uint8Attr(family)))
@@ -191,7 +167,7 @@ func (n *netlinkSets) Create(s IPSet, maxElem uint32) error {
 // matching TO match FROM's former contents from then on, with no window.
 // The kernel refuses sets of other type features or family
 // (IPSET_ERR_TYPE_MISMATCH), and a set being dumped (EBUSY).
-func (n *netlinkSets) Swap(from, to string) error {
+func (n *Sets) Swap(from, to string) error {
 	req := n.request(nl.IPSET_CMD_SWAP, unix.NLM_F_ACK)
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(from)))
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME2, nl.ZeroTerminated(to)))
@@ -202,7 +178,7 @@ func (n *netlinkSets) Swap(from, to string) error {
 }
 
 // Destroy is `ipset destroy NAME`.
-func (n *netlinkSets) Destroy(name string) error {
+func (n *Sets) Destroy(name string) error {
 	req := n.request(nl.IPSET_CMD_DESTROY, unix.NLM_F_ACK)
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(name)))
 	if _, err := n.exec(req); err != nil {
@@ -212,7 +188,7 @@ func (n *netlinkSets) Destroy(name string) error {
 }
 
 // Flush is `ipset flush NAME`.
-func (n *netlinkSets) Flush(name string) error {
+func (n *Sets) Flush(name string) error {
 	req := n.request(nl.IPSET_CMD_FLUSH, unix.NLM_F_ACK)
 	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(name)))
 	if _, err := n.exec(req); err != nil {
@@ -225,17 +201,17 @@ func (n *netlinkSets) Flush(name string) error {
 // messages as fit. On failure it returns the first error; entries before the
 // failing one are in the kernel, so callers retry entry by entry to learn
 // which ones fail.
-func (n *netlinkSets) Add(s IPSet, entries []Entry) error {
+func (n *Sets) Add(s iptables.IPSet, entries []iptables.Entry) error {
 	return n.addDel(nl.IPSET_CMD_ADD, s, entries)
 }
 
 // Del is `ipset del -exist NAME ENTRY` for every entry (missing entries are
 // no error), batched like Add.
-func (n *netlinkSets) Del(s IPSet, entries []Entry) error {
+func (n *Sets) Del(s iptables.IPSet, entries []iptables.Entry) error {
 	return n.addDel(nl.IPSET_CMD_DEL, s, entries)
 }
 
-func (n *netlinkSets) addDel(cmd int, s IPSet, entries []Entry) error {
+func (n *Sets) addDel(cmd int, s iptables.IPSet, entries []iptables.Entry) error {
 	verb := "add"
 	if cmd == nl.IPSET_CMD_DEL {
 		verb = "del"
@@ -251,7 +227,7 @@ func (n *netlinkSets) addDel(cmd int, s IPSet, entries []Entry) error {
 		for ; i < len(entries) && size < batchBytes; i++ {
 			d, err := entryAttr(s, entries[i])
 			if err != nil {
-				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, formatEntry(s.Type, entries[i]), err)
+				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, iptables.AppendEntry(nil, s.Type, entries[i]), err)
 			}
 			// The kernel reports a failing entry by its line number.
 			d.AddChild(&nl.Uint32Attribute{Type: nl.IPSET_ATTR_LINENO | nl.NLA_F_NET_BYTEORDER, Value: uint32(i + 1)})
@@ -264,7 +240,7 @@ func (n *netlinkSets) addDel(cmd int, s IPSet, entries []Entry) error {
 		req.AddData(&nl.Uint32Attribute{Type: nl.IPSET_ATTR_LINENO, Value: 0})
 		if _, err := n.exec(req); err != nil {
 			if i == 1 {
-				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, formatEntry(s.Type, entries[0]), err)
+				return fmt.Errorf("ipset %s %s %s: %w", verb, s.Name, iptables.AppendEntry(nil, s.Type, entries[0]), err)
 			}
 			return fmt.Errorf("ipset %s %s (batch of %d): %w", verb, s.Name, i, err)
 		}
@@ -293,7 +269,7 @@ func protoNumber(p model.Protocol) (uint8, error) {
 	case model.SCTP:
 		return unix.IPPROTO_SCTP, nil
 	}
-	return 0, fmt.Errorf("%w: protocol %q", ErrInvalidEntry, p)
+	return 0, fmt.Errorf("%w: protocol %q", iptables.ErrInvalidEntry, p)
 }
 
 func protoName(n uint8) model.Protocol {
@@ -309,24 +285,17 @@ func protoName(n uint8) model.Protocol {
 }
 
 // entryAttr is one IPSET_ATTR_DATA for entry e of set s.
-func entryAttr(s IPSet, e Entry) (*nl.RtAttr, error) {
+func entryAttr(s iptables.IPSet, e iptables.Entry) (*nl.RtAttr, error) {
+	if err := iptables.CheckEntry(s, e); err != nil {
+		return nil, err
+	}
 	data := nl.NewRtAttr(nl.IPSET_ATTR_DATA|int(nl.NLA_F_NESTED), nil)
-	switch s.Type {
-	case "bitmap:port":
+	if s.Type == iptables.TypeBitmapPort {
 		data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(e.Port)))
 		return data, nil
-	case "hash:ip", "hash:ip,port", "hash:ip,port,ip", "hash:ip,port,net":
-	default:
-		return nil, fmt.Errorf("%w: set type %q", ErrInvalidEntry, s.Type)
-	}
-	if !e.IP.IsValid() {
-		return nil, fmt.Errorf("%w: no address", ErrInvalidEntry)
-	}
-	if (s.Family == "inet6") != (e.IP.Is6() && !e.IP.Is4In6()) {
-		return nil, fmt.Errorf("%w: %s in a %s set", ErrInvalidEntry, e.IP, s.Family)
 	}
 	data.AddChild(addrAttr(nl.IPSET_ATTR_IP, e.IP))
-	if s.Type == "hash:ip" {
+	if s.Type == iptables.TypeHashIP {
 		return data, nil
 	}
 	proto, err := protoNumber(e.Protocol)
@@ -336,12 +305,9 @@ func entryAttr(s IPSet, e Entry) (*nl.RtAttr, error) {
 	data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PORT|int(nl.NLA_F_NET_BYTEORDER), nl.BEUint16Attr(e.Port)))
 	data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_PROTO, nl.Uint8Attr(proto)))
 	switch s.Type {
-	case "hash:ip,port,ip", "hash:ip,port,net":
-		if !e.Net.IsValid() {
-			return nil, fmt.Errorf("%w: no second address", ErrInvalidEntry)
-		}
+	case iptables.TypeHashIPPortIP, iptables.TypeHashIPPortNet:
 		data.AddChild(addrAttr(nl.IPSET_ATTR_IP2, e.Net.Addr()))
-		if s.Type == "hash:ip,port,net" {
+		if s.Type == iptables.TypeHashIPPortNet {
 			data.AddChild(nl.NewRtAttr(nl.IPSET_ATTR_CIDR2, nl.Uint8Attr(uint8(e.Net.Bits()))))
 		}
 	}
@@ -350,9 +316,9 @@ func entryAttr(s IPSet, e Entry) (*nl.RtAttr, error) {
 
 // ListAll is `ipset save`: every set in the namespace with its entries, in
 // one dump. Sets spanning several messages are merged.
-func (n *netlinkSets) ListAll() (map[string]*kernelSet, error) {
+func (n *Sets) ListAll() (map[string]*iptables.KernelSet, error) {
 	req := n.request(nl.IPSET_CMD_LIST, unix.NLM_F_ACK|unix.NLM_F_DUMP)
-	sets := map[string]*kernelSet{}
+	sets := map[string]*iptables.KernelSet{}
 	err := req.ExecuteIter(unix.NETLINK_NETFILTER, 0, func(msg []byte) bool {
 		parseSetMessage(msg, sets)
 		return true
@@ -395,7 +361,7 @@ func cstring(b []byte) string {
 	return string(b)
 }
 
-func parseSetMessage(msg []byte, sets map[string]*kernelSet) {
+func parseSetMessage(msg []byte, sets map[string]*iptables.KernelSet) {
 	if len(msg) < 4 {
 		return
 	}
@@ -411,7 +377,7 @@ func parseSetMessage(msg []byte, sets map[string]*kernelSet) {
 	}
 	s := sets[name]
 	if s == nil {
-		s = &kernelSet{Name: name}
+		s = &iptables.KernelSet{Name: name}
 		sets[name] = s
 	}
 	for _, a := range top {
@@ -475,8 +441,8 @@ func parseAddr(b []byte) netip.Addr {
 	return netip.Addr{}
 }
 
-func parseEntry(typ string, b []byte) Entry {
-	var e Entry
+func parseEntry(typ string, b []byte) iptables.Entry {
+	var e iptables.Entry
 	var ip2 netip.Addr
 	cidr2 := -1
 	for _, a := range attrs(b) {
@@ -499,5 +465,5 @@ func parseEntry(typ string, b []byte) Entry {
 		}
 		e.Net = netip.PrefixFrom(ip2, cidr2)
 	}
-	return canonical(typ, e)
+	return iptables.Canonical(typ, e)
 }

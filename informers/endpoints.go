@@ -1,0 +1,219 @@
+package informers
+
+import (
+	"cmp"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strconv"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// ServiceEndpoints gathers the endpoints of one Service's ports from that
+// Service's EndpointSlices. Slice ports are matched to Service ports by name
+// and protocol, so a named targetPort resolves per endpoint. Only slices of
+// the Service's cluster IP families are used. An address that appears in
+// several slices is taken from the first slice by name. Each port's
+// endpoints are sorted by address and port.
+func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlice) (map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
+	if len(ports) == 0 {
+		return nil, nil
+	}
+	var v4, v6 bool
+	for _, a := range ports[0].ClusterIPs {
+		v4 = v4 || a.Is4()
+		v6 = v6 || a.Is6()
+	}
+	want := map[string]model.Protocol{}
+	for _, p := range ports {
+		want[p.Name.Port] = p.Protocol
+	}
+
+	eps = slices.Clone(eps)
+	slices.SortFunc(eps, func(a, b *discoveryv1.EndpointSlice) int {
+		if a == nil || b == nil {
+			return cmp.Compare(boolInt(a != nil), boolInt(b != nil))
+		}
+		return cmp.Compare(a.Name, b.Name)
+	})
+
+	type seenKey struct {
+		addr netip.Addr
+		port uint16
+	}
+	out := map[model.ServicePortName][]model.Endpoint{}
+	seen := map[model.ServicePortName]map[seenKey]bool{}
+	var refusals []model.Refusal
+	for _, s := range eps {
+		if s == nil {
+			continue
+		}
+		switch s.AddressType {
+		case discoveryv1.AddressTypeIPv4:
+			if !v4 {
+				continue
+			}
+		case discoveryv1.AddressTypeIPv6:
+			if !v6 {
+				continue
+			}
+		default: // FQDN slices name no address IPVS can use.
+			continue
+		}
+		got, rs := EndpointsFromSlice(s)
+		refusals = append(refusals, rs...)
+		for _, sp := range got {
+			proto, ok := want[sp.Name]
+			if !ok || proto != sp.Protocol {
+				continue
+			}
+			key := model.ServicePortName{Namespace: ports[0].Name.Namespace, Name: ports[0].Name.Name, Port: sp.Name}
+			if seen[key] == nil {
+				seen[key] = map[seenKey]bool{}
+			}
+			for _, e := range sp.Endpoints {
+				k := seenKey{e.Address, e.Port}
+				if seen[key][k] {
+					continue
+				}
+				seen[key][k] = true
+				out[key] = append(out[key], e)
+			}
+		}
+	}
+	for _, es := range out {
+		slices.SortFunc(es, func(a, b model.Endpoint) int {
+			return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Port, b.Port))
+		})
+	}
+	return out, refusals
+}
+
+func boolInt(b bool) int {
+	if b {
+		return 1
+	}
+	return 0
+}
+
+// SlicePort is what one port of one EndpointSlice contributes: the
+// endpoints with that port's number.
+type SlicePort struct {
+	// Name is the slice port's name, matching the Service port's name.
+	Name      string
+	Protocol  model.Protocol
+	Endpoints []model.Endpoint
+}
+
+// EndpointsFromSlice converts one EndpointSlice, without its Service: one
+// SlicePort per valid slice port, each with every valid endpoint. Refusals
+// name the Service of the slice (label kubernetes.io/service-name) and the
+// field as "endpointSlice[NAME].endpoints[i].addresses[0]". Conditions are
+// carried as the API defines them: ready nil means ready, serving nil means
+// the same as ready, terminating nil means not terminating. Only the first
+// address of an endpoint is used, as kube-proxy does.
+func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refusal) {
+	if s == nil {
+		return nil, nil
+	}
+	service := SliceServiceKey(s)
+	if service == "" {
+		service = s.Namespace + "/"
+	}
+	r := &refuser{service: service}
+	prefix := fmt.Sprintf("endpointSlice[%s]", s.Name)
+
+	var ep []model.Endpoint
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		field := fmt.Sprintf("%s.endpoints[%d].addresses", prefix, i)
+		if len(e.Addresses) == 0 {
+			r.add(field, "", model.ReasonInvalidEndpoint, "endpoint has no address; not used")
+			continue
+		}
+		field += "[0]"
+		a, err := ParseAddr(e.Addresses[0])
+		if err != nil {
+			r.add(field, e.Addresses[0], model.ReasonInvalidAddress, "not an IP address; endpoint not used")
+			continue
+		}
+		if (s.AddressType == discoveryv1.AddressTypeIPv4) != a.Is4() {
+			r.add(field, e.Addresses[0], model.ReasonUnsupportedFamily,
+				"address does not match the slice's addressType %q; endpoint not used", s.AddressType)
+			continue
+		}
+		// The guard's never-a-VIP classes: addresses the API server itself
+		// rejects (ValidateEndpointIP) and others no pod can have; a real
+		// server there would send service traffic to the node or nowhere.
+		if reason, why := guard.Special(a); reason != "" {
+			r.add(field, e.Addresses[0], reason, "%s; endpoint not used", why)
+			continue
+		}
+		ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+		serving := ready
+		if e.Conditions.Serving != nil {
+			serving = *e.Conditions.Serving
+		}
+		m := model.Endpoint{
+			Address:     a,
+			Ready:       ready,
+			Serving:     serving,
+			Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+		}
+		if e.NodeName != nil {
+			m.NodeName = *e.NodeName
+		}
+		if e.Zone != nil {
+			m.Zone = *e.Zone
+		}
+		if h := e.Hints; h != nil {
+			for _, z := range h.ForZones {
+				m.ZoneHints = append(m.ZoneHints, z.Name)
+			}
+			for _, n := range h.ForNodes {
+				m.NodeHints = append(m.NodeHints, n.Name)
+			}
+		}
+		ep = append(ep, m)
+	}
+
+	var out []SlicePort
+	for i, p := range s.Ports {
+		field := fmt.Sprintf("%s.ports[%d]", prefix, i)
+		var name string
+		if p.Name != nil {
+			name = *p.Name
+		}
+		proto := model.TCP
+		if p.Protocol != nil {
+			var ok bool
+			if proto, ok = convertProtocol(*p.Protocol); !ok {
+				r.add(field+".protocol", string(*p.Protocol), model.ReasonInvalidProtocol,
+					"must be TCP, UDP or SCTP; slice port not used")
+				continue
+			}
+		}
+		if p.Port == nil {
+			r.add(field+".port", "", model.ReasonInvalidPort, "no port number; slice port not used")
+			continue
+		}
+		if !validPort(*p.Port) {
+			r.add(field+".port", strconv.Itoa(int(*p.Port)), model.ReasonInvalidPort,
+				"must be 1-65535; slice port not used")
+			continue
+		}
+		sp := SlicePort{Name: name, Protocol: proto, Endpoints: make([]model.Endpoint, len(ep))}
+		for j, e := range ep {
+			e.Port = uint16(*p.Port)
+			e.ZoneHints = slices.Clone(e.ZoneHints)
+			e.NodeHints = slices.Clone(e.NodeHints)
+			sp.Endpoints[j] = e
+		}
+		out = append(out, sp)
+	}
+	return out, r.out
+}

@@ -1,0 +1,36 @@
+package model
+
+import "strings"
+
+// The one order of service ports and refusals: conversion sorts in it,
+// the planner resolves conflicts and prints in it, tests check it.
+
+// Compare orders service port names by namespace, name and port name
+// (-1, 0, +1).
+func (n ServicePortName) Compare(o ServicePortName) int {
+	if c := strings.Compare(n.Namespace, o.Namespace); c != 0 {
+		return c
+	}
+	if c := strings.Compare(n.Name, o.Name); c != 0 {
+		return c
+	}
+	return strings.Compare(n.Port, o.Port)
+}
+
+// Compare orders refusals by service, field, address, reason and message
+// (-1, 0, +1): the order `plan` prints them in.
+func (r Refusal) Compare(o Refusal) int {
+	if c := strings.Compare(r.Service, o.Service); c != 0 {
+		return c
+	}
+	if c := strings.Compare(r.Field, o.Field); c != 0 {
+		return c
+	}
+	if c := strings.Compare(r.Address, o.Address); c != 0 {
+		return c
+	}
+	if c := strings.Compare(string(r.Reason), string(o.Reason)); c != 0 {
+		return c
+	}
+	return strings.Compare(r.Message, o.Message)
+}

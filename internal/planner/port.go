@@ -1,0 +1,297 @@
+package planner
+
+import (
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// claim is one virtual server a service port asks for, built as it is
+// programmed if the port wins it (see resolve).
+type claim struct {
+	port *portPlan
+	kind vipKind
+	bind bool
+	vs   ipvs.VirtualServer
+	// entries are the ipset entries the claim puts in the state while it
+	// wins, KUBE-IPVS-IPS's included when it binds.
+	entries []setEntry
+}
+
+// setEntry is an entry of the set SetSpecs[spec] of family fam.
+type setEntry struct {
+	fam, spec uint8
+	e         iptables.Entry
+}
+
+// portPlan is one service port's share of the state, whatever other
+// services ask for.
+type portPlan struct {
+	name model.ServicePortName
+	// label is "namespace/name:port", the Service of its virtual servers.
+	label string
+	// index is the port's position among its service's ports: the last
+	// tie-break between two claims of equal kind and name.
+	index    int
+	claims   []*claim
+	refusals []model.Refusal
+	// loop are the hairpin entries (KUBE-LOOP-BACK) of each family, in the
+	// state while the port wins a virtual server of that family; wins
+	// counts those.
+	loop [2][]setEntry
+	wins [2]int
+}
+
+// portPlanner plans one service port against the env.
+type portPlanner struct {
+	e   *env
+	sp  *model.ServicePort
+	eps []model.Endpoint
+	fam [2]famEndpoints
+	out *portPlan
+}
+
+// planPort plans service port sp with its endpoints; index is its position
+// among its service's ports.
+func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *portPlan {
+	n := &sp.Name
+	label := n.Namespace + "/" + n.Name
+	if n.Port != "" {
+		label += ":" + n.Port
+	}
+	p := &portPlanner{e: e, sp: sp, eps: eps, out: &portPlan{name: sp.Name, label: label, index: index}}
+	p.service()
+	for f := range p.fam {
+		for _, rs := range p.fam[f].loop {
+			p.out.loop[f] = p.add(p.out.loop[f], f, iptables.SetLoopBack,
+				iptables.Entry{IP: rs.Address, Protocol: sp.Protocol, Port: rs.Port, Net: iptables.HostPrefix(rs.Address)})
+		}
+	}
+	return p.out
+}
+
+func (p *portPlanner) refuse(field, addr string, r model.Reason, msg string) {
+	p.out.refusals = append(p.out.refusals, model.Refusal{
+		Service: p.sp.Name.ServiceKey(),
+		Field:   field,
+		Address: addr,
+		Reason:  r,
+		Message: msg,
+	})
+}
+
+// service collects the claims of the service port.
+func (p *portPlanner) service() {
+	sp := p.sp
+	sched := sp.Scheduler
+	if sched == "" {
+		sched = p.e.sched
+	}
+	if !ipvs.KnownScheduler(sched) {
+		field := FieldScheduler
+		if sp.Scheduler == "" {
+			field = FieldSchedulerFlag
+		}
+		p.refuse(field, sched, model.ReasonUnknownScheduler,
+			"not an IPVS scheduler this kernel ships ("+strings.Join(ipvs.Schedulers, " ")+"); port "+portLabel(sp)+" not planned")
+		return
+	}
+	switch sp.Protocol {
+	case model.TCP, model.UDP, model.SCTP:
+	default:
+		p.refuse(FieldProtocol, string(sp.Protocol), model.ReasonInvalidProtocol, "IPVS serves TCP, UDP and SCTP only; port "+portLabel(sp)+" not planned")
+		return
+	}
+	if sp.Port == 0 {
+		p.refuse(FieldPort, "0", model.ReasonInvalidPort, "port 0; port "+portLabel(sp)+" not planned")
+		return
+	}
+	for _, a := range sp.ClusterIPs {
+		p.vip(a, sp.Port, kindClusterIP)
+	}
+	if sp.NodePort != 0 {
+		// NodePorts are served in the families the service has cluster IPs
+		// in (spec.ipFamilies), as kube-proxy's per-family proxiers do.
+		var svcFam [2]bool
+		for _, a := range sp.ClusterIPs {
+			if a.IsValid() {
+				svcFam[famOf(a)] = true
+			}
+		}
+		if !svcFam[0] && !svcFam[1] {
+			svcFam = [2]bool{true, true}
+		}
+		for _, a := range p.e.npAddrs {
+			if !svcFam[famOf(a)] {
+				continue
+			}
+			if containsAny(p.e.o.ExcludeCIDRs, a) {
+				p.refuse(FieldNodePort, a.String(), model.ReasonExcludedCIDR,
+					"node address inside --ipvs-exclude-cidrs; no NodePort virtual server on it")
+				continue
+			}
+			if v := p.e.guard.CheckPort(sp.Protocol, a, sp.NodePort); v.Protected {
+				p.refuse(FieldNodePort, a.String(), v.Reason, v.Detail+"; no NodePort virtual server on it")
+				continue
+			}
+			p.claim(ipvs.Key{Protocol: sp.Protocol, Address: a, Port: sp.NodePort}, kindNodePort, false)
+		}
+	}
+	for _, a := range sp.ExternalIPs {
+		p.vip(a, sp.Port, kindExternalIP)
+	}
+	for _, a := range sp.LoadBalancerIPs {
+		p.vip(a, sp.Port, kindLoadBalancer)
+	}
+}
+
+// portLabel names the port in a message: its name Go-quoted (an API
+// value), or "PORT/PROTOCOL" when it has none.
+func portLabel(sp *model.ServicePort) string {
+	if sp.Name.Port == "" {
+		return strconv.Itoa(int(sp.Port)) + "/" + model.Word(string(sp.Protocol))
+	}
+	return strconv.Quote(sp.Name.Port)
+}
+
+// vip checks one service address against the guard and the options and
+// records its claim, or a refusal, or both.
+func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
+	field := kind.field()
+	if !a.IsValid() {
+		p.refuse(field, a.String(), model.ReasonInvalidAddress, "not an IP address; not planned")
+		return
+	}
+	a = a.WithZone("")
+	if !a.Is4In6() && !p.e.families[famOf(a)] {
+		fam := "IPv4"
+		if a.Is6() {
+			fam = "IPv6"
+		}
+		p.refuse(field, a.String(), model.ReasonUnsupportedFamily, "this node has no "+fam+" address; not planned")
+		return
+	}
+	if containsAny(p.e.o.ExcludeCIDRs, a) {
+		p.refuse(field, a.String(), model.ReasonExcludedCIDR, "inside --ipvs-exclude-cidrs; no virtual server, no binding, no rule")
+		return
+	}
+	key := ipvs.Key{Protocol: p.sp.Protocol, Address: a, Port: port}
+	v := p.e.guard.Check(a)
+	if !v.Protected {
+		if v.Warn {
+			p.refuse(field, a.String(), v.Reason, v.Detail+"; bound all the same (--ipvs-strict-arp stops it)")
+		}
+		p.claim(key, kind, true)
+		return
+	}
+	external := kind == kindExternalIP || kind == kindLoadBalancer
+	switch {
+	case v.NeverVIP:
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; no virtual server, no binding, no rule")
+	case external && p.e.o.RefuseNodeExternalIPs && (v.Node != "" || v.Local):
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
+	case v.Local:
+		if pv := p.e.guard.CheckPort(p.sp.Protocol, a, port); pv.Protected {
+			p.refuse(field, a.String(), pv.Reason, v.Detail+"; not bound on kube-ipvs0, and not served at L4 either: "+pv.Detail)
+			return
+		}
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; not bound on kube-ipvs0, served at L4 because it is a local address of this node")
+		p.claim(key, kind, false)
+	default:
+		p.refuse(field, a.String(), v.Reason, v.Detail+"; not bound on kube-ipvs0 and not served by this node")
+	}
+}
+
+func ipvsAddrPort(k ipvs.Key) string { return string(ipvs.AppendAddrPort(nil, k.Address, k.Port)) }
+
+// add appends entry e of set (a SetSpecs name) of family f to es; a
+// family the node does not plan gets nothing (never reached: its addresses
+// are refused before they are claimed).
+func (p *portPlanner) add(es []setEntry, f int, set string, e iptables.Entry) []setEntry {
+	if !p.e.families[f] {
+		return es
+	}
+	return append(es, setEntry{fam: uint8(f), spec: setIndex[set], e: e})
+}
+
+// claim records the port's claim on key: the virtual server it gets if it
+// wins, the address it binds and the ipset entries it adds.
+func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
+	sp := p.sp
+	f := famOf(key.Address)
+	sched := sp.Scheduler
+	if sched == "" {
+		sched = p.e.sched
+	}
+	c := &claim{port: p.out, kind: kind, bind: bind,
+		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: ipvs.SchedulerFlags(sched), Service: p.out.label}}
+	if sp.AffinityTimeout > 0 {
+		c.vs.Flags |= ipvs.FlagPersistent
+		c.vs.PersistenceTimeout = sp.AffinityTimeout
+	}
+	fe := p.endpoints(f)
+	local := sp.ExternalPolicyLocal
+	if kind == kindClusterIP {
+		local = sp.InternalPolicyLocal
+	}
+	src := fe.cluster
+	if local {
+		src = fe.local
+	}
+	c.vs.RealServers = slices.Clone(src)
+	p.out.claims = append(p.out.claims, c)
+
+	var es []setEntry
+	if bind {
+		es = p.add(es, f, iptables.SetIPVSIPs, iptables.Entry{IP: key.Address})
+	}
+	e := iptables.Entry{IP: key.Address, Protocol: sp.Protocol, Port: key.Port}
+	switch kind {
+	case kindClusterIP:
+		es = p.add(es, f, iptables.SetClusterIP, e)
+	case kindExternalIP:
+		if sp.ExternalPolicyLocal {
+			es = p.add(es, f, iptables.SetExternalIPLocal, e)
+		} else {
+			es = p.add(es, f, iptables.SetExternalIP, e)
+		}
+	case kindLoadBalancer:
+		es = p.add(es, f, iptables.SetLoadBalancer, e)
+		if sp.ExternalPolicyLocal {
+			es = p.add(es, f, iptables.SetLoadBalancerLocal, e)
+		}
+		es = p.firewall(es, f, e)
+	case kindNodePort:
+		np := iptables.Entry{Port: key.Port}
+		switch sp.Protocol {
+		case model.TCP:
+			es = p.add(es, f, iptables.SetNodePortTCP, np)
+			if sp.ExternalPolicyLocal {
+				es = p.add(es, f, iptables.SetNodePortLocalTCP, np)
+			}
+		case model.UDP:
+			es = p.add(es, f, iptables.SetNodePortUDP, np)
+			if sp.ExternalPolicyLocal {
+				es = p.add(es, f, iptables.SetNodePortLocalUDP, np)
+			}
+		case model.SCTP:
+			es = p.add(es, f, iptables.SetNodePortSCTP, e)
+			if sp.ExternalPolicyLocal {
+				es = p.add(es, f, iptables.SetNodePortLocalSCTP, e)
+			}
+		}
+	}
+	// As kube-proxy's: the healthCheckNodePort of every service port this
+	// node handles in the family, whatever its virtual servers (a
+	// LoadBalancer without node ports or ingress yet, ipMode Proxy, refused
+	// external addresses), through any claim of the port (the set counts).
+	if sp.HealthCheckNodePort != 0 {
+		es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
+	}
+	c.entries = es
+}

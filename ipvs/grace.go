@@ -1,0 +1,124 @@
+package ipvs
+
+import (
+	"net/netip"
+	"slices"
+	"time"
+
+	"go.uber.org/zap"
+)
+
+// DefaultGracefulPeriod is how long a removed TCP real server may keep
+// connections at weight 0 before it is deleted anyway (kube-proxy's 15m).
+const DefaultGracefulPeriod = 15 * time.Minute
+
+type graceKey struct {
+	Key
+	Addr netip.Addr
+	Port uint16
+}
+
+// processGrace deletes quiesced TCP real servers whose connections are gone
+// or whose graceful period is over. Real servers queued during this sync
+// (at or after start) are left for the next one, so a sync that only
+// quiesces reads nothing; otherwise it reads the counters of each virtual
+// server with queued real servers: one read of the whole table when the
+// Table is a CounterReader and several virtual servers wait, else one
+// IPVS_CMD_GET_DEST dump of that virtual server.
+func (r *Reconciler) processGrace(start time.Time, res *Result) {
+	if len(r.grace) == 0 {
+		return
+	}
+	now := r.opts.Now()
+	byVS := make(map[Key][]graceKey)
+	for g, since := range r.grace {
+		if !since.Before(start) {
+			continue
+		}
+		byVS[g.Key] = append(byVS[g.Key], g)
+	}
+	keys := make([]Key, 0, len(byVS))
+	for k := range byVS {
+		keys = append(keys, k)
+	}
+	slices.SortFunc(keys, CompareKeys)
+	// Counters of several virtual servers: one read of the whole table
+	// rather than one dump per virtual server.
+	var all map[Key][]RealServerStatus
+	if cr, ok := r.t.(CounterReader); ok && r.needCounts(byVS, now) > 1 {
+		var err error
+		if all, err = cr.AllRealServers(); err != nil {
+			r.log.Debug("reading all IPVS counters at once failed, reading per virtual server", zap.Error(err))
+			all = nil
+		}
+	}
+	for _, k := range keys {
+		m := r.mirror[k]
+		if m == nil {
+			for _, g := range byVS[k] {
+				delete(r.grace, g)
+			}
+			continue
+		}
+		var counts map[netip.AddrPort]int
+		expired := true
+		for _, g := range byVS[k] {
+			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
+				expired = false
+			}
+		}
+		if !expired {
+			st, ok := all[k]
+			if all == nil || !ok {
+				var err error
+				if st, err = r.t.RealServers(k); err != nil {
+					res.fail(m.service, k, err)
+					continue
+				}
+			}
+			counts = make(map[netip.AddrPort]int, len(st))
+			for _, s := range st {
+				counts[netip.AddrPortFrom(s.Address, s.Port)] = s.ActiveConns + s.InactiveConns
+			}
+		}
+		for _, g := range byVS[k] {
+			i := m.findRS(g.Addr, g.Port)
+			if i < 0 {
+				delete(r.grace, g)
+				continue
+			}
+			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
+				n, ok := counts[netip.AddrPortFrom(g.Addr, g.Port)]
+				if !ok {
+					// Gone from the kernel already.
+					m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
+					delete(r.grace, g)
+					continue
+				}
+				if n > 0 {
+					continue
+				}
+			}
+			r.log.Debug("graceful termination over", zap.Stringer("virtualServer", k), zap.Stringer("realServer", netip.AddrPortFrom(g.Addr, g.Port)))
+			r.deleteRS(m, i, res)
+		}
+	}
+}
+
+// needCounts is how many virtual servers of byVS have a queued real server
+// still within its graceful period (their counters must be read).
+func (r *Reconciler) needCounts(byVS map[Key][]graceKey, now time.Time) int {
+	n := 0
+	for k, gs := range byVS {
+		if r.mirror[k] == nil {
+			continue
+		}
+		for _, g := range gs {
+			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
+				n++
+				break
+			}
+		}
+	}
+	return n
+}

@@ -1,0 +1,71 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+)
+
+// Failure is one change the reconciler could not make.
+type Failure struct {
+	// Service is "namespace/name:port", or "" for a virtual server no
+	// Service asks for any more.
+	Service string
+	Key     Key
+	Err     error
+}
+
+func (f Failure) Error() string {
+	if f.Service == "" {
+		return fmt.Sprintf("virtual server %s: %v", f.Key, f.Err)
+	}
+	return fmt.Sprintf("service %s virtual server %s: %v", f.Service, f.Key, f.Err)
+}
+
+func (f Failure) Unwrap() error { return f.Err }
+
+// Result counts what one sync changed and lists what failed.
+type Result struct {
+	ServicesAdded, ServicesUpdated, ServicesDeleted          int
+	RealServersAdded, RealServersUpdated, RealServersDeleted int
+	// Quiesced counts TCP real servers set to weight 0 for graceful
+	// termination.
+	Quiesced int
+	// ConntrackDeleted counts conntrack flushes for removed UDP/SCTP real
+	// servers.
+	ConntrackDeleted int
+	// Drift counts, in a Full after the first, owned virtual servers that
+	// were deleted, added or changed (attributes or real servers) outside
+	// the proxy since the sync before: each is logged and then repaired.
+	Drift    int
+	Failures []Failure
+}
+
+// Changes is the number of kernel changes the sync made.
+func (r *Result) Changes() int {
+	return r.ServicesAdded + r.ServicesUpdated + r.ServicesDeleted +
+		r.RealServersAdded + r.RealServersUpdated + r.RealServersDeleted
+}
+
+// Err joins the failures, or is nil.
+func (r *Result) Err() error {
+	errs := make([]error, len(r.Failures))
+	for i, f := range r.Failures {
+		errs[i] = f
+	}
+	return errors.Join(errs...)
+}
+
+// FailedServices lists the services with at least one failure, sorted.
+func (r *Result) FailedServices() []string {
+	var out []string
+	for _, f := range r.Failures {
+		out = append(out, f.Service)
+	}
+	slices.Sort(out)
+	return slices.Compact(out)
+}
+
+func (r *Result) fail(service string, k Key, err error) {
+	r.Failures = append(r.Failures, Failure{Service: service, Key: k, Err: err})
+}
