@@ -22,6 +22,9 @@ type Node struct {
 	// LocalPrefixes are the addresses of every interface but kube-ipvs0
 	// (`ip -o addr show` minus kube-ipvs0 and link-local addresses).
 	LocalPrefixes []netip.Prefix
+	// LinkLocalAddrs are the link-local ones (nodeenv.Env): a NodePort
+	// virtual server there is the proxy's to remove.
+	LinkLocalAddrs []netip.Addr
 	// Gateways are the default routes' gateways (`ip route show default`,
 	// `ip -6 route show default`), multipath hops included; NextHops the
 	// gateways of the other routes of the main table.
@@ -125,7 +128,7 @@ func (k *Kernel) Read() (*Node, error) {
 	}
 	n.LocalPrefixes = slices.Clone(env.LocalPrefixes)
 	slices.SortFunc(n.LocalPrefixes, comparePrefix)
-	n.Gateways, n.NextHops, n.Resolvers = env.Gateways, env.NextHops, env.Resolvers
+	n.Gateways, n.NextHops, n.Resolvers, n.LinkLocalAddrs = env.Gateways, env.NextHops, env.Resolvers, env.LinkLocalAddrs
 	if k.link != nil {
 		if n.Bound, err = k.link.Addrs(); err != nil {
 			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)
