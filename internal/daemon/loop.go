@@ -323,6 +323,9 @@ func (l *Loop) options(full bool) (planner.Options, nodeenv.Env, error) {
 		if env, err = l.Env(full); err != nil {
 			return o, env, fmt.Errorf("read the node's addresses: %w", err)
 		}
+		// Link-local addresses only where --nodeport-addresses names them,
+		// as plan gets them from --node-ip.
+		env = env.WithNodePortCIDRs(o.NodePortAddresses)
 		o.LocalAddrs, o.LocalPrefixes, o.Gateways, o.NextHops = env.LocalAddrs, env.LocalPrefixes, env.Gateways, env.NextHops
 		o.Listeners = env.Listeners
 	}
@@ -379,7 +382,10 @@ func (l *Loop) apply(full bool, o planner.Options, changed []string) (*planner.S
 	var res *applier.Result
 	var err error
 	if full {
-		res, err = l.Applier.Full(&st, o.LocalAddrs)
+		// NodePort virtual servers on a link-local address are the
+		// proxy's even when none is planned there: kube-proxy's, left at a
+		// takeover, are removed (docs/migration.md).
+		res, err = l.Applier.Full(&st, slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs))
 	} else {
 		res, err = l.Applier.Partial(&st, changed...)
 	}

@@ -259,13 +259,16 @@ func requestSCTP(ap netip.AddrPort) (string, error) {
 	tv := unix.NsecToTimeval(RequestTimeout.Nanoseconds())
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_SNDTIMEO, &tv)
 	unix.SetsockoptTimeval(fd, unix.SOL_SOCKET, unix.SO_RCVTIMEO, &tv)
-	if err := unix.Connect(fd, sa); err != nil {
+	if err := connectSCTP(fd, sa); err != nil {
 		return "", fmt.Errorf("sctp connect: %w", err)
 	}
 	var out []byte
 	buf := make([]byte, 512)
 	for {
 		n, err := unix.Read(fd, buf)
+		if errors.Is(err, unix.EINTR) {
+			continue // nothing was read: see connectSCTP
+		}
 		if n > 0 {
 			out = append(out, buf[:n]...)
 		}
@@ -280,4 +283,44 @@ func requestSCTP(ap netip.AddrPort) (string, error) {
 		}
 	}
 	return strings.TrimSpace(string(out)), nil
+}
+
+// connectSCTP is connect(2) on the blocking socket fd, whose SO_SNDTIMEO is
+// set. With a socket timeout the kernel never restarts connect after a
+// signal handler ran (signal(7)), and the Go runtime signals its threads
+// (SIGURG, for preemption) at any time: connect then fails with EINTR
+// while the association goes on being set up. That is no answer of the
+// network, so connectSCTP waits for the outcome as for a non-blocking
+// connect: poll for writability within RequestTimeout, then SO_ERROR.
+func connectSCTP(fd int, sa unix.Sockaddr) error {
+	err := unix.Connect(fd, sa)
+	if !errors.Is(err, unix.EINTR) {
+		return err
+	}
+	deadline := time.Now().Add(RequestTimeout)
+	for {
+		left := time.Until(deadline)
+		if left <= 0 {
+			return fmt.Errorf("interrupted, then no association within %v: %w", RequestTimeout, unix.ETIMEDOUT)
+		}
+		fds := []unix.PollFd{{Fd: int32(fd), Events: unix.POLLOUT}}
+		n, err := unix.Poll(fds, int(left.Milliseconds())+1)
+		if errors.Is(err, unix.EINTR) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("interrupted, then poll: %w", err)
+		}
+		if n == 0 {
+			continue
+		}
+		soErr, err := unix.GetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_ERROR)
+		if err != nil {
+			return fmt.Errorf("interrupted, then SO_ERROR: %w", err)
+		}
+		if soErr != 0 {
+			return fmt.Errorf("interrupted, then: %w", unix.Errno(soErr))
+		}
+		return nil
+	}
 }

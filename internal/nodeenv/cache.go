@@ -23,18 +23,19 @@ import (
 type Cache struct {
 	// readAddrs, readRoutes and readResolvers are the dumps (netlink and
 	// files; fakes in tests).
-	readAddrs     func() ([]netip.Addr, []netip.Prefix, error)
+	readAddrs     func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error)
 	readRoutes    func() (gateways, nextHops []netip.Addr, err error)
 	readResolvers func() ([]netip.Addr, error)
 	readListeners func() ([]guard.Listener, error)
 
 	mu sync.Mutex
 	// gen counts Changed calls: a dump overtaken by one is not cached.
-	gen      uint64
-	followed bool
-	cached   bool
-	addrs    []netip.Addr
-	prefixes []netip.Prefix
+	gen       uint64
+	followed  bool
+	cached    bool
+	addrs     []netip.Addr
+	prefixes  []netip.Prefix
+	linkLocal []netip.Addr
 	// resolvers and listeners are the last read; read is true once they
 	// were.
 	resolvers []netip.Addr
@@ -45,7 +46,7 @@ type Cache struct {
 // NewCache reads through h (NewHandle's); nothing is cached until
 // Changed(false).
 func NewCache(h *netlink.Handle) *Cache {
-	return &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, error) { return ReadAddrs(h) },
+	return &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error) { return ReadAddrs(h) },
 		readRoutes:    func() ([]netip.Addr, []netip.Addr, error) { return ReadRoutes(h) },
 		readResolvers: func() ([]netip.Addr, error) { return ReadResolvers(ResolvConfs...) },
 		readListeners: ReadListeners}
@@ -70,19 +71,19 @@ func (e *Cache) Read(full bool) (Env, error) {
 	hit := !full && e.cached && e.followed
 	gen := e.gen
 	if hit {
-		env.LocalAddrs, env.LocalPrefixes = e.addrs, e.prefixes
+		env.LocalAddrs, env.LocalPrefixes, env.LinkLocalAddrs = e.addrs, e.prefixes, e.linkLocal
 	}
 	e.mu.Unlock()
 	if !hit {
 		var err error
-		if env.LocalAddrs, env.LocalPrefixes, err = e.readAddrs(); err != nil {
+		if env.LocalAddrs, env.LocalPrefixes, env.LinkLocalAddrs, err = e.readAddrs(); err != nil {
 			return env, err
 		}
 		e.mu.Lock()
 		// A change reported during the dump may be missing from it: cache
 		// only what no report has overtaken.
 		if e.gen == gen && e.followed {
-			e.addrs, e.prefixes, e.cached = env.LocalAddrs, env.LocalPrefixes, true
+			e.addrs, e.prefixes, e.linkLocal, e.cached = env.LocalAddrs, env.LocalPrefixes, env.LinkLocalAddrs, true
 		}
 		e.mu.Unlock()
 	}

@@ -24,12 +24,12 @@ func TestCache(t *testing.T) {
 	e := &Cache{readRoutes: func() ([]netip.Addr, []netip.Addr, error) { return nil, nil, nil },
 		readResolvers: func() ([]netip.Addr, error) { return nil, nil },
 		readListeners: func() ([]guard.Listener, error) { return nil, nil }}
-	e.readAddrs = func() ([]netip.Addr, []netip.Prefix, error) {
+	e.readAddrs = func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error) {
 		mu.Lock()
 		dumps++
 		mu.Unlock()
 		during()
-		return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil, nil
+		return []netip.Addr{netip.MustParseAddr("192.168.0.1")}, nil, nil, nil
 	}
 	read := func(full bool, want int) {
 		t.Helper()

@@ -25,6 +25,14 @@ type Env struct {
 	// order.
 	LocalAddrs    []netip.Addr
 	LocalPrefixes []netip.Prefix
+	// LinkLocalAddrs are the node's link-local addresses (169.254.0.0/16,
+	// fe80::/10) on interfaces other than kube-ipvs0, sorted and unique,
+	// without zones. They are no NodePort address unless
+	// --nodeport-addresses names a CIDR containing them (WithNodePortCIDRs),
+	// but a NodePort virtual server on one (kube-proxy serves NodePorts on
+	// IPv4 link-local addresses) is the proxy's to remove. Not compared
+	// between syncs: every pod's host-side veth may add one.
+	LinkLocalAddrs []netip.Addr
 	// Gateways are the default routes' gateways of both families (`ip
 	// route show default`), multipath hops included, sorted and unique.
 	Gateways []netip.Addr
@@ -58,7 +66,7 @@ func NewHandle() (h *netlink.Handle, strict bool, err error) {
 func Read(h *netlink.Handle) (Env, error) {
 	var env Env
 	var err error
-	if env.LocalAddrs, env.LocalPrefixes, err = ReadAddrs(h); err != nil {
+	if env.LocalAddrs, env.LocalPrefixes, env.LinkLocalAddrs, err = ReadAddrs(h); err != nil {
 		return env, err
 	}
 	if env.Gateways, env.NextHops, err = ReadRoutes(h); err != nil {
@@ -71,23 +79,21 @@ func Read(h *netlink.Handle) (Env, error) {
 	return env, err
 }
 
-// ReadAddrs is `ip -o addr show` without kube-ipvs0 and without
-// link-local addresses: addresses sorted and unique, prefixes in dump
-// order. Link-local addresses are never a VIP, a NodePort address or a
-// family of the node, and every pod's host-side veth may get one: kept,
-// each pod start would look like a change of the node's addresses, which
-// makes a sync a full one.
-func ReadAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
+// ReadAddrs is `ip -o addr show` without kube-ipvs0: the addresses that
+// are not link-local, sorted and unique, their prefixes in dump order, and
+// apart the link-local ones, sorted and unique, without zones. Link-local
+// addresses are never a VIP or a family of the node, and every pod's
+// host-side veth may get one: among the others, each pod start would look
+// like a change of the node's addresses, which makes a sync a full one.
+func ReadAddrs(h *netlink.Handle) (local []netip.Addr, prefixes []netip.Prefix, linkLocal []netip.Addr, err error) {
 	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
 	if err != nil {
-		return nil, nil, fmt.Errorf("ip addr show: %w", err)
+		return nil, nil, nil, fmt.Errorf("ip addr show: %w", err)
 	}
 	skip := -1
 	if l, err := h.LinkByName(Device); err == nil {
 		skip = l.Attrs().Index
 	}
-	var local []netip.Addr
-	var prefixes []netip.Prefix
 	for _, a := range addrs {
 		if a.LinkIndex == skip || a.IPNet == nil {
 			continue
@@ -98,6 +104,7 @@ func ReadAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
 		}
 		ip = ip.Unmap()
 		if ip.IsLinkLocalUnicast() {
+			linkLocal = append(linkLocal, ip.WithZone(""))
 			continue
 		}
 		ones, _ := a.Mask.Size()
@@ -105,7 +112,29 @@ func ReadAddrs(h *netlink.Handle) ([]netip.Addr, []netip.Prefix, error) {
 		prefixes = append(prefixes, netip.PrefixFrom(ip, ones))
 	}
 	slices.SortFunc(local, netip.Addr.Compare)
-	return slices.Compact(local), prefixes, nil
+	slices.SortFunc(linkLocal, netip.Addr.Compare)
+	return slices.Compact(local), prefixes, slices.Compact(linkLocal), nil
+}
+
+// WithNodePortCIDRs returns env with the link-local addresses inside one
+// of cidrs (--nodeport-addresses) added to LocalAddrs, sorted and unique:
+// an operator who names such a CIDR gets NodePorts there, as kube-proxy
+// serves them on every address its nodePortAddresses CIDRs contain. With
+// no CIDR, or none containing a link-local address, env is returned as is.
+func (env Env) WithNodePortCIDRs(cidrs []netip.Prefix) Env {
+	var add []netip.Addr
+	for _, a := range env.LinkLocalAddrs {
+		if slices.ContainsFunc(cidrs, func(p netip.Prefix) bool { return p.Contains(a) }) {
+			add = append(add, a)
+		}
+	}
+	if len(add) == 0 {
+		return env
+	}
+	env.LocalAddrs = slices.Concat(env.LocalAddrs, add)
+	slices.SortFunc(env.LocalAddrs, netip.Addr.Compare)
+	env.LocalAddrs = slices.Compact(env.LocalAddrs)
+	return env
 }
 
 // ReadRoutes reads the main routing table of both families (`ip route

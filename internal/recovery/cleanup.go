@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 
 	"go.uber.org/zap"
 
@@ -86,7 +87,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 
 	ipvsOK := true
 	if t := k.Table(); t != nil {
-		own := ipvs.Ownership{NodeAddrs: node.LocalAddrs()}
+		own := ipvs.Ownership{NodeAddrs: slices.Concat(node.LocalAddrs(), node.LinkLocalAddrs)}
 		for _, p := range node.Bound {
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}

@@ -11,6 +11,9 @@ type Node struct {
 	// LocalPrefixes are the addresses of every interface but kube-ipvs0
 	// (`ip -o addr show` minus kube-ipvs0 and link-local addresses).
 	LocalPrefixes []netip.Prefix
+	// LinkLocalAddrs are the link-local ones (nodeenv.Env): a NodePort
+	// virtual server there is the proxy's to remove.
+	LinkLocalAddrs []netip.Addr
 	// Gateways are the default routes' gateways (`ip route show default`,
 	// `ip -6 route show default`), multipath hops included; NextHops the
 	// gateways of the other routes of the main table.

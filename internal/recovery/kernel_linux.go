@@ -98,7 +98,7 @@ func (k *Kernel) Read() (*Node, error) {
 	}
 	n.LocalPrefixes = slices.Clone(env.LocalPrefixes)
 	slices.SortFunc(n.LocalPrefixes, comparePrefix)
-	n.Gateways, n.NextHops, n.Resolvers = env.Gateways, env.NextHops, env.Resolvers
+	n.Gateways, n.NextHops, n.Resolvers, n.LinkLocalAddrs = env.Gateways, env.NextHops, env.Resolvers, env.LinkLocalAddrs
 	if k.link != nil {
 		if n.Bound, err = k.link.Addrs(); err != nil {
 			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)

@@ -121,8 +121,22 @@ func (p *Process) Alive() bool { return !p.wait(0) }
 
 // Stop sends SIGTERM, as the kubelet does when a DaemonSet rollout deletes
 // the pod, and waits up to timeout for kube-proxy to exit. It returns how
-// long the exit took and the exit status (nil, or an *exec.ExitError).
+// long the exit took and the exit status: nil when kube-proxy exited 0 or
+// was ended by that SIGTERM, which is its normal way out (kube-proxy
+// v1.34.4 installs no signal handler: cmd/kube-proxy and pkg/proxy import
+// no os/signal), else an *exec.ExitError.
 func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
+	took, err := p.stop(timeout)
+	var exitErr *exec.ExitError
+	if errors.As(err, &exitErr) {
+		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
+			return took, nil
+		}
+	}
+	return took, err
+}
+
+func (p *Process) stop(timeout time.Duration) (time.Duration, error) {
 	start := time.Now()
 	if p.exited {
 		return 0, fmt.Errorf("%w before SIGTERM: %v", ErrExited, p.exit)
