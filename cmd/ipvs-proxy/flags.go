@@ -31,7 +31,7 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 	fs.Var(newPrefixList(&o.ClusterCIDRs, "string"), "cluster-cidr",
 		"Comma-separated pod CIDRs, one per family: never service VIPs, and the source range treated as local traffic.")
 	fs.Var(&nodePortAddrs{newPrefixList(&o.NodePortAddresses, "strings"), &o.NodePortPrimary}, "nodeport-addresses",
-		"CIDRs of the local addresses NodePorts are served on, or primary: the node's primary IPs (its Node's first InternalIP, else ExternalIP, per family); empty means every local address except loopback.")
+		"CIDRs of the local addresses NodePorts are served on, or primary: the node's primary IPs (its Node's first InternalIP, else ExternalIP, per family); empty means every local address except loopback and link-local (a CIDR naming link-local addresses serves them).")
 	fs.StringVar(&o.Scheduler, "ipvs-scheduler", o.Scheduler,
 		"Default IPVS scheduler (rr, wrr, lc, wlc, lblc, lblcr, dh, sh, sed, nq, mh); a Service may override it with the annotation ipvs-proxy.io/scheduler.")
 	fs.Var(newPrefixList(&o.ExcludeCIDRs, "strings"), "ipvs-exclude-cidrs",
