@@ -28,6 +28,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 )
 
@@ -203,7 +204,7 @@ func TestVsKubeProxyGuest(t *testing.T) {
 	run := envIntZero(t, "BENCHVS_RUN") // index of the size in the run, from 0
 	budget := envDuration(t, "BENCHVS_BUDGET", 15*time.Minute)
 	idle := envDuration(t, "BENCHVS_IDLE", 60*time.Second)
-	adminCfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "DAEMONBENCH_KUBECONFIG_ADMIN"))
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_ADMIN"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -213,12 +214,12 @@ func TestVsKubeProxyGuest(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kpBin, proxyBin := mustEnv(t, "KUBE_PROXY_BIN"), mustEnv(t, "DAEMONBENCH_PROXY_BIN")
+	kpBin, proxyBin := vmtest.GuestEnv(t, "KUBE_PROXY_BIN"), vmtest.GuestEnv(t, "DAEMONBENCH_PROXY_BIN")
 	kpConfig := filepath.Join(t.TempDir(), "config.conf")
-	if err := (kubeproxy.Config{Kubeconfig: mustEnv(t, "BENCHVS_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: "10.244.0.0/16"}).WriteFile(kpConfig); err != nil {
+	if err := (kubeproxy.Config{Kubeconfig: vmtest.GuestEnv(t, "BENCHVS_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: "10.244.0.0/16"}).WriteFile(kpConfig); err != nil {
 		t.Fatal(err)
 	}
-	proxyKC := mustEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
+	proxyKC := vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
 	contenders := []contender{
 		{name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
 			durMetric: "kubeproxy_sync_proxy_rules_duration_seconds",

@@ -25,6 +25,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 )
 
 const (
@@ -230,13 +231,7 @@ func vmService(name string, externalIPs []string, ports ...int32) *corev1.Servic
 // kube-ipvs0 from before the proxy starts to the end.
 func TestGuardGuest(t *testing.T) {
 	ctx := context.Background()
-	env := func(k string) string {
-		v := os.Getenv(k)
-		if v == "" {
-			t.Fatalf("%s is not set: TestGuardGuest runs in the VM under TestGuardVM", k)
-		}
-		return v
-	}
+	env := func(k string) string { return vmtest.GuestEnv(t, k) }
 	adminCfg, err := clientcmd.BuildConfigFromFlags("", env("GUARD_KUBECONFIG_ADMIN"))
 	if err != nil {
 		t.Fatal(err)

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -16,6 +15,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 )
 
@@ -27,15 +27,6 @@ const (
 	// interval is the pause between two requests of a loop.
 	interval = 100 * time.Millisecond
 )
-
-func mustEnv(t *testing.T, key string) string {
-	t.Helper()
-	v := os.Getenv(key)
-	if v == "" {
-		t.Fatalf("%s is not set: TestTakeoverGuest runs in the VM under TestTakeover (see the package doc)", key)
-	}
-	return v
-}
 
 // bed is the node, its pods and clients, and the cluster's Services.
 type bed struct {
@@ -125,13 +116,13 @@ func (b *bed) denied() {
 }
 
 func newBed(t *testing.T) *bed {
-	apiAddr := mustEnv(t, "VMTEST_API_ADDR")
-	cfg, err := clientcmd.BuildConfigFromFlags("", mustEnv(t, "TAKEOVER_KUBECONFIG_ADMIN"))
+	apiAddr := vmtest.GuestEnv(t, "VMTEST_API_ADDR")
+	cfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_ADMIN"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := &bed{t: t, dir: t.TempDir(), kubeProxyBin: mustEnv(t, "KUBE_PROXY_BIN"), proxyBin: mustEnv(t, "TAKEOVER_PROXY_BIN"),
-		proxyKubeconfig: mustEnv(t, "TAKEOVER_KUBECONFIG_PROXY"), apiServerAddress: "127.0.0.1"}
+	b := &bed{t: t, dir: t.TempDir(), kubeProxyBin: vmtest.GuestEnv(t, "KUBE_PROXY_BIN"), proxyBin: vmtest.GuestEnv(t, "TAKEOVER_PROXY_BIN"),
+		proxyKubeconfig: vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_PROXY"), apiServerAddress: "127.0.0.1"}
 	b.cluster = &cluster{t: t, client: kubernetes.NewForConfigOrDie(cfg)}
 	b.node = ktest.NewNode(t)
 	b.pods = pods{a: b.node.AddPod(t, "pod-a"), b: b.node.AddPod(t, "pod-b"), c: b.node.AddPod(t, "pod-c")}
@@ -160,7 +151,7 @@ func newBed(t *testing.T) *bed {
 		b.svcs[name] = a
 	}
 	b.kubeProxyConfig = filepath.Join(b.dir, "config.conf")
-	kc := kubeproxy.Config{Kubeconfig: mustEnv(t, "TAKEOVER_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: clusterCIDR, SyncPeriod: syncPeriod}
+	kc := kubeproxy.Config{Kubeconfig: vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: clusterCIDR, SyncPeriod: syncPeriod}
 	if err := kc.WriteFile(b.kubeProxyConfig); err != nil {
 		t.Fatal(err)
 	}
