@@ -11,7 +11,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -132,52 +131,6 @@ func (p *guestProxy) alive() bool {
 	default:
 		return true
 	}
-}
-
-// bindMonitor records every address netlink reports added to kube-ipvs0,
-// from before the proxy starts to the end of the test.
-type bindMonitor struct {
-	cmd *exec.Cmd
-	mu  sync.Mutex
-	out strings.Builder
-}
-
-func (m *bindMonitor) Write(p []byte) (int, error) {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	return m.out.Write(p)
-}
-
-func startBindMonitor(t *testing.T, node *ktest.Node) *bindMonitor {
-	t.Helper()
-	m := &bindMonitor{}
-	m.cmd = exec.Command("ip", "-n", node.Name, "-o", "monitor", "address", "dev", "kube-ipvs0")
-	m.cmd.Stdout = m
-	if err := m.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = m.cmd.Process.Kill(); _ = m.cmd.Wait() })
-	return m
-}
-
-// added is every address (without its prefix length) the monitor saw added.
-func (m *bindMonitor) added() []string {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	var out []string
-	for _, l := range strings.Split(m.out.String(), "\n") {
-		fs := strings.Fields(l)
-		if len(fs) == 0 || fs[0] == "Deleted" {
-			continue
-		}
-		for i, f := range fs[:len(fs)-1] {
-			if f == "inet" || f == "inet6" {
-				a, _, _ := strings.Cut(fs[i+1], "/")
-				out = append(out, a)
-			}
-		}
-	}
-	return out
 }
 
 func bound(t *testing.T, node *ktest.Node) map[string]bool {
@@ -307,7 +260,11 @@ func TestGuardGuest(t *testing.T) {
 	for _, a := range left {
 		node.Run(t, "ip", "addr", "add", a+"/32", "dev", "kube-ipvs0")
 	}
-	mon := startBindMonitor(t, node)
+	ipvs0, err := node.Netlink(t).LinkByName("kube-ipvs0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	mon := node.MonitorAddrs(t, ipvs0.Attrs().Index)
 	stateDir := t.TempDir()
 	p := startGuestProxy(t, node, bin, proxyKC, stateDir)
 	waitUntil(t, "the protected addresses left on kube-ipvs0 to go with the API server unreachable", 2*time.Minute, func() bool {
@@ -437,10 +394,10 @@ func TestGuardGuest(t *testing.T) {
 	for a := range hostileAddrs {
 		protected[a] = true
 	}
-	got := mon.added()
+	got := mon.Stop()
 	var seen []string
-	for _, a := range got {
-		if protected[a] {
+	for _, p := range got {
+		if a := p.Addr().String(); protected[a] {
 			seen = append(seen, a)
 		}
 	}
