@@ -80,7 +80,7 @@ func countEntries(sets []IPSet) int {
 	return n
 }
 
-// BenchmarkKernelIPSetFull: Applier.Full of the sets from empty, one fresh
+// BenchmarkKernelIPSetFull: Syncer.Full of the sets from empty, one fresh
 // network namespace per repetition.
 func BenchmarkKernelIPSetFull(b *testing.B) {
 	sets := benchSets()

@@ -17,7 +17,7 @@ import (
 func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
-			a, k := newFakeApplier(t)
+			a, k := newFakeSyncer(t)
 			loadKubeProxy(t, k)
 			sets, rules := kubeProxyPlan(t)
 			if err := a.Full(sets, rules); err != nil {

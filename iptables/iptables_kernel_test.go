@@ -203,7 +203,7 @@ func checkKernel(t *testing.T, sets []IPSet, rules []Ruleset) {
 	}
 }
 
-func execCount(a *Applier) int64 {
+func execCount(a *Syncer) int64 {
 	var n int64
 	for _, c := range a.chains {
 		n += c.r.(counted).Execs()

@@ -36,7 +36,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// Rules is the ipset and iptables layer (*iptables.Applier). Each method
+// Rules is the ipset and iptables layer (*iptables.Syncer). Each method
 // must add set entries before rules refer to them and remove them after.
 type Rules interface {
 	// Full reads the kernel (one ipset dump, one iptables-save per table)
@@ -50,10 +50,10 @@ type Rules interface {
 	Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
 }
 
-var _ Rules = (*iptables.Applier)(nil)
+var _ Rules = (*iptables.Syncer)(nil)
 
 // DriftReporter is a Rules layer that tells what its last Full found
-// changed by others (*iptables.Applier).
+// changed by others (*iptables.Syncer).
 type DriftReporter interface {
 	LastDrift() iptables.Drift
 }

@@ -3,7 +3,7 @@
 package applier
 
 // Kernel tests: the real appliers (ipvskernel.Table, addrmgr.KernelLink,
-// iptables.Applier) inside a fresh ktest node namespace per test, driven by
+// iptables.Syncer) inside a fresh ktest node namespace per test, driven by
 // a planner.State that planner.Plan computed from a model.Cluster. Each test
 // compares the kernel with the plan's text forms (`ipvsadm -S -n`,
 // `ip -o addr show dev kube-ipvs0`, `ipset save`, `iptables-save`) and sends
@@ -244,7 +244,7 @@ func (b *kbed) plan(c model.Cluster) *planner.State {
 // kproxy is one proxy process's kernel side, opened inside the node.
 type kproxy struct {
 	table *ipvskernel.Table
-	rules *iptables.Applier
+	rules *iptables.Syncer
 	rec   *ipvs.Reconciler
 	mgr   *addrmgr.Manager
 	app   *Applier
@@ -313,7 +313,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		p.rules, err = iptableskernel.NewApplier(nil)
+		p.rules, err = iptableskernel.NewSyncer(nil)
 		return err
 	})
 	if err != nil {

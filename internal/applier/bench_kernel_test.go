@@ -103,7 +103,7 @@ type stack struct {
 	app   *Applier
 	rec   *ipvs.Reconciler
 	mgr   *addrmgr.Manager
-	rules *iptables.Applier
+	rules *iptables.Syncer
 	close func()
 }
 
@@ -119,7 +119,7 @@ func openStack() (*stack, error) {
 		t.Close()
 		return nil, err
 	}
-	rules, err := iptableskernel.NewApplier(nil)
+	rules, err := iptableskernel.NewSyncer(nil)
 	if err != nil {
 		t.Close()
 		h.Close()

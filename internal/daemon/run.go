@@ -85,7 +85,7 @@ type kernel struct {
 	ct    *ipvskernel.Conntrack
 	nl    *netlink.Handle
 	link  *addrmgr.KernelLink
-	rules *iptables.Applier
+	rules *iptables.Syncer
 	guard *Guard
 	app   *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
@@ -160,7 +160,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	k.link = link
-	if k.rules, err = iptableskernel.NewApplier(log.Named("iptables")); err != nil {
+	if k.rules, err = iptableskernel.NewSyncer(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
 	rec := ipvs.NewReconciler(k.table, ipvs.Options{

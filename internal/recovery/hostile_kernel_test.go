@@ -6,7 +6,7 @@ package recovery
 // API server hands them over go through the daemon's own path —
 // informers.Convert, planner.Plan, planner.GuardInputs for the address
 // manager's guard, internal/applier full sync on ipvskernel.Table,
-// addrmgr.KernelLink and iptables.Applier — inside a ktest node namespace.
+// addrmgr.KernelLink and iptables.Syncer — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
 // protected address ever appears on kube-ipvs0 (a netlink monitor watches
 // every addition), and the good services keep answering real TCP requests
@@ -144,7 +144,7 @@ func (b *hbed) openKernel() {
 		ct    *ipvskernel.Conntrack
 		nl    *netlink.Handle
 		link  *addrmgr.KernelLink
-		rules *iptables.Applier
+		rules *iptables.Syncer
 	)
 	err := b.ns.Do(func() error {
 		rel, err := ipvskernel.Release()
@@ -166,7 +166,7 @@ func (b *hbed) openKernel() {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		rules, err = iptableskernel.NewApplier(log.Named("iptables"))
+		rules, err = iptableskernel.NewSyncer(log.Named("iptables"))
 		return err
 	})
 	if err != nil {

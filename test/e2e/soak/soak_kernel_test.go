@@ -253,7 +253,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 	p := &proxy{}
 	var (
 		ct    *ipvskernel.Conntrack
-		rules *iptables.Applier
+		rules *iptables.Syncer
 	)
 	err := node.Do(func() error {
 		rel, err := ipvskernel.Release()
@@ -275,7 +275,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 		if p.link, err = addrmgr.EnsureDevice(p.nl); err != nil {
 			return err
 		}
-		rules, err = iptableskernel.NewApplier(nil)
+		rules, err = iptableskernel.NewSyncer(nil)
 		return err
 	})
 	if err != nil {

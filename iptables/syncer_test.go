@@ -24,11 +24,11 @@ type fakeKernel struct {
 	tables map[string]*fakeTables
 }
 
-func newFakeApplier(t *testing.T) (*Applier, *fakeKernel) {
+func newFakeSyncer(t *testing.T) (*Syncer, *fakeKernel) {
 	t.Helper()
 	k := &fakeKernel{sets: newFakeSets(), tables: map[string]*fakeTables{FamilyIPv4: newFakeTables(), FamilyIPv6: newFakeTables()}}
 	k.sets.tables = []*fakeTables{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
-	a := newApplier(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
+	a := newSyncer(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
 	return a, k
 }
 
@@ -74,7 +74,7 @@ func wantSave(sets []IPSet) string {
 }
 
 func TestFullThenPartialEntryDiffs(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	rules := []Ruleset{testRules(FamilyIPv4)}
 	if err := a.Full(sets, rules); err != nil {
@@ -131,7 +131,7 @@ func equalOps(got, want map[string]int) bool {
 }
 
 func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	// A foreign set, and one of ours left behind with the wrong type.
 	k.sets.sets["KUBE-DST-ABC"] = &KernelSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}
@@ -199,7 +199,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 func TestBadEntryCostsOnlyItself(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	cl := findSet(sets, SetClusterIP)
 	bad := Entry{IP: mustAddr("10.96.0.99"), Protocol: model.TCP, Port: 99}
@@ -224,7 +224,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 }
 
 func TestWrongFamilyEntryRefused(t *testing.T) {
-	a, _ := newFakeApplier(t)
+	a, _ := newFakeSyncer(t)
 	sets := plannedSets()
 	cl := findSet(sets, SetClusterIP)
 	cl.Entries = append(cl.Entries, Entry{IP: mustAddr("fd00::1"), Protocol: model.TCP, Port: 1})
@@ -269,7 +269,7 @@ func checkChains(t *testing.T, f *fakeTables, rs Ruleset) {
 }
 
 func TestChainsCreatedCheckedRepaired(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	rs := testRules(FamilyIPv4)
 	f := k.tables[FamilyIPv4]
 	// Someone else's chain and rule, before and after ours.
@@ -364,7 +364,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 // iptables prints some rules differently from how they were written; the
 // syncer must learn that and not rewrite the chain at every Full.
 func TestCanonicalizedRulesNotRewritten(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	f.canon = func(s string) string { return strings.ReplaceAll(s, "-j MARK --or-mark", "-j MARK --set-xmark") }
 	rs := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
@@ -386,7 +386,7 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 	}
 	// A fresh applier (a restart) adopts the jump through `iptables -C`
 	// rather than rewriting it.
-	b := newApplier(k.sets, func(string) (RuleRunner, error) { return f, nil }, nil)
+	b := newSyncer(k.sets, func(string) (RuleRunner, error) { return f, nil }, nil)
 	f.execs = 0
 	f.tables["nat"]["POSTROUTING"] = []string{"-j KUBE-X"}
 	if err := b.Full(nil, []Ruleset{rs}); err != nil {
@@ -398,7 +398,7 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 }
 
 func TestStaleChainRemoved(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	rs := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
 		{Name: "PREROUTING", Builtin: true, Rules: []Rule{{"-j", "KUBE-A"}, {"-j", "KUBE-B"}}},
@@ -424,7 +424,7 @@ func TestStaleChainRemoved(t *testing.T) {
 }
 
 func TestApplyResyncsChainsOnlyWhenRulesChange(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	rs := testRules(FamilyIPv4)
 	if err := a.Apply(plannedSets(), []Ruleset{rs}); err != nil {
