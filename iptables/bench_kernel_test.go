@@ -147,7 +147,7 @@ func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 			if i%2 == 1 {
 				want = base
 			}
-			if err := a.Partial(want); err != nil {
+			if err := a.Partial(want, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -261,7 +261,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		lb := findSet(sets, SetName(SetLoadBalancerSourceCIDR, FamilyIPv6))
 		lb.Entries = nil
 		before = execCount(a)
-		if err := a.Partial(sets); err != nil {
+		if err := a.Partial(sets, rules); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(a) - before; n != 0 {

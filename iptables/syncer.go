@@ -43,7 +43,7 @@ type Syncer struct {
 	// chains per family; created on first use.
 	chains    map[string]*chainSyncer
 	newRunner func(family string) (RuleRunner, error)
-	// lastRules are the rulesets of the last successful chain sync; Apply
+	// lastRules are the rulesets of the last successful chain sync; Partial
 	// resyncs chains only when the plan's rules differ from them.
 	lastRules []Ruleset
 	// drift is what the last Full found changed behind the proxy's back.
@@ -177,22 +177,15 @@ func (a *Syncer) syncChains(rules []Ruleset) error {
 	return errors.Join(errs...)
 }
 
-// Partial applies the entry differences between sets and the mirror of the
-// last Full: no dump, no exec. sets is the whole planned list (as
-// planner.State.IPSets); unchanged sets cost one in-memory comparison. A
-// set the mirror lacks is created; sets no longer planned are left for the
-// next Full.
-func (a *Syncer) Partial(sets []IPSet) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sets.partial(sets)
-}
-
-// Apply is Partial for the sets, plus a chain sync (as in Full) when the
-// planned rules differ from those last applied — they depend only on flags
-// and node addresses, so this is rare. It suits callers that do not tell full
-// from partial syncs; a periodic Full is still needed to repair tampering.
-func (a *Syncer) Apply(sets []IPSet, rules []Ruleset) error {
+// Partial syncs from the mirror of the last Full, reading nothing: the
+// entry differences between sets and the mirror (no dump, no exec), and a
+// chain sync (as in Full) only when the planned rules differ from those
+// last applied — they depend only on flags and node addresses, so this is
+// rare. sets is the whole planned list (as planner.State.IPSets); unchanged
+// sets cost one in-memory comparison, a set the mirror lacks is created,
+// sets no longer planned wait for the next Full (or that chain sync). It
+// repairs nothing others changed: that is the periodic Full's.
+func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error

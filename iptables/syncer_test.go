@@ -93,7 +93,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 	cl.Entries = []Entry{cl.Entries[0], {IP: mustAddr("10.96.0.20"), Protocol: model.SCTP, Port: 9}}
 	k.sets.ops = map[string]int{}
 	execs := k.tables[FamilyIPv4].execs
-	if err := a.Partial(sets); err != nil {
+	if err := a.Partial(sets, rules); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := k.sets.save(), wantSave(sets); got != want {
@@ -108,7 +108,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 
 	// Nothing changed: nothing done.
 	k.sets.ops = map[string]int{}
-	if err := a.Partial(sets); err != nil {
+	if err := a.Partial(sets, rules); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.sets.ops) != 0 {
@@ -215,7 +215,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 	}
 	// The mirror does not claim the bad entry: the next Partial retries it.
 	delete(k.sets.reject, SetClusterIP+" "+formatEntry(TypeHashIPPort, bad))
-	if err := a.Partial(sets); err != nil {
+	if err := a.Partial(sets, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(ks.Entries) != 4 {
@@ -323,7 +323,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 
 	// Partial never runs a binary.
 	f.execs = 0
-	if err := a.Partial(plannedSets()); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	if f.execs != 0 {
@@ -423,23 +423,23 @@ func TestStaleChainRemoved(t *testing.T) {
 	}
 }
 
-func TestApplyResyncsChainsOnlyWhenRulesChange(t *testing.T) {
+func TestPartialResyncsChainsOnlyWhenRulesChange(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	rs := testRules(FamilyIPv4)
-	if err := a.Apply(plannedSets(), []Ruleset{rs}); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
 	f.execs = 0
-	if err := a.Apply(plannedSets(), []Ruleset{testRules(FamilyIPv4)}); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{testRules(FamilyIPv4)}); err != nil {
 		t.Fatal(err)
 	}
 	if f.execs != 0 {
-		t.Errorf("Apply with the same rules ran %d binaries", f.execs)
+		t.Errorf("Partial with the same rules ran %d binaries", f.execs)
 	}
 	rs2 := Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 13, MasqueradeAll: true})
-	if err := a.Apply(plannedSets(), []Ruleset{rs2}); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{rs2}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs2)

@@ -227,7 +227,7 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		}
 
 		lb.Entries = big
-		if err := a.Partial(sets); err != nil {
+		if err := a.Partial(sets, rules); err != nil {
 			t.Fatalf("partial growth past 65536: %v", err)
 		}
 		check("partial growth", 131072, len(big), 1)

@@ -42,9 +42,9 @@ type Rules interface {
 	// Full reads the kernel (one ipset dump, one iptables-save per table)
 	// and repairs every difference, also tampering by others.
 	Full(sets []iptables.IPSet, rules []iptables.Ruleset) error
-	// Apply applies set entry differences against its mirror (no dump, no
-	// exec) and resyncs the chains only when the planned rules changed.
-	Apply(sets []iptables.IPSet, rules []iptables.Ruleset) error
+	// Partial syncs from its mirror: set entry differences (no dump, no
+	// exec), and the chains only when the planned rules changed.
+	Partial(sets []iptables.IPSet, rules []iptables.Ruleset) error
 	// Cleanup removes the chains, jump rules and sets named in the plan of
 	// an empty cluster, and nothing else.
 	Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
@@ -409,7 +409,7 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 func (s *syncRun) syncRules() {
 	a, res := s.a, s.res
 	if a.rules != nil {
-		apply := a.rules.Apply
+		apply := a.rules.Partial
 		if s.full {
 			apply = a.rules.Full
 		}

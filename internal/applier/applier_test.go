@@ -32,7 +32,7 @@ type fakeRules struct {
 	err   error
 }
 
-func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
+func (f *fakeRules) Partial(sets []iptables.IPSet, _ []iptables.Ruleset) error {
 	if f.err != nil {
 		return f.err
 	}
@@ -42,7 +42,7 @@ func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
 
 func (f *fakeRules) Full(sets []iptables.IPSet, rules []iptables.Ruleset) error {
 	f.fulls++
-	return f.Apply(sets, rules)
+	return f.Partial(sets, rules)
 }
 
 func (f *fakeRules) Cleanup([]iptables.IPSet, []iptables.Ruleset) error {
