@@ -6,7 +6,6 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
@@ -51,7 +50,7 @@ type Options struct {
 // looks like.
 type mirrorVS struct {
 	vs      VirtualServer // real servers with kernel weights
-	service string
+	service model.ServicePortName
 }
 
 // Reconciler makes the kernel's IPVS table hold the desired virtual
@@ -181,17 +180,18 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 }
 
 // Partial applies only the virtual servers of the changed services, with
-// no dump: it creates and updates those in desired whose Service is one of
-// changed, and deletes mirrored virtual servers of those services that are
-// no longer desired. changed holds Service keys "namespace/name" (every
-// port of the Service) or port names "namespace/name:port"; desired may be
-// the whole desired state. It then runs the graceful-termination queue.
-func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Result, error) {
+// no dump: it creates and updates those in desired whose Service changed
+// reports, and deletes mirrored virtual servers of those services that are
+// no longer desired. Which services changed is the caller's to say
+// (internal/applier: every port of the Services the informers saw
+// change); desired may be the whole desired state. It then runs the
+// graceful-termination queue.
+func (r *Reconciler) Partial(desired []VirtualServer, changed func(model.ServicePortName) bool) (*Result, error) {
 	if !r.synced {
 		return nil, ErrNotSynced
 	}
 	start := r.opts.Now()
-	match := ChangedMatcher(changed)
+	match := func(n model.ServicePortName) bool { return !n.IsZero() && changed(n) }
 	res := &Result{}
 	want := make(map[Key]bool)
 	for i := range desired {
@@ -220,9 +220,9 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Resul
 // proxy believed it held (prev), logs every difference with what it was,
 // and counts it in res.Drift.
 func (r *Reconciler) noteDrift(prev map[Key]*mirrorVS, res *Result) {
-	note := func(k Key, service, what string) {
+	note := func(k Key, service model.ServicePortName, what string) {
 		res.Drift++
-		r.log.Info("repairing IPVS drift", zap.Stringer("virtualServer", k), zap.String("service", service), zap.String("what", what))
+		r.log.Info("repairing IPVS drift", zap.Stringer("virtualServer", k), zap.Stringer("service", service), zap.String("what", what))
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(prev), CompareKeys) {
 		p, m := prev[k], r.mirror[k]
@@ -237,7 +237,7 @@ func (r *Reconciler) noteDrift(prev map[Key]*mirrorVS, res *Result) {
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
 		if prev[k] == nil {
-			note(k, "", "virtual server added outside the proxy on an address it owns")
+			note(k, model.ServicePortName{}, "virtual server added outside the proxy on an address it owns")
 		}
 	}
 }
@@ -256,30 +256,6 @@ func sameRealServers(a, b []RealServer) bool {
 		}
 	}
 	return true
-}
-
-// ChangedMatcher reports whether a virtual server's Service
-// ("namespace/name:port") is one of changed, which holds Service keys
-// "namespace/name" (every port of the Service) or port names
-// "namespace/name:port": how Partial and Record pick the changed services'
-// virtual servers.
-func ChangedMatcher(changed []string) func(service string) bool {
-	set := make(map[string]bool, len(changed))
-	for _, c := range changed {
-		set[c] = true
-	}
-	return func(service string) bool {
-		if service == "" {
-			return false
-		}
-		if set[service] {
-			return true
-		}
-		if i := strings.LastIndexByte(service, ':'); i >= 0 {
-			return set[service[:i]]
-		}
-		return false
-	}
 }
 
 // Has reports whether the virtual server is in the kernel as far as the
@@ -450,7 +426,7 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 	}
 	if err == nil {
 		res.ServicesDeleted++
-		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.String("service", m.service),
+		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.Stringer("service", m.service),
 			zap.String("why", "owned by the proxy and no longer desired"))
 	}
 	delete(r.mirror, k)

@@ -3,6 +3,7 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -21,7 +22,7 @@ var (
 )
 
 func vs(svc string, proto model.Protocol, a netip.Addr, port uint16, eps ...netip.Addr) VirtualServer {
-	v := VirtualServer{Key: Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: svc}
+	v := VirtualServer{Key: Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: portName(svc)}
 	for _, e := range eps {
 		v.RealServers = append(v.RealServers, RealServer{Address: e, Port: 8080, Weight: 1})
 	}
@@ -121,7 +122,7 @@ func TestOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(res.Err(), ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != "default/x" {
+	if !errors.Is(res.Err(), ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != portName("default/x") {
 		t.Errorf("want ErrExcluded for default/x, got %v", res.Err())
 	}
 }
@@ -158,7 +159,7 @@ func TestUpdateServiceAttributes(t *testing.T) {
 	web.Scheduler = "sh"
 	web.Flags = FlagPersistent | FlagSchedSH1 | FlagSchedSH2
 	web.PersistenceTimeout = 60
-	res, err := r.Partial([]VirtualServer{web}, "default/web")
+	res, err := r.Partial([]VirtualServer{web}, changed("default/web"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -186,7 +187,7 @@ func TestGracefulTermination(t *testing.T) {
 	dns2 := vs("default/dns:dns", model.UDP, vip, 53, ep1)
 	clk.step(time.Second)
 	dumps := ft.Dumps
-	res, err := r.Partial([]VirtualServer{web2, dns2}, "default/web", "default/dns")
+	res, err := r.Partial([]VirtualServer{web2, dns2}, changed("default/web", "default/dns"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -212,7 +213,7 @@ func TestGracefulTermination(t *testing.T) {
 
 	// Still one connection: stays at weight 0.
 	clk.step(time.Minute)
-	if _, err := r.Partial(nil); err != nil {
+	if _, err := r.Partial(nil, changed()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ft.String(), "10.244.2.6:8080 -m -w 0") {
@@ -221,7 +222,7 @@ func TestGracefulTermination(t *testing.T) {
 	// Connections gone: deleted on the next sync.
 	ft.SetConnections(web.Key, web.RealServers[1], 0, 0)
 	clk.step(time.Second)
-	res, _ = r.Partial(nil)
+	res, _ = r.Partial(nil, changed())
 	if strings.Contains(ft.String(), "10.244.2.6:8080") || res.RealServersDeleted != 1 || r.Graceful() != 0 {
 		t.Fatalf("not deleted after connections ended (%+v):\n%s", res, ft.String())
 	}
@@ -238,7 +239,7 @@ func TestGracefulPeriodAndComeback(t *testing.T) {
 	clk.step(time.Second)
 	mustPartial := func(d ...VirtualServer) *Result {
 		t.Helper()
-		res, err := r.Partial(d, "default/web:http")
+		res, err := r.Partial(d, changed("default/web:http"))
 		if err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
 		}
@@ -283,7 +284,7 @@ func TestRestartRepairsWeightZero(t *testing.T) {
 func TestPartialTouchesOnlyChanged(t *testing.T) {
 	ft := NewFakeTable()
 	r := NewReconciler(ft, Options{})
-	if _, err := r.Partial(nil); !errors.Is(err, ErrNotSynced) {
+	if _, err := r.Partial(nil, changed()); !errors.Is(err, ErrNotSynced) {
 		t.Fatalf("Partial before Full: %v", err)
 	}
 	a := vs("ns/a:p", model.TCP, vip, 80, ep1)
@@ -292,7 +293,7 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 	// Desired says b is gone and a has a new endpoint, but only a changed:
 	// b must stay, a must change.
 	a2 := vs("ns/a:p", model.TCP, vip, 80, ep1, ep2)
-	res, err := r.Partial([]VirtualServer{a2}, "ns/a")
+	res, err := r.Partial([]VirtualServer{a2}, changed("ns/a"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -300,7 +301,7 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 		t.Fatalf("partial: %+v", res)
 	}
 	// Now b changed (deleted).
-	res, _ = r.Partial([]VirtualServer{a2}, "ns/b")
+	res, _ = r.Partial([]VirtualServer{a2}, changed("ns/b"))
 	if res.ServicesDeleted != 1 || r.Has(b.Key) || strings.Contains(ft.String(), ":81") {
 		t.Fatalf("b not deleted: %+v\n%s", res, ft.String())
 	}
@@ -324,7 +325,7 @@ func TestFailuresDoNotStopOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(res.Err(), boom) || strings.Join(res.FailedServices(), ",") != "ns/b:p" {
+	if !errors.Is(res.Err(), boom) || !slices.Equal(res.FailedServices(), []model.ServicePortName{portName("ns/b:p")}) {
 		t.Fatalf("failures: %v %v", res.Err(), res.FailedServices())
 	}
 	if r.Has(Key{Protocol: model.TCP, Address: vip, Port: 81}) || res.ServicesAdded != 2 {
@@ -380,7 +381,7 @@ func TestDriftRepairedByFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	web.Scheduler = "lc"
-	res, _ = r.Partial([]VirtualServer{web}, "default/web")
+	res, _ = r.Partial([]VirtualServer{web}, changed("default/web"))
 	if res.Err() != nil || res.ServicesAdded != 1 || res.RealServersAdded != 2 {
 		t.Fatalf("recreate: %+v %v", res, res.Err())
 	}
@@ -452,12 +453,12 @@ func TestGracefulCountersOneRead(t *testing.T) {
 		ft.SetConnections(v.Key, v.RealServers[1], 1, 0) // half keep a connection
 	}
 	clk.step(time.Second)
-	if _, err := r.Partial(after, "default/s"); err != nil {
+	if _, err := r.Partial(after, changed("default/s")); err != nil {
 		t.Fatal(err)
 	}
 	clk.step(time.Second)
 	dumps := ft.Dumps
-	res, err := r.Partial(after)
+	res, err := r.Partial(after, changed())
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}

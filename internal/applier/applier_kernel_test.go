@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -91,7 +92,7 @@ var clusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.
 func both(f func(fam) netip.Addr) []netip.Addr { return []netip.Addr{f(v4), f(v6)} }
 
 func port(name, portName string, proto model.Protocol, p uint16) model.ServicePort {
-	return model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: name, Port: portName}, Protocol: proto, Port: p}
+	return model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}, Port: portName}, Protocol: proto, Port: p}
 }
 
 func eps(node string, p uint16, addrs ...netip.Addr) []model.Endpoint {
@@ -167,7 +168,7 @@ func testCluster() model.Cluster {
 
 // setEndpoints replaces one service port's endpoints.
 func setEndpoints(c *model.Cluster, name, portName string, e []model.Endpoint) {
-	c.Endpoints[model.ServicePortName{Namespace: "default", Name: name, Port: portName}] = e
+	c.Endpoints[model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}, Port: portName}] = e
 }
 
 // kbed is one node namespace with three pods (pod-a, pod-b backends; pod-c a
@@ -372,9 +373,10 @@ func (b *kbed) full(p *kproxy, st *planner.State) *Result {
 	return b.sync("full sync", func() (*Result, error) { return p.app.Full(st, b.nodeAddrs) })
 }
 
+// partial is a partial sync of the changed Services, written "namespace/name".
 func (b *kbed) partial(p *kproxy, st *planner.State, changed ...string) *Result {
 	b.t.Helper()
-	return b.sync("partial sync", func() (*Result, error) { return p.app.Partial(st, changed...) })
+	return b.sync("partial sync", func() (*Result, error) { return p.app.Partial(st, svcNames(changed...)...) })
 }
 
 // --- the kernel's state in the plan's text forms ---
@@ -924,7 +926,7 @@ func TestKernelGracefulTermination(t *testing.T) {
 	// An endpoint that comes back is restored at weight 1.
 	setEndpoints(&c, "drain", "tcp", eps(thisNode, linePort, f.podA, f.podB, v6.podA, v6.podB))
 	st = b.plan(c)
-	b.partial(p, st, "default/drain:tcp")
+	b.partial(p, st, "default/drain")
 	b.checkPlan(st)
 }
 

@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -155,7 +156,7 @@ func BenchmarkKernelSync(b *testing.B) {
 	opts := benchOptions()
 	st := planner.Plan(benchCluster(*benchServices, *benchEndpoints, -1, ktest.NodeIPv4), opts)
 	st2 := planner.Plan(benchCluster(*benchServices, *benchEndpoints, *benchServices/2, ktest.NodeIPv4), opts)
-	changed := fmt.Sprintf("default/svc-%05d", *benchServices/2)
+	changed := types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", *benchServices/2)}
 	nodeAddrs := []netip.Addr{ktest.NodeIPv4}
 	rs, entries := 0, 0
 	for _, vs := range st.VirtualServers {

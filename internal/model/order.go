@@ -17,10 +17,10 @@ func (n ServicePortName) Compare(o ServicePortName) int {
 	return strings.Compare(n.Port, o.Port)
 }
 
-// Compare orders refusals by service, field, address, reason and message
-// (-1, 0, +1): the order `plan` prints them in.
+// Compare orders refusals by subject (as its text reads), field, address,
+// reason and message (-1, 0, +1): the order `plan` prints them in.
 func (r Refusal) Compare(o Refusal) int {
-	if c := strings.Compare(r.Service, o.Service); c != 0 {
+	if c := r.Subject.Compare(o.Subject); c != 0 {
 		return c
 	}
 	if c := strings.Compare(r.Field, o.Field); c != 0 {
