@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -40,8 +41,9 @@ type Options struct {
 	// L4 server on a node address or a virtual server whose address it had
 	// already unbound.
 	Journal Journal
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time of graceful terminations; nil means the real
+	// clock.
+	Clock clock.PassiveClock
 	// Log is the logger; nil means zap.NewNop().
 	Log *zap.Logger
 }
@@ -89,8 +91,8 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 	if opts.NodePortRange == (PortRange{}) {
 		opts.NodePortRange = DefaultNodePortRange
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
@@ -127,7 +129,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	for i := range desired {
 		want[desired[i].Key] = &desired[i]
 	}
-	start := r.opts.Now()
+	start := r.opts.Clock.Now()
 	prev := r.mirror
 	r.mirror = make(map[Key]*mirrorVS, len(kernel))
 	for _, vs := range kernel {
@@ -190,7 +192,7 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed func(model.Service
 	if !r.synced {
 		return nil, ErrNotSynced
 	}
-	start := r.opts.Now()
+	start := r.opts.Clock.Now()
 	match := func(n model.ServicePortName) bool { return !n.IsZero() && changed(n) }
 	res := &Result{}
 	want := make(map[Key]bool)
@@ -386,7 +388,7 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 			res.Quiesced++
 		}
 		if _, ok := r.grace[g]; !ok {
-			r.grace[g] = r.opts.Now()
+			r.grace[g] = r.opts.Clock.Now()
 		}
 	}
 }

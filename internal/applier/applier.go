@@ -31,6 +31,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -77,6 +78,10 @@ func (d Drift) Total() int { return d.VirtualServers + d.Addresses + d.Drift.Tot
 
 // Applier applies planner states. Not safe for concurrent use.
 type Applier struct {
+	// Clock times the phases of a sync (Result.Took); New sets the real
+	// clock.
+	Clock clock.PassiveClock
+
 	ipvs  *ipvs.Reconciler
 	addrs *addrmgr.Manager
 	rules Rules
@@ -91,7 +96,7 @@ func New(r *ipvs.Reconciler, m *addrmgr.Manager, rules Rules, log *zap.Logger) *
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Applier{ipvs: r, addrs: m, rules: rules, log: log}
+	return &Applier{Clock: clock.RealClock{}, ipvs: r, addrs: m, rules: rules, log: log}
 }
 
 // Result is what one sync did and what it could not do.
@@ -253,7 +258,7 @@ func (c changedSet) only(vss []ipvs.VirtualServer) []ipvs.VirtualServer {
 }
 
 func (a *Applier) sync(st *planner.State, full bool, changed []types.NamespacedName) (*Result, error) {
-	s := &syncRun{a: a, st: st, full: full, changed: newChangedSet(changed), res: &Result{}, mark: time.Now()}
+	s := &syncRun{a: a, st: st, full: full, changed: newChangedSet(changed), res: &Result{}, mark: a.Clock.Now()}
 	bound, err := s.dump()
 	if err != nil {
 		return nil, err
@@ -293,7 +298,7 @@ type syncRun struct {
 
 // lap adds the time since the last lap to d.
 func (s *syncRun) lap(d *time.Duration) {
-	now := time.Now()
+	now := s.a.Clock.Now()
 	*d += now.Sub(s.mark)
 	s.mark = now
 }

@@ -848,7 +848,7 @@ func TestKernelGracefulTermination(t *testing.T) {
 	// The graceful period runs on a clock the test advances: under TCG the
 	// steps below take longer than any period short enough to wait for.
 	clk := &testClock{}
-	p := b.open(ipvs.Options{GracefulPeriod: time.Minute, Now: clk.now})
+	p := b.open(ipvs.Options{GracefulPeriod: time.Minute, Clock: clk})
 	c := testCluster()
 	b.full(p, b.plan(c))
 	f := v4
@@ -930,17 +930,20 @@ func TestKernelGracefulTermination(t *testing.T) {
 	b.checkPlan(st)
 }
 
-// testClock is real time plus an offset the test advances.
+// testClock is real time plus an offset the test advances: a
+// clock.PassiveClock.
 type testClock struct {
 	mu  sync.Mutex
 	off time.Duration
 }
 
-func (c *testClock) now() time.Time {
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return time.Now().Add(c.off)
 }
+
+func (c *testClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 func (c *testClock) advance(d time.Duration) {
 	c.mu.Lock()
