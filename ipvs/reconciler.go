@@ -181,6 +181,11 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	return res, nil
 }
 
+// Cleanup deletes every virtual server the ownership rule (own) or the
+// journal calls ours, and nothing else: a Full of an empty desired state,
+// one dump. Foreign virtual servers and --ipvs-exclude-cidrs stay.
+func (r *Reconciler) Cleanup(own Ownership) (*Result, error) { return r.Full(nil, own) }
+
 // Partial applies only the virtual servers of the changed services, with
 // no dump: it creates and updates those in desired whose Service changed
 // reports, and deletes mirrored virtual servers of those services that are

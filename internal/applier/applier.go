@@ -177,11 +177,11 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 // error is non-nil only when the kernel could not be read.
 func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	res := &Result{Bind: &addrmgr.Result{}}
-	bound, err := a.addrs.Dump()
+	bound, unbound, err := a.addrs.Cleanup()
 	if err != nil {
 		return nil, err
 	}
-	res.Unbind = a.addrs.Unbind(nil)
+	res.Unbind = unbound
 	for _, f := range res.Unbind.Failures {
 		res.add(model.ServicePortName{}, f)
 	}
@@ -189,7 +189,7 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 	for _, p := range bound {
 		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 	}
-	if res.IPVS, err = a.ipvs.Full(nil, own); err != nil {
+	if res.IPVS, err = a.ipvs.Cleanup(own); err != nil {
 		return nil, fmt.Errorf("ipvs cleanup: %w", err)
 	}
 	for _, f := range res.IPVS.Failures {

@@ -96,7 +96,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 			opts.Journal = ipvs.NewFileJournal(o.StateDir)
 		}
 		r := ipvs.NewReconciler(t, opts)
-		ir, err := r.Full(nil, own)
+		ir, err := r.Cleanup(own)
 		switch {
 		case err != nil:
 			ipvsOK = false
