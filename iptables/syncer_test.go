@@ -20,14 +20,14 @@ func testRules(family string) Ruleset {
 }
 
 type fakeKernel struct {
-	sets   *fakeSets
-	tables map[string]*fakeTables
+	sets   *FakeSets
+	tables map[string]*FakeRunner
 }
 
 func newFakeSyncer(t *testing.T) (*Syncer, *fakeKernel) {
 	t.Helper()
-	k := &fakeKernel{sets: newFakeSets(), tables: map[string]*fakeTables{FamilyIPv4: newFakeTables(), FamilyIPv6: newFakeTables()}}
-	k.sets.tables = []*fakeTables{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
+	k := &fakeKernel{sets: NewFakeSets(), tables: map[string]*FakeRunner{FamilyIPv4: NewFakeRunner(), FamilyIPv6: NewFakeRunner()}}
+	k.sets.tables = []*FakeRunner{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
 	a := newSyncer(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
 	return a, k
 }
@@ -65,7 +65,7 @@ func findSet(sets []IPSet, name string) *IPSet {
 }
 
 func wantSave(sets []IPSet) string {
-	f := newFakeSets()
+	f := NewFakeSets()
 	for _, s := range sets {
 		_ = f.Create(s, MaxElemFor(len(s.Entries)))
 		_ = f.Add(s, s.Entries)
@@ -249,7 +249,7 @@ func chainRules(rs Ruleset, table, chain string) []string {
 
 // checkChains asserts that every planned chain holds exactly its rules and
 // that every built-in chain starts with the planned jumps.
-func checkChains(t *testing.T, f *fakeTables, rs Ruleset) {
+func checkChains(t *testing.T, f *FakeRunner, rs Ruleset) {
 	t.Helper()
 	for _, tab := range rs.Tables {
 		for _, c := range tab.Chains {

@@ -38,7 +38,7 @@ func TestMaxElemFor(t *testing.T) {
 // kubeProxyAccepts is kube-proxy's ensureIPSet for every set of its
 // ipsetInfo in both families: `ipset create ... -exist`, which fails on a
 // set of another shape and then stops its whole sync.
-func kubeProxyAccepts(t *testing.T, f *fakeSets) {
+func kubeProxyAccepts(t *testing.T, f *FakeSets) {
 	t.Helper()
 	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
 		for _, spec := range SetSpecs {
@@ -72,7 +72,7 @@ func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
 		t.Errorf("sets after takeover:\n%s\nwant:\n%s", got, want)
 	}
 	checkChains(t, k.tables[FamilyIPv4], rules[0])
-	checkTakenOverChains(t, k.tables[FamilyIPv4].dump(t), k.tables[FamilyIPv6].dump(t))
+	checkTakenOverChains(t, k.tables[FamilyIPv4].dump(), k.tables[FamilyIPv6].dump())
 
 	// Steady state: the next Full looks at ip6tables once more, finds it
 	// clear, and from then on a Full only saves the IPv4 tables.
