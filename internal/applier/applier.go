@@ -24,7 +24,6 @@ package applier
 import (
 	"errors"
 	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -149,7 +148,15 @@ func (r *Result) Err() error {
 // FailedServices lists the service ports that failed, sorted (the zero
 // one first, for failures of no service).
 func (r *Result) FailedServices() []model.ServicePortName {
-	return slices.SortedFunc(maps.Keys(r.Failed), model.ServicePortName.Compare)
+	if len(r.Failed) == 0 {
+		return nil
+	}
+	out := make([]model.ServicePortName, 0, len(r.Failed))
+	for s := range r.Failed {
+		out = append(out, s)
+	}
+	slices.SortFunc(out, model.ServicePortName.Compare)
+	return out
 }
 
 func (r *Result) add(service model.ServicePortName, err error) {
