@@ -1,7 +1,6 @@
 package informers
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"maps"
@@ -389,7 +388,7 @@ func (w *Watcher) TakeChanges() Changes {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := Changes{Nodes: w.nodesChg, Triggers: w.triggers}
-	c.Services = slices.SortedFunc(maps.Keys(w.dirty), compareNames)
+	c.Services = slices.SortedFunc(maps.Keys(w.dirty), model.CompareServices)
 	w.dirty = map[types.NamespacedName]bool{}
 	w.triggers = map[types.NamespacedName]time.Time{}
 	w.nodesChg = false
@@ -471,16 +470,8 @@ func (w *Watcher) ServiceNames() []types.NamespacedName {
 	for _, s := range svcs {
 		out = append(out, ServiceName(s))
 	}
-	slices.SortFunc(out, compareNames)
+	slices.SortFunc(out, model.CompareServices)
 	return out
-}
-
-// compareNames orders Services by namespace, then name.
-func compareNames(a, b types.NamespacedName) int {
-	if c := cmp.Compare(a.Namespace, b.Namespace); c != 0 {
-		return c
-	}
-	return cmp.Compare(a.Name, b.Name)
 }
 
 // Nodes returns every cached Node converted and every deleted Node the

@@ -127,9 +127,7 @@ func key(s string) types.NamespacedName {
 
 // sortedNames sorts Services as the informers do: by namespace, then name.
 func sortedNames(seq iter.Seq[types.NamespacedName]) []types.NamespacedName {
-	return slices.SortedFunc(seq, func(a, b types.NamespacedName) int {
-		return model.ServicePortName{NamespacedName: a}.Compare(model.ServicePortName{NamespacedName: b})
-	})
+	return slices.SortedFunc(seq, model.CompareServices)
 }
 
 func (s *fakeSource) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {

@@ -3,6 +3,7 @@ package planner
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"slices"
@@ -40,13 +41,8 @@ func (l *liveCluster) set(key types.NamespacedName, ports []model.ServicePort, e
 // cluster is the whole model, for Plan.
 func (l *liveCluster) cluster() model.Cluster {
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}, Nodes: l.nodes}
-	keys := make([]model.ServicePortName, 0, len(l.ports))
-	for k := range l.ports {
-		keys = append(keys, model.ServicePortName{NamespacedName: k})
-	}
-	slices.SortFunc(keys, model.ServicePortName.Compare)
-	for _, n := range keys {
-		k := n.NamespacedName
+	keys := slices.SortedFunc(maps.Keys(l.ports), model.CompareServices)
+	for _, k := range keys {
 		c.Services = append(c.Services, l.ports[k]...)
 		for n, e := range l.eps[k] {
 			c.Endpoints[n] = e
