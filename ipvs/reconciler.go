@@ -191,14 +191,14 @@ func (r *Reconciler) Cleanup(own Ownership) (*Result, error) { return r.Full(nil
 // reports, and deletes mirrored virtual servers of those services that are
 // no longer desired. Which services changed is the caller's to say
 // (internal/applier: every port of the Services the informers saw
-// change); desired may be the whole desired state. It then runs the
-// graceful-termination queue.
+// change; nil is none); desired may be the whole desired state. It then
+// runs the graceful-termination queue.
 func (r *Reconciler) Partial(desired []VirtualServer, changed func(model.ServicePortName) bool) (*Result, error) {
 	if !r.synced {
 		return nil, ErrNotSynced
 	}
 	start := r.opts.Clock.Now()
-	match := func(n model.ServicePortName) bool { return !n.IsZero() && changed(n) }
+	match := func(n model.ServicePortName) bool { return !n.IsZero() && changed != nil && changed(n) }
 	res := &Result{}
 	want := make(map[Key]bool)
 	for i := range desired {
