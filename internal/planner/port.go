@@ -45,6 +45,11 @@ type portPlan struct {
 	// counts those.
 	loop [2][]setEntry
 	wins [2]int
+	// health is the port's healthCheckNodePort entry of each family it
+	// claims anything in, in the state while the port is planned, whether
+	// or not its claims win (kube-proxy opens it for every service port
+	// that has one, and the health server answers on it all the same).
+	health [2][]setEntry
 }
 
 // portPlanner plans one service port against the env.
@@ -289,9 +294,10 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 	// As kube-proxy's: the healthCheckNodePort of every service port this
 	// node handles in the family, whatever its virtual servers (a
 	// LoadBalancer without node ports or ingress yet, ipMode Proxy, refused
-	// external addresses), through any claim of the port (the set counts).
-	if sp.HealthCheckNodePort != 0 {
-		es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
+	// external addresses, claims lost to another service), through any
+	// claim of the port (the set counts).
+	if sp.HealthCheckNodePort != 0 && len(p.out.health[f]) == 0 {
+		p.out.health[f] = p.add(nil, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 	}
 	c.entries = es
 }
