@@ -204,4 +204,20 @@ func TestKubeProxyIPVSScenarios(t *testing.T) {
 		})
 	}
 	t.Logf("%d scenarios, %d expectations checked, %d deviations", len(paths), checked, deviations)
+
+	// docs/rules.md states the counts; they must be these.
+	raw, err := os.ReadFile(filepath.Join("..", "..", "docs", "rules.md"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc := strings.Join(strings.Fields(string(raw)), " ")
+	for _, want := range []string{
+		fmt.Sprintf("as %d scenarios", len(paths)),
+		fmt.Sprintf("**%d expectations checked, %d agreeing**", checked, checked),
+		fmt.Sprintf("%d upstream expectations are deliberate differences", deviations),
+	} {
+		if !strings.Contains(doc, want) {
+			t.Errorf("docs/rules.md, Agreement with kube-proxy's own IPVS tests: does not say %q", want)
+		}
+	}
 }
