@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }

@@ -22,10 +22,10 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }

@@ -26,9 +26,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // contender is one proxy under test: how to start it in a node namespace

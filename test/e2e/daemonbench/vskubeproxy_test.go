@@ -14,11 +14,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // envSizes reads BENCHVS_SIZES: comma-separated Service counts, run in

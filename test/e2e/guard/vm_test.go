@@ -9,9 +9,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // TestGuardVM starts its own API server on the host and runs

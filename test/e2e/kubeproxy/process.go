@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // Sentinel errors of a Process; check with errors.Is.

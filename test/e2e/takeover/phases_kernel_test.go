@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest/kstate"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest/kstate"
 )
 
 // nodeIPs are the node's addresses on every interface but kube-ipvs0, as

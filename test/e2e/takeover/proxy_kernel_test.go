@@ -13,8 +13,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // ipvsProxy is one `ipvs-proxy run` in the node namespace.
