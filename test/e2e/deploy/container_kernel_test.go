@@ -92,11 +92,16 @@ mount --rbind /sys "$r/sys"
 		case corev1.HostPathFileOrCreate:
 			fmt.Fprintf(&s, "mkdir -p %s && touch %s\n", shq(filepath.Dir(src)), shq(src))
 		}
-		tgt := `"$r"` + shq(m.Target)
-		fmt.Fprintf(&s, "if [ -d %s ]; then mkdir -p %s; else mkdir -p \"$(dirname %s)\" && touch %s; fi\n", shq(src), tgt, tgt, tgt)
-		fmt.Fprintf(&s, "mount --bind %s %s\n", shq(src), tgt)
+		// The target resolved inside the root file system, as a runtime
+		// resolves it: /var/run is a symlink to /run in Debian, which
+		// outside the chroot would be the VM's own /run.
+		fmt.Fprintf(&s, "t=\"$r$(chroot \"$r\" /usr/bin/readlink -m %s)\"\n", shq(m.Target))
+		fmt.Fprintf(&s, "if [ -d %s ]; then mkdir -p \"$t\"; else mkdir -p \"$(dirname \"$t\")\" && touch \"$t\"; fi\n", shq(src))
+		// rbind, as runtimes bind volumes: /lib/modules/VER is itself a
+		// mount in the VM.
+		fmt.Fprintf(&s, "mount --rbind %s \"$t\"\n", shq(src))
 		if m.ReadOnly {
-			fmt.Fprintf(&s, "mount -o remount,bind,ro %s\n", tgt)
+			s.WriteString("mount -o remount,bind,ro \"$t\"\n")
 		}
 	}
 	s.WriteString(`exec chroot "$r" /usr/bin/env -i`)
