@@ -30,7 +30,7 @@ die() { say "$*"; exit 1; }
 
 [ "$(id -u)" = 0 ] || die "must run as root (mmdebstrap root mode; umoci keeps file owners)"
 [ -x "$BIN" ] || die "$BIN missing: run make build first"
-if file "$BIN" 2>/dev/null | grep -q 'dynamically linked'; then
+if ldd "$BIN" >/dev/null 2>&1; then
 	die "$BIN is dynamically linked; the init container installs it on hosts whose libc is unknown"
 fi
 for tool in mmdebstrap umoci; do
