@@ -18,7 +18,6 @@
 //     events Lease election do them), while each verb either role grants is
 //     needed by at least one call and verbs the proxy never uses are
 //     Forbidden.
-//
 //   - kubeadm v1.34's kube-proxy objects (KubeadmObjects, test data) and the
 //     replace-kube-proxy overlay together: the overlay's pod, resolved as a
 //     kubelet resolves it (ResolvePod: ConfigMap files, the ServiceAccount
