@@ -14,8 +14,8 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // kernelPaths are host paths that are the VM's own on every node: the
