@@ -80,6 +80,8 @@ type Reconciler struct {
 	// mirror (after a Full).
 	touched   map[Key]bool
 	settleAll bool
+	// byService files the mirror's keys by service (index.go).
+	byService serviceIndex
 }
 
 // NewReconciler returns a reconciler over t. Call Full before Partial.
@@ -97,7 +99,8 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 		opts.Log = zap.NewNop()
 	}
 	return &Reconciler{t: t, opts: opts, log: opts.Log, mirror: make(map[Key]*mirrorVS), grace: make(map[graceKey]time.Time),
-		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}, touched: make(map[Key]bool)}
+		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}, touched: make(map[Key]bool),
+		byService: serviceIndex{}}
 }
 
 // ErrNotSynced is returned by Partial before the first Full.
@@ -131,6 +134,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	start := r.opts.Now()
 	prev := r.mirror
 	r.mirror = make(map[Key]*mirrorVS, len(kernel))
+	r.byService = serviceIndex{}
 	for _, vs := range kernel {
 		if r.excluded(vs.Address) {
 			continue
@@ -146,7 +150,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		}
 		m := &mirrorVS{vs: vs}
 		if p != nil {
-			m.service = p.service
+			r.setService(vs.Key, m, p.service)
 		}
 		r.mirror[vs.Key] = m
 	}
@@ -201,13 +205,14 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Resul
 		want[desired[i].Key] = true
 		r.apply(&desired[i], res)
 	}
+	// The changed services' mirrored servers, through the index: no walk
+	// of the mirror.
 	var stale []Key
-	for k, m := range r.mirror {
-		if !want[k] && match(m.service) {
+	for _, k := range r.byService.lookup(changed) {
+		if !want[k] && match(r.mirror[k].service) {
 			stale = append(stale, k)
 		}
 	}
-	slices.SortFunc(stale, CompareKeys)
 	for _, k := range stale {
 		r.deleteVS(k, res)
 	}
@@ -348,14 +353,14 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 				return
 			}
 			// Deleted behind our back: recreate it from scratch.
-			delete(r.mirror, d.Key)
+			r.forget(d.Key)
 			r.apply(d, res)
 			return
 		}
 		m.vs.Scheduler, m.vs.Flags, m.vs.PersistenceTimeout = d.Scheduler, d.Flags, d.PersistenceTimeout
 		res.ServicesUpdated++
 	}
-	m.service = d.Service
+	r.setService(d.Key, m, d.Service)
 	m.vs.Service = d.Service
 
 	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
@@ -453,7 +458,7 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.String("service", m.service),
 			zap.String("why", "owned by the proxy and no longer desired"))
 	}
-	delete(r.mirror, k)
+	r.forget(k)
 	for g := range r.grace {
 		if g.Key == k {
 			delete(r.grace, g)
