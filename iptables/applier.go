@@ -180,9 +180,12 @@ func (a *Applier) syncChains(rules []Ruleset) error {
 
 // Partial applies the entry differences between sets and the mirror of the
 // last Full: no dump, no exec. sets is the whole planned list (as
-// planner.State.IPSets); unchanged sets cost one in-memory comparison. A
-// set the mirror lacks is created; sets no longer planned are left for the
-// next Full.
+// planner.State.IPSets). A set whose Entries are the very slice the last
+// sync applied costs nothing, so a caller must not modify a slice it
+// passed in place (the planner never does: it patches a changed set into a
+// new slice); any other set costs one in-memory comparison of its entries.
+// A set the mirror lacks is created; sets no longer planned are left for
+// the next Full.
 func (a *Applier) Partial(sets []IPSet) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
