@@ -199,9 +199,19 @@ func (c *chainSyncer) sync(tables []Table) (wrote bool, err error) {
 		if len(writes) == 1 {
 			return true, fmt.Errorf("%s table %s: %w", c.family, writes[0].t.Name, err)
 		}
+		// iptables-restore commits table by table, so the tables before
+		// the one that failed may be written. Each table again, alone and
+		// from a fresh save: one table's failure keeps no other from its
+		// plan, and none is written twice.
 		var done []*tableWrite
 		for _, w := range writes {
-			if err := c.r.Restore(w.script); err != nil {
+			out, err := c.r.Save()
+			if err == nil {
+				if again := c.plan(w.t, parseSaveAll(out)[w.t.Name]); again != nil {
+					err = c.r.Restore(again.script)
+				}
+			}
+			if err != nil {
 				errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, w.t.Name, err))
 				continue
 			}

@@ -224,7 +224,8 @@ func (f *fakeSets) save() string {
 
 // fakeTables is one family's iptables: tables of chains of rule texts,
 // written by an iptables-restore --noflush parser that is as strict as the
-// real one about what the syncer writes (a transaction fails as a whole).
+// real one about what the syncer writes (a table's block, "*T" to
+// "COMMIT", fails as a whole; the blocks before it stay committed).
 type fakeTables struct {
 	tables map[string]map[string][]string
 	order  map[string][]string // chain creation order per table
@@ -276,16 +277,9 @@ func (f *fakeTables) Save() (string, error) {
 
 func (f *fakeTables) Restore(input string) error {
 	f.execs++
-	// Work on a copy: the transaction is atomic.
+	// Each table's block works on a copy, committed at its COMMIT.
 	tables := map[string]map[string][]string{}
 	order := map[string][]string{}
-	for n, t := range f.tables {
-		tables[n] = map[string][]string{}
-		for c, r := range t {
-			tables[n][c] = slices.Clone(r)
-		}
-		order[n] = slices.Clone(f.order[n])
-	}
 	var t map[string][]string
 	var tn string
 	for i, line := range strings.Split(strings.TrimSpace(input), "\n") {
@@ -293,11 +287,13 @@ func (f *fakeTables) Restore(input string) error {
 		switch {
 		case strings.HasPrefix(line, "*"):
 			tn = line[1:]
-			if tables[tn] == nil {
-				tables[tn] = map[string][]string{}
+			t = map[string][]string{}
+			for c, r := range f.tables[tn] {
+				t[c] = slices.Clone(r)
 			}
-			t = tables[tn]
+			tables[tn], order[tn] = t, slices.Clone(f.order[tn])
 		case line == "COMMIT":
+			f.tables[tn], f.order[tn] = t, order[tn]
 			t = nil
 		case strings.HasPrefix(line, ":"):
 			name, _, _ := strings.Cut(line[1:], " ")
@@ -358,7 +354,6 @@ func (f *fakeTables) Restore(input string) error {
 			return fail("unknown line")
 		}
 	}
-	f.tables, f.order = tables, order
 	return nil
 }
 

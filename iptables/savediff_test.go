@@ -138,31 +138,47 @@ func TestDuplicateJumpsFromTheSave(t *testing.T) {
 }
 
 // The tables of a family go in one iptables-restore; when it fails, each
-// is restored alone, so the table that fails keeps no other from its plan.
+// is planned again from a fresh save and restored alone: the table that
+// fails keeps no other from its plan, and a table the failed restore had
+// already committed (iptables-restore commits table by table) is not
+// written twice (here a doubled jump, whose rewrite deletes it twice).
 func TestOneTableFailureKeepsTheOther(t *testing.T) {
-	a, k := newFakeApplier(t)
-	f := k.tables[FamilyIPv4]
-	rs := testRules(FamilyIPv4)
-	bad := Ruleset{Family: rs.Family, Tables: slices.Clone(rs.Tables)}
-	for i, tab := range bad.Tables {
-		if tab.Name == "filter" {
-			// A jump to a chain nobody creates: the restore refuses it.
-			chains := slices.Clone(tab.Chains)
-			chains[0].Rules = append(slices.Clone(chains[0].Rules), Rule{"-j", "KUBE-NOWHERE"})
-			bad.Tables[i].Chains = chains
-		}
+	for _, badTable := range []string{"nat", "filter"} {
+		t.Run(badTable, func(t *testing.T) {
+			a, k := newFakeApplier(t)
+			f := k.tables[FamilyIPv4]
+			rs := testRules(FamilyIPv4)
+			jump := `-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`
+			f.tables["nat"]["PREROUTING"] = []string{jump, jump}
+			bad := Ruleset{Family: rs.Family, Tables: slices.Clone(rs.Tables)}
+			for i, tab := range bad.Tables {
+				if tab.Name == badTable {
+					// A jump to a chain nobody creates: the restore refuses it.
+					chains := slices.Clone(tab.Chains)
+					chains[1].Rules = append(slices.Clone(chains[1].Rules), Rule{"-j", "KUBE-NOWHERE"})
+					bad.Tables[i].Chains = chains
+				}
+			}
+			err := a.Full(nil, []Ruleset{bad})
+			other := map[string]string{"nat": "filter", "filter": "nat"}[badTable]
+			if err == nil || !strings.Contains(err.Error(), "table "+badTable) || strings.Contains(err.Error(), "table "+other) {
+				t.Fatalf("Full: %v, want the %s table's error alone", err, badTable)
+			}
+			for _, tab := range rs.Tables {
+				if tab.Name == other {
+					checkChains(t, f, Ruleset{Family: rs.Family, Tables: []Table{tab}})
+				}
+			}
+			if badTable == "filter" {
+				if got := f.tables["nat"]["PREROUTING"]; !slices.Equal(got, []string{jump}) {
+					t.Errorf("nat PREROUTING = %q, want the jump once", got)
+				}
+			}
+			// The plan fixed, the next Full writes the other table too.
+			if err := a.Full(nil, []Ruleset{rs}); err != nil {
+				t.Fatal(err)
+			}
+			checkChains(t, f, rs)
+		})
 	}
-	err := a.Full(nil, []Ruleset{bad})
-	if err == nil || !strings.Contains(err.Error(), "table filter") || strings.Contains(err.Error(), "table nat") {
-		t.Fatalf("Full: %v, want the filter table's error alone", err)
-	}
-	checkChains(t, f, Ruleset{Family: rs.Family, Tables: rs.Tables[:1]})
-	if _, ok := f.tables["filter"][ChainForward]; ok {
-		t.Error("filter written though its restore failed")
-	}
-	// The plan fixed, the next Full writes filter alone.
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
-		t.Fatal(err)
-	}
-	checkChains(t, f, rs)
 }
