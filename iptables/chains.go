@@ -162,8 +162,9 @@ type tableWrite struct {
 // table in one process) and, when anything differs, one iptables-restore
 // of the tables that differ and one more save to learn how iptables
 // canonicalized what it wrote; wrote reports whether it ran a restore.
-// Should the restore fail, each table is restored alone, so that one
-// table's failure keeps only that table from its plan.
+// Should the restore fail, each table is planned again from a fresh save
+// and restored alone, so that one table's failure keeps only that table
+// from its plan.
 func (c *chainSyncer) sync(tables []Table) (wrote bool, err error) {
 	out, err := c.r.Save()
 	if err != nil {
