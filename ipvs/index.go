@@ -7,20 +7,20 @@ import (
 
 // serviceIndex finds the mirrored virtual servers of the services a partial
 // sync changed without a walk of the mirror: each key is filed under the
-// two names ChangedMatcher accepts for its Service, the port name
-// "namespace/name:port" and the Service key "namespace/name". A key whose
-// Service is "" is not filed (ChangedMatcher matches no such server).
-type serviceIndex map[string]map[Key]struct{}
+// Service key ("namespace/name") of its Service ("namespace/name:port"),
+// which is what every name ChangedMatcher accepts for it leads to. A key
+// whose Service is "" is not filed (ChangedMatcher matches no such
+// server). A slice per Service, not a set: a few keys each, and 10,000
+// Services cost about a megabyte.
+type serviceIndex map[string][]Key
 
-// serviceNames are the names service is filed under.
-func serviceNames(service string) []string {
-	if service == "" {
-		return nil
+// serviceKeyOf is the Service key of a Service or a changed name:
+// "namespace/name" for "namespace/name:port" and for itself.
+func serviceKeyOf(name string) string {
+	if i := strings.LastIndexByte(name, ':'); i >= 0 {
+		return name[:i]
 	}
-	if i := strings.LastIndexByte(service, ':'); i >= 0 {
-		return []string{service, service[:i]}
-	}
-	return []string{service}
+	return name
 }
 
 // move files k under service instead of was.
@@ -28,32 +28,28 @@ func (x serviceIndex) move(k Key, was, service string) {
 	if was == service {
 		return
 	}
-	for _, n := range serviceNames(was) {
-		if ks := x[n]; ks != nil {
-			delete(ks, k)
-			if len(ks) == 0 {
-				delete(x, n)
-			}
+	if was != "" {
+		sk := serviceKeyOf(was)
+		ks := slices.DeleteFunc(x[sk], func(o Key) bool { return o == k })
+		if len(ks) == 0 {
+			delete(x, sk)
+		} else {
+			x[sk] = ks
 		}
 	}
-	for _, n := range serviceNames(service) {
-		ks := x[n]
-		if ks == nil {
-			ks = make(map[Key]struct{}, 1)
-			x[n] = ks
-		}
-		ks[k] = struct{}{}
+	if service != "" {
+		sk := serviceKeyOf(service)
+		x[sk] = append(x[sk], k)
 	}
 }
 
-// lookup returns, sorted and once each, the keys filed under any of names.
-// Each one's Service matches ChangedMatcher(names) if the index is current.
+// lookup returns, sorted and once each, the keys filed under the Service
+// keys of names: a superset of those whose Service ChangedMatcher(names)
+// matches, if the index is current.
 func (x serviceIndex) lookup(names []string) []Key {
 	var out []Key
 	for _, n := range names {
-		for k := range x[n] {
-			out = append(out, k)
-		}
+		out = append(out, x[serviceKeyOf(n)]...)
 	}
 	slices.SortFunc(out, CompareKeys)
 	return slices.Compact(out)

@@ -16,10 +16,11 @@ import (
 func checkIndex(t *testing.T, r *Reconciler) {
 	t.Helper()
 	want := serviceIndex{}
-	for k, m := range r.mirror {
-		want.move(k, "", m.service)
+	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
+		want.move(k, "", r.mirror[k].service)
 	}
-	if !maps.EqualFunc(r.byService, want, func(a, b map[Key]struct{}) bool { return maps.Equal(a, b) }) {
+	sorted := func(ks []Key) []Key { return slices.SortedFunc(slices.Values(ks), CompareKeys) }
+	if !maps.EqualFunc(r.byService, want, func(a, b []Key) bool { return slices.Equal(sorted(a), b) }) {
 		t.Fatalf("service index %v, the mirror files %v", r.byService, want)
 	}
 }
