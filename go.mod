@@ -3,7 +3,6 @@ module github.com/ipvs-proxy/ipvs-proxy
 go 1.26.0
 
 require (
-	github.com/coreos/go-iptables v0.8.0
 	github.com/go-logr/zapr v1.3.0
 	github.com/moby/ipvs v1.1.0
 	github.com/prometheus/client_golang v1.25.0

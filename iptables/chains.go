@@ -11,37 +11,17 @@ import (
 // RuleRunner is one family's iptables binaries, as the chain syncer needs
 // them. The exec implementation is iptables/kernel.Runner; unit tests use FakeRunner.
 type RuleRunner interface {
-	// Save is `iptables-save -t TABLE`.
-	Save(table string) (string, error)
-	// Restore is `iptables-restore -w 5 --noflush` fed with input: one atomic
-	// transaction that declares (creating or flushing) and fills chains.
+	// Save is `iptables-save`: every table of the family, in one process.
+	Save() (string, error)
+	// Restore is `iptables-restore -w 5 --noflush` fed with input: per
+	// table ("*TABLE" ... "COMMIT"), one atomic transaction that declares
+	// (creating or flushing) and fills chains.
 	Restore(input string) error
-	// Exists is `iptables -t TABLE -C CHAIN RULE...` (go-iptables).
-	Exists(table, chain string, rule Rule) (bool, error)
 }
 
 // savedTable is one table of iptables-save output: each chain's rules, as the
 // text after "-A CHAIN ".
 type savedTable map[string][]string
-
-// parseSave reads `iptables-save -t TABLE` output.
-func parseSave(out string) savedTable {
-	t := savedTable{}
-	for line := range strings.Lines(out) {
-		line = strings.TrimRight(line, "\r\n")
-		switch {
-		case strings.HasPrefix(line, ":"):
-			name, _, _ := strings.Cut(line[1:], " ")
-			if _, ok := t[name]; !ok {
-				t[name] = nil
-			}
-		case strings.HasPrefix(line, "-A "):
-			name, rest, _ := strings.Cut(line[3:], " ")
-			t[name] = append(t[name], rest)
-		}
-	}
-	return t
-}
 
 // quoteArg quotes one argument the way iptables-save does, so that
 // iptables-restore reads it back as one word.
@@ -140,17 +120,11 @@ func ourJumps(rules []string, ours map[string]bool, texts ...[]string) []string 
 }
 
 // full makes the tables of rs hold our chains exactly as planned and our
-// jump rules at the head of the built-in chains, with one iptables-save per
-// table, and one iptables-restore per table only where something differs.
-// Chains and rules of others are never written.
+// jump rules at the head of the built-in chains, and removes the chains we
+// created in tables rs no longer names (sync). Chains and rules of others
+// are never written.
 func (c *chainSyncer) full(rs Ruleset) error {
-	var errs []error
-	for _, t := range rs.Tables {
-		if _, err := c.syncTable(t); err != nil {
-			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, t.Name, err))
-		}
-	}
-	// Tables we owned chains in but no longer plan at all.
+	tables := slices.Clone(rs.Tables)
 	planned := map[string]bool{}
 	for _, t := range rs.Tables {
 		planned[t.Name] = true
@@ -163,23 +137,112 @@ func (c *chainSyncer) full(rs Ruleset) error {
 		}
 	}
 	for _, table := range slices.Sorted(maps.Keys(stale)) {
-		if _, err := c.syncTable(Table{Name: table}); err != nil {
-			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, table, err))
-		}
+		tables = append(tables, Table{Name: table})
 	}
-	return errors.Join(errs...)
+	_, err := c.sync(tables)
+	return err
 }
 
-// syncTable makes table t hold its planned chains and jumps, and removes
-// the chains of removable, in one iptables-restore when anything differs;
-// wrote reports whether it ran one.
-func (c *chainSyncer) syncTable(t Table) (wrote bool, err error) {
-	out, err := c.r.Save(t.Name)
-	if err != nil {
-		return false, err
-	}
-	saved := parseSave(out)
+// tableWrite is what one table needs written: the iptables-restore block
+// and what it rewrites.
+type tableWrite struct {
+	t Table
+	// script is the table's "*TABLE ... COMMIT" block.
+	script string
+	// rewritten are the planned chains the block writes; stale the chains
+	// it removes; targets our chains and the stale ones (jumps to any of
+	// them from a built-in chain are ours).
+	rewritten map[string]bool
+	stale     []string
+	targets   map[string]bool
+}
 
+// sync makes each of tables hold its planned chains and jumps and removes
+// the chains of removable, with one iptables-save of the family (every
+// table in one process) and, when anything differs, one iptables-restore
+// of the tables that differ and one more save to learn how iptables
+// canonicalized what it wrote; wrote reports whether it ran a restore.
+// Should the restore fail, each table is planned again from a fresh save
+// and restored alone, so that one table's failure keeps only that table
+// from its plan.
+func (c *chainSyncer) sync(tables []Table) (wrote bool, err error) {
+	out, err := c.r.Save()
+	if err != nil {
+		return false, fmt.Errorf("%s tables: %w", c.family, err)
+	}
+	saved := parseSaveAll(out)
+	var writes []*tableWrite
+	for _, t := range tables {
+		if w := c.plan(t, saved[t.Name]); w != nil {
+			writes = append(writes, w)
+		}
+	}
+	if len(writes) == 0 {
+		return false, nil
+	}
+	if c.repairing != nil {
+		for _, w := range writes {
+			var names []string
+			for _, ch := range w.t.Chains {
+				if w.rewritten[ch.Name] {
+					names = append(names, ch.Name)
+				}
+			}
+			c.repairing(w.t.Name, append(names, w.stale...))
+		}
+	}
+	var errs []error
+	var script strings.Builder
+	for _, w := range writes {
+		script.WriteString(w.script)
+	}
+	if err := c.r.Restore(script.String()); err != nil {
+		if len(writes) == 1 {
+			return true, fmt.Errorf("%s table %s: %w", c.family, writes[0].t.Name, err)
+		}
+		// iptables-restore commits table by table, so the tables before
+		// the one that failed may be written. Each table again, alone and
+		// from a fresh save: one table's failure keeps no other from its
+		// plan, and none is written twice.
+		var done []*tableWrite
+		for _, w := range writes {
+			out, err := c.r.Save()
+			if err == nil {
+				if again := c.plan(w.t, parseSaveAll(out)[w.t.Name]); again != nil {
+					err = c.r.Restore(again.script)
+				}
+			}
+			if err != nil {
+				errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, w.t.Name, err))
+				continue
+			}
+			done = append(done, w)
+		}
+		if writes = done; len(writes) == 0 {
+			return true, errors.Join(errs...)
+		}
+	}
+	for _, w := range writes {
+		for _, n := range w.stale {
+			delete(c.owned, w.t.Name+"/"+n)
+			delete(c.canon, w.t.Name+"/"+n)
+		}
+	}
+	// Learn how iptables canonicalized what we wrote.
+	out, err = c.r.Save()
+	if err != nil {
+		return true, errors.Join(append(errs, fmt.Errorf("%s tables: %w", c.family, err))...)
+	}
+	saved = parseSaveAll(out)
+	for _, w := range writes {
+		c.learn(w, saved[w.t.Name])
+	}
+	return true, errors.Join(errs...)
+}
+
+// plan compares table t with its saved state and returns what to write, or
+// nil when it holds its plan and nothing is to be removed.
+func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
 	ours := map[string]bool{}
 	for _, ch := range t.Chains {
 		if !ch.Builtin {
@@ -205,23 +268,18 @@ func (c *chainSyncer) syncTable(t Table) (wrote bool, err error) {
 		want := renderRules(ch.Rules)
 		if ch.Builtin {
 			got := ourJumps(saved[ch.Name], targets, want, c.canon[key].got)
-			// A jump present twice (two proxies inserting at once) is
-			// drift however the text compares: rewrite the jumps.
+			// A jump present twice (two proxies inserting at once, a
+			// crash between a write and its record) is drift however the
+			// text compares: rewrite the jumps.
 			dup := len(slices.Compact(slices.Sorted(slices.Values(got)))) != len(got)
 			if !dup && c.matches(key, want, got) {
 				continue
 			}
-			if _, known := c.canon[key]; !known && !dup && slices.Equal(jumpTargets(got), ruleTargets(ch.Rules)) {
-				// First sync since start and only the text differs: ask
-				// iptables itself whether each planned jump is there.
-				ok, err := c.allExist(t.Name, ch.Name, ch.Rules)
-				if err != nil {
-					return false, err
-				}
-				if ok {
-					c.canon[key] = canon{want: want, got: got}
-					continue
-				}
+			if _, known := c.canon[key]; !known && !dup && sameWords(got, ch.Rules) {
+				// First sync since start and only the quoting differs:
+				// the saved jumps are the planned ones.
+				c.canon[key] = canon{want: want, got: got}
+				continue
 			}
 			for _, r := range got {
 				body = append(body, "-D "+ch.Name+" "+r)
@@ -250,11 +308,11 @@ func (c *chainSyncer) syncTable(t Table) (wrote bool, err error) {
 		for _, n := range stale {
 			staleSet[n] = true
 		}
-		for name, rules := range saved {
+		for _, name := range slices.Sorted(maps.Keys(saved)) {
 			if rewritten[name] || !isBuiltin(name) {
 				continue
 			}
-			for _, r := range ourJumps(rules, staleSet) {
+			for _, r := range ourJumps(saved[name], staleSet) {
 				body = append(body, "-D "+name+" "+r)
 			}
 		}
@@ -266,72 +324,29 @@ func (c *chainSyncer) syncTable(t Table) (wrote bool, err error) {
 		}
 	}
 	if len(decl)+len(body)+len(tail) == 0 {
-		return false, nil
+		return nil
 	}
-	script := "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"
-	if c.repairing != nil {
-		var names []string
-		for _, ch := range t.Chains {
-			if rewritten[ch.Name] {
-				names = append(names, ch.Name)
-			}
-		}
-		c.repairing(t.Name, append(names, stale...))
-	}
-	if err := c.r.Restore(script); err != nil {
-		return false, err
-	}
-	for _, n := range stale {
-		delete(c.owned, t.Name+"/"+n)
-		delete(c.canon, t.Name+"/"+n)
-	}
-	// Learn how iptables canonicalized what we wrote.
-	out, err = c.r.Save(t.Name)
-	if err != nil {
-		return true, err
-	}
-	saved = parseSave(out)
-	for _, ch := range t.Chains {
-		key := t.Name + "/" + ch.Name
+	return &tableWrite{t: t, rewritten: rewritten, stale: stale, targets: targets,
+		script: "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"}
+}
+
+// learn records the chains w wrote as ours, and the text iptables saved
+// for the rewritten ones.
+func (c *chainSyncer) learn(w *tableWrite, saved savedTable) {
+	for _, ch := range w.t.Chains {
+		key := w.t.Name + "/" + ch.Name
 		if !ch.Builtin {
 			c.owned[key] = true
 		}
-		if !rewritten[ch.Name] {
+		if !w.rewritten[ch.Name] {
 			continue
 		}
 		got := saved[ch.Name]
 		if ch.Builtin {
-			got = ourJumps(got, targets, renderRules(ch.Rules))
+			got = ourJumps(got, w.targets, renderRules(ch.Rules))
 		}
 		c.canon[key] = canon{want: renderRules(ch.Rules), got: got}
 	}
-	return true, nil
-}
-
-func (c *chainSyncer) allExist(table, chain string, rules []Rule) (bool, error) {
-	for _, r := range rules {
-		ok, err := c.r.Exists(table, chain, r)
-		if err != nil || !ok {
-			return false, err
-		}
-	}
-	return true, nil
-}
-
-func jumpTargets(saved []string) []string {
-	out := make([]string, len(saved))
-	for i, r := range saved {
-		out[i] = ruleTarget(r)
-	}
-	return out
-}
-
-func ruleTargets(rules []Rule) []string {
-	out := make([]string, len(rules))
-	for i, r := range rules {
-		out[i] = ruleTargetSpec(r)
-	}
-	return out
 }
 
 func isBuiltin(chain string) bool {
@@ -350,17 +365,18 @@ func joinLines(lines []string) string {
 }
 
 // cleanup removes the chains rs names and every jump to them from the
-// built-in chains, in one iptables-restore per table, and nothing else. A
-// table that holds none of them is not written.
+// built-in chains, after one iptables-save of the family, in one
+// iptables-restore per table, and nothing else. A table that holds none
+// of them is not written.
 func (c *chainSyncer) cleanup(rs Ruleset) error {
+	out, err := c.r.Save()
+	if err != nil {
+		return fmt.Errorf("%s tables: %w", c.family, err)
+	}
+	all := parseSaveAll(out)
 	var errs []error
 	for _, t := range rs.Tables {
-		out, err := c.r.Save(t.Name)
-		if err != nil {
-			errs = append(errs, fmt.Errorf("%s table %s: %w", c.family, t.Name, err))
-			continue
-		}
-		saved := parseSave(out)
+		saved := all[t.Name]
 		ours := map[string]bool{}
 		texts := map[string][]string{}
 		for _, ch := range t.Chains {

@@ -38,6 +38,10 @@ type mirrorSet struct {
 	// bitmap:port).
 	maxElem uint32
 	entries []Entry
+	// planned is the caller's entry slice the last apply made the set
+	// equal to, with nothing refused (nil otherwise): the same slice given
+	// again is the same entries (apply).
+	planned []Entry
 }
 
 // matches reports whether the kernel's set is still the one the mirror
@@ -246,9 +250,17 @@ func (s *setSyncer) partial(want []IPSet) error {
 // batches, and records in the mirror what the kernel accepted.
 func (s *setSyncer) apply(w IPSet) error {
 	m := s.mirror[w.Name]
+	given := w.Entries
+	if sameSlice(m.planned, given) && m.spec.Comment == w.Comment {
+		// The planner patches a changed set into a new slice and hands an
+		// unchanged one on as it was: no diff of every entry.
+		return nil
+	}
+	m.planned = nil
 	add, del, norm := diffSet(w.Type, m.entries, w.Entries)
 	w.Entries = norm
 	if len(add) == 0 && len(del) == 0 {
+		m.planned = given
 		return nil
 	}
 	var errs []error
@@ -273,7 +285,16 @@ func (s *setSyncer) apply(w IPSet) error {
 	}
 	m.spec = specOf(&w)
 	m.entries = next
+	if len(errs) == 0 {
+		m.planned = given
+	}
 	return errors.Join(errs...)
+}
+
+// sameSlice reports whether a and b are the same slice: the same first
+// element and length, and not nil.
+func sameSlice(a, b []Entry) bool {
+	return a != nil && b != nil && len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 // oneByOne retries a failed batch entry by entry (the operations are

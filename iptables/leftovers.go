@@ -71,7 +71,7 @@ func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]
 }
 
 // clearFamilies removes the chains of the families rules does not plan (see
-// the file comment), with one iptables-save per table until a pass finds
+// the file comment), with one iptables-save of the family until a pass finds
 // nothing to remove; from then on a family costs nothing until it is
 // planned and dropped again. A family whose iptables binaries are missing
 // has nothing to clear. Failures are logged, not returned: what is left is
@@ -92,14 +92,11 @@ func (a *Syncer) clearFamilies(rules []Ruleset) {
 			a.cleared[fam] = true
 			continue
 		}
-		wrote := false
-		for _, table := range []string{"nat", "filter"} {
-			w, err := c.syncTable(Table{Name: table})
-			if err != nil {
-				a.log.Warn("removing kube-proxy's chains of a family the node does not plan failed; retrying at the next full sync",
-					zap.String("family", fam), zap.String("table", table), zap.Error(err))
-			}
-			wrote = wrote || w || err != nil
+		wrote, err := c.sync([]Table{{Name: "nat"}, {Name: "filter"}})
+		if err != nil {
+			a.log.Warn("removing kube-proxy's chains of a family the node does not plan failed; retrying at the next full sync",
+				zap.String("family", fam), zap.Error(err))
+			wrote = true
 		}
 		if wrote {
 			a.log.Info("removed iptables chains of a family the node does not plan", zap.String("family", fam))

@@ -16,7 +16,7 @@ import (
 //     a set created by someone else under another name is never listed for
 //     change, flushed or destroyed.
 //   - chains through iptables-save / iptables-restore --noflush (atomic per
-//     table) and go-iptables: only the non-built-in chains the plan names and
+//     table), compared in Go: only the non-built-in chains the plan names and
 //     the plan's rules in the built-in chains (PREROUTING, OUTPUT,
 //     POSTROUTING, INPUT, FORWARD). Rules of others in the built-in chains,
 //     and every other chain (a user's, Docker's), are left as they are.
@@ -24,11 +24,12 @@ import (
 // Cost per call, per family:
 //
 //   - Full: one netlink dump of all sets; entry adds/deletes for the
-//     differences only, batched into few messages; one `iptables-save -t T`
-//     per planned table; `iptables-restore` only for a table whose chains or
-//     jumps differ (then one more save to learn iptables' canonical text). On
-//     the first Full after start, `iptables -C` (go-iptables) for each jump rule
-//     whose saved text differs from the plan's spelling.
+//     differences only, batched into few messages; one `iptables-save` of
+//     the family's tables; when a table's chains or jumps differ, one
+//     `iptables-restore` of the tables that differ and one more save to
+//     learn iptables' canonical text. Three processes on a fresh node, one
+//     when nothing changed; never one per rule (no `iptables -C`: a jump
+//     saved in another spelling is compared word by word in Go).
 //   - Partial: no dump, no exec; entry adds/deletes against the in-memory
 //     mirror the last Full built.
 //
@@ -181,8 +182,11 @@ func (a *Syncer) syncChains(rules []Ruleset) error {
 // entry differences between sets and the mirror (no dump, no exec), and a
 // chain sync (as in Full) only when the planned rules differ from those
 // last applied — they depend only on flags and node addresses, so this is
-// rare. sets is the whole planned list (as planner.State.IPSets); unchanged
-// sets cost one in-memory comparison, a set the mirror lacks is created,
+// rare. sets is the whole planned list (as planner.State.IPSets). A set
+// whose Entries are the very slice the last sync applied costs nothing, so
+// a caller must not modify a slice it passed in place (the planner never
+// does: it patches a changed set into a new slice); any other set costs one
+// in-memory comparison of its entries. A set the mirror lacks is created;
 // sets no longer planned wait for the next Full (or that chain sync). It
 // repairs nothing others changed: that is the periodic Full's.
 func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {

@@ -35,7 +35,7 @@ type Entry struct {
 	Net      netip.Prefix
 }
 
-// Rule is one iptables rule spec in go-iptables form, e.g.
+// Rule is one iptables rule spec, its words as iptables takes them, e.g.
 // []string{"-m", "set", "--match-set", "KUBE-CLUSTER-IP", "dst,dst", "-j", "ACCEPT"}.
 type Rule []string
 

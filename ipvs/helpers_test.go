@@ -37,16 +37,12 @@ func portName(s string) model.ServicePortName {
 	return model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: ns, Name: name}, Port: port}
 }
 
-// changed is Partial's predicate for the services written as tests write
-// them: "namespace/name" for every port of a Service, "namespace/name:port"
-// for one port.
-func changed(names ...string) func(model.ServicePortName) bool {
-	return func(n model.ServicePortName) bool {
-		for _, c := range names {
-			if p := portName(c); p == n || p.Port == "" && p.NamespacedName == n.NamespacedName {
-				return true
-			}
-		}
-		return false
+// changed is what Partial takes for the names tests write: "namespace/name"
+// for every port of a Service, "namespace/name:port" for one port.
+func changed(names ...string) Changed {
+	out := Changed{}
+	for _, c := range names {
+		out = append(out, portName(c))
 	}
+	return out
 }

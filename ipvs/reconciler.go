@@ -81,6 +81,8 @@ type Reconciler struct {
 	// mirror (after a Full).
 	touched   map[Key]bool
 	settleAll bool
+	// byService files the mirror's keys by service (index.go).
+	byService serviceIndex
 }
 
 // NewReconciler returns a reconciler over t. Call Full before Partial.
@@ -98,7 +100,8 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 		opts.Log = zap.NewNop()
 	}
 	return &Reconciler{t: t, opts: opts, log: opts.Log, mirror: make(map[Key]*mirrorVS), grace: make(map[graceKey]time.Time),
-		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}, touched: make(map[Key]bool)}
+		journal: ownershipRecord{addrs: map[netip.Addr]bool{}, keys: map[Key]bool{}}, touched: make(map[Key]bool),
+		byService: serviceIndex{}}
 }
 
 // ErrNotSynced is returned by Partial before the first Full.
@@ -132,6 +135,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	start := r.opts.Clock.Now()
 	prev := r.mirror
 	r.mirror = make(map[Key]*mirrorVS, len(kernel))
+	r.byService = serviceIndex{}
 	for _, vs := range kernel {
 		if r.excluded(vs.Address) {
 			continue
@@ -147,7 +151,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 		}
 		m := &mirrorVS{vs: vs}
 		if p != nil {
-			m.service = p.service
+			r.setService(vs.Key, m, p.service)
 		}
 		r.mirror[vs.Key] = m
 	}
@@ -187,18 +191,19 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 func (r *Reconciler) Cleanup(own Ownership) (*Result, error) { return r.Full(nil, own) }
 
 // Partial applies only the virtual servers of the changed services, with
-// no dump: it creates and updates those in desired whose Service changed
-// reports, and deletes mirrored virtual servers of those services that are
+// no dump: it creates and updates those in desired whose service port
+// changed names, and deletes mirrored virtual servers of those services that are
 // no longer desired. Which services changed is the caller's to say
-// (internal/applier: every port of the Services the informers saw
-// change; nil is none); desired may be the whole desired state. It then
-// runs the graceful-termination queue.
-func (r *Reconciler) Partial(desired []VirtualServer, changed func(model.ServicePortName) bool) (*Result, error) {
+// (internal/applier: the Services the informers saw change, every port;
+// none is nothing); desired may be the whole desired state. The changed
+// services' mirrored servers are found through an index, not a walk of the
+// mirror. It then runs the graceful-termination queue.
+func (r *Reconciler) Partial(desired []VirtualServer, changed Changed) (*Result, error) {
 	if !r.synced {
 		return nil, ErrNotSynced
 	}
 	start := r.opts.Clock.Now()
-	match := func(n model.ServicePortName) bool { return !n.IsZero() && changed != nil && changed(n) }
+	match := newChangedSet(changed).has
 	res := &Result{}
 	want := make(map[Key]bool)
 	for i := range desired {
@@ -208,13 +213,14 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed func(model.Service
 		want[desired[i].Key] = true
 		r.apply(&desired[i], res)
 	}
+	// The changed services' mirrored servers, through the index: no walk
+	// of the mirror.
 	var stale []Key
-	for k, m := range r.mirror {
-		if !want[k] && match(m.service) {
+	for _, k := range r.byService.lookup(changed) {
+		if !want[k] && match(r.mirror[k].service) {
 			stale = append(stale, k)
 		}
 	}
-	slices.SortFunc(stale, CompareKeys)
 	for _, k := range stale {
 		r.deleteVS(k, res)
 	}
@@ -331,14 +337,14 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 				return
 			}
 			// Deleted behind our back: recreate it from scratch.
-			delete(r.mirror, d.Key)
+			r.forget(d.Key)
 			r.apply(d, res)
 			return
 		}
 		m.vs.Scheduler, m.vs.Flags, m.vs.PersistenceTimeout = d.Scheduler, d.Flags, d.PersistenceTimeout
 		res.ServicesUpdated++
 	}
-	m.service = d.Service
+	r.setService(d.Key, m, d.Service)
 	m.vs.Service = d.Service
 
 	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
@@ -436,7 +442,7 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.Stringer("service", m.service),
 			zap.String("why", "owned by the proxy and no longer desired"))
 	}
-	delete(r.mirror, k)
+	r.forget(k)
 	for g := range r.grace {
 		if g.Key == k {
 			delete(r.grace, g)

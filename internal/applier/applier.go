@@ -250,6 +250,16 @@ func newChangedSet(changed []types.NamespacedName) changedSet {
 
 func (c changedSet) has(n model.ServicePortName) bool { return !n.IsZero() && c[n.NamespacedName] }
 
+// names are the changed Services as the IPVS reconciler takes them: every
+// port of each.
+func (c changedSet) names() ipvs.Changed {
+	out := make(ipvs.Changed, 0, len(c))
+	for n := range c {
+		out = append(out, model.ServicePortName{NamespacedName: n})
+	}
+	return out
+}
+
 // only returns the virtual servers of the changed services.
 func (c changedSet) only(vss []ipvs.VirtualServer) []ipvs.VirtualServer {
 	if len(c) == 0 {
@@ -410,7 +420,7 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 		}
 		res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
 	} else {
-		res.IPVS, err = a.ipvs.Partial(selected, s.changed.has)
+		res.IPVS, err = a.ipvs.Partial(selected, s.changed.names())
 	}
 	if err != nil {
 		return fmt.Errorf("ipvs sync: %w", err)

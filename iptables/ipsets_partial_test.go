@@ -1,0 +1,104 @@
+package iptables
+
+import (
+	"fmt"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// Partial skips a set handed on as the very slice the last sync applied
+// (BenchmarkPartialSets), but not one whose entries the kernel refused:
+// the same slice again retries them.
+func TestPartialSameSliceAfterRefusal(t *testing.T) {
+	a, k := newFakeSyncer(t)
+	sets := plannedSets()
+	for i := range sets {
+		sets[i].Entries = SortEntries(sets[i].Entries) // as the planner's
+	}
+	if err := a.Full(sets, nil); err != nil {
+		t.Fatal(err)
+	}
+	k.sets.ops = map[string]int{}
+	if err := a.Partial(sets, nil); err != nil || len(k.sets.ops) != 0 {
+		t.Fatalf("Partial of the same slices: %v, did %v", err, k.sets.ops)
+	}
+	// A new slice with an entry the kernel refuses.
+	cl := findSet(sets, SetClusterIP)
+	extra := Entry{IP: mustAddr("10.96.9.9"), Protocol: model.TCP, Port: 80}
+	cl.Entries = SortEntries(append(slices.Clone(cl.Entries), extra))
+	k.sets.reject = map[string]bool{SetClusterIP + " 10.96.9.9,tcp:80": true}
+	if err := a.Partial(sets, nil); err == nil {
+		t.Fatal("Partial: no error for the refused entry")
+	}
+	// The kernel takes it now: the same slice again adds it.
+	k.sets.reject = nil
+	if err := a.Partial(sets, nil); err != nil {
+		t.Fatal(err)
+	}
+	if got, want := k.sets.save(), wantSave(sets); got != want {
+		t.Errorf("sets:\n%s\nwant:\n%s", got, want)
+	}
+}
+
+// nopSets is a SetKernel that holds nothing and accepts everything: the
+// set syncer's own cost, without a kernel's or a fake's.
+type nopSets struct{}
+
+func (nopSets) ListAll() (map[string]*KernelSet, error) { return map[string]*KernelSet{}, nil }
+func (nopSets) Create(IPSet, uint32) error              { return nil }
+func (nopSets) Destroy(string) error                    { return nil }
+func (nopSets) Swap(string, string) error               { return nil }
+func (nopSets) Add(IPSet, []Entry) error                { return nil }
+func (nopSets) Del(IPSet, []Entry) error                { return nil }
+
+// BenchmarkPartialSets is Syncer.Partial of one changed KUBE-LOOP-BACK
+// entry among n services' sets (a ClusterIP and an address entry per
+// service; ten endpoints per service, one in 50 on this node, so in
+// KUBE-LOOP-BACK): one endpoint on this node replaced, the other sets
+// handed on unchanged as the planner hands them. The set syncer's own
+// cost (nopSets): what is left grows with the one changed set.
+func BenchmarkPartialSets(b *testing.B) {
+	for _, n := range []int{1000, 10000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			a := newSyncer(nopSets{}, func(string) (RuleRunner, error) { return NewFakeRunner(), nil }, nil)
+			sets := EmptySets(FamilyIPv4)
+			var cluster, ips, loop []Entry
+			for s := range n {
+				vip := netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})
+				cluster = append(cluster, Entry{IP: vip, Protocol: model.TCP, Port: 80})
+				ips = append(ips, Entry{IP: vip})
+				for e := range 10 {
+					if k := s*10 + e; k%50 == 0 {
+						ep := netip.AddrFrom4([4]byte{10, byte(128 + k>>16), byte(k >> 8), byte(k)})
+						loop = append(loop, Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)})
+					}
+				}
+			}
+			findSet(sets, SetClusterIP).Entries = cluster
+			findSet(sets, SetIPVSIPs).Entries = ips
+			findSet(sets, SetLoopBack).Entries = loop
+			if err := a.Full(sets, nil); err != nil {
+				b.Fatal(err)
+			}
+			changed := slices.Clone(sets)
+			moved := slices.Clone(loop)
+			ep := mustAddr("10.255.0.1")
+			moved[len(moved)/2] = Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)}
+			findSet(changed, SetLoopBack).Entries = SortEntries(moved)
+			b.ReportAllocs()
+			b.ResetTimer()
+			for i := range b.N {
+				want := changed
+				if i%2 == 1 {
+					want = sets
+				}
+				if err := a.Partial(want, nil); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,172 @@
+package ipvs
+
+import (
+	"errors"
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// checkIndex fails unless the service index is exactly the mirror's keys
+// filed under their services' names.
+func checkIndex(t *testing.T, r *Reconciler) {
+	t.Helper()
+	want := serviceIndex{}
+	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
+		want.move(k, model.ServicePortName{}, r.mirror[k].service)
+	}
+	sorted := func(ks []Key) []Key { return slices.SortedFunc(slices.Values(ks), CompareKeys) }
+	if !maps.EqualFunc(r.byService, want, func(a, b []Key) bool { return slices.Equal(sorted(a), b) }) {
+		t.Fatalf("service index %v, the mirror files %v", r.byService, want)
+	}
+}
+
+// indexFuzzServices are the names a fuzzed change picks from: three
+// Services of two ports each, by Service key and by port name.
+var indexFuzzServices = []string{"ns/a", "ns/b", "ns/c", "ns/a:x", "ns/a:y", "ns/b:x", "ns/b:y", "ns/c:x", "ns/c:y"}
+
+// fuzzDesired decodes desired virtual servers from data: each of the six
+// ports asks, or not, for one of four keys (so ports of several Services
+// compete for a key and a key changes hands), with one of two real-server
+// sets and schedulers. The first port to ask for a key gets it, as the
+// planner's duplicate resolution gives one winner.
+func fuzzDesired(data []byte) []VirtualServer {
+	keys := []Key{
+		{Protocol: model.TCP, Address: vip, Port: 80}, {Protocol: model.TCP, Address: vip, Port: 443},
+		{Protocol: model.UDP, Address: vip, Port: 53}, {Protocol: model.TCP, Address: nodeIP, Port: 30080},
+	}
+	var out []VirtualServer
+	taken := map[Key]bool{}
+	for i, svc := range indexFuzzServices[3:] {
+		if i >= len(data) || data[i]&1 == 0 {
+			continue
+		}
+		b := data[i]
+		k := keys[int(b>>1)%len(keys)]
+		if taken[k] {
+			continue
+		}
+		taken[k] = true
+		eps := []netip.Addr{ep1}
+		if b&8 != 0 {
+			eps = []netip.Addr{ep2, ep3}
+		}
+		v := vs(svc, k.Protocol, k.Address, k.Port, eps...)
+		if b&16 != 0 {
+			v.Scheduler = "sh"
+		}
+		out = append(out, v)
+	}
+	return out
+}
+
+// FuzzPartialIndex drives a Reconciler through fuzzed Full and Partial
+// syncs, virtual servers deleted behind its back and deletions the kernel
+// refuses, and checks after each step that the service index is the
+// mirror's, and after each Partial that no mirrored virtual server of a
+// changed service is left that the sync does not want (what the walk of
+// the whole mirror the index replaced guaranteed).
+func FuzzPartialIndex(f *testing.F) {
+	f.Add([]byte{0, 1, 3, 5, 7, 9, 11, 1, 2, 0x11, 0x13, 0, 0, 0, 0, 2, 1, 1, 4, 3, 0x1f, 0, 0, 0, 0, 0})
+	f.Add([]byte{0, 3, 3, 3, 3, 3, 3, 1, 0, 5, 0, 0, 0, 0, 0, 1, 3, 9, 9, 9, 9, 9, 9})
+	f.Fuzz(func(t *testing.T, data []byte) {
+		ft := NewFakeTable()
+		refuse := map[Key]bool{}
+		ft.Fail = func(op string, k Key) error {
+			if op == "DelService" && refuse[k] {
+				return errors.New("refused")
+			}
+			return nil
+		}
+		r := NewReconciler(ft, Options{})
+		next := func(n int) []byte {
+			if len(data) < n {
+				n = len(data)
+			}
+			b := data[:n]
+			data = data[n:]
+			return b
+		}
+		if _, err := r.Full(fuzzDesired(next(6)), own(vip)); err != nil {
+			t.Fatal(err)
+		}
+		checkIndex(t, r)
+		for len(data) > 0 {
+			op := next(1)[0]
+			switch op % 4 {
+			case 0:
+				if _, err := r.Full(fuzzDesired(next(6)), own(vip)); err != nil {
+					t.Fatal(err)
+				}
+			case 1:
+				var names []string
+				for _, b := range next(2) {
+					names = append(names, indexFuzzServices[int(b)%len(indexFuzzServices)])
+				}
+				desired := fuzzDesired(next(6))
+				res, err := r.Partial(desired, changed(names...))
+				if err != nil {
+					t.Fatal(err)
+				}
+				match := newChangedSet(changed(names...)).has
+				want := map[Key]bool{}
+				for _, d := range desired {
+					if match(d.Service) {
+						want[d.Key] = true
+					}
+				}
+				for _, fl := range res.Failures {
+					want[fl.Key] = true // a refused deletion stays mirrored
+				}
+				for k, m := range r.mirror {
+					if match(m.service) && !want[k] {
+						t.Fatalf("Partial(%v) left %v of %s in the mirror", names, k, m.service)
+					}
+				}
+			case 2:
+				// Deleted behind the reconciler's back.
+				ks := slices.SortedFunc(maps.Keys(r.mirror), CompareKeys)
+				if b := next(1); len(b) > 0 && len(ks) > 0 {
+					_ = ft.DelService(ks[int(b[0])%len(ks)])
+				}
+			case 3:
+				ks := slices.SortedFunc(maps.Keys(r.mirror), CompareKeys)
+				if b := next(1); len(b) > 0 && len(ks) > 0 {
+					k := ks[int(b[0])%len(ks)]
+					refuse[k] = !refuse[k]
+				}
+			}
+			checkIndex(t, r)
+		}
+	})
+}
+
+// TestPartialIndexMovesService: a virtual server that changes hands goes
+// with its new Service, and a partial sync of the old one leaves it.
+func TestPartialIndexMovesService(t *testing.T) {
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{})
+	a := vs("ns/a:x", model.TCP, vip, 80, ep1)
+	mustFull(t, r, []VirtualServer{a}, own(vip))
+	b := vs("ns/b:x", model.TCP, vip, 80, ep2)
+	if _, err := r.Partial([]VirtualServer{b}, changed("ns/b")); err != nil {
+		t.Fatal(err)
+	}
+	checkIndex(t, r)
+	res, err := r.Partial(nil, changed("ns/a"))
+	if err != nil || res.ServicesDeleted != 0 || !r.Has(b.Key) {
+		t.Fatalf("a partial sync of ns/a deleted ns/b's virtual server: %v %+v", err, res)
+	}
+	res, err = r.Partial(nil, changed("ns/b:x"))
+	if err != nil || res.ServicesDeleted != 1 || r.Has(b.Key) {
+		t.Fatalf("a partial sync of ns/b:x kept its virtual server: %v %+v", err, res)
+	}
+	checkIndex(t, r)
+	if got := fmt.Sprint(r.byService); got != "map[]" {
+		t.Errorf("index after the last deletion: %s", got)
+	}
+}
