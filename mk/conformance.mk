@@ -8,6 +8,9 @@
 #                           that fail for a known, documented reason); part
 #                           of `make test`
 #   make conformance CONFORMANCE_RUN='should_support_externalTrafficPolicy'
+#                           (a -test.run pattern under TestClusterGuest:
+#                           put alternatives in parentheses, '(A|B)', as go
+#                           test splits a top-level '|' into whole patterns)
 #
 # The host test (TestClusterVM) starts the API server and Kubernetes'
 # endpointslice, endpointslice-mirroring and serviceaccount controllers

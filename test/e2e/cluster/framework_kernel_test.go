@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/intstr"
 	"k8s.io/apimachinery/pkg/util/wait"
+	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
@@ -58,6 +59,8 @@ type podSpec struct {
 	netexec []string
 	// readyPort, when set, is the netexec HTTP port probed at /healthz.
 	readyPort int
+	// grace is terminationGracePeriodSeconds; 0 leaves the API default (30).
+	grace int64
 }
 
 // pod is a running pod as a test sees it: where to "exec" and its address.
@@ -84,6 +87,9 @@ func (b *bed) runPod(t *testing.T, namespace string, s podSpec) pod {
 	}
 	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: s.name, Labels: s.labels},
 		Spec: corev1.PodSpec{NodeName: s.node, HostNetwork: s.hostNetwork, Containers: []corev1.Container{c}}}
+	if s.grace != 0 {
+		p.Spec.TerminationGracePeriodSeconds = &s.grace
+	}
 	if _, err := b.client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
@@ -106,6 +112,33 @@ func (b *bed) runPod(t *testing.T, namespace string, s podSpec) pod {
 		t.Fatalf("pod %s/%s Ready but not run by %s's agent", namespace, s.name, s.node)
 	}
 	return pod{name: s.name, ns: ns, ip: ip}
+}
+
+// deleteAndWaitTerminating deletes the pod (its grace period applies: the node
+// agent keeps it serving) and waits until the endpointslice controller
+// marks its endpoint serving and terminating.
+func (b *bed) deleteAndWaitTerminating(t *testing.T, namespace, name string, ip netip.Addr) {
+	t.Helper()
+	ctx := context.Background()
+	if err := b.client.CoreV1().Pods(namespace).Delete(ctx, name, metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, name+"'s endpoint serving and terminating", time.Minute, func() error {
+		list, err := b.client.DiscoveryV1().EndpointSlices(namespace).List(ctx, metav1.ListOptions{})
+		if err != nil {
+			return err
+		}
+		for _, s := range list.Items {
+			for _, e := range s.Endpoints {
+				c := e.Conditions
+				if len(e.Addresses) > 0 && e.Addresses[0] == ip.String() &&
+					ptr.Deref(c.Serving, false) && ptr.Deref(c.Terminating, false) && !ptr.Deref(c.Ready, false) {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no serving, terminating, not ready endpoint %s", ip)
+	})
 }
 
 // createService creates svc in namespace and returns it as the API server

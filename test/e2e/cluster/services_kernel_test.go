@@ -32,6 +32,8 @@ func TestClusterGuest(t *testing.T) {
 	t.Run("should respect internalTrafficPolicy=Local Pod to Pod", b.itpLocalPodToPod)
 	t.Run("should respect internalTrafficPolicy=Local Pod (hostNetwork: true) to Pod", b.itpLocalHostNetworkToPod)
 	t.Run("should respect internalTrafficPolicy=Local Pod and Node, to Pod (hostNetwork: true)", b.itpLocalHostNetworkEndpoint)
+	t.Run("should fallback to terminating endpoints when there are no ready endpoints with internalTrafficPolicy=Cluster", b.terminatingFallbackCluster)
+	t.Run("should fallback to local terminating endpoints when there are no ready endpoints with internalTrafficPolicy=Local", b.terminatingFallbackLocal)
 	t.Run("should support externalTrafficPolicy=Local for type=NodePort", b.etpLocalNodePort)
 	t.Run("should implement NodePort and HealthCheckNodePort correctly when ExternalTrafficPolicy changes", b.etpChangeHealthCheck)
 }
@@ -253,6 +255,51 @@ func (b *bed) hairpin(t *testing.T) {
 		}
 		return err
 	})
+}
+
+// terminatingFallback is the body of SN-66 and SN-67 (service.go): the
+// only endpoint, a netexec on node-a without a readiness probe and a
+// 100 s grace period, is deleted, so it is terminating and still serving;
+// five times, 5 s apart, pause pods on node-a and node-b ask the ClusterIP
+// for its hostname: the one on node-a must get it, the one on node-b must
+// get it with internalTrafficPolicy Cluster and no answer with Local.
+func (b *bed) terminatingFallback(t *testing.T, ns string, itp corev1.ServiceInternalTrafficPolicy) {
+	sel := map[string]string{"app": "echo-hostname"}
+	web := b.runPod(t, ns, podSpec{name: "echo-hostname-0", node: "node-a", labels: sel, netexec: []string{"--http-port=80"}, grace: 100})
+	svc := b.createService(t, ns, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "svc-proxy-terminating"},
+		Spec: corev1.ServiceSpec{Selector: sel, InternalTrafficPolicy: &itp,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt(80)}}}})
+	pause0 := b.runPod(t, ns, podSpec{name: "pause-pod-0", node: "node-a"})
+	pause1 := b.runPod(t, ns, podSpec{name: "pause-pod-1", node: "node-b"})
+	b.deleteAndWaitTerminating(t, ns, web.name, web.ip)
+	target := vip(svc, 80)
+	for i := 0; i < 5; i++ {
+		eventually(t, fmt.Sprintf("try %d: pause-pod-0 -> ClusterIP answered by the terminating %s", i, web.name), respondingTimeout, func() error {
+			got, err := hostnameOverHTTP(pause0.ns, target, 5*time.Second)
+			if err == nil && got != web.name {
+				t.Fatalf("answered by %q, want %s", got, web.name)
+			}
+			return err
+		})
+		got, err := hostnameOverHTTP(pause1.ns, target, 5*time.Second)
+		switch {
+		case itp == corev1.ServiceInternalTrafficPolicyCluster && (err != nil || got != web.name):
+			t.Errorf("try %d: pause-pod-1 on node-b: %q, %v; want %s", i, got, err, web.name)
+		case itp == corev1.ServiceInternalTrafficPolicyLocal && err == nil:
+			t.Errorf("try %d: pause-pod-1 on node-b answered by %q; want no answer (no local endpoint)", i, got)
+		}
+		time.Sleep(5 * time.Second)
+	}
+}
+
+// terminatingFallbackCluster is SN-66.
+func (b *bed) terminatingFallbackCluster(t *testing.T) {
+	b.terminatingFallback(t, b.testNamespace(t, "terminating-cluster"), corev1.ServiceInternalTrafficPolicyCluster)
+}
+
+// terminatingFallbackLocal is SN-67.
+func (b *bed) terminatingFallbackLocal(t *testing.T) {
+	b.terminatingFallback(t, b.testNamespace(t, "terminating-local"), corev1.ServiceInternalTrafficPolicyLocal)
 }
 
 // etpLocalNodePort is SN-60 (service.go): a NodePort Service with
