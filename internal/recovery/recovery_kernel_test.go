@@ -12,7 +12,7 @@ package recovery
 //
 //	go build -o /tmp/ipvs-proxy ./cmd/ipvs-proxy
 //	go test -c -tags kernel -o /tmp/recovery.test ./internal/recovery/
-//	go run ./internal/vmtest/cmd/vmrun -- /tmp/recovery.test -test.v
+//	go run ./test/vmtest/cmd/vmrun -- /tmp/recovery.test -test.v
 //
 // `make test-kernel` builds bin/ipvs-proxy first (mk/recovery.mk); the test
 // takes the newer of bin/ipvs-proxy and /tmp/ipvs-proxy, or IPVS_PROXY_BIN.
@@ -30,8 +30,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 const (
@@ -307,7 +307,7 @@ func TestCleanupKeepsForeign(t *testing.T) {
 -a -t %[4]s:8443 -r %[3]s -m -w 1
 `, clusterVIP, foreignVIP, rs, ktest.NodeIPv4), "ipvsadm", "-R")
 	if err := a.Do(func() error {
-		ap, err := iptableskernel.NewApplier(nil)
+		ap, err := iptableskernel.NewSyncer(nil)
 		if err != nil {
 			return err
 		}

@@ -19,9 +19,9 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 const refuseOtherExt = "192.0.2.30"
@@ -35,7 +35,7 @@ func nodeIPService(b *hbed) *planner.State {
 }
 
 func refusalsOf(st *planner.State, service string) []model.Refusal {
-	return slices.DeleteFunc(slices.Clone(st.Refusals), func(r model.Refusal) bool { return r.Service != service })
+	return slices.DeleteFunc(slices.Clone(st.Refusals), func(r model.Refusal) bool { return r.Subject.String() != service })
 }
 
 func TestRefuseNodeExternalIPs(t *testing.T) {

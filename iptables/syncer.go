@@ -1,0 +1,263 @@
+package iptables
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+
+	"go.uber.org/zap"
+)
+
+// Syncer makes the kernel hold the planned ipsets and iptables rules of one
+// node, and nothing it does not own:
+//
+//   - ipsets through netlink (no `ipset` exec): only the sets the plan names;
+//     a set created by someone else under another name is never listed for
+//     change, flushed or destroyed.
+//   - chains through iptables-save / iptables-restore --noflush (atomic per
+//     table) and go-iptables: only the non-built-in chains the plan names and
+//     the plan's rules in the built-in chains (PREROUTING, OUTPUT,
+//     POSTROUTING, INPUT, FORWARD). Rules of others in the built-in chains,
+//     and every other chain (a user's, Docker's), are left as they are.
+//
+// Cost per call, per family:
+//
+//   - Full: one netlink dump of all sets; entry adds/deletes for the
+//     differences only, batched into few messages; one `iptables-save -t T`
+//     per planned table; `iptables-restore` only for a table whose chains or
+//     jumps differ (then one more save to learn iptables' canonical text). On
+//     the first Full after start, `iptables -C` (go-iptables) for each jump rule
+//     whose saved text differs from the plan's spelling.
+//   - Partial: no dump, no exec; entry adds/deletes against the in-memory
+//     mirror the last Full built.
+//
+// A Syncer is bound to the network namespace it was created in (its
+// netlink socket) and to the one its caller's thread is in (the iptables
+// binaries it runs). It is safe for concurrent use; calls are serialized.
+type Syncer struct {
+	mu     sync.Mutex
+	log    *zap.Logger
+	sets   *setSyncer
+	closer func()
+	// chains per family; created on first use.
+	chains    map[string]*chainSyncer
+	newRunner func(family string) (RuleRunner, error)
+	// lastRules are the rulesets of the last successful chain sync; Partial
+	// resyncs chains only when the plan's rules differ from them.
+	lastRules []Ruleset
+	// drift is what the last Full found changed behind the proxy's back.
+	drift Drift
+	// cleared marks families the plan does not name whose chains a Full
+	// found removed (clearFamilies).
+	cleared map[string]bool
+}
+
+// Drift is what a full sync found changed outside the proxy since the sync
+// before it, and put back: the difference between the kernel and the
+// mirror of what the proxy had written, not changes of the plan.
+type Drift struct {
+	// SetEntries counts ipset entries added or deleted by others.
+	SetEntries int
+	// Sets counts the proxy's ipsets destroyed, or replaced by a set of
+	// another type, by others.
+	Sets int
+	// Tables counts tables whose chains or jump rules were edited by others
+	// (iptables -F, -D, -I ...) while the planned rules stayed the same.
+	Tables int
+}
+
+// Total is the number of repairs.
+func (d Drift) Total() int { return d.SetEntries + d.Sets + d.Tables }
+
+// LastDrift is what the last Full repaired.
+func (a *Syncer) LastDrift() Drift {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.drift
+}
+
+// NewSyncer makes a Syncer over sets, the ipset netlink client, and
+// runners, which opens one family's iptables binaries on its first use (so a
+// host without ip6tables works as long as no inet6 Ruleset is planned).
+// iptables/kernel gives the kernel's; unit tests give FakeSets and FakeRunner. Close closes
+// sets when it has a Close method.
+func NewSyncer(sets SetKernel, runners func(family string) (RuleRunner, error), log *zap.Logger) *Syncer {
+	a := newSyncer(sets, runners, log)
+	if c, ok := sets.(interface{ Close() }); ok {
+		a.closer = c.Close
+	}
+	return a
+}
+
+func newSyncer(k SetKernel, newRunner func(string) (RuleRunner, error), log *zap.Logger) *Syncer {
+	if log == nil {
+		log = zap.NewNop()
+	}
+	return &Syncer{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner, cleared: map[string]bool{}}
+}
+
+// Close releases the netlink socket.
+func (a *Syncer) Close() {
+	if a.closer != nil {
+		a.closer()
+	}
+}
+
+func (a *Syncer) chainsFor(family string) (*chainSyncer, error) {
+	if c := a.chains[family]; c != nil {
+		return c, nil
+	}
+	r, err := a.newRunner(family)
+	if err != nil {
+		return nil, err
+	}
+	c := newChainSyncer(family, r)
+	a.chains[family] = c
+	return c, nil
+}
+
+// Full reads the kernel (one ipset dump, one iptables-save per table) and
+// repairs everything that differs from the plan: missing or extra set
+// entries, sets of the wrong type or size, flushed or edited chains,
+// deleted, duplicated or reordered jump rules. It takes over what
+// kube-proxy's IPVS mode left (leftovers.go). Order: sets first (rules refer
+// to them), then chains, then kube-proxy's chains of families the plan does
+// not name, then sets the proxy created or found and no longer plans.
+// Every set and table is attempted; the error joins what failed.
+func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	if err := a.sets.full(sets); err != nil {
+		errs = append(errs, err)
+	}
+	a.drift = a.sets.drift
+	// With the planned rules unchanged since the last chain sync, every
+	// rewrite repairs what others changed: name it, then count it.
+	samePlan := a.lastRules != nil && equalRulesets(a.lastRules, rules)
+	for fam, c := range a.chains {
+		c.repairing = nil
+		if samePlan {
+			c.repairing = func(table string, chains []string) {
+				a.drift.Tables++
+				a.log.Info("repairing iptables chains changed outside the proxy", zap.String("family", fam), zap.String("table", table), zap.Strings("chains", chains))
+			}
+		}
+	}
+	if err := a.syncChains(rules); err != nil {
+		errs = append(errs, err)
+	}
+	a.clearFamilies(rules)
+	if err := a.sets.destroyStale(sets); err != nil {
+		errs = append(errs, err)
+	}
+	err := errors.Join(errs...)
+	a.log.Debug("iptables full sync", zap.Int("sets", len(sets)), zap.Int("rulesets", len(rules)),
+		zap.Int("driftSetEntries", a.drift.SetEntries), zap.Int("driftSets", a.drift.Sets), zap.Int("driftTables", a.drift.Tables), zap.Error(err))
+	return err
+}
+
+func (a *Syncer) syncChains(rules []Ruleset) error {
+	var errs []error
+	for _, rs := range rules {
+		c, err := a.chainsFor(rs.Family)
+		if err == nil {
+			err = c.full(rs)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s rules: %w", rs.Family, err))
+		}
+	}
+	if len(errs) == 0 {
+		a.lastRules = cloneRulesets(rules)
+	} else {
+		a.lastRules = nil
+	}
+	return errors.Join(errs...)
+}
+
+// Partial syncs from the mirror of the last Full, reading nothing: the
+// entry differences between sets and the mirror (no dump, no exec), and a
+// chain sync (as in Full) only when the planned rules differ from those
+// last applied — they depend only on flags and node addresses, so this is
+// rare. sets is the whole planned list (as planner.State.IPSets); unchanged
+// sets cost one in-memory comparison, a set the mirror lacks is created,
+// sets no longer planned wait for the next Full (or that chain sync). It
+// repairs nothing others changed: that is the periodic Full's.
+func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	if err := a.sets.partial(sets); err != nil {
+		errs = append(errs, err)
+	}
+	if a.lastRules == nil || !equalRulesets(a.lastRules, rules) {
+		if err := a.syncChains(rules); err != nil {
+			errs = append(errs, err)
+		}
+		if err := a.sets.destroyStale(sets); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Cleanup removes what the proxy owns and nothing else: the non-built-in
+// chains named in rules (and any it created since start), every rule in a
+// built-in chain that jumps to them or equals a planned one, and then the
+// sets named in sets and SwapSetName. Pass the plan of an empty cluster (every set and chain
+// exists even then). A second Cleanup finds nothing and changes nothing.
+func (a *Syncer) Cleanup(sets []IPSet, rules []Ruleset) error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, rs := range rules {
+		c, err := a.chainsFor(rs.Family)
+		if err == nil {
+			err = c.cleanup(rs)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s rules: %w", rs.Family, err))
+		}
+	}
+	a.lastRules = nil
+	names := make([]string, 0, len(sets))
+	for _, s := range sets {
+		names = append(names, s.Name)
+	}
+	if err := a.sets.cleanup(names); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func cloneRulesets(in []Ruleset) []Ruleset {
+	out := make([]Ruleset, len(in))
+	for i, rs := range in {
+		out[i] = Ruleset{Family: rs.Family, Tables: make([]Table, len(rs.Tables))}
+		for j, t := range rs.Tables {
+			out[i].Tables[j] = Table{Name: t.Name, Chains: make([]Chain, len(t.Chains))}
+			for k, c := range t.Chains {
+				rules := make([]Rule, len(c.Rules))
+				for l, r := range c.Rules {
+					rules[l] = slices.Clone(r)
+				}
+				out[i].Tables[j].Chains[k] = Chain{Name: c.Name, Builtin: c.Builtin, Rules: rules}
+			}
+		}
+	}
+	return out
+}
+
+func equalRulesets(a, b []Ruleset) bool {
+	return slices.EqualFunc(a, b, func(x, y Ruleset) bool {
+		return x.Family == y.Family && slices.EqualFunc(x.Tables, y.Tables, func(s, t Table) bool {
+			return s.Name == t.Name && slices.EqualFunc(s.Chains, t.Chains, func(c, d Chain) bool {
+				return c.Name == d.Name && c.Builtin == d.Builtin && slices.EqualFunc(c.Rules, d.Rules, func(r, q Rule) bool {
+					return slices.Equal(r, q)
+				})
+			})
+		})
+	})
+}
