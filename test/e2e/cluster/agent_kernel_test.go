@@ -21,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // podGateway is the node-side address of every pod veth, the pods' default

@@ -17,8 +17,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // The bed's addresses: one LAN (a bridge in its own namespace) holding

@@ -14,5 +14,5 @@
 //
 // It owns the namespaces, links and processes it creates and the API
 // objects of the test namespaces; it never touches the VM's root
-// namespace beyond what internal/ktest does.
+// namespace beyond what test/ktest does.
 package cluster

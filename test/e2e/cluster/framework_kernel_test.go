@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // The upstream framework's timeouts (test/e2e/framework/service/const.go)

@@ -10,9 +10,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // TestClusterVM is the multi-node bed: the API server and Kubernetes'
