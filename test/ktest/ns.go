@@ -227,3 +227,8 @@ func randHex(n int) string {
 	_, _ = rand.Read(b)
 	return hex.EncodeToString(b)
 }
+
+// NewNamespace creates a named network namespace (lo up, IPv6 DAD off) for
+// a caller that makes namespaces outside a test's goroutine, such as a node
+// agent turning Pods into namespaces: the caller must Close it.
+func NewNamespace(prefix string) (*NS, error) { return newNS(prefix) }

@@ -1,0 +1,335 @@
+//go:build kernel
+
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/client-go/informers"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/cache"
+	"k8s.io/utils/ptr"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+)
+
+// podGateway is the node-side address of every pod veth, the pods' default
+// gateway (as ktest's pods and Calico's 169.254.1.1).
+var podGateway = netip.MustParseAddr("169.254.1.1")
+
+// probePeriod is the readiness probe's period (kubelet's periodSeconds,
+// shortened: the tests wait on readiness).
+const probePeriod = 500 * time.Millisecond
+
+// agent plays kubelet on one node: it turns the Pods bound to the node
+// (spec.nodeName, set by the test: there is no scheduler) into network
+// namespaces joined to the node by a veth with an address from the node's
+// podCIDR (hostNetwork Pods use the node's namespace and address), serves
+// agnhost netexec's endpoints from them, writes their status (podIPs,
+// hostIP, Ready from the HTTP readiness probe) and ends them gracefully:
+// a Pod with deletionTimestamp keeps serving for its grace period, then
+// its namespace goes and the Pod is removed.
+type agent struct {
+	t      *testing.T
+	client kubernetes.Interface
+	node   *bedNode
+	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	next int
+	pods map[types.UID]*podRun
+}
+
+// podRun is one Pod the agent runs.
+type podRun struct {
+	namespace, name string
+	ns              *ktest.NS // the pod's namespace; the node's for hostNetwork
+	own             bool      // ns is the pod's own (closed at the end)
+	ip              netip.Addr
+	stopServer      func()
+	stopProbe       context.CancelFunc
+	terminating     bool
+}
+
+func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode) *agent {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	a := &agent{t: t, client: client, node: n, cancel: cancel, next: 2, pods: map[types.UID]*podRun{}}
+	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
+		o.FieldSelector = "spec.nodeName=" + n.name
+	}))
+	inf := factory.Core().V1().Pods().Informer()
+	if _, err := inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
+		AddFunc:    func(obj any) { a.sync(ctx, obj.(*corev1.Pod)) },
+		UpdateFunc: func(_, obj any) { a.sync(ctx, obj.(*corev1.Pod)) },
+		DeleteFunc: func(obj any) {
+			if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
+				obj = d.Obj
+			}
+			if p, ok := obj.(*corev1.Pod); ok {
+				a.remove(p.UID)
+			}
+		},
+	}); err != nil {
+		t.Fatal(err)
+	}
+	factory.Start(ctx.Done())
+	factory.WaitForCacheSync(ctx.Done())
+	t.Cleanup(func() {
+		cancel()
+		factory.Shutdown()
+		a.mu.Lock()
+		uids := make([]types.UID, 0, len(a.pods))
+		for uid := range a.pods {
+			uids = append(uids, uid)
+		}
+		a.mu.Unlock()
+		for _, uid := range uids {
+			a.remove(uid)
+		}
+	})
+	return a
+}
+
+func (a *agent) logf(format string, args ...any) {
+	a.t.Logf("agent %s: %s", a.node.name, fmt.Sprintf(format, args...))
+}
+
+// sync starts a new Pod, or begins the graceful end of a deleted one.
+func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
+	a.mu.Lock()
+	run, ok := a.pods[pod.UID]
+	a.mu.Unlock()
+	if !ok {
+		if pod.DeletionTimestamp != nil {
+			return
+		}
+		var err error
+		if run, err = a.start(ctx, pod); err != nil {
+			a.logf("pod %s/%s not started: %v", pod.Namespace, pod.Name, err)
+			return
+		}
+		a.mu.Lock()
+		a.pods[pod.UID] = run
+		a.mu.Unlock()
+	}
+	if pod.DeletionTimestamp != nil && !run.terminating {
+		run.terminating = true
+		grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
+		a.logf("pod %s/%s terminating, serving for its grace period %v", pod.Namespace, pod.Name, grace)
+		uid := pod.UID
+		go func() {
+			select {
+			case <-time.After(grace):
+			case <-ctx.Done():
+				return
+			}
+			a.remove(uid)
+			err := a.client.CoreV1().Pods(pod.Namespace).Delete(ctx, pod.Name, metav1.DeleteOptions{
+				GracePeriodSeconds: ptr.To(int64(0)), Preconditions: &metav1.Preconditions{UID: &uid}})
+			if err != nil && !apierrors.IsNotFound(err) && !apierrors.IsConflict(err) && ctx.Err() == nil {
+				a.logf("pod %s/%s: final delete: %v", pod.Namespace, pod.Name, err)
+			}
+		}()
+	}
+}
+
+// start makes the pod's namespace, runs its server and its readiness
+// probe; the probe writes the status.
+func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
+	run := &podRun{namespace: pod.Namespace, name: pod.Name}
+	hostname := pod.Name
+	if pod.Spec.HostNetwork {
+		run.ns, run.ip, hostname = a.node.ns.NS, a.node.ip, a.node.name
+	} else {
+		a.mu.Lock()
+		idx := a.next
+		a.next++
+		a.mu.Unlock()
+		base := a.node.podCIDR.Addr().As4()
+		base[3] = byte(idx)
+		run.ip, run.own = netip.AddrFrom4(base), true
+		ns, err := ktest.NewNamespace("pod")
+		if err != nil {
+			return nil, err
+		}
+		run.ns = ns
+		if err := a.wire(ns, fmt.Sprintf("veth%d", idx), run.ip); err != nil {
+			ns.Close()
+			return nil, err
+		}
+	}
+	var probe *corev1.HTTPGetAction
+	for _, c := range pod.Spec.Containers {
+		if len(c.Args) > 0 && c.Args[0] == "netexec" {
+			srv, err := cluster.ParseNetexec(hostname, c.Args)
+			if err != nil {
+				run.close()
+				return nil, err
+			}
+			if err := run.ns.Do(func() error { stop, err := srv.Listen(); run.stopServer = stop; return err }); err != nil {
+				run.close()
+				return nil, err
+			}
+		}
+		if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
+			probe = c.ReadinessProbe.HTTPGet
+		}
+	}
+	probeCtx, stop := context.WithCancel(ctx)
+	run.stopProbe = stop
+	go a.probe(probeCtx, run, probe)
+	a.logf("pod %s/%s started at %s", pod.Namespace, pod.Name, run.ip)
+	return run, nil
+}
+
+// probe writes the pod's status now and whenever its readiness probe (an
+// HTTP GET from the node, as kubelet's) changes result; with no probe the
+// pod is Ready at once.
+func (a *agent) probe(ctx context.Context, run *podRun, get *corev1.HTTPGetAction) {
+	st := cluster.PodStatus{PodIPs: []netip.Addr{run.ip}, HostIP: a.node.ip, Ready: get == nil}
+	written := false
+	for {
+		if get != nil {
+			target := netip.AddrPortFrom(run.ip, uint16(get.Port.IntValue()))
+			err := a.node.ns.Do(func() error {
+				code, _, err := cluster.HTTPGet(target, get.Path, netip.Addr{}, time.Second)
+				if err == nil && (code < 200 || code >= 400) {
+					err = fmt.Errorf("status %d", code)
+				}
+				return err
+			})
+			if ready := err == nil; ready != st.Ready || !written {
+				st.Ready = ready
+				written = false
+			}
+		}
+		if !written {
+			if _, err := cluster.WritePodStatus(ctx, a.client, run.namespace, run.name, st); err != nil {
+				if ctx.Err() != nil || apierrors.IsNotFound(err) {
+					return
+				}
+				a.logf("%v", err)
+			} else {
+				written = true
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-time.After(probePeriod):
+		}
+	}
+}
+
+// wire is the CNI's ADD: `ip link add VETH type veth peer eth0 netns POD`,
+// the gateway on the node side, ADDR/32 on the pod side, a host route to
+// the pod on the node and `default via 169.254.1.1` in the pod.
+func (a *agent) wire(pod *ktest.NS, veth string, addr netip.Addr) error {
+	nh, err := netlink.NewHandleAt(a.node.ns.Handle())
+	if err != nil {
+		return err
+	}
+	defer nh.Close()
+	ph, err := netlink.NewHandleAt(pod.Handle())
+	if err != nil {
+		return err
+	}
+	defer ph.Close()
+	peer := "p" + veth
+	if err := nh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: veth}, PeerName: peer}); err != nil {
+		return fmt.Errorf("ip link add %s type veth: %w", veth, err)
+	}
+	host, err := nh.LinkByName(veth)
+	if err != nil {
+		return err
+	}
+	p, err := nh.LinkByName(peer)
+	if err != nil {
+		return err
+	}
+	if err := nh.LinkSetNsFd(p, int(pod.Handle())); err != nil {
+		return fmt.Errorf("ip link set %s netns %s: %w", peer, pod.Name, err)
+	}
+	if err := nh.AddrAdd(host, &netlink.Addr{IPNet: hostNet(podGateway)}); err != nil {
+		return fmt.Errorf("ip addr add %s dev %s: %w", podGateway, veth, err)
+	}
+	if err := nh.LinkSetUp(host); err != nil {
+		return err
+	}
+	if err := nh.RouteAdd(&netlink.Route{LinkIndex: host.Attrs().Index, Dst: hostNet(addr), Scope: netlink.SCOPE_LINK}); err != nil {
+		return fmt.Errorf("ip route add %s dev %s: %w", addr, veth, err)
+	}
+	if p, err = ph.LinkByName(peer); err != nil {
+		return err
+	}
+	if err := ph.LinkSetName(p, "eth0"); err != nil {
+		return err
+	}
+	if err := ph.AddrAdd(p, &netlink.Addr{IPNet: hostNet(addr)}); err != nil {
+		return fmt.Errorf("pod: ip addr add %s dev eth0: %w", addr, err)
+	}
+	if err := ph.LinkSetUp(p); err != nil {
+		return err
+	}
+	if err := ph.RouteAdd(&netlink.Route{LinkIndex: p.Attrs().Index, Dst: hostNet(podGateway), Scope: netlink.SCOPE_LINK}); err != nil {
+		return fmt.Errorf("pod: ip route add %s dev eth0: %w", podGateway, err)
+	}
+	if err := ph.RouteAdd(&netlink.Route{LinkIndex: p.Attrs().Index, Gw: podGateway.AsSlice()}); err != nil {
+		return fmt.Errorf("pod: ip route add default via %s: %w", podGateway, err)
+	}
+	return nil
+}
+
+func hostNet(a netip.Addr) *net.IPNet {
+	return &net.IPNet{IP: a.AsSlice(), Mask: net.CIDRMask(a.BitLen(), a.BitLen())}
+}
+
+// remove stops a pod's server and probe and deletes its namespace (the
+// node-side veth goes with it).
+func (a *agent) remove(uid types.UID) {
+	a.mu.Lock()
+	run, ok := a.pods[uid]
+	delete(a.pods, uid)
+	a.mu.Unlock()
+	if ok {
+		run.close()
+	}
+}
+
+func (r *podRun) close() {
+	if r.stopProbe != nil {
+		r.stopProbe()
+	}
+	if r.stopServer != nil {
+		r.stopServer()
+	}
+	if r.own {
+		r.ns.Close()
+	}
+}
+
+// podNS is where a test "execs into" a pod: its namespace (the node's for
+// a hostNetwork pod).
+func (a *agent) podNS(namespace, name string) (*ktest.NS, netip.Addr, bool) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, r := range a.pods {
+		if r.namespace == namespace && r.name == name {
+			return r.ns, r.ip, true
+		}
+	}
+	return nil, netip.Addr{}, false
+}

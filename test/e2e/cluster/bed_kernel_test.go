@@ -1,0 +1,193 @@
+//go:build kernel
+
+package cluster_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/vishvananda/netlink"
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+)
+
+// The bed's addresses: one LAN (a bridge in its own namespace) holding
+// the nodes' eth0 and the runner, pod CIDRs routed host-gw style.
+var (
+	lanPrefix   = netip.MustParsePrefix("192.168.50.0/24")
+	runnerIP    = netip.MustParseAddr("192.168.50.100")
+	clusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
+	nodeNames   = []string{"node-a", "node-b", "node-c"}
+)
+
+// bedNode is one node: its namespace on the LAN, its Node object, its
+// `ipvs-proxy run` and its agent.
+type bedNode struct {
+	name    string
+	ns      *ktest.Node
+	ip      netip.Addr
+	podCIDR netip.Prefix
+	agent   *agent
+	proxy   *proxyProc
+}
+
+// bed is the cluster: three nodes and the runner (the upstream tests'
+// external client) on one LAN.
+type bed struct {
+	client kubernetes.Interface
+	lan    *ktest.NS
+	nodes  []*bedNode
+	runner *ktest.NS
+}
+
+// newBed builds the cluster in the VM from the host test's environment
+// and returns once every node's proxy has synced.
+func newBed(t *testing.T) *bed {
+	t.Helper()
+	start := time.Now()
+	ctx := context.Background()
+	cfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "CLUSTER_KUBECONFIG_ADMIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	proxyBin, proxyKC := vmtest.GuestEnv(t, "CLUSTER_PROXY_BIN"), vmtest.GuestEnv(t, "CLUSTER_KUBECONFIG_PROXY")
+	apiHostPort := strings.TrimPrefix(cfg.Host, "https://")
+	_, apiPort, _ := net.SplitHostPort(apiHostPort)
+	b := &bed{client: kubernetes.NewForConfigOrDie(cfg)}
+
+	lan, err := ktest.NewNamespace("lan")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(lan.Close)
+	b.lan = lan
+	lh := lan.Netlink(t)
+	br := &netlink.Bridge{LinkAttrs: netlink.LinkAttrs{Name: "br0"}}
+	if err := lh.LinkAdd(br); err != nil {
+		t.Fatalf("lan: ip link add br0 type bridge: %v", err)
+	}
+	if err := lh.LinkSetUp(br); err != nil {
+		t.Fatal(err)
+	}
+
+	for i, name := range nodeNames {
+		n := &bedNode{name: name, ns: ktest.NewNode(t),
+			ip:      netip.AddrFrom4([4]byte{192, 168, 50, byte(11 + i)}),
+			podCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(1 + i), 0}), 24)}
+		plugIntoLAN(t, lh, n.ns.NS, "lan-"+name, netip.PrefixFrom(n.ip, lanPrefix.Bits()))
+		b.nodes = append(b.nodes, n)
+	}
+	// host-gw: each node routes the others' pod CIDRs via their node IPs.
+	for _, n := range b.nodes {
+		for _, o := range b.nodes {
+			if o != n {
+				n.ns.Run(t, "ip", "route", "add", o.podCIDR.String(), "via", o.ip.String(), "dev", "eth0")
+			}
+		}
+	}
+	runner, err := ktest.NewNamespace("runner")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(runner.Close)
+	plugIntoLAN(t, lh, runner, "lan-runner", netip.PrefixFrom(runnerIP, lanPrefix.Bits()))
+	b.runner = runner
+
+	for _, n := range b.nodes {
+		if _, err := b.client.CoreV1().Nodes().Create(ctx, &corev1.Node{
+			ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{corev1.LabelHostname: n.name}},
+			Spec:       corev1.NodeSpec{PodCIDR: n.podCIDR.String(), PodCIDRs: []string{n.podCIDR.String()}},
+			Status: corev1.NodeStatus{
+				Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}, {Type: corev1.NodeHostName, Address: n.name}},
+				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
+			},
+		}, metav1.CreateOptions{}); err != nil {
+			t.Fatal(err)
+		}
+		// The proxy dials the API server at 127.0.0.1:PORT in its node.
+		n.ns.Relay(t, "127.0.0.1:"+apiPort, apiHostPort)
+		n.agent = startAgent(t, b.client, n)
+		n.proxy = startProxy(t, n, proxyBin, proxyKC)
+	}
+	for _, n := range b.nodes {
+		n.proxy.waitSynced(t, 3*time.Minute)
+	}
+	t.Logf("bed up: 3 nodes, their proxies synced, in %v", time.Since(start).Round(time.Millisecond))
+	return b
+}
+
+// plugIntoLAN is `ip link add NAME type veth peer eth0 netns NS; ip link set
+// NAME master br0; ip -n NS addr add ADDR dev eth0`.
+func plugIntoLAN(t *testing.T, lh *netlink.Handle, ns *ktest.NS, name string, addr netip.Prefix) {
+	t.Helper()
+	peer := "p" + name
+	if err := lh.LinkAdd(&netlink.Veth{LinkAttrs: netlink.LinkAttrs{Name: name}, PeerName: peer}); err != nil {
+		t.Fatalf("lan: ip link add %s type veth: %v", name, err)
+	}
+	host, err := lh.LinkByName(name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	br, err := lh.LinkByName("br0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lh.LinkSetMaster(host, br); err != nil {
+		t.Fatalf("lan: ip link set %s master br0: %v", name, err)
+	}
+	if err := lh.LinkSetUp(host); err != nil {
+		t.Fatal(err)
+	}
+	p, err := lh.LinkByName(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := lh.LinkSetNsFd(p, int(ns.Handle())); err != nil {
+		t.Fatalf("lan: ip link set %s netns %s: %v", peer, ns.Name, err)
+	}
+	nh := ns.Netlink(t)
+	p, err = nh.LinkByName(peer)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := nh.LinkSetName(p, "eth0"); err != nil {
+		t.Fatal(err)
+	}
+	if err := nh.AddrAdd(p, &netlink.Addr{IPNet: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), 32)}}); err != nil {
+		t.Fatalf("%s: ip addr add %s dev eth0: %v", ns.Name, addr, err)
+	}
+	if err := nh.LinkSetUp(p); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// node returns the bed's node called name.
+func (b *bed) node(t *testing.T, name string) *bedNode {
+	t.Helper()
+	for _, n := range b.nodes {
+		if n.name == name {
+			return n
+		}
+	}
+	t.Fatalf("no node %s", name)
+	return nil
+}
+
+// String names the bed for logs.
+func (b *bed) String() string {
+	var s []string
+	for _, n := range b.nodes {
+		s = append(s, fmt.Sprintf("%s %s pods %s", n.name, n.ip, n.podCIDR))
+	}
+	return strings.Join(s, "; ")
+}

@@ -1,0 +1,18 @@
+// Package cluster is the multi-node test bed of issue 17: Kubernetes'
+// own controllers in-process beside the test API server
+// (test/e2e/apiserver), and, in the test VM, three node namespaces on one
+// LAN bridge, each running the real `ipvs-proxy run` and a node agent that
+// plays kubelet for the Pods bound to its node.
+//
+//   - controllers.go: kube-controller-manager's endpointslice,
+//     endpointslice-mirroring and serviceaccount controllers, from
+//     k8s.io/kubernetes v1.34.4, so EndpointSlices and their conditions
+//     (ready, serving, terminating) are written by Kubernetes itself.
+//   - the guest half (build tag kernel): the nodes, the LAN, the agent,
+//     the netexec-compatible server, and the re-created upstream
+//     `[sig-network]` tests named after their `It`.
+//
+// It owns the namespaces, links and processes it creates and the API
+// objects of the test namespaces; it never touches the VM's root
+// namespace beyond what test/ktest does.
+package cluster

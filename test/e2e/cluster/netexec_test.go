@@ -1,0 +1,56 @@
+package cluster_test
+
+import (
+	"errors"
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+)
+
+func TestParseNetexec(t *testing.T) {
+	n, err := cluster.ParseNetexec("p", []string{"netexec", "--http-port=8083", "--udp-port=8081"})
+	if err != nil || n != (cluster.Netexec{Hostname: "p", HTTPPort: 8083, UDPPort: 8081}) {
+		t.Errorf("got %+v, %v", n, err)
+	}
+	n, err = cluster.ParseNetexec("p", []string{"netexec"})
+	if err != nil || n != (cluster.Netexec{Hostname: "p", HTTPPort: 8080}) {
+		t.Errorf("defaults: got %+v, %v", n, err)
+	}
+	for _, args := range [][]string{nil, {"serve-hostname"}, {"netexec", "--sctp-port=8082"}} {
+		if _, err := cluster.ParseNetexec("p", args); !errors.Is(err, cluster.ErrArgs) {
+			t.Errorf("%q: got %v, want ErrArgs", args, err)
+		}
+	}
+}
+
+// TestNetexec: the server's answers over loopback, through the requests
+// the re-created tests send.
+func TestNetexec(t *testing.T) {
+	n := cluster.Netexec{Hostname: "netserver-0", HTTPPort: 18083, UDPPort: 18081}
+	stop, err := n.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	lo := netip.MustParseAddr("127.0.0.1")
+	httpAddr, udpAddr := netip.AddrPortFrom(lo, 18083), netip.AddrPortFrom(lo, 18081)
+	for path, want := range map[string]string{"/hostname": "netserver-0", "/hostName": "netserver-0", "/echo?msg=42": "42", "/healthz": "ok"} {
+		if code, body, err := cluster.HTTPGet(httpAddr, path, netip.Addr{}, 5*time.Second); err != nil || code != 200 || body != want {
+			t.Errorf("GET %s: %d %q %v, want 200 %q", path, code, body, err, want)
+		}
+	}
+	if _, body, err := cluster.HTTPGet(httpAddr, "/clientip", lo, 5*time.Second); err != nil || !strings.HasPrefix(body, "127.0.0.1:") {
+		t.Errorf("GET /clientip: %q %v", body, err)
+	}
+	for msg, want := range map[string]string{"hostname": "netserver-0", "hostName\n": "netserver-0", "echo hello": "hello"} {
+		if got, err := cluster.UDPRequest(udpAddr, msg, 5*time.Second); err != nil || got != want {
+			t.Errorf("udp %q: %q %v, want %q", msg, got, err, want)
+		}
+	}
+	if got, err := cluster.UDPRequest(udpAddr, "clientip", 5*time.Second); err != nil || !strings.HasPrefix(got, "127.0.0.1:") {
+		t.Errorf("udp clientip: %q %v", got, err)
+	}
+}
