@@ -33,7 +33,9 @@ import (
 	"syscall"
 	"time"
 
+	corev1 "k8s.io/api/core/v1"
 	rbacv1 "k8s.io/api/rbac/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
@@ -151,7 +153,8 @@ func run(ctx context.Context, proxyBin, guestBin, rbacPath string) error {
 	return checkFromHost(ctx, admin)
 }
 
-// applyRBAC creates the ClusterRole and ClusterRoleBinding of the
+// applyRBAC creates the ClusterRole, ClusterRoleBinding, Role and
+// RoleBinding (the events Lease's, in the proxy's namespace) of the
 // deploy/base manifest, as `kubectl apply` would.
 func applyRBAC(ctx context.Context, c kubernetes.Interface, path string) error {
 	data, err := os.ReadFile(path)
@@ -188,11 +191,42 @@ func applyRBAC(ctx context.Context, c kubernetes.Interface, path string) error {
 			if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
 				return fmt.Errorf("create ClusterRoleBinding %s: %w", b.Name, err)
 			}
+		case "Role":
+			var r rbacv1.Role
+			if err := json.Unmarshal(js, &r); err != nil {
+				return err
+			}
+			if err := ensureNamespace(ctx, c, r.Namespace); err != nil {
+				return err
+			}
+			if _, err := c.RbacV1().Roles(r.Namespace).Create(ctx, &r, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create Role %s/%s: %w", r.Namespace, r.Name, err)
+			}
+		case "RoleBinding":
+			var b rbacv1.RoleBinding
+			if err := json.Unmarshal(js, &b); err != nil {
+				return err
+			}
+			if err := ensureNamespace(ctx, c, b.Namespace); err != nil {
+				return err
+			}
+			if _, err := c.RbacV1().RoleBindings(b.Namespace).Create(ctx, &b, metav1.CreateOptions{}); err != nil {
+				return fmt.Errorf("create RoleBinding %s/%s: %w", b.Namespace, b.Name, err)
+			}
 		case nil:
 		default:
 			return fmt.Errorf("%s: unexpected kind %v", path, raw["kind"])
 		}
 	}
+}
+
+// ensureNamespace creates the namespace ns unless it exists.
+func ensureNamespace(ctx context.Context, c kubernetes.Interface, ns string) error {
+	_, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{})
+	if err != nil && !apierrors.IsAlreadyExists(err) {
+		return fmt.Errorf("create namespace %s: %w", ns, err)
+	}
+	return nil
 }
 
 // checkFromHost confirms from the host what the guest reported: the
@@ -203,12 +237,21 @@ func checkFromHost(ctx context.Context, c kubernetes.Interface) error {
 		return fmt.Errorf("list events: %w", err)
 	}
 	var found []string
+	seen := map[string]int{}
 	for _, e := range evs.Items {
 		found = append(found, fmt.Sprintf("%s %s %s/%s (host %s)", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Source.Host))
+		seen[e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+" "+e.Reason+": "+e.Message]++
 	}
 	if len(found) == 0 {
 		return errors.New("the API server holds no Event from ipvs-proxy")
 	}
 	progress("the API server holds %d Event(s) from ipvs-proxy: %s", len(found), strings.Join(found, "; "))
+	// One Event per refusal, across the proxy's restart too: the restarted
+	// process reads what the first reported from --state-dir.
+	for what, n := range seen {
+		if n > 1 {
+			return fmt.Errorf("%d Events for one refusal (%s): the restarted proxy reported it again", n, what)
+		}
+	}
 	return nil
 }
