@@ -16,11 +16,11 @@ DEMO_FLAGS ?=
 # compiler's output go to .cache/logs/ (scripts/build-step.sh).
 .PHONY: demo demo-build
 demo-build:
-	@bash scripts/build-step.sh ipvs-proxy "bin/ipvs-proxy, the proxy" "~1 min the first time, seconds after" -- \
+	@bash scripts/build-step.sh $(BIN) "the proxy" "~1 min the first time, seconds after" -- \
 		$(MAKE) --no-print-directory build
-	@bash scripts/build-step.sh demo-guest "bin/demo-guest, the demo's program inside the VM" "~1 min the first time" -- \
+	@bash scripts/build-step.sh $(DEMO_GUEST) "the demo's program inside the VM" "~1 min the first time" -- \
 		sh -c 'cd test/e2e && $(GO) build -o ../../$(DEMO_GUEST) ./demo/guest'
-	@bash scripts/build-step.sh demo-host "bin/demo, the demo's host program with kube-apiserver and etcd built in (k8s.io/kubernetes)" \
+	@bash scripts/build-step.sh $(DEMO_BIN) "the demo's host program, with kube-apiserver and etcd built in (k8s.io/kubernetes)" \
 		"~4 min on 2 cores the first time, seconds once the Go build cache has it" -- \
 		sh -c 'cd test/e2e && $(GO) build -o ../../$(DEMO_BIN) ./demo'
 
