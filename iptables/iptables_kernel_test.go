@@ -20,7 +20,7 @@ import (
 
 // inNetns runs fn on a locked OS thread inside a fresh network namespace,
 // so netlink sockets opened and binaries run by fn live there.
-// TODO(ktest): switch to ktest.NewNode(t).Do once internal/ktest lands.
+// TODO(ktest): switch to ktest.NewNode(t).Do once test/ktest lands.
 func inNetns(t testing.TB, fn func()) {
 	t.Helper()
 	done := make(chan struct{})

@@ -66,7 +66,7 @@ SOAK_DURATION  ?= 60s
 SOAK_SEED      ?= 1
 SOAK_FULL_EVERY ?= 10
 RELIABILITY_DIR ?= $(CURDIR)/.cache/reliability
-VMRUN          ?= $(GO) run ./internal/vmtest/cmd/vmrun
+VMRUN          ?= $(GO) run ./test/vmtest/cmd/vmrun
 
 .PHONY: soak
 soak:

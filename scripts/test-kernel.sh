@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # test-kernel.sh: build every package of the main module that has
 # *_kernel_test.go files with `go test -c -tags kernel`, then run all the
-# binaries in ONE boot of the test VM (internal/vmtest/cmd/vmrun), streaming
+# binaries in ONE boot of the test VM (test/vmtest/cmd/vmrun), streaming
 # their output. Exits non-zero when nothing was found to run, a build fails,
 # the VM cannot boot, a binary fails, or a test skips.
 #
@@ -63,5 +63,5 @@ done
 built=$(date +%s)
 log "built ${#pkgs[@]} binaries in $((built - start))s; booting the VM once for all of them"
 # shellcheck disable=SC2086 # VMRUN_FLAGS is a list of flags
-$GO run ./internal/vmtest/cmd/vmrun -fail-on-skip -timeout 45m ${VMRUN_FLAGS:-} -- "${args[@]}"
+$GO run ./test/vmtest/cmd/vmrun -fail-on-skip -timeout 45m ${VMRUN_FLAGS:-} -- "${args[@]}"
 log "VM run took $(($(date +%s) - built))s; total $(($(date +%s) - start))s"

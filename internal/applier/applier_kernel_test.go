@@ -12,7 +12,7 @@ package applier
 // a protected address ever appears on kube-ipvs0.
 //
 //	go test -c -tags kernel -o /tmp/applier.test ./internal/applier/
-//	go run ./internal/vmtest/cmd/vmrun -- /tmp/applier.test -test.v
+//	go run ./test/vmtest/cmd/vmrun -- /tmp/applier.test -test.v
 
 import (
 	"bufio"
@@ -33,13 +33,13 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 const (

@@ -9,7 +9,7 @@ package applier
 // list that slows later adds).
 //
 //	go test -c -tags kernel -o /tmp/applier.test ./internal/applier/
-//	go run ./internal/vmtest/cmd/vmrun -- /tmp/applier.test -test.run '^$' \
+//	go run ./test/vmtest/cmd/vmrun -- /tmp/applier.test -test.run '^$' \
 //	    -test.bench KernelSync -test.benchtime 1x [-applier.services 10000 -applier.endpoints 5]
 
 import (
@@ -28,12 +28,12 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 var (

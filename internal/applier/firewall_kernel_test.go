@@ -11,9 +11,9 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // lbService is a dual-stack LoadBalancer Service with the given source

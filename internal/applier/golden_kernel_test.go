@@ -18,11 +18,11 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // goldenDir holds `plan`'s golden scenarios (cmd/ipvs-proxy/plan_test.go):

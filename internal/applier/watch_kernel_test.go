@@ -12,9 +12,9 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // TestKernelAddressWatch: the address manager follows kube-ipvs0 through

@@ -7,8 +7,10 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"maps"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -215,6 +217,10 @@ type fakeApplier struct {
 	entered chan struct{}
 	// drift is reported by the next sync.
 	drift applier.Drift
+	// failRules is how many more full syncs fail in the rules layer (a
+	// failure that belongs to no service, as an ipset the kernel refuses
+	// to replace).
+	failRules int
 }
 
 func newFakeApplier() *fakeApplier {
@@ -250,6 +256,10 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*app
 	match := func(svc string) bool { return full || slices.Contains(changed, serviceKey(svc)) }
 	res := &applier.Result{Drift: f.drift}
 	f.drift = applier.Drift{}
+	if full && f.failRules > 0 {
+		f.failRules--
+		res.Failed = map[string][]error{"": {errors.New("ipset destroy KUBE-CLUSTER-IP: busy")}}
+	}
 	failing := map[string]bool{}
 	for k, n := range f.failService {
 		if n > 0 {
@@ -794,4 +804,67 @@ func TestRefusalEventsAndHealth(t *testing.T) {
 	if !hp.Healthy() {
 		t.Fatal("unhealthy after a successful sync")
 	}
+}
+
+// TestFailingFullSyncsMakeHealthzUnready: a full sync that fails in the
+// rules layer (no service to blame) is retried as a full sync, and while
+// every full sync fails /healthz and /livez turn 503 once the failure is
+// older than the timeout, even though changes of single services meanwhile
+// apply; the first successful full sync makes them 200 again. Before the
+// first full sync has applied, /healthz is 503 whatever the timeout.
+func TestFailingFullSyncsMakeHealthzUnready(t *testing.T) {
+	h := newHarness(t, 0)
+	hp := health.NewProxy(60*time.Second, h.clock.Now)
+	hp.SyncNode(&corev1.Node{})
+	h.loop.Health = hp
+	h.app.mu.Lock()
+	h.app.failRules = 1
+	h.app.mu.Unlock()
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	if code := healthzCode(t, hp, "/healthz"); code != 503 {
+		t.Fatalf("/healthz %d after a failed first full sync, want 503", code)
+	}
+	h.clock.Step(time.Second)
+	h.waitCalls(2)
+	if code := healthzCode(t, hp, "/healthz"); code != 200 {
+		t.Fatalf("/healthz %d after the first successful full sync, want 200", code)
+	}
+
+	h.app.mu.Lock()
+	h.app.failRules = 1000
+	h.app.mu.Unlock()
+	h.clock.Step(30 * time.Second) // the periodic full sync fails
+	calls := h.waitCalls(3)
+	for d := time.Duration(0); d < 70*time.Second; d += 8 * time.Second {
+		h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0."+strconv.Itoa(2+len(calls)))
+		h.clock.Step(8 * time.Second)
+		calls = h.waitCalls(len(calls) + 1)
+	}
+	for i, c := range calls[2:] {
+		if c != "full" {
+			t.Fatalf("call %d is %q while the rules layer fails: every retry must be a full sync; calls %v", 3+i, c, calls)
+		}
+	}
+	for _, path := range []string{"/healthz", "/livez"} {
+		if code := healthzCode(t, hp, path); code != 503 {
+			t.Errorf("%s %d while every full sync failed for over 60s, want 503", path, code)
+		}
+	}
+	h.app.mu.Lock()
+	h.app.failRules = 0
+	h.app.mu.Unlock()
+	h.clock.Step(8 * time.Second)
+	h.waitCalls(len(calls) + 1)
+	if code := healthzCode(t, hp, "/healthz"); code != 200 {
+		t.Fatalf("/healthz %d after a successful full sync, want 200", code)
+	}
+}
+
+func healthzCode(t *testing.T, hp *health.Proxy, path string) int {
+	t.Helper()
+	rec := httptest.NewRecorder()
+	hp.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
+	return rec.Code
 }

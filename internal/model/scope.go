@@ -48,6 +48,7 @@ var reasonScopes = map[Reason]Scope{
 	ReasonNodeIP: ScopeCluster,
 	// Decided among the Services alone.
 	ReasonDuplicateVirtual: ScopeCluster,
+	ReasonServiceFamily:    ScopeCluster,
 	// This node's own interfaces, gateways, subnets, links, resolvers and
 	// families.
 	ReasonLocalAddress:      ScopeNode,

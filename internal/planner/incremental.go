@@ -97,6 +97,7 @@ func (inc *Incremental) update(key string, ports []*model.ServicePort, endpoints
 			for _, r := range pp.refusals {
 				inc.refusals.remove(r)
 			}
+			inc.hold(pp, -1)
 		}
 		for _, r := range old.refusals {
 			inc.refusals.remove(r)
@@ -117,11 +118,22 @@ func (inc *Incremental) update(key string, ports []*model.ServicePort, endpoints
 		for _, r := range pp.refusals {
 			inc.refusals.add(r)
 		}
+		inc.hold(pp, +1)
 	}
 	for _, r := range refusals {
 		inc.refusals.add(r)
 	}
 	inc.services[key] = frag
+}
+
+// hold adds (d = +1) or removes (d = -1) the set entries a port holds
+// while it is planned, won or lost: its healthCheckNodePort.
+func (inc *Incremental) hold(pp *portPlan, d int) {
+	for _, es := range pp.health {
+		for _, se := range es {
+			inc.sets[se.fam][se.spec].move(se.e, d)
+		}
+	}
 }
 
 func (inc *Incremental) unclaim(c *claim) {

@@ -45,6 +45,11 @@ type portPlan struct {
 	// counts those.
 	loop [2][]setEntry
 	wins [2]int
+	// health is the port's healthCheckNodePort entry of each family it
+	// claims anything in, in the state while the port is planned, whether
+	// or not its claims win (kube-proxy opens it for every service port
+	// that has one, and the health server answers on it all the same).
+	health [2][]setEntry
 }
 
 // portPlanner plans one service port against the env.
@@ -117,15 +122,7 @@ func (p *portPlanner) service() {
 	if sp.NodePort != 0 {
 		// NodePorts are served in the families the service has cluster IPs
 		// in (spec.ipFamilies), as kube-proxy's per-family proxiers do.
-		var svcFam [2]bool
-		for _, a := range sp.ClusterIPs {
-			if a.IsValid() {
-				svcFam[famOf(a)] = true
-			}
-		}
-		if !svcFam[0] && !svcFam[1] {
-			svcFam = [2]bool{true, true}
-		}
+		svcFam := serviceFamilies(sp)
 		for _, a := range p.e.npAddrs {
 			if !svcFam[famOf(a)] {
 				continue
@@ -150,6 +147,41 @@ func (p *portPlanner) service() {
 	}
 }
 
+// serviceFamilies are the families the service port has cluster IPs in
+// (spec.ipFamilies); both when it has none (nothing to go by).
+func serviceFamilies(sp *model.ServicePort) [2]bool {
+	var fam [2]bool
+	for _, a := range sp.ClusterIPs {
+		if a.IsValid() {
+			fam[famOf(a)] = true
+		}
+	}
+	if !fam[0] && !fam[1] {
+		return [2]bool{true, true}
+	}
+	return fam
+}
+
+// otherFamily refuses external address a (an externalIP or load balancer
+// IP the guard lets through) when the Service has no cluster IP in its
+// family: kube-proxy's proxier of that family never sees the Service.
+func (p *portPlanner) otherFamily(kind vipKind, a netip.Addr) bool {
+	if kind == kindClusterIP || serviceFamilies(p.sp)[famOf(a)] {
+		return false
+	}
+	p.refuse(kind.field(), a.String(), model.ReasonServiceFamily, "the Service has no "+familyWord(a)+
+		" cluster IP (spec.ipFamilies); not planned, as kube-proxy")
+	return true
+}
+
+// familyWord is "IPv4" or "IPv6": a's family in a message.
+func familyWord(a netip.Addr) string {
+	if a.Is4() {
+		return "IPv4"
+	}
+	return "IPv6"
+}
+
 // portLabel names the port in a message: its name Go-quoted (an API
 // value), or "PORT/PROTOCOL" when it has none.
 func portLabel(sp *model.ServicePort) string {
@@ -169,11 +201,7 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 	}
 	a = a.WithZone("")
 	if !a.Is4In6() && !p.e.families[famOf(a)] {
-		fam := "IPv4"
-		if a.Is6() {
-			fam = "IPv6"
-		}
-		p.refuse(field, a.String(), model.ReasonUnsupportedFamily, "this node has no "+fam+" address; not planned")
+		p.refuse(field, a.String(), model.ReasonUnsupportedFamily, "this node has no "+familyWord(a)+" address; not planned")
 		return
 	}
 	if containsAny(p.e.o.ExcludeCIDRs, a) {
@@ -183,6 +211,9 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 	key := ipvs.Key{Protocol: p.sp.Protocol, Address: a, Port: port}
 	v := p.e.guard.Check(a)
 	if !v.Protected {
+		if p.otherFamily(kind, a) {
+			return
+		}
 		if v.Warn {
 			p.refuse(field, a.String(), v.Reason, v.Detail+"; bound all the same (--ipvs-strict-arp stops it)")
 		}
@@ -195,6 +226,7 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 		p.refuse(field, a.String(), v.Reason, v.Detail+"; no virtual server, no binding, no rule")
 	case external && p.e.o.RefuseNodeExternalIPs && (v.Node != "" || v.Local):
 		p.refuse(field, a.String(), v.Reason, v.Detail+"; refused outright (--refuse-node-external-ips): no virtual server, no binding, no rule")
+	case v.Local && p.otherFamily(kind, a):
 	case v.Local:
 		if pv := p.e.guard.CheckPort(p.sp.Protocol, a, port); pv.Protected {
 			p.refuse(field, a.String(), pv.Reason, v.Detail+"; not bound on kube-ipvs0, and not served at L4 either: "+pv.Detail)
@@ -289,9 +321,10 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 	// As kube-proxy's: the healthCheckNodePort of every service port this
 	// node handles in the family, whatever its virtual servers (a
 	// LoadBalancer without node ports or ingress yet, ipMode Proxy, refused
-	// external addresses), through any claim of the port (the set counts).
-	if sp.HealthCheckNodePort != 0 {
-		es = p.add(es, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
+	// external addresses, claims lost to another service), through any
+	// claim of the port (the set counts).
+	if sp.HealthCheckNodePort != 0 && len(p.out.health[f]) == 0 {
+		p.out.health[f] = p.add(nil, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 	}
 	c.entries = es
 }

@@ -13,7 +13,7 @@ package recovery
 // from a client on the node's LAN before, during and after.
 //
 //	go test -c -tags kernel -o /tmp/rec.test ./internal/recovery/
-//	go run ./internal/vmtest/cmd/vmrun -- /tmp/rec.test -test.v -test.run 'TestHostile|TestRefuse|TestHeal'
+//	go run ./test/vmtest/cmd/vmrun -- /tmp/rec.test -test.v -test.run 'TestHostile|TestRefuse|TestHeal'
 
 import (
 	"bytes"
@@ -36,13 +36,13 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // The hostile bed's cluster: node-a is the ktest node (198.51.100.1 on its

@@ -12,7 +12,7 @@ package recovery
 //
 //	go build -o /tmp/ipvs-proxy ./cmd/ipvs-proxy
 //	go test -c -tags kernel -o /tmp/recovery.test ./internal/recovery/
-//	go run ./internal/vmtest/cmd/vmrun -- /tmp/recovery.test -test.v
+//	go run ./test/vmtest/cmd/vmrun -- /tmp/recovery.test -test.v
 //
 // `make test-kernel` builds bin/ipvs-proxy first (mk/recovery.mk); the test
 // takes the newer of bin/ipvs-proxy and /tmp/ipvs-proxy, or IPVS_PROXY_BIN.
@@ -30,8 +30,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 const (

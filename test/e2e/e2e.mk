@@ -1,6 +1,6 @@
 # test/e2e/e2e.mk: the end-to-end tests of the nested module test/e2e (a real
 # kube-apiserver with an embedded etcd, in-process; the packages that need a
-# kernel with IPVS boot the test VM through internal/vmtest). Included by the
+# kernel with IPVS boot the test VM through test/vmtest). Included by the
 # top Makefile with `-include test/e2e/e2e.mk`; run from the repository root.
 #
 #   make test-e2e                                  every e2e package

@@ -17,7 +17,6 @@ import (
 	"strconv"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -30,8 +29,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 const (
@@ -184,13 +183,6 @@ func (c *cluster) dump(path string) error {
 	return planinput.Write(c.ctx(), c.client, path)
 }
 
-// proxy is one `ipvs-proxy run` process in the node namespace.
-type proxy struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
 type env struct {
 	t        *testing.T
 	node     *ktest.Node
@@ -203,43 +195,22 @@ type env struct {
 	webAddr string
 }
 
-func (e *env) start() *proxy {
+// start runs one more `ipvs-proxy run` in the node namespace, its log
+// numbered by the run.
+func (e *env) start() *ktest.Process {
 	e.runs++
-	p := &proxy{log: filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), done: make(chan error, 1)}
-	f, err := os.Create(p.log)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	p.cmd = exec.Command("ip", "netns", "exec", e.node.Name, e.bin, "run",
+	return e.node.Start(e.t, filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), e.bin, "run",
 		"--kubeconfig", e.kc, "--hostname-override", thisNode, "--cluster-cidr", clusterCIDR,
 		"--sync-period", syncPeriod.String(), "--min-sync-period", "0",
 		"--healthz-bind-address", "", "--metrics-bind-address", "127.0.0.1:10249",
 		"--state-dir", e.stateDir, "--log-level", "debug", "--log-format", "json")
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		e.t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait(); f.Close() }()
-	return p
 }
 
 // kill sends SIGKILL and reaps the process.
-func (p *proxy) kill(t *testing.T) {
-	_ = p.cmd.Process.Signal(syscall.SIGKILL)
-	select {
-	case <-p.done:
-	case <-time.After(10 * time.Second):
-		t.Fatalf("proxy pid %d did not die after SIGKILL", p.cmd.Process.Pid)
-	}
-}
-
-func (p *proxy) alive() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return false
-	default:
-		return true
+func kill(t *testing.T, p *ktest.Process) {
+	t.Helper()
+	if err := p.Kill(10 * time.Second); err != nil {
+		t.Fatalf("proxy: %v", err)
 	}
 }
 
@@ -435,13 +406,13 @@ func diff(plan, kernel snapshot) string {
 }
 
 // converge waits until the kernel equals the plan of the current objects.
-func (e *env) converge(c *cluster, p *proxy) (time.Duration, string) {
+func (e *env) converge(c *cluster, p *ktest.Process) (time.Duration, string) {
 	start := time.Now()
 	file := filepath.Join(e.dir, "objects.json")
 	last := ""
 	for time.Since(start) < convergeTimeout {
-		if !p.alive() {
-			return time.Since(start), "proxy exited: see " + p.log + "\n" + tail(p.log)
+		if !p.Alive() {
+			return time.Since(start), "proxy exited: see " + p.Log + "\n" + p.Tail(40)
 		}
 		if err := c.dump(file); err != nil {
 			last = err.Error()
@@ -458,15 +429,7 @@ func (e *env) converge(c *cluster, p *proxy) (time.Duration, string) {
 		}
 		time.Sleep(500 * time.Millisecond)
 	}
-	return time.Since(start), "did not converge within " + convergeTimeout.String() + ":\n" + last + "\nproxy log tail:\n" + tail(p.log)
-}
-
-func tail(path string) string {
-	b, _ := os.ReadFile(path)
-	if len(b) > 3000 {
-		b = b[len(b)-3000:]
-	}
-	return string(b)
+	return time.Since(start), "did not converge within " + convergeTimeout.String() + ":\n" + last + "\nproxy log tail:\n" + p.Tail(40)
 }
 
 // removeLeakedVS deletes the virtual servers a convergence diff lists as
@@ -576,7 +539,7 @@ func TestChaosGuest(t *testing.T) {
 			}
 		}()
 		time.Sleep(time.Duration(c.rng.IntN(4000)) * time.Millisecond)
-		p.kill(t)
+		kill(t, p)
 		stop()
 		wg.Wait()
 		p = e.start()
@@ -621,7 +584,7 @@ func TestChaosGuest(t *testing.T) {
 	}
 	var tamperTimes []string
 	for i, tm := range tampers {
-		before, _ := os.ReadFile(p.log)
+		before := p.Output()
 		if _, err := e.run(tm.cmd[0], tm.cmd[1:]...); err != nil {
 			findings = append(findings, fmt.Sprintf("tamper %q: %v", tm.name, err))
 			continue
@@ -632,8 +595,8 @@ func TestChaosGuest(t *testing.T) {
 		}
 		// Each repair is named in a log line (the tampered object) and
 		// counted in ipvs_proxy_drift_repairs_total.
-		after, _ := os.ReadFile(p.log)
-		named := bytes.Contains(after[min(len(before), len(after)):], []byte(tamperTokens(webIP)[i]))
+		after := p.Output()
+		named := strings.Contains(after[min(len(before), len(after)):], tamperTokens(webIP)[i])
 		if !named {
 			findings = append(findings, fmt.Sprintf("tamper %q: no log line after it names %s", tm.name, tamperTokens(webIP)[i]))
 		}
@@ -647,7 +610,7 @@ func TestChaosGuest(t *testing.T) {
 			findings = append(findings, fmt.Sprintf("ipvs_proxy_drift_repairs_total{kind=%q} is %v after its tamper, want at least 1", kind, drift[kind]))
 		}
 	}
-	p.kill(t)
+	kill(t, p)
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "CHAOS-REPORT-BEGIN\nkills %d, seed %d, churned services %d, proxy runs %d, sync period %v, churn errors %d\n",

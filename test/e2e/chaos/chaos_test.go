@@ -5,27 +5,17 @@ package chaos
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
-
-// goBuild runs the go command in dir and fails the test on error.
-func goBuild(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-}
 
 // TestChaos starts the API server on the host and runs TestChaosGuest in
 // the VM against it (see the package doc).
@@ -48,16 +38,13 @@ func TestChaos(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(wd, "..", "..", "..")
 	// Prebuilt binaries (make chaos builds them once) or built here.
 	proxyBin, guestBin := os.Getenv("CHAOS_PROXY_BIN"), os.Getenv("CHAOS_GUEST_BIN")
 	if proxyBin == "" {
-		proxyBin = filepath.Join(dir, "ipvs-proxy")
-		goBuild(t, root, "build", "-o", proxyBin, "./cmd/ipvs-proxy")
+		proxyBin = gobuild.Proxy(t, dir)
 	}
 	if guestBin == "" {
-		guestBin = filepath.Join(dir, "chaos.test")
-		goBuild(t, wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
+		guestBin = gobuild.GuestTest(t, dir, "chaos")
 	}
 
 	timeout := 15*time.Minute + time.Duration(kills)*2*time.Minute

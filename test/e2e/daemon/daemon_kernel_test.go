@@ -13,7 +13,6 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -25,8 +24,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 const (
@@ -39,51 +38,14 @@ const (
 	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 )
 
-// proxy is the `ipvs-proxy run` process in the node namespace.
-type proxy struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *proxy {
+// startProxy runs `ipvs-proxy run` in the node namespace.
+func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *ktest.Process {
 	t.Helper()
-	p := &proxy{log: filepath.Join(t.TempDir(), "proxy.log"), done: make(chan error, 1)}
-	f, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+	return node.Start(t, filepath.Join(t.TempDir(), "proxy.log"), bin, "run",
 		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
 		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
 		"--state-dir", stateDir, "--log-level", "debug", "--log-format", "console")
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("proxy log:\n%s", tail(string(b), 80))
-		}
-	})
-	return p
-}
-
-func (p *proxy) alive() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return false
-	default:
-		return true
-	}
 }
 
 // active is `ipvsadm -S -n` without the real servers at weight 0: those
@@ -96,14 +58,6 @@ func active(save string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(s, "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }
 
 // waitFor polls cond every interval until it holds or timeout passes, and
@@ -199,7 +153,7 @@ func TestDaemonGuest(t *testing.T) {
 	waitFor(t, "ClusterIP "+vip+" answered by pod-a", 3*time.Minute, 100*time.Millisecond, answeredBy(vip, "pod-a"))
 	first := time.Since(start)
 	t.Logf("first ClusterIP answer %v after the proxy started", first)
-	if !p.alive() {
+	if !p.Alive() {
 		t.Fatal("proxy exited")
 	}
 	np := fmt.Sprintf("%s:%d", nodeIP, nodePort)
@@ -315,7 +269,7 @@ func TestDaemonGuest(t *testing.T) {
 		}
 		time.Sleep(200 * time.Millisecond)
 	}
-	if !p.alive() {
+	if !p.Alive() {
 		t.Fatal("proxy exited while the API server was unreachable")
 	}
 	if got := node.Run(t, "ipvsadm", "-S", "-n"); active(got) != active(ipvsBefore) {
@@ -342,15 +296,8 @@ func TestDaemonGuest(t *testing.T) {
 	if err := mon.Start(); err != nil {
 		t.Fatal(err)
 	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		p.done <- err
-		if err != nil {
-			t.Errorf("proxy exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("proxy did not exit after SIGTERM")
+	if _, err := p.Stop(30 * time.Second); err != nil {
+		t.Fatalf("proxy after SIGTERM: %v", err)
 	}
 	if got := node.Run(t, "ipvsadm", "-S", "-n"); got != ipvsBefore {
 		t.Errorf("IPVS changed at shutdown:\nbefore:\n%s\nafter:\n%s", ipvsBefore, got)
@@ -362,15 +309,13 @@ func TestDaemonGuest(t *testing.T) {
 	restart := time.Now()
 	p2 := startProxy(t, node, bin, proxyKC, stateDir)
 	waitFor(t, "the restarted proxy's first full sync", 3*time.Minute, 200*time.Millisecond, func() bool {
-		b, _ := os.ReadFile(p2.log)
-		return strings.Contains(string(b), `"sync done"`) || strings.Contains(string(b), "sync done\t")
+		return p2.OutputHas(`"sync done"`) || p2.OutputHas("sync done\t")
 	})
 	adopted := time.Since(restart)
 	_ = mon.Process.Kill()
 	_ = mon.Wait()
-	logText, _ := os.ReadFile(p2.log)
 	var firstFull string
-	for _, l := range strings.Split(string(logText), "\n") {
+	for _, l := range strings.Split(p2.Output(), "\n") {
 		if strings.Contains(l, "sync applied") && strings.Contains(l, `"mode": "full"`) {
 			firstFull = l
 			break

@@ -5,27 +5,17 @@ package daemon
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
-
-func goCmd(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-}
 
 // TestDaemon starts the API server on the host and runs TestDaemonGuest in
 // the VM against it (see the package doc).
@@ -51,10 +41,7 @@ func TestDaemon(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	root := filepath.Join(wd, "..", "..", "..")
-	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "daemon.test")
-	goCmd(t, root, "build", "-o", proxyBin, "./cmd/ipvs-proxy")
-	goCmd(t, wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
+	proxyBin, guestBin := gobuild.Proxy(t, dir), gobuild.GuestTest(t, dir, "daemon")
 
 	timeout := 15 * time.Minute
 	res, err := vmtest.Run(ctx, vmtest.Config{

@@ -14,7 +14,6 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -29,8 +28,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 const (
@@ -45,10 +44,7 @@ const (
 // proxy is the `ipvs-proxy run` process in the node namespace, with its
 // JSON log read as it grows.
 type proxy struct {
-	cmd     *exec.Cmd
-	start   time.Time
-	logPath string
-	done    chan error
+	*ktest.Process
 	off     int64
 	partial []byte
 	records []map[string]any
@@ -57,54 +53,17 @@ type proxy struct {
 func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) *proxy {
 	t.Helper()
 	dir := t.TempDir()
-	p := &proxy{logPath: filepath.Join(dir, "proxy.log"), done: make(chan error, 1)}
-	f, err := os.Create(p.logPath)
-	if err != nil {
-		t.Fatal(err)
-	}
-	// `ip netns exec` execs the proxy without forking: the PID is the proxy's.
-	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+	return &proxy{Process: node.Start(t, filepath.Join(dir, "proxy.log"), bin, "run",
 		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
 		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metricsAddr,
-		"--state-dir", filepath.Join(dir, "state"), "--log-level", "debug", "--log-format", "json", "--profiling")
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	p.start = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.logPath)
-			lines := strings.Split(string(b), "\n")
-			if len(lines) > 60 {
-				lines = lines[len(lines)-60:]
-			}
-			t.Logf("proxy log (tail):\n%s", strings.Join(lines, "\n"))
-		}
-	})
-	return p
-}
-
-func (p *proxy) alive() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return false
-	default:
-		return true
-	}
+		"--state-dir", filepath.Join(dir, "state"), "--log-level", "debug", "--log-format", "json", "--profiling")}
 }
 
 // scan reads the log lines written since the last call and returns their
 // records (non-JSON lines are skipped).
 func (p *proxy) scan() []map[string]any {
-	f, err := os.Open(p.logPath)
+	f, err := os.Open(p.Log)
 	if err != nil {
 		return nil
 	}
@@ -159,8 +118,8 @@ func (p *proxy) waitRecord(t *testing.T, what string, timeout, interval time.Dur
 				return r, time.Now()
 			}
 		}
-		if !p.alive() {
-			t.Fatalf("proxy exited while waiting for %s: %v", what, <-p.done)
+		if exited, err := p.Wait(0); exited {
+			t.Fatalf("proxy exited while waiting for %s: %v", what, err)
 		}
 		if time.Now().After(deadline) {
 			t.Fatalf("timed out after %v waiting for %s", timeout, what)
@@ -394,7 +353,7 @@ func TestDaemonBenchGuest(t *testing.T) {
 
 	// (1) The first full sync.
 	p := startProxy(t, node, bin, proxyKC)
-	pid := p.cmd.Process.Pid
+	pid := p.Cmd.Process.Pid
 	rssWatch := watchRSS(pid, "informer lists and first full sync")
 	defer rssWatch.stop()
 	cachesRec, _ := p.waitRecord(t, "the informer caches", 30*time.Minute, 200*time.Millisecond, func(r map[string]any) bool {
@@ -419,11 +378,11 @@ func TestDaemonBenchGuest(t *testing.T) {
 		}
 		return false
 	})
-	cachesAt := logTime(cachesRec).Sub(p.start)
-	fullAt := logTime(doneRec).Sub(p.start)
+	cachesAt := logTime(cachesRec).Sub(p.Started)
+	fullAt := logTime(doneRec).Sub(p.Started)
 	fullTook := seconds(doneRec, "took")
 	t.Logf("caches synced %v after start; first full sync done %v after start (seen %v), took %v; %d failed syncs before",
-		cachesAt, fullAt, doneSeen.Sub(p.start), fullTook, failed)
+		cachesAt, fullAt, doneSeen.Sub(p.Started), fullTook, failed)
 	hwmAfterFull := status(t, pid, "VmHWM")
 	rssWatch.phase("kernel read back by the test")
 
@@ -578,11 +537,8 @@ func TestDaemonBenchGuest(t *testing.T) {
 	// (4) Peak RSS, then stop the proxy.
 	hwm := status(t, pid, "VmHWM")
 	rss := status(t, pid, "VmRSS")
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(2 * time.Minute):
-		t.Fatal("proxy did not exit after SIGTERM")
+	if _, err := p.Stop(2 * time.Minute); err != nil {
+		t.Fatalf("proxy after SIGTERM: %v", err)
 	}
 
 	// (2) The floor: the same content in a fresh namespace. First empty

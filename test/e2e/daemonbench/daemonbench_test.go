@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -23,22 +22,13 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
-
-func goCmd(dir string, args ...string) error {
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		return fmt.Errorf("go %v: %w\n%s", args, err, out)
-	}
-	return nil
-}
 
 // createAll creates the namespace, the Nodes, and every Service with its
 // EndpointSlice, with workers concurrent clients.
@@ -127,11 +117,11 @@ func TestDaemonBench(t *testing.T) {
 	// The builds run while the objects are created.
 	built := make(chan error, 1)
 	go func() {
-		if err := goCmd(root, "build", "-p", "2", "-o", proxyBin, "./cmd/ipvs-proxy"); err != nil {
+		if err := gobuild.Run(root, "build", "-p", "2", "-o", proxyBin, "./cmd/ipvs-proxy"); err != nil {
 			built <- err
 			return
 		}
-		built <- goCmd(wd, "test", "-p", "2", "-vet=off", "-c", "-tags", "kernel", "-o", guestBin, ".")
+		built <- gobuild.Run(wd, "test", "-p", "2", "-vet=off", "-c", "-tags", "kernel", "-o", guestBin, ".")
 	}()
 
 	cfg := srv.Config()

@@ -8,7 +8,6 @@ import (
 	"net"
 	"net/netip"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strconv"
@@ -27,9 +26,9 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // contender is one proxy under test: how to start it in a node namespace
@@ -52,62 +51,18 @@ type process interface {
 
 // ipvsProxy is `ipvs-proxy run` started with its defaults but for the
 // node's identity and the addresses kube-proxy uses too.
-type ipvsProxy struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-}
+type ipvsProxy struct{ *ktest.Process }
 
 func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) process {
 	t.Helper()
 	dir := t.TempDir()
-	f, err := os.Create(filepath.Join(dir, "ipvs-proxy.log"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	p := &ipvsProxy{done: make(chan struct{})}
-	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+	return ipvsProxy{node.Start(t, filepath.Join(dir, "ipvs-proxy.log"), bin, "run",
 		"--kubeconfig", kubeconfig, "--hostname-override", thisNode, "--cluster-cidr", "10.244.0.0/16",
 		"--healthz-bind-address", kubeproxy.HealthzAddress, "--metrics-bind-address", kubeproxy.MetricsAddress,
-		"--state-dir", filepath.Join(dir, "state"))
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); f.Close(); close(p.done) }()
-	t.Cleanup(func() {
-		if p.Alive() {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(f.Name())
-			t.Logf("ipvs-proxy log (tail):\n%s", b[max(0, len(b)-4000):])
-		}
-	})
-	return p
+		"--state-dir", filepath.Join(dir, "state"))}
 }
 
-func (p *ipvsProxy) Pid() int { return p.cmd.Process.Pid }
-
-func (p *ipvsProxy) Alive() bool {
-	select {
-	case <-p.done:
-		return false
-	default:
-		return true
-	}
-}
-
-func (p *ipvsProxy) Stop(timeout time.Duration) (time.Duration, error) {
-	start := time.Now()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return time.Since(start), nil
-	case <-time.After(timeout):
-		return time.Since(start), fmt.Errorf("ipvs-proxy did not exit %v after SIGTERM", timeout)
-	}
-}
+func (p ipvsProxy) Pid() int { return p.Cmd.Process.Pid }
 
 // lastSync is the contender's sync gauge, zero before its first complete
 // sync.

@@ -14,10 +14,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // envSizes reads BENCHVS_SIZES: comma-separated Service counts, run in
@@ -73,11 +74,11 @@ func TestVsKubeProxy(t *testing.T) {
 	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "daemonbench.test")
 	built := make(chan error, 1)
 	go func() {
-		if err := goCmd(root, "build", "-p", "2", "-o", proxyBin, "./cmd/ipvs-proxy"); err != nil {
+		if err := gobuild.Run(root, "build", "-p", "2", "-o", proxyBin, "./cmd/ipvs-proxy"); err != nil {
 			built <- err
 			return
 		}
-		built <- goCmd(wd, "test", "-p", "2", "-vet=off", "-c", "-tags", "kernel", "-o", guestBin, ".")
+		built <- gobuild.Run(wd, "test", "-p", "2", "-vet=off", "-c", "-tags", "kernel", "-o", guestBin, ".")
 	}()
 
 	cfg := srv.Config()

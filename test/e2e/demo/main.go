@@ -6,7 +6,7 @@
 // of deploy/base/rbac.yaml, and writes two kubeconfig files: the proxy's
 // (that ServiceAccount's token, for the relay inside node-a) and the admin's
 // (for the guest to write the scenarios). It then boots the test VM
-// (internal/vmtest) with the API server's port forwarded and runs the guest
+// (test/vmtest) with the API server's port forwarded and runs the guest
 // program (test/e2e/demo/guest), which builds node-a, applies the seed
 // articles' scenarios, runs `ipvs-proxy run` and `ipvs-proxy recover`, and
 // prints what an operator looks at. The guest's console is streamed as it
@@ -40,8 +40,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // The ServiceAccount the proxy runs as, as deploy/base names it.

@@ -7,11 +7,9 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"slices"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -23,8 +21,8 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 const (
@@ -68,68 +66,21 @@ var hostileAddrs = map[string]string{
 // proves the monitor would have seen a protected one.
 var benign = []string{"203.0.113.77", "203.0.113.78"}
 
-type guestProxy struct {
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func startGuestProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *guestProxy {
+// startGuestProxy runs `ipvs-proxy run` in the node namespace.
+func startGuestProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *ktest.Process {
 	t.Helper()
-	p := &guestProxy{log: filepath.Join(t.TempDir(), "proxy.log"), done: make(chan error, 1)}
-	f, err := os.Create(p.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	p.cmd = exec.Command("ip", "netns", "exec", node.Name, bin, "run",
+	return node.Start(t, filepath.Join(t.TempDir(), "proxy.log"), bin, "run",
 		"--kubeconfig", kubeconfig, "--hostname-override", vmNode, "--cluster-cidr", "10.244.0.0/16",
 		"--protected-cidrs", "192.0.2.128/25", "--sync-period", "5s", "--state-dir", stateDir,
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
 		"--log-level", "debug", "--log-format", "console")
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		if p.cmd.ProcessState == nil {
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			lines := strings.Split(string(b), "\n")
-			t.Logf("proxy log (last 60 lines):\n%s", strings.Join(lines[max(0, len(lines)-60):], "\n"))
-		}
-	})
-	return p
 }
 
-func (p *guestProxy) logHas(s string) bool {
-	b, _ := os.ReadFile(p.log)
-	return strings.Contains(string(b), s)
-}
-
-func (p *guestProxy) stop(t *testing.T) {
+// stopProxy sends SIGTERM and fails the test unless the proxy exits cleanly.
+func stopProxy(t *testing.T, p *ktest.Process) {
 	t.Helper()
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case err := <-p.done:
-		if err != nil {
-			t.Errorf("proxy exit after SIGTERM: %v", err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("proxy did not exit after SIGTERM")
-	}
-}
-
-func (p *guestProxy) alive() bool {
-	select {
-	case err := <-p.done:
-		p.done <- err
-		return false
-	default:
-		return true
+	if _, err := p.Stop(30 * time.Second); err != nil {
+		t.Fatalf("proxy after SIGTERM: %v", err)
 	}
 }
 
@@ -271,7 +222,7 @@ func TestGuardGuest(t *testing.T) {
 		now := bound(t, node)
 		return !slices.ContainsFunc(left, func(a string) bool { return now[a] })
 	})
-	if p.logHas("informer caches synced") {
+	if p.OutputHas("informer caches synced") {
 		t.Fatal("the informer caches synced with no route to the API server")
 	}
 	node.Relay(t, "127.0.0.1:"+apiPort, apiHostPort)
@@ -311,7 +262,7 @@ func TestGuardGuest(t *testing.T) {
 	waitUntil(t, benign[1]+" bound", time.Minute, func() bool { return bound(t, node)[benign[1]] })
 	// Two full syncs (--sync-period 5s) read the kernel and repair it.
 	time.Sleep(11 * time.Second)
-	if !p.alive() {
+	if !p.Alive() {
 		t.Fatal("the proxy exited")
 	}
 
@@ -370,22 +321,22 @@ func TestGuardGuest(t *testing.T) {
 	// and the node's own on kube-ipvs0. The node address cache in the
 	// state directory remembers n3, so the startup pass removes both
 	// before the informers sync.
-	p.stop(t)
+	stopProxy(t, p)
 	node.Run(t, "ip", "addr", "add", deleted+"/32", "dev", "kube-ipvs0")
 	node.Run(t, "ip", "addr", "add", nodeIP+"/32", "dev", "kube-ipvs0")
 	p2 := startGuestProxy(t, node, bin, proxyKC, stateDir)
-	waitUntil(t, "the restarted proxy's startup guard pass", 2*time.Minute, func() bool { return p2.logHas("startup guard pass done") })
-	if !p2.logHas(`"address": "` + deleted + `/32"`) {
+	waitUntil(t, "the restarted proxy's startup guard pass", 2*time.Minute, func() bool { return p2.OutputHas("startup guard pass done") })
+	if !p2.OutputHas(`"address": "` + deleted + `/32"`) {
 		t.Errorf("the startup pass did not remove the deleted Node's %s (log has no removal line for it)", deleted)
 	}
-	waitUntil(t, "the restarted proxy's first full sync", 2*time.Minute, func() bool { return p2.logHas(`"mode": "full"`) })
+	waitUntil(t, "the restarted proxy's first full sync", 2*time.Minute, func() bool { return p2.OutputHas(`"mode": "full"`) })
 	now := bound(t, node)
 	for _, a := range append(slices.Clone(hostile), deleted) {
 		if now[a] {
 			t.Errorf("protected %s on kube-ipvs0 after the restart", a)
 		}
 	}
-	p2.stop(t)
+	stopProxy(t, p2)
 
 	// The monitor, from before the first start to now: the only protected
 	// addresses ever added are the two this test added itself before the

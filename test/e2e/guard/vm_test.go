@@ -5,13 +5,13 @@ package guard_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // TestGuardVM starts its own API server on the host and runs
@@ -35,16 +35,7 @@ func TestGuardVM(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "guard.test")
-	build := func(dir string, args ...string) {
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v: %v\n%s", args, err, out)
-		}
-	}
-	build(filepath.Join(wd, "..", "..", ".."), "build", "-o", proxyBin, "./cmd/ipvs-proxy")
-	build(wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
+	proxyBin, guestBin := gobuild.Proxy(t, dir), gobuild.GuestTest(t, dir, "guard")
 
 	timeout := 12 * time.Minute
 	res, err := vmtest.Run(ctx, vmtest.Config{

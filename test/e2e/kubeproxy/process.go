@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // Sentinel errors of a Process; check with errors.Is.
@@ -39,14 +39,12 @@ type Options struct {
 	Verbosity int
 }
 
-// Process is one kube-proxy running in a node namespace.
+// Process is one kube-proxy running in a node namespace: a ktest.Process
+// (Alive, Wait, Output, Tail, Log: the output file) with kube-proxy's
+// health, metrics and exit semantics.
 type Process struct {
-	ns      *ktest.NS
-	cmd     *exec.Cmd
-	logFile string
-	done    chan error
-	exit    error
-	exited  bool
+	*ktest.Process
+	ns *ktest.NS
 }
 
 // Start runs `ip netns exec NODE kube-proxy --config=FILE
@@ -55,78 +53,35 @@ type Process struct {
 // test failed, the tail of its log is logged.
 func Start(t testing.TB, ns *ktest.NS, o Options) *Process {
 	t.Helper()
-	p := &Process{ns: ns, logFile: o.LogFile, done: make(chan error, 1)}
-	if p.logFile == "" {
-		p.logFile = filepath.Join(t.TempDir(), "kube-proxy.log")
-	}
-	f, err := os.Create(p.logFile)
-	if err != nil {
-		t.Fatal(err)
+	logFile := o.LogFile
+	if logFile == "" {
+		logFile = filepath.Join(t.TempDir(), "kube-proxy.log")
 	}
 	// The image runs /usr/local/bin/kube-proxy: under that name, as
 	// /proc/PID/comm and argv[0] show it (what `ipvs-proxy cleanup` looks for
 	// before it removes anything), not as the cache's kube-proxy-VERSION.
 	bin := filepath.Join(t.TempDir(), "kube-proxy")
 	if err := os.Symlink(o.Bin, bin); err != nil {
-		f.Close()
 		t.Fatalf("kube-proxy under its own name: %v", err)
 	}
-	p.cmd = exec.Command("ip", "netns", "exec", ns.Name, bin, "--config="+o.ConfigFile,
-		"--hostname-override="+o.NodeName, "--v="+strconv.Itoa(o.Verbosity))
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		f.Close()
-		t.Fatalf("start kube-proxy in %s: %v", ns.Name, err)
-	}
-	go func() { p.done <- p.cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		if p.Alive() {
-			_ = p.cmd.Process.Kill()
-			p.wait(10 * time.Second)
-		}
-		if t.Failed() {
-			t.Logf("kube-proxy log (%s), last lines:\n%s", p.logFile, tail(p.Log(), 60))
-		}
-	})
-	return p
-}
-
-// LogFile is where kube-proxy's output goes.
-func (p *Process) LogFile() string { return p.logFile }
-
-// Log is kube-proxy's output so far.
-func (p *Process) Log() string {
-	b, _ := os.ReadFile(p.logFile)
-	return string(b)
+	return &Process{ns: ns, Process: ns.Start(t, logFile, bin, "--config="+o.ConfigFile,
+		"--hostname-override="+o.NodeName, "--v="+strconv.Itoa(o.Verbosity))}
 }
 
 // Pid is the process id of `ip netns exec`, which execs kube-proxy.
-func (p *Process) Pid() int { return p.cmd.Process.Pid }
-
-// wait reaps the process for up to d and reports whether it exited.
-func (p *Process) wait(d time.Duration) bool {
-	if p.exited {
-		return true
-	}
-	select {
-	case p.exit = <-p.done:
-		p.exited = true
-	case <-time.After(d):
-	}
-	return p.exited
-}
-
-// Alive reports whether kube-proxy is still running.
-func (p *Process) Alive() bool { return !p.wait(0) }
+func (p *Process) Pid() int { return p.Cmd.Process.Pid }
 
 // Stop sends SIGTERM, as the kubelet does when a DaemonSet rollout deletes
 // the pod, and waits up to timeout for kube-proxy to exit. It returns how
 // long the exit took and the exit status: nil when kube-proxy exited 0 or
 // was ended by that SIGTERM, which is its normal way out (kube-proxy
 // v1.34.4 installs no signal handler: cmd/kube-proxy and pkg/proxy import
-// no os/signal), else an *exec.ExitError.
+// no os/signal), else an *exec.ExitError; ErrExited if it had exited before.
 func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
-	took, err := p.stop(timeout)
+	if exited, err := p.Wait(0); exited {
+		return 0, fmt.Errorf("%w before SIGTERM: %v", ErrExited, err)
+	}
+	took, err := p.Process.Stop(timeout)
 	var exitErr *exec.ExitError
 	if errors.As(err, &exitErr) {
 		if ws, ok := exitErr.Sys().(syscall.WaitStatus); ok && ws.Signaled() && ws.Signal() == syscall.SIGTERM {
@@ -134,20 +89,6 @@ func (p *Process) Stop(timeout time.Duration) (time.Duration, error) {
 		}
 	}
 	return took, err
-}
-
-func (p *Process) stop(timeout time.Duration) (time.Duration, error) {
-	start := time.Now()
-	if p.exited {
-		return 0, fmt.Errorf("%w before SIGTERM: %v", ErrExited, p.exit)
-	}
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return 0, fmt.Errorf("SIGTERM kube-proxy: %w", err)
-	}
-	if !p.wait(timeout) {
-		return time.Since(start), fmt.Errorf("kube-proxy did not exit %v after SIGTERM", timeout)
-	}
-	return time.Since(start), p.exit
 }
 
 // Healthz is GET /healthz on HealthzAddress: the status code and body.
@@ -207,8 +148,8 @@ func (p *Process) WaitSync(families int, after time.Time, timeout time.Duration)
 	deadline := time.Now().Add(timeout)
 	var last error
 	for {
-		if !p.Alive() {
-			return time.Time{}, fmt.Errorf("%w: %v; log:\n%s", ErrExited, p.exit, tail(p.Log(), 30))
+		if exited, err := p.Wait(0); exited {
+			return time.Time{}, fmt.Errorf("%w: %v; log:\n%s", ErrExited, err, p.Tail(30))
 		}
 		ts, err := p.LastSync(families)
 		if err == nil && !ts.IsZero() && ts.After(after) {
@@ -217,16 +158,8 @@ func (p *Process) WaitSync(families int, after time.Time, timeout time.Duration)
 		last = err
 		if time.Now().After(deadline) {
 			return time.Time{}, fmt.Errorf("%w after %v within %v (last metrics error: %v); log:\n%s",
-				ErrNoSync, after.Format(time.RFC3339Nano), timeout, last, tail(p.Log(), 30))
+				ErrNoSync, after.Format(time.RFC3339Nano), timeout, last, p.Tail(30))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
-}
-
-func tail(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -11,7 +11,7 @@
 // It needs the VM kernel (build tag kernel):
 //
 //	cd test/e2e && go test -c -tags kernel -o /tmp/soak.test ./soak
-//	go run ./internal/vmtest/cmd/vmrun -env SOAK_DURATION=60s -- /tmp/soak.test -test.v
+//	go run ./test/vmtest/cmd/vmrun -env SOAK_DURATION=60s -- /tmp/soak.test -test.v
 //
 // Environment: SOAK_DURATION (default 20s of churn), SOAK_SERVICES
 // (default 10000), SOAK_SEED (default 1), SOAK_FULL_EVERY (a full resync

@@ -17,7 +17,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // ipvsEntry is one line of /proc/net/ip_vs: a virtual server ("TCP

@@ -10,8 +10,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest/kstate"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest/kstate"
 )
 
 // nodeIPs are the node's addresses on every interface but kube-ipvs0, as
@@ -87,9 +87,9 @@ func (b *bed) proxyReady(p *ipvsProxy, started time.Time) time.Duration {
 		if err == nil && code == 200 {
 			return time.Since(started)
 		}
-		if !p.alive() || time.Since(started) > 2*time.Minute {
+		if !p.Alive() || time.Since(started) > 2*time.Minute {
 			b.t.Errorf("ipvs-proxy not ready (/healthz %d %v) %v after its start; running %v; log:\n%s", code, err,
-				time.Since(started).Round(time.Millisecond), p.alive(), lastLines(p.logText(), 30))
+				time.Since(started).Round(time.Millisecond), p.Alive(), p.Tail(30))
 			return 0
 		}
 		time.Sleep(100 * time.Millisecond)
@@ -104,7 +104,7 @@ func (b *bed) fullSyncs(p *ipvsProxy, started time.Time, n float64) time.Duratio
 		if err == nil && m[`ipvs_proxy_syncs_total{mode="full"}`] >= n {
 			return time.Since(started)
 		}
-		if !p.alive() || time.Since(started) > 2*time.Minute {
+		if !p.Alive() || time.Since(started) > 2*time.Minute {
 			b.t.Errorf("ipvs-proxy: fewer than %v full syncs %v after its start (metrics error %v)", n, time.Since(started).Round(time.Millisecond), err)
 			return 0
 		}

@@ -8,24 +8,17 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"regexp"
 	"strings"
-	"syscall"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // ipvsProxy is one `ipvs-proxy run` in the node namespace.
-type ipvsProxy struct {
-	cmd    *exec.Cmd
-	log    string
-	done   chan error
-	exit   error
-	exited bool
-}
+type ipvsProxy struct{ *ktest.Process }
 
 // proxyConfig writes the configuration docs/migration.md tells operators to
 // use: kube-proxy's own config.conf from its ConfigMap, with
@@ -56,63 +49,10 @@ func (b *bed) proxyConfig() string {
 // proxyConfig), and JSON debug logs for the test to read.
 func (b *bed) startProxy(config, log string) *ipvsProxy {
 	b.t.Helper()
-	p := &ipvsProxy{log: filepath.Join(b.dir, log), done: make(chan error, 1)}
-	f, err := os.Create(p.log)
-	if err != nil {
-		b.t.Fatal(err)
-	}
-	p.cmd = exec.Command("ip", "netns", "exec", b.node.Name, b.proxyBin, "run", "--config", config,
+	return &ipvsProxy{b.node.Start(b.t, filepath.Join(b.dir, log), b.proxyBin, "run", "--config", config,
 		"--hostname-override", thisNode, "--state-dir", filepath.Join(b.dir, "state"),
 		// Test instrumentation: every sync's "sync applied" record (debug).
-		"--log-level", "debug", "--log-format", "json")
-	p.cmd.Stdout, p.cmd.Stderr = f, f
-	if err := p.cmd.Start(); err != nil {
-		b.t.Fatal(err)
-	}
-	go func() { p.done <- p.cmd.Wait(); f.Close() }()
-	t := b.t
-	t.Cleanup(func() {
-		if p.alive() {
-			_ = p.cmd.Process.Kill()
-			p.wait(10 * time.Second)
-		}
-		if t.Failed() {
-			b, _ := os.ReadFile(p.log)
-			t.Logf("ipvs-proxy log (%s), last lines:\n%s", p.log, lastLines(string(b), 60))
-		}
-	})
-	return p
-}
-
-func (p *ipvsProxy) wait(d time.Duration) bool {
-	if p.exited {
-		return true
-	}
-	select {
-	case p.exit = <-p.done:
-		p.exited = true
-	case <-time.After(d):
-	}
-	return p.exited
-}
-
-func (p *ipvsProxy) alive() bool { return !p.wait(0) }
-
-// stop sends SIGTERM and waits for the exit.
-func (p *ipvsProxy) stop(timeout time.Duration) (time.Duration, error) {
-	start := time.Now()
-	if err := p.cmd.Process.Signal(syscall.SIGTERM); err != nil {
-		return 0, err
-	}
-	if !p.wait(timeout) {
-		return time.Since(start), fmt.Errorf("ipvs-proxy did not exit %v after SIGTERM", timeout)
-	}
-	return time.Since(start), p.exit
-}
-
-func (p *ipvsProxy) logText() string {
-	b, _ := os.ReadFile(p.log)
-	return string(b)
+		"--log-level", "debug", "--log-format", "json")}
 }
 
 // metrics reads ipvs-proxy's /metrics (the address of kube-proxy's file).
@@ -168,7 +108,7 @@ type syncLine map[string]any
 // syncLines returns ipvs-proxy's "sync applied" log lines.
 func (p *ipvsProxy) syncLines() []syncLine {
 	var out []syncLine
-	sc := bufio.NewScanner(strings.NewReader(p.logText()))
+	sc := bufio.NewScanner(strings.NewReader(p.Output()))
 	sc.Buffer(make([]byte, 1<<20), 1<<20)
 	for sc.Scan() {
 		var m syncLine
@@ -177,12 +117,4 @@ func (p *ipvsProxy) syncLines() []syncLine {
 		}
 	}
 	return out
-}
-
-func lastLines(s string, n int) string {
-	lines := strings.Split(strings.TrimRight(s, "\n"), "\n")
-	if len(lines) > n {
-		lines = lines[len(lines)-n:]
-	}
-	return strings.Join(lines, "\n")
 }

@@ -35,7 +35,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	addrMon := startAddrMonitor(t, b.node.NS)
 
 	start := time.Now()
-	exitTook, err := p.stop(30 * time.Second)
+	exitTook, err := p.Stop(30 * time.Second)
 	if err != nil {
 		t.Errorf("ipvs-proxy after SIGTERM: %v", err)
 	}
@@ -86,7 +86,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		t.Fatal(err)
 	}
 	var ipsetErrs []string
-	for _, l := range strings.Split(kp.Log(), "\n") {
+	for _, l := range strings.Split(kp.Output(), "\n") {
 		if ipsetError.MatchString(l) {
 			ipsetErrs = append(ipsetErrs, l)
 		}

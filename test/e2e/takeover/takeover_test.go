@@ -5,7 +5,6 @@ package takeover
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
@@ -15,23 +14,14 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
-
-func goBuild(t *testing.T, dir string, args ...string) {
-	t.Helper()
-	cmd := exec.Command("go", args...)
-	cmd.Dir = dir
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := cmd.CombinedOutput(); err != nil {
-		t.Fatalf("go %v: %v\n%s", args, err, out)
-	}
-}
 
 // kubeProxyCredentials gives kube-proxy what kubeadm gives it: the
 // ServiceAccount kube-system/kube-proxy bound to the ClusterRole
@@ -100,12 +90,11 @@ func TestTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	proxyBin, guestBin := os.Getenv("IPVS_PROXY_BIN"), filepath.Join(dir, "takeover.test")
+	proxyBin := os.Getenv("IPVS_PROXY_BIN")
 	if proxyBin == "" {
-		proxyBin = filepath.Join(dir, "ipvs-proxy")
-		goBuild(t, root, "build", "-o", proxyBin, "./cmd/ipvs-proxy")
+		proxyBin = gobuild.Proxy(t, dir)
 	}
-	goBuild(t, wd, "test", "-c", "-vet=off", "-tags", "kernel", "-o", guestBin, ".")
+	guestBin := gobuild.GuestTest(t, dir, "takeover", "-vet=off")
 
 	res, err := vmtest.Run(ctx, vmtest.Config{
 		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestTakeoverGuest$",

@@ -1,6 +1,6 @@
 // Command guest is the VM side of `make demo`. It runs as root inside the
-// test VM (internal/vmtest), builds node-a as a network namespace with
-// backend pods, a LAN client and a second node's address (internal/ktest),
+// test VM (test/vmtest), builds node-a as a network namespace with
+// backend pods, a LAN client and a second node's address (test/ktest),
 // writes the seed articles' Services to the host's API server through the
 // forwarded port, runs `ipvs-proxy run` in node-a, prints what an operator
 // looks at (ipvsadm -Ln, ip addr show kube-ipvs0, the refusal Events), sends
@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 type demo struct {

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // breakNode does what kube-proxy's IPVS mode does for nginx-other on every

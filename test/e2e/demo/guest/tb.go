@@ -6,13 +6,13 @@ import (
 	"testing"
 )
 
-// fatal is what tb panics with when internal/ktest calls Fatal; step
+// fatal is what tb panics with when test/ktest calls Fatal; step
 // recovers it and reports the step as failed.
 type fatal struct{ msg string }
 
 func (f fatal) Error() string { return f.msg }
 
-// tb gives internal/ktest the few testing.TB methods it calls (Helper,
+// tb gives test/ktest the few testing.TB methods it calls (Helper,
 // Fatal, Fatalf, Cleanup, Logf) outside a test binary. The embedded
 // interface is nil: a method ktest does not call would panic, which step
 // reports as a failure rather than hiding it.

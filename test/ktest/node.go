@@ -44,7 +44,7 @@ var (
 func requireKernel(t testing.TB) {
 	t.Helper()
 	if os.Geteuid() != 0 {
-		t.Fatal("ktest: kernel tests need root: run them in the VM (go run ./internal/vmtest/cmd/vmrun -- X.test)")
+		t.Fatal("ktest: kernel tests need root: run them in the VM (go run ./test/vmtest/cmd/vmrun -- X.test)")
 	}
 	modulesOnce.Do(func() {
 		if out, err := exec.Command("modprobe", append([]string{"-a"}, Modules...)...).CombinedOutput(); err != nil {

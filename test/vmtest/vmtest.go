@@ -8,7 +8,7 @@
 //
 // It owns only the VM it starts and the temporary directory holding the
 // initramfs; it never touches the host's network or kernel. The command is
-// internal/vmtest/cmd/vmrun; see docs/testing.md.
+// test/vmtest/cmd/vmrun; see docs/testing.md.
 package vmtest
 
 import (
@@ -46,7 +46,7 @@ var (
 
 // GuestModules are loaded (modprobe) before any test runs; a failure is ErrNoIPVS.
 // Everything else (schedulers, dummy, veth, sctp, netfilter) the guest kernel
-// loads on first use through /sbin/modprobe, and internal/ktest loads explicitly.
+// loads on first use through /sbin/modprobe, and test/ktest loads explicitly.
 var GuestModules = []string{"ip_vs", "ip_vs_rr"}
 
 // initramfsModules are insmod'ed by /init, with their dependencies, to mount the host root.

@@ -1,6 +1,6 @@
 // Package ktest builds throwaway network topologies for kernel tests (files
 // `*_kernel_test.go`, `//go:build kernel`, run as root in the test VM by
-// internal/vmtest/cmd/vmrun): a fresh network namespace playing the node
+// test/vmtest/cmd/vmrun): a fresh network namespace playing the node
 // (NewNode), pods as namespaces joined to it by veth pairs, each running TCP,
 // UDP and SCTP backends that answer with their name and the peer address they
 // saw (Node.AddPod, Pod.Listen), clients on the node's LAN for NodePort and
@@ -13,5 +13,5 @@
 // modules. It fails (never skips) a test that is not root or whose kernel
 // lacks IPVS. It imports nothing of the proxy, so every package's in-package
 // tests can use it; readers of the kernel state in `ipvs-proxy plan`'s text
-// form are in internal/ktest/kstate. See docs/testing.md.
+// form are in test/ktest/kstate. See docs/testing.md.
 package ktest

@@ -14,7 +14,7 @@
 // server that is not masquerading, an ipset with timeouts, an unknown
 // ipvsadm option): a reader that dropped it would hide a difference.
 //
-// It is apart from internal/ktest because it imports ipvs, iptables and
+// It is apart from test/ktest because it imports ipvs, iptables and
 // planner: ktest must stay importable by those packages' in-package tests.
 // Those packages use kstate from an external test package (package ipvs_test).
 // It only reads; it never changes kernel state.
@@ -27,10 +27,10 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // ErrUnparsable is wrapped by every reader error about tool output the plan

@@ -21,7 +21,7 @@ import (
 	"syscall"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 type envFlag []string

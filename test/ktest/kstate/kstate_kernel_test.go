@@ -11,12 +11,12 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/ktest/kstate"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest/kstate"
 )
 
 func TestReadersRoundTrip(t *testing.T) {
