@@ -11,8 +11,8 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // TestPrometheusVM starts an API server on the host and runs
