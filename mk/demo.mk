@@ -26,4 +26,4 @@ demo-build:
 
 demo: deps demo-build
 	@echo "demo: starting; the VM boots in 15-60 s, then each step prints as it runs (about 2 min in all)" >&2
-	$(DEMO_BIN) -proxy $(BIN) -guest $(DEMO_GUEST) -rbac deploy/base/rbac.yaml $(DEMO_FLAGS)
+	$(DEMO_BIN) -proxy $(BIN) -guest $(DEMO_GUEST) -deploy deploy/base $(DEMO_FLAGS)
