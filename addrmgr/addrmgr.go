@@ -334,6 +334,18 @@ func (m *Manager) Unbind(desired []netip.Prefix) *Result {
 	return m.Remove(m.Unwanted(desired))
 }
 
+// Cleanup removes every address from the device that Unbind(nil) would
+// (all of them but what SetExclude leaves) and returns what was bound
+// before: one dump, then `ip addr del` per address. It is the address
+// layer's share of `ipvs-proxy cleanup`. The device itself stays (DeleteDevice removes it). The error
+// is non-nil only when the device could not be read.
+func (m *Manager) Cleanup() (bound []netip.Prefix, res *Result, err error) {
+	if bound, err = m.Dump(); err != nil {
+		return nil, nil, err
+	}
+	return bound, m.Unbind(nil), nil
+}
+
 // Remove unbinds the given addresses (`ip addr del ADDR dev kube-ipvs0`),
 // logging each with its reason.
 func (m *Manager) Remove(unwanted []Unwanted) *Result {

@@ -14,11 +14,12 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 )
 
-// configFiles are the --config files the kustomizations put in the
-// ipvs-proxy-config ConfigMap.
+// configFiles are the --config files the DaemonSets read: the base's
+// ipvs-proxy-config ConfigMap, and kubeadm's config.conf (ConfigMap
+// kube-system/kube-proxy), which the overlays mount.
 var configFiles = []string{
 	"base/config.yaml",
-	"overlays/replace-kube-proxy/config.yaml",
+	"../internal/config/testdata/kubeadm-v1.34-config.conf",
 }
 
 // TestConfigFilesLoad loads each shipped config file with the proxy's own

@@ -11,6 +11,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -47,10 +48,10 @@ func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*
 func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}}
 
-	byService := map[string][]*discoveryv1.EndpointSlice{}
+	byService := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
 	for _, s := range eps {
-		if key := SliceServiceKey(s); key != "" {
-			byService[key] = append(byService[key], s)
+		if n, ok := SliceService(s); ok {
+			byService[n] = append(byService[n], s)
 		}
 	}
 	for _, svc := range svcs {
@@ -60,7 +61,7 @@ func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointS
 			continue
 		}
 		c.Services = append(c.Services, ports...)
-		m, refusals := ServiceEndpoints(ports, byService[ports[0].Name.ServiceKey()])
+		m, refusals := ServiceEndpoints(ports, byService[ports[0].Name.NamespacedName])
 		c.Refusals = append(c.Refusals, refusals...)
 		for k, v := range m {
 			c.Endpoints[k] = v
@@ -81,20 +82,18 @@ func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointS
 	return c
 }
 
-// ServiceKey is the "namespace/name" key of a Service.
-func ServiceKey(svc *corev1.Service) string { return svc.Namespace + "/" + svc.Name }
+// ServiceName is the namespace and name of a Service.
+func ServiceName(svc *corev1.Service) types.NamespacedName {
+	return types.NamespacedName{Namespace: svc.Namespace, Name: svc.Name}
+}
 
-// SliceServiceKey is the "namespace/name" of the Service an EndpointSlice
-// belongs to (label kubernetes.io/service-name), or "" when it has none.
-func SliceServiceKey(s *discoveryv1.EndpointSlice) string {
-	if s == nil {
-		return ""
+// SliceService is the namespace and name of the Service an EndpointSlice
+// belongs to (label kubernetes.io/service-name); false when it has none.
+func SliceService(s *discoveryv1.EndpointSlice) (types.NamespacedName, bool) {
+	if s == nil || s.Labels[LabelServiceName] == "" {
+		return types.NamespacedName{}, false
 	}
-	name := s.Labels[LabelServiceName]
-	if name == "" {
-		return ""
-	}
-	return s.Namespace + "/" + name
+	return types.NamespacedName{Namespace: s.Namespace, Name: s.Labels[LabelServiceName]}, true
 }
 
 // SkipReason says why the proxy ignores a Service altogether, or "" when it
@@ -117,7 +116,7 @@ func SkipReason(svc *corev1.Service) string {
 
 // refuser collects the refusals of one Service.
 type refuser struct {
-	service string
+	subject model.Subject
 	out     []model.Refusal
 }
 
@@ -126,7 +125,7 @@ type refuser struct {
 // add a word or a line.
 func (r *refuser) add(field, value string, reason model.Reason, format string, args ...any) {
 	r.out = append(r.out, model.Refusal{
-		Service: r.service,
+		Subject: r.subject,
 		Field:   field,
 		Address: value,
 		Reason:  reason,

@@ -10,6 +10,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -34,7 +35,7 @@ func svc(name string, mut func(*corev1.Service)) *corev1.Service {
 func refusalStrings(rs []model.Refusal) []string {
 	var out []string
 	for _, r := range rs {
-		out = append(out, fmt.Sprintf("%s %s %s %s", r.Service, r.Field, model.Word(r.Address), r.Reason))
+		out = append(out, fmt.Sprintf("%s %s %s %s", r.Subject, r.Field, model.Word(r.Address), r.Reason))
 	}
 	return out
 }
@@ -83,9 +84,9 @@ func TestServicePorts(t *testing.T) {
 				s.Spec.Ports = []corev1.ServicePort{{Name: "1", Port: 2181}, {Name: "2", Port: 2888, Protocol: "TCP"}, {Name: "3", Port: 3888}}
 			}),
 			want: []model.ServicePort{
-				{Name: model.ServicePortName{Namespace: "default", Name: "zookeeper1", Port: "1"}, Protocol: model.TCP, Port: 2181, ClusterIPs: addrs("10.254.181.6")},
-				{Name: model.ServicePortName{Namespace: "default", Name: "zookeeper1", Port: "2"}, Protocol: model.TCP, Port: 2888, ClusterIPs: addrs("10.254.181.6")},
-				{Name: model.ServicePortName{Namespace: "default", Name: "zookeeper1", Port: "3"}, Protocol: model.TCP, Port: 3888, ClusterIPs: addrs("10.254.181.6")},
+				{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "zookeeper1"}, Port: "1"}, Protocol: model.TCP, Port: 2181, ClusterIPs: addrs("10.254.181.6")},
+				{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "zookeeper1"}, Port: "2"}, Protocol: model.TCP, Port: 2888, ClusterIPs: addrs("10.254.181.6")},
+				{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "zookeeper1"}, Port: "3"}, Protocol: model.TCP, Port: 3888, ClusterIPs: addrs("10.254.181.6")},
 			},
 		},
 		{
@@ -97,7 +98,7 @@ func TestServicePorts(t *testing.T) {
 				s.Spec.Ports = []corev1.ServicePort{{Port: 3306, NodePort: 30010, Protocol: "TCP"}}
 			}),
 			want: []model.ServicePort{{
-				Name: model.ServicePortName{Namespace: "default", Name: "wordpress-mysql"}, Protocol: model.TCP, Port: 3306, NodePort: 30010,
+				Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "wordpress-mysql"}}, Protocol: model.TCP, Port: 3306, NodePort: 30010,
 				ClusterIPs: addrs("10.96.0.10"), AffinityTimeout: 10800, Scheduler: "mh",
 			}},
 		},
@@ -121,7 +122,7 @@ func TestServicePorts(t *testing.T) {
 				}
 			}),
 			want: []model.ServicePort{{
-				Name: model.ServicePortName{Namespace: "default", Name: "lb", Port: "sctp"}, Protocol: model.SCTP, Port: 9000, NodePort: 31000,
+				Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "lb"}, Port: "sctp"}, Protocol: model.SCTP, Port: 9000, NodePort: 31000,
 				ClusterIPs: addrs("10.96.0.10", "fd00::10"), ExternalIPs: addrs("192.0.2.1", "2001:db8::1"),
 				LoadBalancerIPs:          addrs("198.51.100.10", "198.51.100.12"),
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("203.0.113.0/24"), netip.MustParsePrefix("198.51.100.0/24")}, LoadBalancerFirewall: true,
@@ -147,9 +148,9 @@ func TestServicePorts(t *testing.T) {
 				}
 			}),
 			want: []model.ServicePort{
-				{Name: model.ServicePortName{Namespace: "default", Name: "junk", Port: "a"}, Protocol: model.TCP, Port: 80,
+				{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "junk"}, Port: "a"}, Protocol: model.TCP, Port: 80,
 					ClusterIPs: addrs("10.96.0.10"), ExternalIPs: addrs("192.0.2.1", "::ffff:192.0.2.9"), AffinityTimeout: 10800},
-				{Name: model.ServicePortName{Namespace: "default", Name: "junk", Port: "d"}, Protocol: model.UDP, Port: 65535, NodePort: 30001,
+				{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "junk"}, Port: "d"}, Protocol: model.UDP, Port: 65535, NodePort: 30001,
 					ClusterIPs: addrs("10.96.0.10"), ExternalIPs: addrs("192.0.2.1", "::ffff:192.0.2.9"), AffinityTimeout: 10800},
 			},
 			refusals: []string{
@@ -192,7 +193,7 @@ func TestServicePorts(t *testing.T) {
 				s.Spec.Ports[0].NodePort = 30080
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}, {IP: "not-an-ip"}}
 			}),
-			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "closed", Port: "http"}, Protocol: model.TCP, Port: 80, NodePort: 30080,
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "closed"}, Port: "http"}, Protocol: model.TCP, Port: 80, NodePort: 30080,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"), LoadBalancerFirewall: true}},
 			refusals: []string{
 				`default/closed status.loadBalancer.ingress not-an-ip InvalidAddress`,
@@ -207,7 +208,7 @@ func TestServicePorts(t *testing.T) {
 				s.Spec.LoadBalancerSourceRanges = []string{"2001:db8::/32"}
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}, {IP: "2001:db8:1::10"}}
 			}),
-			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "v6only", Port: "http"}, Protocol: model.TCP, Port: 80,
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "v6only"}, Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10", "2001:db8:1::10"),
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("2001:db8::/32")}, LoadBalancerFirewall: true}},
 			refusals: []string{`default/v6only spec.loadBalancerSourceRanges 198.51.100.10 InvalidSourceRange`},
@@ -219,7 +220,7 @@ func TestServicePorts(t *testing.T) {
 				s.Spec.LoadBalancerSourceRanges = []string{"::ffff:192.0.2.0/120", "::ffff:0:0/90"}
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
 			}),
-			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "mapped", Port: "http"}, Protocol: model.TCP, Port: 80,
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "mapped"}, Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("192.0.2.0/24"), netip.MustParsePrefix("::ffc0:0:0/90")}, LoadBalancerFirewall: true}},
 			refusals: []string{`default/mapped spec.loadBalancerSourceRanges ::ffff:192.0.2.0/120 IPv4MappedIPv6`},
@@ -231,7 +232,7 @@ func TestServicePorts(t *testing.T) {
 				s.Annotations = map[string]string{AnnotationSourceRanges: "fd00::/8"}
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
 			}),
-			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "ann6", Port: "http"}, Protocol: model.TCP, Port: 80,
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "ann6"}, Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("fd00::/8")}, LoadBalancerFirewall: true}},
 			refusals: []string{`default/ann6 metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges] 198.51.100.10 InvalidSourceRange`},
@@ -243,7 +244,7 @@ func TestServicePorts(t *testing.T) {
 				s.Annotations = map[string]string{AnnotationSourceRanges: "10.0.0.0/8, bogus"}
 				s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "198.51.100.10"}}
 			}),
-			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "ann", Port: "http"}, Protocol: model.TCP, Port: 80,
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "ann"}, Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10"), LoadBalancerIPs: addrs("198.51.100.10"),
 				LoadBalancerSourceRanges: []netip.Prefix{netip.MustParsePrefix("10.0.0.0/8")}, LoadBalancerFirewall: true}},
 			refusals: []string{`default/ann metadata.annotations[service.beta.kubernetes.io/load-balancer-source-ranges] bogus InvalidSourceRange`},
@@ -255,7 +256,7 @@ func TestServicePorts(t *testing.T) {
 				s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal
 				s.Spec.SessionAffinity = "Sticky"
 			}),
-			want: []model.ServicePort{{Name: model.ServicePortName{Namespace: "default", Name: "internal", Port: "http"}, Protocol: model.TCP, Port: 80,
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "internal"}, Port: "http"}, Protocol: model.TCP, Port: 80,
 				ClusterIPs: addrs("10.96.0.10")}},
 			refusals: []string{
 				`default/internal spec.sessionAffinity Sticky InvalidField`,
@@ -273,7 +274,7 @@ func TestServicePorts(t *testing.T) {
 				t.Errorf("refusals:\n got %s\nwant %s", g, w)
 			}
 			for _, r := range refusals {
-				if r.Message == "" || r.Service != "default/"+tt.svc.Name {
+				if r.Message == "" || r.Subject.String() != "default/"+tt.svc.Name {
 					t.Errorf("refusal without message or service: %+v", r)
 				}
 			}
@@ -357,8 +358,8 @@ func TestEndpoints(t *testing.T) {
 	}
 	c := Convert([]*corev1.Service{web}, slices, nil)
 
-	http := model.ServicePortName{Namespace: "default", Name: "web", Port: "http"}
-	dns := model.ServicePortName{Namespace: "default", Name: "web", Port: "dns"}
+	http := model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}, Port: "http"}
+	dns := model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "web"}, Port: "dns"}
 	want := map[model.ServicePortName][]model.Endpoint{
 		http: {
 			{Address: netip.MustParseAddr("10.0.0.1"), Port: 8080, NodeName: "n1", Ready: false, Serving: false},
@@ -486,7 +487,7 @@ func TestConvertIsolatesAndSorts(t *testing.T) {
 	if len(c1.Nodes) != 2 || c1.Nodes[0].Name != "n1" {
 		t.Errorf("nodes %+v", c1.Nodes)
 	}
-	if len(c1.Refusals) == 0 || c1.Refusals[0].Service != "default/a-bad" {
+	if len(c1.Refusals) == 0 || c1.Refusals[0].Subject.String() != "default/a-bad" {
 		t.Errorf("refusals %+v", c1.Refusals)
 	}
 }

@@ -71,7 +71,7 @@ func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlic
 			if !ok || proto != sp.Protocol {
 				continue
 			}
-			key := model.ServicePortName{Namespace: ports[0].Name.Namespace, Name: ports[0].Name.Name, Port: sp.Name}
+			key := model.ServicePortName{NamespacedName: ports[0].Name.NamespacedName, Port: sp.Name}
 			if seen[key] == nil {
 				seen[key] = map[seenKey]bool{}
 			}
@@ -120,11 +120,10 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 	if s == nil {
 		return nil, nil
 	}
-	service := SliceServiceKey(s)
-	if service == "" {
-		service = s.Namespace + "/"
-	}
-	r := &refuser{service: service}
+	// A slice without its Service's name is refused as the Service "NS/".
+	service, _ := SliceService(s)
+	service.Namespace = s.Namespace
+	r := &refuser{subject: model.ServiceSubject(service)}
 	prefix := fmt.Sprintf("endpointSlice[%s]", s.Name)
 
 	var ep []model.Endpoint

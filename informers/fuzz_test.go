@@ -23,6 +23,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -296,7 +297,7 @@ func checkStripped(t *testing.T, svcs []*corev1.Service, eps []*discoveryv1.Endp
 // of the service's families; complete, sorted refusals.
 func checkCluster(t *testing.T, c model.Cluster) {
 	t.Helper()
-	fams := map[string][2]bool{}
+	fams := map[types.NamespacedName][2]bool{}
 	ports := map[model.ServicePortName]bool{}
 	for i, sp := range c.Services {
 		if i > 0 && c.Services[i-1].Name.Compare(sp.Name) >= 0 {
@@ -313,7 +314,7 @@ func checkCluster(t *testing.T, c model.Cluster) {
 		for _, a := range sp.ClusterIPs {
 			f[fam(a)] = true
 		}
-		fams[sp.Name.ServiceKey()] = f
+		fams[sp.Name.NamespacedName] = f
 		for _, list := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
 			for _, a := range list {
 				if !a.IsValid() || a.Zone() != "" {
@@ -339,7 +340,7 @@ func checkCluster(t *testing.T, c model.Cluster) {
 				e.Address.IsUnspecified() || e.Address.IsMulticast() || e.Address.IsLinkLocalUnicast() || e.Address.Is4In6() {
 				t.Fatalf("%v: unusable endpoint %+v", name, e)
 			}
-			if !fams[name.ServiceKey()][fam(e.Address)] {
+			if !fams[name.NamespacedName][fam(e.Address)] {
 				t.Fatalf("%v: endpoint %v of a family the service lacks", name, e.Address)
 			}
 			if i > 0 && (es[i-1].Address.Compare(e.Address) > 0 || es[i-1].Address == e.Address && es[i-1].Port >= e.Port) {
@@ -354,7 +355,7 @@ func checkCluster(t *testing.T, c model.Cluster) {
 	}
 	for i, r := range c.Refusals {
 		// The address may be empty (an empty field is refused as written).
-		if r.Service == "" || r.Field == "" || r.Reason == "" || r.Message == "" {
+		if r.Subject.IsZero() || r.Field == "" || r.Reason == "" || r.Message == "" {
 			t.Fatalf("incomplete refusal %+v", r)
 		}
 		// A value with spaces or control characters is one word, Go-quoted
@@ -374,24 +375,27 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 	t.Helper()
 	refused := map[string]bool{}
 	for _, r := range c.Refusals {
-		refused[r.Service+" "+r.Field+" "+r.Address] = true
-		refused[r.Service+" "+r.Field] = true
+		refused[r.Subject.String()+" "+r.Field+" "+r.Address] = true
+		refused[r.Subject.String()+" "+r.Field] = true
 	}
 	for _, svc := range svcs {
 		if svc == nil || informers.SkipReason(svc) != "" {
 			continue
 		}
-		key := informers.ServiceKey(svc)
+		name := informers.ServiceName(svc)
+		key := name.String()
 		var mine []model.ServicePort
 		for _, sp := range c.Services {
-			if sp.Name.ServiceKey() == key {
+			if sp.Name.NamespacedName == name {
 				mine = append(mine, sp)
 			}
 		}
 		if len(mine) == 0 {
 			// Not proxied at all: a cluster IP refusal or no valid port.
 			if len(svc.Spec.Ports) > 0 && !refused[key+" spec.clusterIP"] && !refused[key+" spec.clusterIPs"] &&
-				!slices.ContainsFunc(c.Refusals, func(r model.Refusal) bool { return r.Service == key && strings.HasPrefix(r.Field, "spec.ports[") }) {
+				!slices.ContainsFunc(c.Refusals, func(r model.Refusal) bool {
+					return r.Subject == model.ServiceSubject(name) && strings.HasPrefix(r.Field, "spec.ports[")
+				}) {
 				t.Fatalf("%s: silently not proxied", key)
 			}
 			continue
@@ -401,7 +405,7 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 				continue
 			}
 			if !slices.ContainsFunc(c.Refusals, func(r model.Refusal) bool {
-				return r.Service == key && strings.HasPrefix(r.Field, fmt.Sprintf("spec.ports[%d].", i))
+				return r.Subject == model.ServiceSubject(name) && strings.HasPrefix(r.Field, fmt.Sprintf("spec.ports[%d].", i))
 			}) {
 				t.Fatalf("%s: spec.ports[%d] %+v silently dropped", key, i, p)
 			}

@@ -291,7 +291,7 @@ func startWatcher(ctx context.Context, tb testing.TB, l memLists, services, node
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	if got := len(w.ServiceKeys()); got != services {
+	if got := len(w.ServiceNames()); got != services {
 		tb.Fatalf("cache holds %d services, want %d", got, services)
 	}
 	return w
@@ -364,7 +364,7 @@ func BenchmarkSyncGC(b *testing.B) {
 	w := startWatcher(ctx, b, memEncode(b, services, endpoints, sh), services, sh.nodes, StripUnused)
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	keys := w.ServiceKeys()
+	keys := w.ServiceNames()
 	// fullEvery: a full sync every 30 s with a change every 100 ms.
 	const fullEvery = 300
 	full := func() *planner.Incremental {

@@ -17,15 +17,15 @@ import (
 // node address too). Addresses are read leniently (guard.ParseLenient:
 // trimmed, zone dropped, leading-zero octets as decimal, IPv4-mapped
 // unmapped), because protecting too much is safe: an address not in
-// canonical form is protected all the same and refused, with Service
-// "Node/NAME", naming the form it was written in. An InternalIP or
+// canonical form is protected all the same and refused, with the Node as
+// its subject (model.NodeSubject), naming the form it was written in. An InternalIP or
 // ExternalIP entry that is no address at all is refused and protects
 // nothing; a name in a Hostname or DNS entry is skipped.
 func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 	if n == nil {
 		return model.Node{}, nil
 	}
-	r := &refuser{service: "Node/" + n.Name}
+	r := &refuser{subject: model.NodeSubject(n.Name)}
 	node := model.Node{Name: n.Name}
 	if len(n.Labels) > 0 {
 		node.Labels = make(map[string]string, len(n.Labels))

@@ -26,7 +26,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 	if SkipReason(svc) != "" {
 		return nil, nil
 	}
-	r := &refuser{service: ServiceKey(svc)}
+	r := &refuser{subject: model.ServiceSubject(ServiceName(svc))}
 	spec := &svc.Spec
 
 	clusterIPs := convertClusterIPs(r, svc)
@@ -167,7 +167,7 @@ func servicePort(r *refuser, svc *corev1.Service, i int, base model.ServicePort,
 		return model.ServicePort{}, false
 	}
 	p := base
-	p.Name = model.ServicePortName{Namespace: svc.Namespace, Name: svc.Name, Port: sp.Name}
+	p.Name = model.ServicePortName{NamespacedName: ServiceName(svc), Port: sp.Name}
 	p.Protocol = proto
 	p.Port = uint16(sp.Port)
 	switch {

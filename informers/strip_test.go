@@ -245,7 +245,9 @@ func TestStripUnusedConverts(t *testing.T) {
 			len(want.Services), len(want.Endpoints), len(want.Refusals))
 	}
 	for i := range eps {
-		if SliceServiceKey(eps[i]) != SliceServiceKey(leps[i]) || eps[i].Annotations[AnnotationTriggerTime] != leps[i].Annotations[AnnotationTriggerTime] {
+		n, _ := SliceService(eps[i])
+		ln, _ := SliceService(leps[i])
+		if n != ln || eps[i].Annotations[AnnotationTriggerTime] != leps[i].Annotations[AnnotationTriggerTime] {
 			t.Errorf("slice %s: service key or trigger time differs", eps[i].Name)
 		}
 	}
@@ -283,10 +285,10 @@ func TestStripUnusedConverts(t *testing.T) {
 		return w
 	}
 	plain, lean := watch(nil), watch(StripUnused)
-	keys := plain.ServiceKeys()
+	keys := plain.ServiceNames()
 	// default/web carries the service-proxy-name label: not listed.
-	if len(keys) != len(svcs)-1 || !reflect.DeepEqual(keys, lean.ServiceKeys()) {
-		t.Fatalf("service keys %v, lean %v", keys, lean.ServiceKeys())
+	if len(keys) != len(svcs)-1 || !reflect.DeepEqual(keys, lean.ServiceNames()) {
+		t.Fatalf("service keys %v, lean %v", keys, lean.ServiceNames())
 	}
 	type svcView struct {
 		Ports     []model.ServicePort
@@ -328,9 +330,9 @@ func mustCreate(t *testing.T, err error) {
 // The trigger time survives in the events the Watcher's handlers see.
 func TestStripUnusedKeepsTriggerTime(t *testing.T) {
 	sl := fullSlice()
-	w := &Watcher{dirty: map[string]bool{}, triggers: map[string]time.Time{}, notify: make(chan struct{}, 1)}
+	w := &Watcher{dirty: map[types.NamespacedName]bool{}, triggers: map[types.NamespacedName]time.Time{}, notify: make(chan struct{}, 1)}
 	w.onSlice(strip(t, sl))
-	if got := w.TakeChanges().Triggers["default/web"]; !got.Equal(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)) {
+	if got := w.TakeChanges().Triggers[types.NamespacedName{Namespace: "default", Name: "web"}]; !got.Equal(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)) {
 		t.Errorf("trigger time %v", got)
 	}
 }

@@ -15,6 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/labels"
 	"k8s.io/apimachinery/pkg/selection"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
@@ -41,16 +42,16 @@ const (
 
 // Changes are what happened since the last TakeChanges.
 type Changes struct {
-	// Services are the "namespace/name" keys whose Service or
-	// EndpointSlices changed, sorted.
-	Services []string
+	// Services are the Services whose Service object or EndpointSlices
+	// changed, sorted by namespace and name.
+	Services []types.NamespacedName
 	// Nodes is true when any Node's addresses, this node's labels or the
 	// API server's endpoints (the default/kubernetes EndpointSlices)
 	// changed: the guard changed, every service must be planned again.
 	Nodes bool
-	// Triggers maps a service key to the oldest EndpointSlice change
-	// trigger time among its changes (only slices that carry the annotation).
-	Triggers map[string]time.Time
+	// Triggers maps a Service to the oldest EndpointSlice change trigger
+	// time among its changes (only slices that carry the annotation).
+	Triggers map[types.NamespacedName]time.Time
 }
 
 // Empty reports whether nothing changed.
@@ -80,8 +81,8 @@ type Watcher struct {
 	nodesSynced, slicesSynced cache.InformerSynced
 
 	mu       sync.Mutex
-	dirty    map[string]bool
-	triggers map[string]time.Time
+	dirty    map[types.NamespacedName]bool
+	triggers map[types.NamespacedName]time.Time
 	nodesChg bool
 	// nodeView is what of the Nodes matters to planning, to tell a real
 	// change from a heartbeat.
@@ -97,9 +98,9 @@ type Watcher struct {
 	// QueuedUpdate, the pending-changes gauge).
 	OnChange func()
 	// OnServiceChange and OnEndpointsChange, if set, are called with the
-	// Service's key on every event of a Service or of one of its
+	// Service on every event of a Service or of one of its
 	// EndpointSlices (kube-proxy's change counters).
-	OnServiceChange, OnEndpointsChange func(key string)
+	OnServiceChange, OnEndpointsChange func(service types.NamespacedName)
 	// Converter converts the cached Services (Service); set it before
 	// Start. The zero value has the default limits.
 	Converter Converter
@@ -140,8 +141,8 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 			informers.WithTransform(transform)),
 		nodes:     informers.NewSharedInformerFactoryWithOptions(client, resync, informers.WithTransform(transform)),
 		addrs:     addrs,
-		dirty:     map[string]bool{},
-		triggers:  map[string]time.Time{},
+		dirty:     map[types.NamespacedName]bool{},
+		triggers:  map[types.NamespacedName]time.Time{},
 		nodeView:  map[string][]netip.Addr{},
 		localView: map[string]string{},
 		notify:    make(chan struct{}, 1),
@@ -156,8 +157,9 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		if !ok {
 			return nil, nil
 		}
-		if k := SliceServiceKey(s); k != "" {
-			return []string{k}, nil
+		// client-go's index values are strings: the edge of the cache.
+		if n, ok := SliceService(s); ok {
+			return []string{n.String()}, nil
 		}
 		return nil, nil
 	}}); err != nil {
@@ -259,7 +261,7 @@ func (w *Watcher) signal() {
 	}
 }
 
-func (w *Watcher) markService(key string) {
+func (w *Watcher) markService(key types.NamespacedName) {
 	w.mu.Lock()
 	w.dirty[key] = true
 	w.mu.Unlock()
@@ -269,9 +271,9 @@ func (w *Watcher) markService(key string) {
 func (w *Watcher) onService(obj any) {
 	if svc, ok := obj.(*corev1.Service); ok {
 		if w.OnServiceChange != nil {
-			w.OnServiceChange(ServiceKey(svc))
+			w.OnServiceChange(ServiceName(svc))
 		}
-		w.markService(ServiceKey(svc))
+		w.markService(ServiceName(svc))
 	}
 }
 
@@ -280,20 +282,20 @@ func (w *Watcher) onSlice(obj any) {
 	if !ok {
 		return
 	}
-	key := SliceServiceKey(s)
-	if key == "" {
+	key, ok := SliceService(s)
+	if !ok {
 		return
 	}
 	if w.OnEndpointsChange != nil {
 		w.OnEndpointsChange(key)
 	}
 	var api []netip.Addr
-	if key == APIServerServiceKey {
+	if key == APIServerService {
 		api = APIServerEndpoints(w.servicesSlices(key))
 	}
 	w.mu.Lock()
 	w.dirty[key] = true
-	apiChanged := key == APIServerServiceKey && !slices.Equal(api, w.apiView)
+	apiChanged := key == APIServerService && !slices.Equal(api, w.apiView)
 	if apiChanged {
 		// The guard protects them: every service is planned again.
 		w.apiView = api
@@ -386,15 +388,15 @@ func (w *Watcher) TakeChanges() Changes {
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	c := Changes{Nodes: w.nodesChg, Triggers: w.triggers}
-	c.Services = slices.Sorted(maps.Keys(w.dirty))
-	w.dirty = map[string]bool{}
-	w.triggers = map[string]time.Time{}
+	c.Services = slices.SortedFunc(maps.Keys(w.dirty), model.CompareServices)
+	w.dirty = map[types.NamespacedName]bool{}
+	w.triggers = map[types.NamespacedName]time.Time{}
 	w.nodesChg = false
 	return c
 }
 
 // Requeue marks services changed again (a failed apply is retried).
-func (w *Watcher) Requeue(keys []string) {
+func (w *Watcher) Requeue(keys []types.NamespacedName) {
 	if len(keys) == 0 {
 		return
 	}
@@ -416,9 +418,8 @@ func (w *Watcher) Pending() int {
 // Service returns one Service's converted ports, endpoints and refusals
 // from the caches. A Service that is gone or skipped (headless,
 // ExternalName, another proxy's) gives no ports.
-func (w *Watcher) Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
-	ns, name, _ := cutKey(key)
-	svc, err := w.svcs.Services(ns).Get(name)
+func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
+	svc, err := w.svcs.Services(key.Namespace).Get(key.Name)
 	if err != nil || SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
@@ -430,8 +431,8 @@ func (w *Watcher) Service(key string) ([]model.ServicePort, map[model.ServicePor
 	return ports, eps, append(refusals, rs...)
 }
 
-func (w *Watcher) servicesSlices(key string) []*discoveryv1.EndpointSlice {
-	objs, err := w.sliceInf.GetIndexer().ByIndex(sliceByService, key)
+func (w *Watcher) servicesSlices(key types.NamespacedName) []*discoveryv1.EndpointSlice {
+	objs, err := w.sliceInf.GetIndexer().ByIndex(sliceByService, key.String())
 	if err != nil {
 		return nil
 	}
@@ -462,14 +463,14 @@ func (w *Watcher) NodeObject(name string) *corev1.Node {
 	return n
 }
 
-// ServiceKeys lists every cached Service's key, sorted.
-func (w *Watcher) ServiceKeys() []string {
+// ServiceNames lists every cached Service, sorted by namespace and name.
+func (w *Watcher) ServiceNames() []types.NamespacedName {
 	svcs, _ := w.svcs.List(labels.Everything())
-	out := make([]string, 0, len(svcs))
+	out := make([]types.NamespacedName, 0, len(svcs))
 	for _, s := range svcs {
-		out = append(out, ServiceKey(s))
+		out = append(out, ServiceName(s))
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, model.CompareServices)
 	return out
 }
 
@@ -514,13 +515,4 @@ func (w *Watcher) Cluster() model.Cluster {
 	eps, _ := w.slices.List(labels.Everything())
 	nodes, _ := w.nodeLister.List(labels.Everything())
 	return Convert(svcs, eps, nodes)
-}
-
-func cutKey(key string) (ns, name string, ok bool) {
-	for i := 0; i < len(key); i++ {
-		if key[i] == '/' {
-			return key[:i], key[i+1:], true
-		}
-	}
-	return "", key, false
 }

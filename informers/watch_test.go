@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 	"k8s.io/utils/ptr"
 )
@@ -83,10 +84,10 @@ func TestWatcher(t *testing.T) {
 	}
 	waitFor(t, "initial changes", func() bool { return w.Pending() == 1 })
 	c := w.TakeChanges()
-	if !reflect.DeepEqual(c.Services, []string{"default/web"}) || !c.Nodes {
+	if !reflect.DeepEqual(c.Services, []types.NamespacedName{web}) || !c.Nodes {
 		t.Errorf("initial changes %+v", c)
 	}
-	ports, eps, _ := w.Service("default/web")
+	ports, eps, _ := w.Service(web)
 	if len(ports) != 1 || len(eps[ports[0].Name]) != 1 {
 		t.Fatalf("service web: %v %v", ports, eps)
 	}
@@ -121,7 +122,7 @@ func TestWatcher(t *testing.T) {
 	}
 	waitFor(t, "slice change", func() bool { return w.Pending() == 1 })
 	c = w.TakeChanges()
-	if !reflect.DeepEqual(c.Services, []string{"default/web"}) || c.Nodes || !c.Triggers["default/web"].Equal(trig) {
+	if !reflect.DeepEqual(c.Services, []types.NamespacedName{web}) || c.Nodes || !c.Triggers[web].Equal(trig) {
 		t.Errorf("slice change %+v", c)
 	}
 
@@ -173,11 +174,11 @@ func TestWatcher(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitFor(t, "service delete", func() bool { return w.Pending() == 1 })
-	if ports, _, _ := w.Service("default/web"); len(ports) != 0 {
+	if ports, _, _ := w.Service(web); len(ports) != 0 {
 		t.Errorf("deleted service still has ports")
 	}
-	w.Requeue([]string{"x/y"})
-	if got := w.TakeChanges().Services; !reflect.DeepEqual(got, []string{"default/web", "x/y"}) {
+	w.Requeue([]types.NamespacedName{{Namespace: "x", Name: "y"}})
+	if got := w.TakeChanges().Services; !reflect.DeepEqual(got, []types.NamespacedName{web, {Namespace: "x", Name: "y"}}) {
 		t.Errorf("requeue: %v", got)
 	}
 }
@@ -187,3 +188,6 @@ func TestReadNodeAddressesMissing(t *testing.T) {
 		t.Errorf("missing cache: %v", err)
 	}
 }
+
+// web is the test Service default/web.
+var web = types.NamespacedName{Namespace: "default", Name: "web"}

@@ -80,7 +80,7 @@ func countEntries(sets []IPSet) int {
 	return n
 }
 
-// BenchmarkKernelIPSetFull: Applier.Full of the sets from empty, one fresh
+// BenchmarkKernelIPSetFull: Syncer.Full of the sets from empty, one fresh
 // network namespace per repetition.
 func BenchmarkKernelIPSetFull(b *testing.B) {
 	sets := benchSets()
@@ -147,7 +147,7 @@ func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 			if i%2 == 1 {
 				want = base
 			}
-			if err := a.Partial(want); err != nil {
+			if err := a.Partial(want, nil); err != nil {
 				b.Fatal(err)
 			}
 		}

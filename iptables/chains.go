@@ -9,7 +9,7 @@ import (
 )
 
 // RuleRunner is one family's iptables binaries, as the chain syncer needs
-// them. The exec implementation is iptables/kernel.Runner; unit tests use a stateful fake.
+// them. The exec implementation is iptables/kernel.Runner; unit tests use FakeRunner.
 type RuleRunner interface {
 	// Save is `iptables-save -t TABLE`.
 	Save(table string) (string, error)

@@ -165,7 +165,7 @@ func loadKubeProxy(t testing.TB, k *fakeKernel) {
 }
 
 // loadSave fills a fake family's tables from iptables-save text.
-func loadSave(t testing.TB, f *fakeTables, save string) {
+func loadSave(t testing.TB, f *FakeRunner, save string) {
 	t.Helper()
 	var table string
 	rules := map[string][]string{}

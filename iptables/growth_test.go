@@ -17,7 +17,7 @@ import (
 func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 	for _, full := range []bool{false, true} {
 		t.Run(fmt.Sprintf("full=%v", full), func(t *testing.T) {
-			a, k := newFakeApplier(t)
+			a, k := newFakeSyncer(t)
 			loadKubeProxy(t, k)
 			sets, rules := kubeProxyPlan(t)
 			if err := a.Full(sets, rules); err != nil {
@@ -27,7 +27,7 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			small := lb.Entries
 			lb.Entries = loopBack(KubeProxyMaxElem + 100)
 			k.sets.ops = map[string]int{}
-			sync := a.Partial
+			sync := func(s []IPSet) error { return a.Partial(s, rules) }
 			if full {
 				sync = func(s []IPSet) error { return a.Full(s, rules) }
 			}
@@ -47,7 +47,7 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			// Growing within the new size is a plain add.
 			lb.Entries = loopBack(KubeProxyMaxElem + 101)
 			k.sets.ops = map[string]int{}
-			if err := a.Partial(sets); err != nil {
+			if err := a.Partial(sets, rules); err != nil {
 				t.Fatal(err)
 			}
 			if k.sets.ops["swap"] != 0 || k.sets.ops["add"] != 1 {
@@ -56,7 +56,7 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			// Back to a size 65536 holds: a partial sync keeps the set, the
 			// next full one swaps in kube-proxy's shape.
 			lb.Entries = small
-			if err := a.Partial(sets); err != nil {
+			if err := a.Partial(sets, rules); err != nil {
 				t.Fatal(err)
 			}
 			if k.sets.sets[SetLoopBack].MaxElem != 131072 {

@@ -9,7 +9,7 @@ import (
 )
 
 // SetKernel is the kernel's ipset table, as the set syncer needs it. The
-// netlink implementation is iptables/kernel.Sets; unit tests use a stateful fake.
+// netlink implementation is iptables/kernel.Sets; unit tests use FakeSets.
 type SetKernel interface {
 	// ListAll is `ipset save`: every set and its entries.
 	ListAll() (map[string]*KernelSet, error)

@@ -203,7 +203,7 @@ func checkKernel(t *testing.T, sets []IPSet, rules []Ruleset) {
 	}
 }
 
-func execCount(a *Applier) int64 {
+func execCount(a *Syncer) int64 {
 	var n int64
 	for _, c := range a.chains {
 		n += c.r.(counted).Execs()
@@ -261,7 +261,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		lb := findSet(sets, SetName(SetLoadBalancerSourceCIDR, FamilyIPv6))
 		lb.Entries = nil
 		before = execCount(a)
-		if err := a.Partial(sets); err != nil {
+		if err := a.Partial(sets, rules); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(a) - before; n != 0 {

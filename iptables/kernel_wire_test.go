@@ -7,4 +7,4 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
-func init() { iptables.OpenKernel = kernel.NewApplier }
+func init() { iptables.OpenKernel = kernel.NewSyncer }

@@ -76,7 +76,7 @@ func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]
 // planned and dropped again. A family whose iptables binaries are missing
 // has nothing to clear. Failures are logged, not returned: what is left is
 // kube-proxy's, unused, and retried at the next full sync.
-func (a *Applier) clearFamilies(rules []Ruleset) {
+func (a *Syncer) clearFamilies(rules []Ruleset) {
 	planned := map[string]bool{}
 	for _, rs := range rules {
 		planned[rs.Family] = true

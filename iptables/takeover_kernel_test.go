@@ -113,9 +113,9 @@ func kubeProxyRefusesOtherMaxElem(t testing.TB) {
 	}
 }
 
-// newKernelApplier is OpenKernel in the current namespace, closed at the
+// newKernelSyncer is OpenKernel in the current namespace, closed at the
 // end of the test.
-func newKernelApplier(t *testing.T) *Applier {
+func newKernelSyncer(t *testing.T) *Syncer {
 	t.Helper()
 	a, err := OpenKernel(nil)
 	if err != nil {
@@ -135,7 +135,7 @@ func TestKernelTakeoverFromKubeProxy(t *testing.T) {
 	inNetns(t, func() {
 		loadKubeProxyKernel(t)
 		before := initvals(t)
-		a := newKernelApplier(t)
+		a := newKernelSyncer(t)
 		sets, rules := kubeProxyPlan(t)
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatalf("first Full over kube-proxy's state: %v", err)
@@ -184,7 +184,7 @@ func TestKernelTakeoverFromKubeProxy(t *testing.T) {
 // started after it (the rollback) accepts every one.
 func TestKernelKubeProxyAcceptsFreshSets(t *testing.T) {
 	inNetns(t, func() {
-		a := newKernelApplier(t)
+		a := newKernelSyncer(t)
 		sets, rules := dualStackPlan()
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
@@ -201,7 +201,7 @@ func TestKernelKubeProxyAcceptsFreshSets(t *testing.T) {
 func TestKernelSetGrowsThroughSwap(t *testing.T) {
 	inNetns(t, func() {
 		loadKubeProxyKernel(t)
-		a := newKernelApplier(t)
+		a := newKernelSyncer(t)
 		sets, rules := kubeProxyPlan(t)
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
@@ -227,7 +227,7 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		}
 
 		lb.Entries = big
-		if err := a.Partial(sets); err != nil {
+		if err := a.Partial(sets, rules); err != nil {
 			t.Fatalf("partial growth past 65536: %v", err)
 		}
 		check("partial growth", 131072, len(big), 1)

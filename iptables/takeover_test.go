@@ -38,7 +38,7 @@ func TestMaxElemFor(t *testing.T) {
 // kubeProxyAccepts is kube-proxy's ensureIPSet for every set of its
 // ipsetInfo in both families: `ipset create ... -exist`, which fails on a
 // set of another shape and then stops its whole sync.
-func kubeProxyAccepts(t *testing.T, f *fakeSets) {
+func kubeProxyAccepts(t *testing.T, f *FakeSets) {
 	t.Helper()
 	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
 		for _, spec := range SetSpecs {
@@ -55,7 +55,7 @@ func kubeProxyAccepts(t *testing.T, f *fakeSets) {
 // only its ip6tables chains go and then its KUBE-6-* sets; the kubelet's
 // KUBE-KUBELET-CANARY stays; kube-proxy can take the node back.
 func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	loadKubeProxy(t, k)
 	sets, rules := kubeProxyPlan(t)
 	k.sets.ops = map[string]int{}
@@ -72,7 +72,7 @@ func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
 		t.Errorf("sets after takeover:\n%s\nwant:\n%s", got, want)
 	}
 	checkChains(t, k.tables[FamilyIPv4], rules[0])
-	checkTakenOverChains(t, k.tables[FamilyIPv4].dump(t), k.tables[FamilyIPv6].dump(t))
+	checkTakenOverChains(t, k.tables[FamilyIPv4].dump(), k.tables[FamilyIPv6].dump())
 
 	// Steady state: the next Full looks at ip6tables once more, finds it
 	// clear, and from then on a Full only saves the IPv4 tables.
@@ -110,7 +110,7 @@ func TestTakeoverSwapsSetOfAnotherShape(t *testing.T) {
 		{"timeout", KernelSet{Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: 65536, Timeout: 60}, "extensions"},
 	} {
 		t.Run(tt.name, func(t *testing.T) {
-			a, k := newFakeApplier(t)
+			a, k := newFakeSyncer(t)
 			ks := tt.set
 			ks.Name, ks.Entries = SetClusterIP, []Entry{{IP: mustAddr("10.96.9.9"), Protocol: model.TCP, Port: 9}}
 			k.sets.sets[SetClusterIP] = &ks
@@ -142,7 +142,7 @@ func TestTakeoverSwapsSetOfAnotherShape(t *testing.T) {
 // A set of another type or family cannot be swapped and is held by a rule:
 // that set's error says which attribute differs; every other set syncs.
 func TestTakeoverTypeOrFamilyMismatchIsPerSet(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	k.sets.sets[SetClusterIP] = &KernelSet{Name: SetClusterIP, Type: TypeHashIP, Family: FamilyIPv4, MaxElem: 65536}
 	k.sets.sets[SetIPVSIPs] = &KernelSet{Name: SetIPVSIPs, Type: TypeHashIP, Family: FamilyIPv6, MaxElem: 65536}
 	f := k.tables[FamilyIPv4]
@@ -184,7 +184,7 @@ func TestTakeoverTypeOrFamilyMismatchIsPerSet(t *testing.T) {
 
 // The swap set a crash left is destroyed by the next Full and by Cleanup.
 func TestSwapSetLeftByCrash(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	_ = k.sets.Create(IPSet{Name: SwapSetName, Type: TypeHashIP, Family: FamilyIPv6}, 8)
 	if err := a.Full(plannedSets(), nil); err != nil {
 		t.Fatal(err)
@@ -205,7 +205,7 @@ func TestSwapSetLeftByCrash(t *testing.T) {
 // without an error: KUBE-IPVS-OUT-FILTER jumped to from a user's chain, a
 // KUBE-6-* set matched by a user's ip6tables rule.
 func TestLeftoversHeldByOthersStay(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	loadKubeProxy(t, k)
 	k.tables[FamilyIPv4].set("filter", "USER-OUT", "-j "+ChainIPVSOutFilter)
 	k.tables[FamilyIPv6].set("filter", "USER-6", "-m set --match-set KUBE-6-CLUSTER-IP dst,dst -j RETURN")

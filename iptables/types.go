@@ -1,7 +1,7 @@
 // Package iptables owns the proxy's fixed iptables chains and the ipsets they
 // match. The rule set is constant in size: per-service data lives in ipsets,
 // programmed entry by entry. It plans the rules (Rules), renders them
-// (`iptables-restore`, `ipset save` text) and syncs them (Applier, over the
+// (`iptables-restore`, `ipset save` text) and syncs them (Syncer, over the
 // SetKernel and RuleRunner interfaces); the kernel side, the ipset netlink
 // client and the iptables binaries, is iptables/kernel. It never touches
 // chains or sets whose names it did not create.

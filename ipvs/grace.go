@@ -29,7 +29,7 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 	if len(r.grace) == 0 {
 		return
 	}
-	now := r.opts.Now()
+	now := r.opts.Clock.Now()
 	byVS := make(map[Key][]graceKey)
 	for g, since := range r.grace {
 		if !since.Before(start) {

@@ -232,10 +232,10 @@ func TestJournalKeepsUntouchedServersOfUnboundAddress(t *testing.T) {
 	if err := r.Settle(cover(ext, vip)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Record([]VirtualServer{web, db}, cover(vip), []netip.Addr{ext}, "default/db"); err != nil {
+	if err := r.Record([]VirtualServer{db}, cover(vip), []netip.Addr{ext}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Partial([]VirtualServer{web, db}, "default/db"); err != nil {
+	if _, err := r.Partial([]VirtualServer{web, db}, changed("default/db")); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Settle(cover(vip)); err != nil {

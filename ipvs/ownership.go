@@ -106,22 +106,18 @@ func addrSet(addrs []netip.Addr) map[netip.Addr]bool {
 }
 
 // Record journals, before a sync changes anything, what the kernel will
-// not show to be ours while the sync runs: the desired virtual servers (of
-// the changed services; every one when changed is empty) that during does
-// not cover, and the addresses in leaving, about to be unbound. It writes
+// not show to be ours while the sync runs: the virtual servers of desired
+// (a partial sync passes its changed services' share only) that during
+// does not cover, and the addresses in leaving, about to be unbound. It writes
 // the journal only when something new was added; the error is the
 // journal's, and the sync may go on without it. Cost: one pass over the
 // desired virtual servers, as Partial itself.
-func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []netip.Addr, changed ...string) error {
+func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []netip.Addr) error {
 	r.loadJournal()
-	match := func(string) bool { return true }
-	if len(changed) > 0 {
-		match = ChangedMatcher(changed)
-	}
 	added := false
 	for i := range desired {
 		vs := &desired[i]
-		if !match(vs.Service) || r.journal.owns(vs.Key) || r.excluded(vs.Address) || r.covers(during, vs.Key) {
+		if r.journal.owns(vs.Key) || r.excluded(vs.Address) || r.covers(during, vs.Key) {
 			continue
 		}
 		r.journal.keys[vs.Key] = true

@@ -6,10 +6,10 @@ import (
 	"maps"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -41,8 +41,9 @@ type Options struct {
 	// L4 server on a node address or a virtual server whose address it had
 	// already unbound.
 	Journal Journal
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock tells the time of graceful terminations; nil means the real
+	// clock.
+	Clock clock.PassiveClock
 	// Log is the logger; nil means zap.NewNop().
 	Log *zap.Logger
 }
@@ -51,7 +52,7 @@ type Options struct {
 // looks like.
 type mirrorVS struct {
 	vs      VirtualServer // real servers with kernel weights
-	service string
+	service model.ServicePortName
 }
 
 // Reconciler makes the kernel's IPVS table hold the desired virtual
@@ -90,8 +91,8 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 	if opts.NodePortRange == (PortRange{}) {
 		opts.NodePortRange = DefaultNodePortRange
 	}
-	if opts.Now == nil {
-		opts.Now = time.Now
+	if opts.Clock == nil {
+		opts.Clock = clock.RealClock{}
 	}
 	if opts.Log == nil {
 		opts.Log = zap.NewNop()
@@ -128,7 +129,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	for i := range desired {
 		want[desired[i].Key] = &desired[i]
 	}
-	start := r.opts.Now()
+	start := r.opts.Clock.Now()
 	prev := r.mirror
 	r.mirror = make(map[Key]*mirrorVS, len(kernel))
 	for _, vs := range kernel {
@@ -180,18 +181,24 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	return res, nil
 }
 
+// Cleanup deletes every virtual server the ownership rule (own) or the
+// journal calls ours, and nothing else: a Full of an empty desired state,
+// one dump. Foreign virtual servers and --ipvs-exclude-cidrs stay.
+func (r *Reconciler) Cleanup(own Ownership) (*Result, error) { return r.Full(nil, own) }
+
 // Partial applies only the virtual servers of the changed services, with
-// no dump: it creates and updates those in desired whose Service is one of
-// changed, and deletes mirrored virtual servers of those services that are
-// no longer desired. changed holds Service keys "namespace/name" (every
-// port of the Service) or port names "namespace/name:port"; desired may be
-// the whole desired state. It then runs the graceful-termination queue.
-func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Result, error) {
+// no dump: it creates and updates those in desired whose Service changed
+// reports, and deletes mirrored virtual servers of those services that are
+// no longer desired. Which services changed is the caller's to say
+// (internal/applier: every port of the Services the informers saw
+// change; nil is none); desired may be the whole desired state. It then
+// runs the graceful-termination queue.
+func (r *Reconciler) Partial(desired []VirtualServer, changed func(model.ServicePortName) bool) (*Result, error) {
 	if !r.synced {
 		return nil, ErrNotSynced
 	}
-	start := r.opts.Now()
-	match := ChangedMatcher(changed)
+	start := r.opts.Clock.Now()
+	match := func(n model.ServicePortName) bool { return !n.IsZero() && changed != nil && changed(n) }
 	res := &Result{}
 	want := make(map[Key]bool)
 	for i := range desired {
@@ -220,9 +227,9 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed ...string) (*Resul
 // proxy believed it held (prev), logs every difference with what it was,
 // and counts it in res.Drift.
 func (r *Reconciler) noteDrift(prev map[Key]*mirrorVS, res *Result) {
-	note := func(k Key, service, what string) {
+	note := func(k Key, service model.ServicePortName, what string) {
 		res.Drift++
-		r.log.Info("repairing IPVS drift", zap.Stringer("virtualServer", k), zap.String("service", service), zap.String("what", what))
+		r.log.Info("repairing IPVS drift", zap.Stringer("virtualServer", k), zap.Stringer("service", service), zap.String("what", what))
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(prev), CompareKeys) {
 		p, m := prev[k], r.mirror[k]
@@ -237,7 +244,7 @@ func (r *Reconciler) noteDrift(prev map[Key]*mirrorVS, res *Result) {
 	}
 	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
 		if prev[k] == nil {
-			note(k, "", "virtual server added outside the proxy on an address it owns")
+			note(k, model.ServicePortName{}, "virtual server added outside the proxy on an address it owns")
 		}
 	}
 }
@@ -256,30 +263,6 @@ func sameRealServers(a, b []RealServer) bool {
 		}
 	}
 	return true
-}
-
-// ChangedMatcher reports whether a virtual server's Service
-// ("namespace/name:port") is one of changed, which holds Service keys
-// "namespace/name" (every port of the Service) or port names
-// "namespace/name:port": how Partial and Record pick the changed services'
-// virtual servers.
-func ChangedMatcher(changed []string) func(service string) bool {
-	set := make(map[string]bool, len(changed))
-	for _, c := range changed {
-		set[c] = true
-	}
-	return func(service string) bool {
-		if service == "" {
-			return false
-		}
-		if set[service] {
-			return true
-		}
-		if i := strings.LastIndexByte(service, ':'); i >= 0 {
-			return set[service[:i]]
-		}
-		return false
-	}
 }
 
 // Has reports whether the virtual server is in the kernel as far as the
@@ -410,7 +393,7 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 			res.Quiesced++
 		}
 		if _, ok := r.grace[g]; !ok {
-			r.grace[g] = r.opts.Now()
+			r.grace[g] = r.opts.Clock.Now()
 		}
 	}
 }
@@ -450,7 +433,7 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 	}
 	if err == nil {
 		res.ServicesDeleted++
-		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.String("service", m.service),
+		r.log.Info("deleted virtual server", zap.Stringer("virtualServer", k), zap.Stringer("service", m.service),
 			zap.String("why", "owned by the proxy and no longer desired"))
 	}
 	delete(r.mirror, k)

@@ -3,9 +3,12 @@ package ipvs
 import (
 	"errors"
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
+
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -21,19 +24,17 @@ var (
 )
 
 func vs(svc string, proto model.Protocol, a netip.Addr, port uint16, eps ...netip.Addr) VirtualServer {
-	v := VirtualServer{Key: Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: svc}
+	v := VirtualServer{Key: Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: portName(svc)}
 	for _, e := range eps {
 		v.RealServers = append(v.RealServers, RealServer{Address: e, Port: 8080, Weight: 1})
 	}
 	return v
 }
 
-type fakeClock struct{ t time.Time }
-
-func (c *fakeClock) now() time.Time       { return c.t }
-func (c *fakeClock) step(d time.Duration) { c.t = c.t.Add(d) }
-func newClock() *fakeClock                { return &fakeClock{t: time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)} }
-func lines(s ...string) string            { return strings.Join(s, "\n") + "\n" }
+func newClock() *clocktesting.FakePassiveClock {
+	return clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
+}
+func lines(s ...string) string { return strings.Join(s, "\n") + "\n" }
 func own(addrs ...netip.Addr) Ownership {
 	return Ownership{BoundAddrs: addrs, NodeAddrs: []netip.Addr{nodeIP}}
 }
@@ -121,7 +122,7 @@ func TestOwnership(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(res.Err(), ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != "default/x" {
+	if !errors.Is(res.Err(), ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != portName("default/x") {
 		t.Errorf("want ErrExcluded for default/x, got %v", res.Err())
 	}
 }
@@ -158,7 +159,7 @@ func TestUpdateServiceAttributes(t *testing.T) {
 	web.Scheduler = "sh"
 	web.Flags = FlagPersistent | FlagSchedSH1 | FlagSchedSH2
 	web.PersistenceTimeout = 60
-	res, err := r.Partial([]VirtualServer{web}, "default/web")
+	res, err := r.Partial([]VirtualServer{web}, changed("default/web"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -175,7 +176,7 @@ func TestGracefulTermination(t *testing.T) {
 	clk := newClock()
 	ft := NewFakeTable()
 	ct := &fakeConntrack{flows: map[string]int{}}
-	r := NewReconciler(ft, Options{Now: clk.now, GracefulPeriod: 10 * time.Minute, Conntrack: ct})
+	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute, Conntrack: ct})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1, ep2)
 	mustFull(t, r, []VirtualServer{web, dns}, own(vip))
@@ -184,9 +185,9 @@ func TestGracefulTermination(t *testing.T) {
 	// ep2 goes away from both services.
 	web2 := vs("default/web:http", model.TCP, vip, 80, ep1)
 	dns2 := vs("default/dns:dns", model.UDP, vip, 53, ep1)
-	clk.step(time.Second)
+	clk.SetTime(clk.Now().Add(time.Second))
 	dumps := ft.Dumps
-	res, err := r.Partial([]VirtualServer{web2, dns2}, "default/web", "default/dns")
+	res, err := r.Partial([]VirtualServer{web2, dns2}, changed("default/web", "default/dns"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -211,8 +212,8 @@ func TestGracefulTermination(t *testing.T) {
 	}
 
 	// Still one connection: stays at weight 0.
-	clk.step(time.Minute)
-	if _, err := r.Partial(nil); err != nil {
+	clk.SetTime(clk.Now().Add(time.Minute))
+	if _, err := r.Partial(nil, changed()); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ft.String(), "10.244.2.6:8080 -m -w 0") {
@@ -220,8 +221,8 @@ func TestGracefulTermination(t *testing.T) {
 	}
 	// Connections gone: deleted on the next sync.
 	ft.SetConnections(web.Key, web.RealServers[1], 0, 0)
-	clk.step(time.Second)
-	res, _ = r.Partial(nil)
+	clk.SetTime(clk.Now().Add(time.Second))
+	res, _ = r.Partial(nil, changed())
 	if strings.Contains(ft.String(), "10.244.2.6:8080") || res.RealServersDeleted != 1 || r.Graceful() != 0 {
 		t.Fatalf("not deleted after connections ended (%+v):\n%s", res, ft.String())
 	}
@@ -230,15 +231,15 @@ func TestGracefulTermination(t *testing.T) {
 func TestGracefulPeriodAndComeback(t *testing.T) {
 	clk := newClock()
 	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{Now: clk.now, GracefulPeriod: 10 * time.Minute})
+	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2, ep3)
 	mustFull(t, r, []VirtualServer{web}, own(vip))
 	ft.SetConnections(web.Key, web.RealServers[1], 3, 4)
 	ft.SetConnections(web.Key, web.RealServers[2], 3, 4)
-	clk.step(time.Second)
+	clk.SetTime(clk.Now().Add(time.Second))
 	mustPartial := func(d ...VirtualServer) *Result {
 		t.Helper()
-		res, err := r.Partial(d, "default/web:http")
+		res, err := r.Partial(d, changed("default/web:http"))
 		if err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
 		}
@@ -246,13 +247,13 @@ func TestGracefulPeriodAndComeback(t *testing.T) {
 	}
 	mustPartial(vs("default/web:http", model.TCP, vip, 80, ep1))
 	// ep3 comes back: restored to weight 1 and out of the queue.
-	clk.step(time.Minute)
+	clk.SetTime(clk.Now().Add(time.Minute))
 	res := mustPartial(vs("default/web:http", model.TCP, vip, 80, ep1, ep3))
 	if res.RealServersUpdated != 1 || r.Graceful() != 1 {
 		t.Fatalf("comeback: %+v, queue %d", res, r.Graceful())
 	}
 	// The period runs out: ep2 deleted despite its connections.
-	clk.step(10 * time.Minute)
+	clk.SetTime(clk.Now().Add(10 * time.Minute))
 	res = mustPartial(vs("default/web:http", model.TCP, vip, 80, ep1, ep3))
 	want := lines("-A -t 10.96.0.10:80 -s rr", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1", "-a -t 10.96.0.10:80 -r 10.244.3.7:8080 -m -w 1")
 	if got := ft.String(); got != want || res.RealServersDeleted != 1 {
@@ -267,12 +268,12 @@ func TestRestartRepairsWeightZero(t *testing.T) {
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	web.RealServers[0].Weight, web.RealServers[1].Weight = 0, 0
 	ft := NewFakeTable(web)
-	r := NewReconciler(ft, Options{Now: clk.now})
+	r := NewReconciler(ft, Options{Clock: clk})
 	res := mustFull(t, r, []VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
 	if res.RealServersUpdated != 1 || r.Graceful() != 1 {
 		t.Fatalf("restart: %+v queue %d", res, r.Graceful())
 	}
-	clk.step(time.Second)
+	clk.SetTime(clk.Now().Add(time.Second))
 	res = mustFull(t, r, []VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
 	want := lines("-A -t 10.96.0.10:80 -s rr", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1")
 	if got := ft.String(); got != want || res.RealServersDeleted != 1 {
@@ -283,7 +284,7 @@ func TestRestartRepairsWeightZero(t *testing.T) {
 func TestPartialTouchesOnlyChanged(t *testing.T) {
 	ft := NewFakeTable()
 	r := NewReconciler(ft, Options{})
-	if _, err := r.Partial(nil); !errors.Is(err, ErrNotSynced) {
+	if _, err := r.Partial(nil, changed()); !errors.Is(err, ErrNotSynced) {
 		t.Fatalf("Partial before Full: %v", err)
 	}
 	a := vs("ns/a:p", model.TCP, vip, 80, ep1)
@@ -292,7 +293,7 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 	// Desired says b is gone and a has a new endpoint, but only a changed:
 	// b must stay, a must change.
 	a2 := vs("ns/a:p", model.TCP, vip, 80, ep1, ep2)
-	res, err := r.Partial([]VirtualServer{a2}, "ns/a")
+	res, err := r.Partial([]VirtualServer{a2}, changed("ns/a"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -300,7 +301,7 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 		t.Fatalf("partial: %+v", res)
 	}
 	// Now b changed (deleted).
-	res, _ = r.Partial([]VirtualServer{a2}, "ns/b")
+	res, _ = r.Partial([]VirtualServer{a2}, changed("ns/b"))
 	if res.ServicesDeleted != 1 || r.Has(b.Key) || strings.Contains(ft.String(), ":81") {
 		t.Fatalf("b not deleted: %+v\n%s", res, ft.String())
 	}
@@ -324,7 +325,7 @@ func TestFailuresDoNotStopOthers(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(res.Err(), boom) || strings.Join(res.FailedServices(), ",") != "ns/b:p" {
+	if !errors.Is(res.Err(), boom) || !slices.Equal(res.FailedServices(), []model.ServicePortName{portName("ns/b:p")}) {
 		t.Fatalf("failures: %v %v", res.Err(), res.FailedServices())
 	}
 	if r.Has(Key{Protocol: model.TCP, Address: vip, Port: 81}) || res.ServicesAdded != 2 {
@@ -380,7 +381,7 @@ func TestDriftRepairedByFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	web.Scheduler = "lc"
-	res, _ = r.Partial([]VirtualServer{web}, "default/web")
+	res, _ = r.Partial([]VirtualServer{web}, changed("default/web"))
 	if res.Err() != nil || res.ServicesAdded != 1 || res.RealServersAdded != 2 {
 		t.Fatalf("recreate: %+v %v", res, res.Err())
 	}
@@ -438,7 +439,7 @@ func TestWriteSysctls(t *testing.T) {
 func TestGracefulCountersOneRead(t *testing.T) {
 	clk := newClock()
 	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{Now: clk.now, GracefulPeriod: 10 * time.Minute})
+	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
 	var before, after []VirtualServer
 	var addrs []netip.Addr
 	for i := range 20 {
@@ -451,13 +452,13 @@ func TestGracefulCountersOneRead(t *testing.T) {
 	for _, v := range before[:10] {
 		ft.SetConnections(v.Key, v.RealServers[1], 1, 0) // half keep a connection
 	}
-	clk.step(time.Second)
-	if _, err := r.Partial(after, "default/s"); err != nil {
+	clk.SetTime(clk.Now().Add(time.Second))
+	if _, err := r.Partial(after, changed("default/s")); err != nil {
 		t.Fatal(err)
 	}
-	clk.step(time.Second)
+	clk.SetTime(clk.Now().Add(time.Second))
 	dumps := ft.Dumps
-	res, err := r.Partial(after)
+	res, err := r.Partial(after, changed())
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}

@@ -4,19 +4,21 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Failure is one change the reconciler could not make.
 type Failure struct {
-	// Service is "namespace/name:port", or "" for a virtual server no
+	// Service is the service port of the virtual server; zero for one no
 	// Service asks for any more.
-	Service string
+	Service model.ServicePortName
 	Key     Key
 	Err     error
 }
 
 func (f Failure) Error() string {
-	if f.Service == "" {
+	if f.Service.IsZero() {
 		return fmt.Sprintf("virtual server %s: %v", f.Key, f.Err)
 	}
 	return fmt.Sprintf("service %s virtual server %s: %v", f.Service, f.Key, f.Err)
@@ -56,16 +58,17 @@ func (r *Result) Err() error {
 	return errors.Join(errs...)
 }
 
-// FailedServices lists the services with at least one failure, sorted.
-func (r *Result) FailedServices() []string {
-	var out []string
+// FailedServices lists the service ports with at least one failure,
+// sorted (the zero one first, for failures of no service).
+func (r *Result) FailedServices() []model.ServicePortName {
+	var out []model.ServicePortName
 	for _, f := range r.Failures {
 		out = append(out, f.Service)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, model.ServicePortName.Compare)
 	return slices.Compact(out)
 }
 
-func (r *Result) fail(service string, k Key, err error) {
+func (r *Result) fail(service model.ServicePortName, k Key, err error) {
 	r.Failures = append(r.Failures, Failure{Service: service, Key: k, Err: err})
 }

@@ -48,8 +48,9 @@ type VirtualServer struct {
 	Flags     Flags
 	// PersistenceTimeout is ipvsadm -p SECONDS; 0 when not persistent.
 	PersistenceTimeout uint32
-	// Service is "namespace/name:port": who asked for this server.
-	Service     string
+	// Service is the service port that asked for this server; zero for one
+	// no Service asks for (adopted, or read from the kernel).
+	Service     model.ServicePortName
 	RealServers []RealServer
 }
 

@@ -13,7 +13,7 @@ import (
 // iptables/ip6tables and nft/legacy, "<fam>-<mode>" and
 // "<fam>-<mode>-restore" print what they are and their arguments, and
 // "<fam>-<mode>-save" prints the file saves/<fam>-<mode> (the rules that
-// backend holds). The wrapper is linked under the names it stands in for,
+// backend holds) and records its arguments in saves.log. The wrapper is linked under the names it stands in for,
 // and "alternatives" records its calls in alternatives.log.
 func fakeBackends(t *testing.T, saves map[string]string) string {
 	t.Helper()
@@ -31,7 +31,7 @@ func fakeBackends(t *testing.T, saves map[string]string) string {
 			b := fam + "-" + mode
 			write(b, `echo "`+b+` $*"`)
 			write(b+"-restore", `echo "`+b+`-restore $*"`)
-			write(b+"-save", `cat "`+filepath.Join(dir, "saves", b)+`" 2>/dev/null; exit 0`)
+			write(b+"-save", `echo "`+b+`-save $*" >> "`+filepath.Join(dir, "saves.log")+`"; cat "`+filepath.Join(dir, "saves", b)+`" 2>/dev/null; exit 0`)
 			if err := os.WriteFile(filepath.Join(dir, "saves", b), []byte(saves[b]), 0o644); err != nil {
 				t.Fatal(err)
 			}
@@ -95,6 +95,7 @@ func TestWrapperPicksTheNodesBackend(t *testing.T) {
 					t.Errorf("%s ran %q, want %q", c.name, got, c.want)
 				}
 			}
+			noLegacyTable(t, dir)
 			log, err := os.ReadFile(filepath.Join(dir, "alternatives.log"))
 			if err != nil {
 				t.Fatal(err)
@@ -105,6 +106,22 @@ func TestWrapperPicksTheNodesBackend(t *testing.T) {
 				t.Errorf("alternatives calls:\n%s\nwant 4 times:\n%s", got, want)
 			}
 		})
+	}
+}
+
+// noLegacyTable fails the test if the wrapper ran a legacy -save with -t:
+// iptables-legacy-save -t TABLE creates TABLE in the kernel when it is not
+// there (the VM test in test/e2e/deploy shows it on a real nft host).
+func noLegacyTable(t *testing.T, dir string) {
+	t.Helper()
+	log, err := os.ReadFile(filepath.Join(dir, "saves.log"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, l := range strings.Split(strings.TrimSpace(string(log)), "\n") {
+		if strings.Contains(l, "-legacy-save") && strings.Contains(l, "-t") {
+			t.Errorf("ran %q: reading a legacy table by name creates it", l)
+		}
 	}
 }
 

@@ -29,31 +29,34 @@ import (
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// Rules is the ipset and iptables layer (*iptables.Applier). Each method
+// Rules is the ipset and iptables layer (*iptables.Syncer). Each method
 // must add set entries before rules refer to them and remove them after.
 type Rules interface {
 	// Full reads the kernel (one ipset dump, one iptables-save per table)
 	// and repairs every difference, also tampering by others.
 	Full(sets []iptables.IPSet, rules []iptables.Ruleset) error
-	// Apply applies set entry differences against its mirror (no dump, no
-	// exec) and resyncs the chains only when the planned rules changed.
-	Apply(sets []iptables.IPSet, rules []iptables.Ruleset) error
+	// Partial syncs from its mirror: set entry differences (no dump, no
+	// exec), and the chains only when the planned rules changed.
+	Partial(sets []iptables.IPSet, rules []iptables.Ruleset) error
 	// Cleanup removes the chains, jump rules and sets named in the plan of
 	// an empty cluster, and nothing else.
 	Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
 }
 
-var _ Rules = (*iptables.Applier)(nil)
+var _ Rules = (*iptables.Syncer)(nil)
 
 // DriftReporter is a Rules layer that tells what its last Full found
-// changed by others (*iptables.Applier).
+// changed by others (*iptables.Syncer).
 type DriftReporter interface {
 	LastDrift() iptables.Drift
 }
@@ -74,6 +77,10 @@ func (d Drift) Total() int { return d.VirtualServers + d.Addresses + d.Drift.Tot
 
 // Applier applies planner states. Not safe for concurrent use.
 type Applier struct {
+	// Clock times the phases of a sync (Result.Took); New sets the real
+	// clock.
+	Clock clock.PassiveClock
+
 	ipvs  *ipvs.Reconciler
 	addrs *addrmgr.Manager
 	rules Rules
@@ -88,7 +95,7 @@ func New(r *ipvs.Reconciler, m *addrmgr.Manager, rules Rules, log *zap.Logger) *
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Applier{ipvs: r, addrs: m, rules: rules, log: log}
+	return &Applier{Clock: clock.RealClock{}, ipvs: r, addrs: m, rules: rules, log: log}
 }
 
 // Result is what one sync did and what it could not do.
@@ -106,9 +113,9 @@ type Result struct {
 	// a partial one when the address manager's view was not trusted (see
 	// addrmgr.Manager.Refresh).
 	AddressesDumped bool
-	// Failed maps "namespace/name:port" to why that service is not fully
-	// programmed; "" collects failures that belong to no service.
-	Failed map[string][]error
+	// Failed maps a service port to why it is not fully programmed; the
+	// zero ServicePortName collects failures that belong to no service.
+	Failed map[model.ServicePortName][]error
 }
 
 // Timings are the durations of a sync's phases, in their order.
@@ -138,19 +145,23 @@ func (r *Result) Err() error {
 	return errors.Join(errs...)
 }
 
-// FailedServices lists the services that failed, sorted.
-func (r *Result) FailedServices() []string {
-	out := make([]string, 0, len(r.Failed))
+// FailedServices lists the service ports that failed, sorted (the zero
+// one first, for failures of no service).
+func (r *Result) FailedServices() []model.ServicePortName {
+	if len(r.Failed) == 0 {
+		return nil
+	}
+	out := make([]model.ServicePortName, 0, len(r.Failed))
 	for s := range r.Failed {
 		out = append(out, s)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, model.ServicePortName.Compare)
 	return out
 }
 
-func (r *Result) add(service string, err error) {
+func (r *Result) add(service model.ServicePortName, err error) {
 	if r.Failed == nil {
-		r.Failed = map[string][]error{}
+		r.Failed = map[model.ServicePortName][]error{}
 	}
 	r.Failed[service] = append(r.Failed[service], err)
 }
@@ -173,19 +184,19 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 // error is non-nil only when the kernel could not be read.
 func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	res := &Result{Bind: &addrmgr.Result{}}
-	bound, err := a.addrs.Dump()
+	bound, unbound, err := a.addrs.Cleanup()
 	if err != nil {
 		return nil, err
 	}
-	res.Unbind = a.addrs.Unbind(nil)
+	res.Unbind = unbound
 	for _, f := range res.Unbind.Failures {
-		res.add("", f)
+		res.add(model.ServicePortName{}, f)
 	}
 	own := ipvs.Ownership{NodeAddrs: slices.Clone(nodeAddrs)}
 	for _, p := range bound {
 		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 	}
-	if res.IPVS, err = a.ipvs.Full(nil, own); err != nil {
+	if res.IPVS, err = a.ipvs.Cleanup(own); err != nil {
 		return nil, fmt.Errorf("ipvs cleanup: %w", err)
 	}
 	for _, f := range res.IPVS.Failures {
@@ -195,11 +206,11 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 	if a.rules != nil {
 		if err := a.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
 			res.RulesErr = err
-			res.add("", fmt.Errorf("iptables and ipsets cleanup: %w", err))
+			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets cleanup: %w", err))
 		}
 	}
 	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
-		zap.Strings("failedServices", res.FailedServices()))
+		zap.Stringers("failedServices", res.FailedServices()))
 	return res, nil
 }
 
@@ -215,35 +226,46 @@ func (a *Applier) settle(res *Result, always bool) {
 	}
 }
 
-// Partial applies the virtual servers of the changed services only (see
-// ipvs.Reconciler.Partial) and the whole address and rule state; IPVS is
-// not read, kube-ipvs0 only when the address manager does not trust its
-// view (addrmgr.Manager.Refresh). changed holds "namespace/name" or
-// "namespace/name:port"; with none (the sync the address manager's kick
-// asks for) no virtual server is touched, and addresses and rules are
-// repaired.
-func (a *Applier) Partial(st *planner.State, changed ...string) (*Result, error) {
+// Partial applies the virtual servers of the changed Services only (every
+// port of each; see ipvs.Reconciler.Partial) and the whole address and
+// rule state; IPVS is not read, kube-ipvs0 only when the address manager
+// does not trust its view (addrmgr.Manager.Refresh). With no changed
+// Service (the sync the address manager's kick asks for) no virtual server
+// is touched, and addresses and rules are repaired.
+func (a *Applier) Partial(st *planner.State, changed ...types.NamespacedName) (*Result, error) {
 	return a.sync(st, false, changed)
 }
 
-// changedOnly returns the virtual servers of the changed services, matched
-// as ipvs.Reconciler.Partial matches them (ipvs.ChangedMatcher).
-func changedOnly(vss []ipvs.VirtualServer, changed []string) []ipvs.VirtualServer {
-	if len(changed) == 0 {
+// changedSet reports whether a service port belongs to one of the changed
+// Services: the applier's decision, which the reconciler's Partial follows.
+type changedSet map[types.NamespacedName]bool
+
+func newChangedSet(changed []types.NamespacedName) changedSet {
+	set := make(changedSet, len(changed))
+	for _, n := range changed {
+		set[n] = true
+	}
+	return set
+}
+
+func (c changedSet) has(n model.ServicePortName) bool { return !n.IsZero() && c[n.NamespacedName] }
+
+// only returns the virtual servers of the changed services.
+func (c changedSet) only(vss []ipvs.VirtualServer) []ipvs.VirtualServer {
+	if len(c) == 0 {
 		return nil
 	}
-	match := ipvs.ChangedMatcher(changed)
 	var out []ipvs.VirtualServer
 	for i := range vss {
-		if match(vss[i].Service) {
+		if c.has(vss[i].Service) {
 			out = append(out, vss[i])
 		}
 	}
 	return out
 }
 
-func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result, error) {
-	s := &syncRun{a: a, st: st, full: full, changed: changed, res: &Result{}, mark: time.Now()}
+func (a *Applier) sync(st *planner.State, full bool, changed []types.NamespacedName) (*Result, error) {
+	s := &syncRun{a: a, st: st, full: full, changed: newChangedSet(changed), res: &Result{}, mark: a.Clock.Now()}
 	bound, err := s.dump()
 	if err != nil {
 		return nil, err
@@ -252,7 +274,7 @@ func (a *Applier) sync(st *planner.State, full bool, changed []string) (*Result,
 	// once for the journal and the reconciler.
 	selected := st.VirtualServers
 	if !full {
-		selected = changedOnly(st.VirtualServers, changed)
+		selected = s.changed.only(st.VirtualServers)
 	}
 	unwanted := s.record(selected)
 	s.unbind(unwanted)
@@ -273,7 +295,7 @@ type syncRun struct {
 	a       *Applier
 	st      *planner.State
 	full    bool
-	changed []string
+	changed changedSet
 	res     *Result
 	// mark is when the step being timed began.
 	mark time.Time
@@ -283,7 +305,7 @@ type syncRun struct {
 
 // lap adds the time since the last lap to d.
 func (s *syncRun) lap(d *time.Duration) {
-	now := time.Now()
+	now := s.a.Clock.Now()
 	*d += now.Sub(s.mark)
 	s.mark = now
 }
@@ -302,17 +324,17 @@ func (s *syncRun) byAddr(addr netip.Addr) []*ipvs.VirtualServer {
 	return s.byAddrMap[addr]
 }
 
-// servicesOf are the services with a virtual server on addr, sorted; [""]
-// for none.
-func (s *syncRun) servicesOf(addr netip.Addr) []string {
-	var out []string
+// servicesOf are the service ports with a virtual server on addr, sorted;
+// the zero one alone for none.
+func (s *syncRun) servicesOf(addr netip.Addr) []model.ServicePortName {
+	var out []model.ServicePortName
 	for _, vs := range s.byAddr(addr) {
 		out = append(out, vs.Service)
 	}
-	slices.Sort(out)
+	slices.SortFunc(out, model.ServicePortName.Compare)
 	out = slices.Compact(out)
 	if len(out) == 0 {
-		out = []string{""}
+		out = []model.ServicePortName{{}}
 	}
 	return out
 }
@@ -350,11 +372,7 @@ func (s *syncRun) record(selected []ipvs.VirtualServer) []addrmgr.Unwanted {
 		leavingList = append(leavingList, u.Prefix.Addr())
 	}
 	during := ipvs.Coverage{NodeAddrs: a.nodeAddrs, Bound: func(addr netip.Addr) bool { return a.addrs.Bound(addr) && !leaving[addr] }}
-	var recordFor []string
-	if !s.full {
-		recordFor = s.changed
-	}
-	if err := a.ipvs.Record(selected, during, leavingList, recordFor...); err != nil {
+	if err := a.ipvs.Record(selected, during, leavingList); err != nil {
 		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
 	s.lap(&s.res.Took.Journal)
@@ -392,7 +410,7 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 		}
 		res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
 	} else {
-		res.IPVS, err = a.ipvs.Partial(selected, s.changed...)
+		res.IPVS, err = a.ipvs.Partial(selected, s.changed.has)
 	}
 	if err != nil {
 		return fmt.Errorf("ipvs sync: %w", err)
@@ -409,13 +427,13 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 func (s *syncRun) syncRules() {
 	a, res := s.a, s.res
 	if a.rules != nil {
-		apply := a.rules.Apply
+		apply := a.rules.Partial
 		if s.full {
 			apply = a.rules.Full
 		}
 		if err := apply(s.st.IPSets, s.st.Rulesets); err != nil {
 			res.RulesErr = err
-			res.add("", fmt.Errorf("iptables and ipsets: %w", err))
+			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets: %w", err))
 		}
 		if dr, ok := a.rules.(DriftReporter); ok && s.full {
 			res.Drift.Drift = dr.LastDrift()
@@ -453,7 +471,7 @@ func (s *syncRun) logResult() {
 	}
 	fields := []zap.Field{zap.String("mode", mode), zap.Int("ipvsChanges", res.IPVS.Changes()),
 		zap.Int("bound", res.Bind.Bound), zap.Int("unbound", res.Unbind.Unbound),
-		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Strings("failedServices", res.FailedServices()),
+		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Stringers("failedServices", res.FailedServices()),
 		zap.Bool("addressesDumped", res.AddressesDumped), zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
 		zap.Duration("ipvsTook", res.Took.IPVS), zap.Duration("rulesTook", res.Took.Rules), zap.Duration("bindTook", res.Took.Bind)}
 	if err := res.Err(); err != nil {

@@ -3,7 +3,7 @@
 package applier
 
 // Kernel tests: the real appliers (ipvskernel.Table, addrmgr.KernelLink,
-// iptables.Applier) inside a fresh ktest node namespace per test, driven by
+// iptables.Syncer) inside a fresh ktest node namespace per test, driven by
 // a planner.State that planner.Plan computed from a model.Cluster. Each test
 // compares the kernel with the plan's text forms (`ipvsadm -S -n`,
 // `ip -o addr show dev kube-ipvs0`, `ipset save`, `iptables-save`) and sends
@@ -30,6 +30,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -91,7 +92,7 @@ var clusterCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16"), netip.
 func both(f func(fam) netip.Addr) []netip.Addr { return []netip.Addr{f(v4), f(v6)} }
 
 func port(name, portName string, proto model.Protocol, p uint16) model.ServicePort {
-	return model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: name, Port: portName}, Protocol: proto, Port: p}
+	return model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}, Port: portName}, Protocol: proto, Port: p}
 }
 
 func eps(node string, p uint16, addrs ...netip.Addr) []model.Endpoint {
@@ -167,7 +168,7 @@ func testCluster() model.Cluster {
 
 // setEndpoints replaces one service port's endpoints.
 func setEndpoints(c *model.Cluster, name, portName string, e []model.Endpoint) {
-	c.Endpoints[model.ServicePortName{Namespace: "default", Name: name, Port: portName}] = e
+	c.Endpoints[model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}, Port: portName}] = e
 }
 
 // kbed is one node namespace with three pods (pod-a, pod-b backends; pod-c a
@@ -244,7 +245,7 @@ func (b *kbed) plan(c model.Cluster) *planner.State {
 // kproxy is one proxy process's kernel side, opened inside the node.
 type kproxy struct {
 	table *ipvskernel.Table
-	rules *iptables.Applier
+	rules *iptables.Syncer
 	rec   *ipvs.Reconciler
 	mgr   *addrmgr.Manager
 	app   *Applier
@@ -313,7 +314,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		p.rules, err = iptableskernel.NewApplier(nil)
+		p.rules, err = iptableskernel.NewSyncer(nil)
 		return err
 	})
 	if err != nil {
@@ -372,9 +373,10 @@ func (b *kbed) full(p *kproxy, st *planner.State) *Result {
 	return b.sync("full sync", func() (*Result, error) { return p.app.Full(st, b.nodeAddrs) })
 }
 
+// partial is a partial sync of the changed Services, written "namespace/name".
 func (b *kbed) partial(p *kproxy, st *planner.State, changed ...string) *Result {
 	b.t.Helper()
-	return b.sync("partial sync", func() (*Result, error) { return p.app.Partial(st, changed...) })
+	return b.sync("partial sync", func() (*Result, error) { return p.app.Partial(st, svcNames(changed...)...) })
 }
 
 // --- the kernel's state in the plan's text forms ---
@@ -846,7 +848,7 @@ func TestKernelGracefulTermination(t *testing.T) {
 	// The graceful period runs on a clock the test advances: under TCG the
 	// steps below take longer than any period short enough to wait for.
 	clk := &testClock{}
-	p := b.open(ipvs.Options{GracefulPeriod: time.Minute, Now: clk.now})
+	p := b.open(ipvs.Options{GracefulPeriod: time.Minute, Clock: clk})
 	c := testCluster()
 	b.full(p, b.plan(c))
 	f := v4
@@ -924,21 +926,24 @@ func TestKernelGracefulTermination(t *testing.T) {
 	// An endpoint that comes back is restored at weight 1.
 	setEndpoints(&c, "drain", "tcp", eps(thisNode, linePort, f.podA, f.podB, v6.podA, v6.podB))
 	st = b.plan(c)
-	b.partial(p, st, "default/drain:tcp")
+	b.partial(p, st, "default/drain")
 	b.checkPlan(st)
 }
 
-// testClock is real time plus an offset the test advances.
+// testClock is real time plus an offset the test advances: a
+// clock.PassiveClock.
 type testClock struct {
 	mu  sync.Mutex
 	off time.Duration
 }
 
-func (c *testClock) now() time.Time {
+func (c *testClock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return time.Now().Add(c.off)
 }
+
+func (c *testClock) Since(t time.Time) time.Duration { return c.Now().Sub(t) }
 
 func (c *testClock) advance(d time.Duration) {
 	c.mu.Lock()

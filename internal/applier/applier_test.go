@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -32,7 +34,7 @@ type fakeRules struct {
 	err   error
 }
 
-func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
+func (f *fakeRules) Partial(sets []iptables.IPSet, _ []iptables.Ruleset) error {
 	if f.err != nil {
 		return f.err
 	}
@@ -42,7 +44,7 @@ func (f *fakeRules) Apply(sets []iptables.IPSet, _ []iptables.Ruleset) error {
 
 func (f *fakeRules) Full(sets []iptables.IPSet, rules []iptables.Ruleset) error {
 	f.fulls++
-	return f.Apply(sets, rules)
+	return f.Partial(sets, rules)
 }
 
 func (f *fakeRules) Cleanup([]iptables.IPSet, []iptables.Ruleset) error {
@@ -65,7 +67,7 @@ func service(name string, vip string, ports ...uint16) ([]ipvs.VirtualServer, ne
 		out = append(out, ipvs.VirtualServer{
 			Key:         ipvs.Key{Protocol: model.TCP, Address: a, Port: p},
 			Scheduler:   "rr",
-			Service:     fmt.Sprintf("%s:p%d", name, p),
+			Service:     model.ServicePortName{NamespacedName: svcName(name), Port: fmt.Sprintf("p%d", p)},
 			RealServers: []ipvs.RealServer{{Address: ep1, Port: 8080, Weight: 1}},
 		})
 	}
@@ -128,7 +130,7 @@ func TestFullThenPartialInOrder(t *testing.T) {
 		t.Fatalf("%+v %+v", res.IPVS, res.Bind)
 	}
 	// Service b deleted: unbind, then delete its virtual servers.
-	res, err = b.a.Partial(state("ns/a=10.96.0.1"), "ns/b")
+	res, err = b.a.Partial(state("ns/a=10.96.0.1"), svcNames("ns/b")...)
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -182,7 +184,7 @@ func TestFailuresPerService(t *testing.T) {
 	}
 	// b:p443 failed, so b's address is not bound (b:p80 is marked too); c
 	// is refused by the guard (not a failure); a is fine.
-	if got := strings.Join(res.FailedServices(), ","); got != "ns/b:p443,ns/b:p80" {
+	if got := joinNames(res.FailedServices()); got != "ns/b:p443,ns/b:p80" {
 		t.Fatalf("failed services %q: %v", got, res.Err())
 	}
 	if !errors.Is(res.Err(), boom) {
@@ -208,7 +210,7 @@ func TestFullRepairsRulesPartialDoesNot(t *testing.T) {
 	if _, err := b.a.Full(state("ns/a=10.96.0.1"), []netip.Addr{nodeIP}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := b.a.Partial(state("ns/a=10.96.0.1"), "ns/a"); err != nil {
+	if _, err := b.a.Partial(state("ns/a=10.96.0.1"), svcNames("ns/a")...); err != nil {
 		t.Fatal(err)
 	}
 	if b.rules.fulls != 1 {
@@ -259,7 +261,7 @@ func TestDumpBudget(t *testing.T) {
 		t.Fatalf("full sync of 50 services: %d IPVS dumps, %d address dumps; want 1 and 1", b.table.Dumps, b.link.Dumps)
 	}
 	st.VirtualServers[7].RealServers = append(st.VirtualServers[7].RealServers, ipvs.RealServer{Address: netip.MustParseAddr("10.244.9.9"), Port: 8080, Weight: 1})
-	res, err := b.a.Partial(st, st.VirtualServers[7].Service)
+	res, err := b.a.Partial(st, st.VirtualServers[7].Service.NamespacedName)
 	if err != nil || res.IPVS.RealServersAdded != 1 {
 		t.Fatalf("%v %+v", err, res.IPVS)
 	}
@@ -293,7 +295,7 @@ func TestRestartAfterKillBetweenUnbindAndDelete(t *testing.T) {
 			}
 			return nil
 		}
-		if res, err := b.a.Partial(state("ns/a=10.96.0.1"), "ns/b"); err != nil || res.Err() == nil {
+		if res, err := b.a.Partial(state("ns/a=10.96.0.1"), svcNames("ns/b")...); err != nil || res.Err() == nil {
 			t.Fatalf("the simulated kill did not stop the deletion: %v", err)
 		}
 		if got := b.link.String(); got != "10.96.0.1/32\n" {
@@ -340,7 +342,7 @@ func TestWatchedPartialSyncs(t *testing.T) {
 	dumps := b.link.Dumps
 	for i, st := range []*planner.State{state("ns/a=10.96.0.1"), state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), state("ns/a=10.96.0.1", "ns/b=10.96.0.2", "ns/c=10.96.0.3")} {
 		b.link.Flush()
-		res, err := b.a.Partial(st, "ns/b", "ns/c")
+		res, err := b.a.Partial(st, svcNames("ns/b", "ns/c")...)
 		if err != nil || res.Err() != nil || res.AddressesDumped || b.link.Dumps != dumps {
 			t.Fatalf("partial %d: %v %v, dumped %v", i, err, res.Err(), res.AddressesDumped)
 		}
@@ -376,4 +378,28 @@ func TestWatchedPartialSyncs(t *testing.T) {
 	if res, _ := b.a.Partial(st); res.AddressesDumped {
 		t.Fatal("dumped again after the repair")
 	}
+}
+
+// svcName reads "namespace/name" as tests write Services.
+func svcName(s string) types.NamespacedName {
+	ns, name, _ := strings.Cut(s, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// svcNames is svcName of each.
+func svcNames(ss ...string) []types.NamespacedName {
+	out := make([]types.NamespacedName, len(ss))
+	for i, s := range ss {
+		out[i] = svcName(s)
+	}
+	return out
+}
+
+// joinNames joins service port names with commas.
+func joinNames(ns []model.ServicePortName) string {
+	ss := make([]string, len(ns))
+	for i, n := range ns {
+		ss[i] = n.String()
+	}
+	return strings.Join(ss, ",")
 }

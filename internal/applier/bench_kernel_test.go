@@ -25,6 +25,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -103,7 +104,7 @@ type stack struct {
 	app   *Applier
 	rec   *ipvs.Reconciler
 	mgr   *addrmgr.Manager
-	rules *iptables.Applier
+	rules *iptables.Syncer
 	close func()
 }
 
@@ -119,7 +120,7 @@ func openStack() (*stack, error) {
 		t.Close()
 		return nil, err
 	}
-	rules, err := iptableskernel.NewApplier(nil)
+	rules, err := iptableskernel.NewSyncer(nil)
 	if err != nil {
 		t.Close()
 		h.Close()
@@ -155,7 +156,7 @@ func BenchmarkKernelSync(b *testing.B) {
 	opts := benchOptions()
 	st := planner.Plan(benchCluster(*benchServices, *benchEndpoints, -1, ktest.NodeIPv4), opts)
 	st2 := planner.Plan(benchCluster(*benchServices, *benchEndpoints, *benchServices/2, ktest.NodeIPv4), opts)
-	changed := fmt.Sprintf("default/svc-%05d", *benchServices/2)
+	changed := types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", *benchServices/2)}
 	nodeAddrs := []netip.Addr{ktest.NodeIPv4}
 	rs, entries := 0, 0
 	for _, vs := range st.VirtualServers {

@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -25,7 +27,7 @@ const benchNodePortEvery = 4
 func benchCluster(n, m, moved int, node netip.Addr) model.Cluster {
 	c := model.Cluster{Endpoints: make(map[model.ServicePortName][]model.Endpoint, n)}
 	for s := range n {
-		sp := model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", s), Port: "http"}, Protocol: model.TCP, Port: 80}
+		sp := model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", s)}, Port: "http"}, Protocol: model.TCP, Port: 80}
 		sp.ClusterIPs = []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})}
 		if s%benchNodePortEvery == 0 {
 			sp.NodePort = uint16(30000 + s/benchNodePortEvery)
@@ -55,7 +57,7 @@ func BenchmarkPartialSync(b *testing.B) {
 	const n = 10000
 	st := planner.Plan(benchCluster(n, 10, -1, nodeIP), opts)
 	st2 := planner.Plan(benchCluster(n, 10, n/2, nodeIP), opts)
-	changed := fmt.Sprintf("default/svc-%05d", n/2)
+	changed := types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", n/2)}
 	link := addrmgr.NewFakeLink()
 	g := guard.New(guard.Inputs{LocalAddrs: []netip.Addr{nodeIP}, PodCIDRs: opts.ClusterCIDRs})
 	mgr := addrmgr.NewManager(link, g, nil)

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -20,7 +22,7 @@ func (a *stateApplier) Full(st *planner.State, _ []netip.Addr) (*applier.Result,
 	return &applier.Result{}, nil
 }
 
-func (a *stateApplier) Partial(st *planner.State, _ ...string) (*applier.Result, error) {
+func (a *stateApplier) Partial(st *planner.State, _ ...types.NamespacedName) (*applier.Result, error) {
 	a.st = st
 	return &applier.Result{}, nil
 }
@@ -58,12 +60,12 @@ func TestAPIServerIdentity(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newFakeSource()
 			src.api = []netip.Addr{a("10.0.2.100")}
-			src.svcs["default/kubernetes"] = model.ServicePort{Name: model.ServicePortName{Namespace: "default", Name: "kubernetes", Port: "https"},
+			src.svcs[key("default/kubernetes")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "kubernetes"}, Port: "https"},
 				Protocol: model.TCP, Port: 443, ClusterIPs: []netip.Addr{a("10.96.0.1")}}
-			src.eps["default/kubernetes"] = []model.Endpoint{{Address: a("10.0.2.100"), Port: 6443, Ready: true, Serving: true}}
+			src.eps[key("default/kubernetes")] = []model.Endpoint{{Address: a("10.0.2.100"), Port: 6443, Ready: true, Serving: true}}
 			// A tenant's Service asking for the real API server's address
 			// and the load balancer's.
-			src.svcs["ns/hostile"] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: "hostile", Port: "https"},
+			src.svcs[key("ns/hostile")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hostile"}, Port: "https"},
 				Protocol: model.TCP, Port: 443, ClusterIPs: []netip.Addr{a("10.96.0.50")},
 				ExternalIPs: []netip.Addr{a("10.0.2.100"), a("198.51.100.7")}}
 			app := &stateApplier{}
@@ -104,9 +106,9 @@ func TestAPIServerIdentity(t *testing.T) {
 func TestInfrastructureFromEnv(t *testing.T) {
 	a := netip.MustParseAddr
 	src := newFakeSource()
-	src.svcs["kube-system/kube-dns"] = model.ServicePort{Name: model.ServicePortName{Namespace: "kube-system", Name: "kube-dns", Port: "dns"},
+	src.svcs[key("kube-system/kube-dns")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "kube-system", Name: "kube-dns"}, Port: "dns"},
 		Protocol: model.UDP, Port: 53, ClusterIPs: []netip.Addr{a("10.96.0.10")}}
-	src.svcs["ns/hostile"] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: "hostile", Port: "dns"},
+	src.svcs[key("ns/hostile")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "hostile"}, Port: "dns"},
 		Protocol: model.UDP, Port: 53, ClusterIPs: []netip.Addr{a("10.96.0.50")}, ExternalIPs: []netip.Addr{a("192.0.2.53"), a("198.51.100.253")}}
 	env := nodeenv.Env{LocalAddrs: []netip.Addr{a("198.51.100.1")}, LocalPrefixes: []netip.Prefix{netip.MustParsePrefix("198.51.100.1/24")},
 		Gateways: []netip.Addr{a("198.51.100.254")}, NextHops: []netip.Addr{a("198.51.100.253")}, Resolvers: []netip.Addr{a("10.96.0.10"), a("192.0.2.53")}}
@@ -128,7 +130,7 @@ func TestInfrastructureFromEnv(t *testing.T) {
 	// A new route: the next sync, asked for no service, is a full one.
 	env.NextHops = append(env.NextHops, a("198.51.100.252"))
 	src.mu.Lock()
-	src.dirty["ns/hostile"] = true
+	src.dirty[key("ns/hostile")] = true
 	src.mu.Unlock()
 	rec := &recordApplier{}
 	l.Applier = rec
@@ -146,7 +148,7 @@ func (r *recordApplier) Full(*planner.State, []netip.Addr) (*applier.Result, err
 	return &applier.Result{}, nil
 }
 
-func (r *recordApplier) Partial(*planner.State, ...string) (*applier.Result, error) {
+func (r *recordApplier) Partial(*planner.State, ...types.NamespacedName) (*applier.Result, error) {
 	r.full = false
 	return &applier.Result{}, nil
 }
@@ -156,7 +158,7 @@ func (r *recordApplier) Partial(*planner.State, ...string) (*applier.Result, err
 func TestListenersFromEnv(t *testing.T) {
 	a := netip.MustParseAddr
 	src := newFakeSource()
-	src.svcs["ns/mgmt"] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: "mgmt", Port: "x"},
+	src.svcs[key("ns/mgmt")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "mgmt"}, Port: "x"},
 		Protocol: model.TCP, Port: 9100, ClusterIPs: []netip.Addr{a("10.96.0.60")}, ExternalIPs: []netip.Addr{a("198.51.100.1")}}
 	env := nodeenv.Env{LocalAddrs: []netip.Addr{a("198.51.100.1")},
 		Listeners: []guard.Listener{{Protocol: model.TCP, Addr: a("0.0.0.0"), Port: 9100}}}

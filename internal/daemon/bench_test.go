@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
@@ -17,7 +19,7 @@ func (nopApplier) Full(*planner.State, []netip.Addr) (*applier.Result, error) {
 	return &applier.Result{}, nil
 }
 
-func (nopApplier) Partial(*planner.State, ...string) (*applier.Result, error) {
+func (nopApplier) Partial(*planner.State, ...types.NamespacedName) (*applier.Result, error) {
 	return &applier.Result{}, nil
 }
 

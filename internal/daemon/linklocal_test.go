@@ -5,6 +5,8 @@ import (
 	"slices"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
@@ -23,7 +25,7 @@ func (a *ownerApplier) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier
 	return &applier.Result{}, nil
 }
 
-func (a *ownerApplier) Partial(st *planner.State, _ ...string) (*applier.Result, error) {
+func (a *ownerApplier) Partial(st *planner.State, _ ...types.NamespacedName) (*applier.Result, error) {
 	a.st = st
 	return &applier.Result{}, nil
 }
@@ -49,7 +51,7 @@ func TestLinkLocalNodePorts(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			src := newFakeSource()
-			src.svcs["ns/np"] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: "np", Port: "http"},
+			src.svcs[key("ns/np")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "np"}, Port: "http"},
 				Protocol: model.TCP, Port: 80, NodePort: 30080, ClusterIPs: []netip.Addr{a("10.96.0.80")}}
 			app := &ownerApplier{}
 			opts := testOpts

@@ -7,10 +7,10 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 	"time"
 
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
@@ -37,14 +37,14 @@ type Source interface {
 	// TakeChanges returns and clears the changes since the last call.
 	TakeChanges() informers.Changes
 	// Requeue marks services changed again.
-	Requeue(keys []string)
+	Requeue(keys []types.NamespacedName)
 	// Pending is the number of changed services not yet taken.
 	Pending() int
-	// ServiceKeys lists every cached Service's "namespace/name".
-	ServiceKeys() []string
+	// ServiceNames lists every cached Service.
+	ServiceNames() []types.NamespacedName
 	// Service converts one Service with its EndpointSlices; a Service that
 	// is gone or skipped gives nothing.
-	Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal)
+	Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal)
 	// Nodes converts every cached Node.
 	Nodes() ([]model.Node, []model.Refusal)
 	// APIServerEndpoints are the addresses of the default/kubernetes
@@ -59,7 +59,7 @@ type Applier interface {
 	// Full reads the kernel and repairs everything.
 	Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error)
 	// Partial touches the virtual servers of the changed services only.
-	Partial(st *planner.State, changed ...string) (*applier.Result, error)
+	Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error)
 }
 
 // Backoff defaults for a failed apply.
@@ -139,7 +139,7 @@ type Loop struct {
 	env     nodeenv.Env
 	nodes   []model.Node
 	// health are the healthCheckNodePort servers each service asks for.
-	health map[string][]healthPort
+	health map[types.NamespacedName][]healthPort
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -151,7 +151,7 @@ type Stats struct {
 // SyncReport describes one sync, for logs and tests.
 type SyncReport struct {
 	Full     bool
-	Services []string // the changed services a partial sync applied
+	Services []types.NamespacedName // the changed services a partial sync applied
 	Duration time.Duration
 	Err      error // nil when everything was applied
 }
@@ -352,14 +352,14 @@ func sameEnv(a, b *nodeenv.Env) bool {
 
 // apply plans with o and applies: a full sync plans every service again
 // into a new plan, a partial one only the changed services.
-func (l *Loop) apply(full bool, o planner.Options, changed []string) (*planner.State, *applier.Result, error) {
+func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedName) (*planner.State, *applier.Result, error) {
 	if full {
 		var nodeRefusals []model.Refusal
 		l.nodes, nodeRefusals = l.Source.Nodes()
 		l.plan = planner.NewIncremental(o, l.nodes, nodeRefusals)
 		l.planned = o
-		l.health = map[string][]healthPort{}
-		changed = l.Source.ServiceKeys()
+		l.health = map[types.NamespacedName][]healthPort{}
+		changed = l.Source.ServiceNames()
 	}
 	for _, k := range changed {
 		ports, eps, refusals := l.Source.Service(k)
@@ -417,7 +417,7 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 			})
 		}
 	}
-	failed := map[string]bool{}
+	failed := map[types.NamespacedName]bool{}
 	if rep.Err != nil {
 		l.stats.Failed++
 		l.scheduleRetry(now)
@@ -430,18 +430,17 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 				failed[s] = true
 			}
 		} else {
-			var keys []string
+			var keys []types.NamespacedName
 			for _, s := range res.FailedServices() {
-				if s == "" {
+				if s.IsZero() {
 					l.needFull = true
 					continue
 				}
-				k := serviceKey(s)
-				failed[k] = true
-				keys = append(keys, k)
+				if !failed[s.NamespacedName] {
+					failed[s.NamespacedName] = true
+					keys = append(keys, s.NamespacedName)
+				}
 			}
-			slices.Sort(keys)
-			keys = slices.Compact(keys)
 			l.Source.Requeue(keys)
 		}
 		l.Log.Warn("sync failed; retrying", zap.String("mode", mode), zap.Duration("took", rep.Duration),
@@ -511,14 +510,6 @@ func (l *Loop) scheduleRetry(now time.Time) {
 	l.retryAt = now.Add(l.backoff)
 }
 
-// serviceKey turns the applier's "namespace/name:port" into "namespace/name".
-func serviceKey(s string) string {
-	if i := strings.LastIndexByte(s, ':'); i > strings.IndexByte(s, '/') {
-		return s[:i]
-	}
-	return s
-}
-
 // healthPort is a healthCheckNodePort server one service port asks for.
 type healthPort struct {
 	port     uint16
@@ -550,7 +541,7 @@ func serviceHealth(ports []model.ServicePort, eps map[model.ServicePortName][]mo
 // mergeHealth is the servers of every service: one per port, named after
 // the first service (by namespace, name) that asks for it, answering with
 // the distinct local endpoints of all that do.
-func mergeHealth(bySvc map[string][]healthPort) map[uint16]health.ServiceHealth {
+func mergeHealth(bySvc map[types.NamespacedName][]healthPort) map[uint16]health.ServiceHealth {
 	var all []healthPort
 	for _, hps := range bySvc {
 		all = append(all, hps...)
@@ -583,9 +574,9 @@ func mergeHealth(bySvc map[string][]healthPort) map[uint16]health.ServiceHealth 
 // needs on node: one per Service with externalTrafficPolicy: Local and a
 // health check node port, with its ready endpoints on this node.
 func HealthCheckPorts(c model.Cluster, node string) map[uint16]health.ServiceHealth {
-	bySvc := map[string][]healthPort{}
+	bySvc := map[types.NamespacedName][]healthPort{}
 	for i := range c.Services {
-		k := c.Services[i].Name.ServiceKey()
+		k := c.Services[i].Name.NamespacedName
 		bySvc[k] = append(bySvc[k], serviceHealth(c.Services[i:i+1], c.Endpoints, node)...)
 	}
 	return mergeHealth(bySvc)

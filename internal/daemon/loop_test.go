@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"iter"
 	"maps"
 	"net/http/httptest"
 	"net/netip"
@@ -22,6 +23,7 @@ import (
 	"go.uber.org/zap/zapcore"
 	"go.uber.org/zap/zaptest/observer"
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
@@ -40,11 +42,11 @@ import (
 type fakeSource struct {
 	mu       sync.Mutex
 	synced   chan struct{}
-	svcs     map[string]model.ServicePort
-	eps      map[string][]model.Endpoint
+	svcs     map[types.NamespacedName]model.ServicePort
+	eps      map[types.NamespacedName][]model.Endpoint
 	nodes    []model.Node
-	dirty    map[string]bool
-	triggers map[string]time.Time
+	dirty    map[types.NamespacedName]bool
+	triggers map[types.NamespacedName]time.Time
 	nodesChg bool
 	notify   chan struct{}
 	// api are the default/kubernetes endpoints.
@@ -52,8 +54,8 @@ type fakeSource struct {
 }
 
 func newFakeSource() *fakeSource {
-	return &fakeSource{synced: make(chan struct{}), svcs: map[string]model.ServicePort{}, eps: map[string][]model.Endpoint{},
-		dirty: map[string]bool{}, triggers: map[string]time.Time{}, notify: make(chan struct{}, 1)}
+	return &fakeSource{synced: make(chan struct{}), svcs: map[types.NamespacedName]model.ServicePort{}, eps: map[types.NamespacedName][]model.Endpoint{},
+		dirty: map[types.NamespacedName]bool{}, triggers: map[types.NamespacedName]time.Time{}, notify: make(chan struct{}, 1)}
 }
 
 func (s *fakeSource) WaitForCacheSync(ctx context.Context) bool {
@@ -77,12 +79,12 @@ func (s *fakeSource) signal() {
 func (s *fakeSource) TakeChanges() informers.Changes {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	c := informers.Changes{Services: slices.Sorted(maps.Keys(s.dirty)), Nodes: s.nodesChg, Triggers: s.triggers}
-	s.dirty, s.triggers, s.nodesChg = map[string]bool{}, map[string]time.Time{}, false
+	c := informers.Changes{Services: sortedNames(maps.Keys(s.dirty)), Nodes: s.nodesChg, Triggers: s.triggers}
+	s.dirty, s.triggers, s.nodesChg = map[types.NamespacedName]bool{}, map[types.NamespacedName]time.Time{}, false
 	return c
 }
 
-func (s *fakeSource) Requeue(keys []string) {
+func (s *fakeSource) Requeue(keys []types.NamespacedName) {
 	s.mu.Lock()
 	for _, k := range keys {
 		s.dirty[k] = true
@@ -103,7 +105,7 @@ func (s *fakeSource) Cluster() model.Cluster {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}, Nodes: slices.Clone(s.nodes)}
-	for _, k := range slices.Sorted(maps.Keys(s.svcs)) {
+	for _, k := range sortedNames(maps.Keys(s.svcs)) {
 		sp := s.svcs[k]
 		c.Services = append(c.Services, sp)
 		c.Endpoints[sp.Name] = slices.Clone(s.eps[k])
@@ -111,13 +113,24 @@ func (s *fakeSource) Cluster() model.Cluster {
 	return c
 }
 
-func (s *fakeSource) ServiceKeys() []string {
+func (s *fakeSource) ServiceNames() []types.NamespacedName {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	return slices.Sorted(maps.Keys(s.svcs))
+	return sortedNames(maps.Keys(s.svcs))
 }
 
-func (s *fakeSource) Service(key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
+// key reads "namespace/name" as the tests write Services.
+func key(s string) types.NamespacedName {
+	ns, name, _ := strings.Cut(s, "/")
+	return types.NamespacedName{Namespace: ns, Name: name}
+}
+
+// sortedNames sorts Services as the informers do: by namespace, then name.
+func sortedNames(seq iter.Seq[types.NamespacedName]) []types.NamespacedName {
+	return slices.SortedFunc(seq, model.CompareServices)
+}
+
+func (s *fakeSource) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	sp, ok := s.svcs[key]
@@ -154,8 +167,8 @@ func (s *fakeSource) IsServiceIP(a netip.Addr) bool {
 // and the given endpoint addresses, and marks it changed.
 func (s *fakeSource) set(name, vip string, trigger time.Time, eps ...string) {
 	s.mu.Lock()
-	key := "ns/" + name
-	s.svcs[key] = model.ServicePort{Name: model.ServicePortName{Namespace: "ns", Name: name, Port: "http"},
+	key := types.NamespacedName{Namespace: "ns", Name: name}
+	s.svcs[key] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: name}, Port: "http"},
 		Protocol: model.TCP, Port: 80, ClusterIPs: []netip.Addr{netip.MustParseAddr(vip)}}
 	var es []model.Endpoint
 	for _, e := range eps {
@@ -172,9 +185,10 @@ func (s *fakeSource) set(name, vip string, trigger time.Time, eps ...string) {
 
 func (s *fakeSource) del(name string) {
 	s.mu.Lock()
-	delete(s.svcs, "ns/"+name)
-	delete(s.eps, "ns/"+name)
-	s.dirty["ns/"+name] = true
+	key := types.NamespacedName{Namespace: "ns", Name: name}
+	delete(s.svcs, key)
+	delete(s.eps, key)
+	s.dirty[key] = true
 	s.mu.Unlock()
 	s.signal()
 }
@@ -190,14 +204,18 @@ func (s *fakeSource) setNodes(nodes ...model.Node) {
 // call is one Full or Partial call the fake applier received.
 type call struct {
 	full    bool
-	changed []string
+	changed []types.NamespacedName
 }
 
 func (c call) String() string {
 	if c.full {
 		return "full"
 	}
-	return "partial " + strings.Join(c.changed, ",")
+	names := make([]string, len(c.changed))
+	for i, n := range c.changed {
+		names[i] = n.String()
+	}
+	return "partial " + strings.Join(names, ",")
 }
 
 // fakeApplier is a stateful applier: a kernel table of virtual servers.
@@ -207,8 +225,8 @@ type fakeApplier struct {
 	mu     sync.Mutex
 	kernel map[ipvs.Key]ipvs.VirtualServer
 	calls  []call
-	// failService maps "ns/name" to how many more syncs fail it.
-	failService map[string]int
+	// failService maps a Service to how many more syncs fail it.
+	failService map[types.NamespacedName]int
 	// readErrs is how many more syncs fail to read the kernel.
 	readErrs int
 	// block, if not nil, is waited on inside the next apply.
@@ -224,7 +242,7 @@ type fakeApplier struct {
 }
 
 func newFakeApplier() *fakeApplier {
-	return &fakeApplier{kernel: map[ipvs.Key]ipvs.VirtualServer{}, failService: map[string]int{}, entered: make(chan struct{}, 100)}
+	return &fakeApplier{kernel: map[ipvs.Key]ipvs.VirtualServer{}, failService: map[types.NamespacedName]int{}, entered: make(chan struct{}, 100)}
 }
 
 var errRead = errors.New("cannot dump IPVS")
@@ -233,11 +251,11 @@ func (f *fakeApplier) Full(st *planner.State, _ []netip.Addr) (*applier.Result, 
 	return f.sync(st, true, nil)
 }
 
-func (f *fakeApplier) Partial(st *planner.State, changed ...string) (*applier.Result, error) {
+func (f *fakeApplier) Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error) {
 	return f.sync(st, false, changed)
 }
 
-func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*applier.Result, error) {
+func (f *fakeApplier) sync(st *planner.State, full bool, changed []types.NamespacedName) (*applier.Result, error) {
 	f.entered <- struct{}{}
 	f.mu.Lock()
 	block := f.block
@@ -253,14 +271,14 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*app
 		f.readErrs--
 		return nil, errRead
 	}
-	match := func(svc string) bool { return full || slices.Contains(changed, serviceKey(svc)) }
+	match := func(svc model.ServicePortName) bool { return full || slices.Contains(changed, svc.NamespacedName) }
 	res := &applier.Result{Drift: f.drift}
 	f.drift = applier.Drift{}
 	if full && f.failRules > 0 {
 		f.failRules--
-		res.Failed = map[string][]error{"": {errors.New("ipset destroy KUBE-CLUSTER-IP: busy")}}
+		res.Failed = map[model.ServicePortName][]error{{}: {errors.New("ipset destroy KUBE-CLUSTER-IP: busy")}}
 	}
-	failing := map[string]bool{}
+	failing := map[types.NamespacedName]bool{}
 	for k, n := range f.failService {
 		if n > 0 {
 			failing[k] = true
@@ -268,7 +286,7 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*app
 		}
 	}
 	for k, vs := range f.kernel {
-		if match(vs.Service) && !failing[serviceKey(vs.Service)] {
+		if match(vs.Service) && !failing[vs.Service.NamespacedName] {
 			delete(f.kernel, k)
 		}
 	}
@@ -276,9 +294,9 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []string) (*app
 		if !match(vs.Service) {
 			continue
 		}
-		if failing[serviceKey(vs.Service)] {
+		if failing[vs.Service.NamespacedName] {
 			if res.Failed == nil {
-				res.Failed = map[string][]error{}
+				res.Failed = map[model.ServicePortName][]error{}
 			}
 			res.Failed[vs.Service] = append(res.Failed[vs.Service], errors.New("EBUSY"))
 			continue
@@ -544,7 +562,7 @@ func TestFailedApplyRetriedWithBackoff(t *testing.T) {
 	h.waitCalls(1)
 
 	h.app.mu.Lock()
-	h.app.failService["ns/b"] = 3
+	h.app.failService[key("ns/b")] = 3
 	h.app.mu.Unlock()
 	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
 	h.waitCalls(2)
@@ -563,7 +581,7 @@ func TestFailedApplyRetriedWithBackoff(t *testing.T) {
 	}
 	// Success resets the backoff: the next failure waits 1s again.
 	h.app.mu.Lock()
-	h.app.failService["ns/a"] = 1
+	h.app.failService[key("ns/a")] = 1
 	h.app.mu.Unlock()
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.9")
 	h.waitCalls(6)
@@ -729,14 +747,6 @@ func metricValue(t *testing.T, m *metrics.Metrics, name, mode string) float64 {
 	return mt.GetGauge().GetValue()
 }
 
-func TestServiceKey(t *testing.T) {
-	for in, want := range map[string]string{"ns/a:http": "ns/a", "ns/a": "ns/a", "ns/a:b:c": "ns/a:b", "": ""} {
-		if got := serviceKey(in); got != want {
-			t.Errorf("serviceKey(%q) = %q, want %q", in, got, want)
-		}
-	}
-}
-
 // TestRefusalEventsAndHealth: a node's address as an externalIP is a
 // refusal reported once as an Event on the Service; /livez turns unhealthy
 // when failing syncs leave a change pending longer than the timeout, and
@@ -765,9 +775,9 @@ func TestRefusalEventsAndHealth(t *testing.T) {
 	src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
 	src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	src.mu.Lock()
-	sp := src.svcs["ns/a"]
+	sp := src.svcs[key("ns/a")]
 	sp.ExternalIPs = []netip.Addr{netip.MustParseAddr("192.168.0.2")}
-	src.svcs["ns/a"] = sp
+	src.svcs[key("ns/a")] = sp
 	src.mu.Unlock()
 	close(src.synced)
 	h.waitCalls(1)
@@ -785,7 +795,7 @@ func TestRefusalEventsAndHealth(t *testing.T) {
 
 	// b fails for good: pending past the timeout is unhealthy.
 	app.mu.Lock()
-	app.failService["ns/b"] = 1000
+	app.failService[key("ns/b")] = 1000
 	app.mu.Unlock()
 	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.3")
 	h.waitCalls(3)
@@ -797,7 +807,7 @@ func TestRefusalEventsAndHealth(t *testing.T) {
 		t.Fatal("healthy while a change failed for over 60s")
 	}
 	app.mu.Lock()
-	app.failService["ns/b"] = 0
+	app.failService[key("ns/b")] = 0
 	app.mu.Unlock()
 	clock.Step(8 * time.Second)
 	h.waitCalls(12)

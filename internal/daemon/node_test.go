@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
@@ -63,7 +65,7 @@ func TestHealthCheckPorts(t *testing.T) {
 		return model.Endpoint{Address: netip.MustParseAddr(addr), Port: 8080, NodeName: node, Ready: ready}
 	}
 	name := func(svc, port string) model.ServicePortName {
-		return model.ServicePortName{Namespace: "ns", Name: svc, Port: port}
+		return model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: svc}, Port: port}
 	}
 	c := model.Cluster{
 		Services: []model.ServicePort{

@@ -13,6 +13,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -85,7 +86,7 @@ type kernel struct {
 	ct    *ipvskernel.Conntrack
 	nl    *netlink.Handle
 	link  *addrmgr.KernelLink
-	rules *iptables.Applier
+	rules *iptables.Syncer
 	guard *Guard
 	app   *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
@@ -160,7 +161,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	k.link = link
-	if k.rules, err = iptableskernel.NewApplier(log.Named("iptables")); err != nil {
+	if k.rules, err = iptableskernel.NewSyncer(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
 	rec := ipvs.NewReconciler(k.table, ipvs.Options{
@@ -231,7 +232,7 @@ func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Resul
 
 // Partial is a partial sync: the changed services' virtual servers, set
 // entries against the mirror.
-func (k *kernel) Partial(st *planner.State, changed ...string) (*applier.Result, error) {
+func (k *kernel) Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error) {
 	return k.app.Partial(st, changed...)
 }
 
@@ -317,8 +318,8 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	hp.OnAnswer = m.KubeProxy.Answered
 	watcher.OnLocalNode = hp.SyncNode
 	watcher.OnChange = hp.QueuedUpdate
-	watcher.OnServiceChange = func(key string) { m.KubeProxy.Queued(metrics.ChangeService, key) }
-	watcher.OnEndpointsChange = func(key string) { m.KubeProxy.Queued(metrics.ChangeEndpoints, key) }
+	watcher.OnServiceChange = func(key types.NamespacedName) { m.KubeProxy.Queued(metrics.ChangeService, key) }
+	watcher.OnEndpointsChange = func(key types.NamespacedName) { m.KubeProxy.Queued(metrics.ChangeEndpoints, key) }
 	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService}
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)

@@ -43,9 +43,8 @@ type Refusals struct {
 	elected bool
 
 	mu sync.Mutex
-	// reported maps an object ("Service/ns/name") to the refusals already
-	// reported for it.
-	reported map[string]map[string]bool
+	// reported maps an object to the refusals already reported for it.
+	reported map[model.Subject]map[string]bool
 	// leading is whether this reporter reports cluster-scoped refusals
 	// (always, unless elected).
 	leading bool
@@ -58,8 +57,8 @@ type Refusals struct {
 	// whether reported changed since the last write.
 	stateFile string
 	warn      func(string, error)
-	prior     map[string]reportedEntry
-	times     map[string]time.Time
+	prior     map[reportedKey]reportedEntry
+	times     map[reportedKey]time.Time
 	dirty     bool
 }
 
@@ -89,7 +88,7 @@ func New(sink func(ref *corev1.ObjectReference, reason, note string), lookup Loo
 		limiter:  flowcontrol.NewTokenBucketRateLimiter(o.QPS, o.Burst),
 		elected:  o.Elected,
 		leading:  !o.Elected,
-		reported: map[string]map[string]bool{},
+		reported: map[model.Subject]map[string]bool{},
 	}
 }
 
@@ -149,14 +148,12 @@ func reasonOfID(id string) model.Reason {
 	return model.Reason(reason)
 }
 
-// objectOf splits a refusal's Service into the object it concerns:
-// "ns/name" is a Service, "Node/name" a Node.
-func objectOf(service string) (kind, namespace, name string) {
-	if n, ok := strings.CutPrefix(service, "Node/"); ok {
-		return "Node", "", n
+// kindOf is the API kind of a refusal's subject.
+func kindOf(s model.Subject) string {
+	if s.Kind == model.SubjectNode {
+		return "Node"
 	}
-	ns, name, _ := strings.Cut(service, "/")
-	return "Service", ns, name
+	return "Service"
 }
 
 // Note renders the Event message of a refusal, one line: "FIELD ADDRESS
@@ -184,15 +181,15 @@ func (e *Refusals) Report(rs []model.Refusal) (emitted, limited int) {
 }
 
 func (e *Refusals) report(rs []model.Refusal) (emitted, limited int) {
-	current := map[string]map[string]model.Refusal{}
+	current := map[model.Subject]map[string]model.Refusal{}
 	for _, r := range rs {
-		if r.Service == "" || !e.leading && r.Reason.Scope() == model.ScopeCluster {
+		if r.Subject.IsZero() || !e.leading && r.Reason.Scope() == model.ScopeCluster {
 			continue
 		}
-		m := current[r.Service]
+		m := current[r.Subject]
 		if m == nil {
 			m = map[string]model.Refusal{}
-			current[r.Service] = m
+			current[r.Subject] = m
 		}
 		m[refusalID(r)] = r
 	}
@@ -220,9 +217,9 @@ func (e *Refusals) report(rs []model.Refusal) (emitted, limited int) {
 				continue
 			}
 			if !prior {
-				kind, ns, name := objectOf(obj)
-				ref := &corev1.ObjectReference{Kind: kind, APIVersion: "v1", Namespace: ns, Name: name,
-					UID: types.UID(e.lookup(kind, ns, name))}
+				kind := kindOf(obj)
+				ref := &corev1.ObjectReference{Kind: kind, APIVersion: "v1", Namespace: obj.Namespace, Name: obj.Name,
+					UID: types.UID(e.lookup(kind, obj.Namespace, obj.Name))}
 				e.sink(ref, string(r.Reason), Note(r))
 				emitted++
 				e.stamp(obj, id)

@@ -9,6 +9,7 @@ import (
 	"go.uber.org/zap"
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -26,14 +27,14 @@ func collect() (*[]sent, func(*corev1.ObjectReference, string, string)) {
 	}
 }
 
-var nodeIP = model.Refusal{Service: "default/nginx", Field: "spec.externalIPs", Address: "10.0.0.211",
+var nodeIP = model.Refusal{Subject: model.ServiceSubject(types.NamespacedName{Namespace: "default", Name: "nginx"}), Field: "spec.externalIPs", Address: "10.0.0.211",
 	Reason: model.ReasonNodeIP, Message: "address of node b; not bound on kube-ipvs0, served at L4 only on node b"}
 
 func TestDedup(t *testing.T) {
 	got, sink := collect()
 	e := New(sink, func(kind, ns, name string) string { return "uid-" + kind + "-" + name }, DefaultOptions)
-	loop := model.Refusal{Service: "default/nginx", Field: "spec.externalIPs", Address: "127.0.0.1", Reason: model.ReasonLoopback, Message: "never a VIP; skipped"}
-	node := model.Refusal{Service: "Node/b", Field: "status.addresses[0]", Address: "x", Reason: model.ReasonInvalidAddress, Message: "not an IP"}
+	loop := model.Refusal{Subject: model.ServiceSubject(types.NamespacedName{Namespace: "default", Name: "nginx"}), Field: "spec.externalIPs", Address: "127.0.0.1", Reason: model.ReasonLoopback, Message: "never a VIP; skipped"}
+	node := model.Refusal{Subject: model.NodeSubject("b"), Field: "status.addresses[0]", Address: "x", Reason: model.ReasonInvalidAddress, Message: "not an IP"}
 
 	if n, _ := e.Report([]model.Refusal{nodeIP, loop, node}); n != 3 {
 		t.Fatalf("first report emitted %d, want 3", n)
@@ -127,8 +128,8 @@ func TestBroadcaster(t *testing.T) {
 func TestScopes(t *testing.T) {
 	got, sink := collect()
 	e := New(sink, nil, Options{QPS: 100, Burst: 100, Elected: true})
-	local := model.Refusal{Service: "default/web", Field: "spec.externalIPs", Address: "192.0.2.1", Reason: model.ReasonLocalAddress, Message: "an address of this node"}
-	junk := model.Refusal{Service: "default/web", Field: "spec.ports[0].port", Address: "0", Reason: model.ReasonInvalidPort, Message: "must be 1-65535"}
+	local := model.Refusal{Subject: model.ServiceSubject(types.NamespacedName{Namespace: "default", Name: "web"}), Field: "spec.externalIPs", Address: "192.0.2.1", Reason: model.ReasonLocalAddress, Message: "an address of this node"}
+	junk := model.Refusal{Subject: model.ServiceSubject(types.NamespacedName{Namespace: "default", Name: "web"}), Field: "spec.ports[0].port", Address: "0", Reason: model.ReasonInvalidPort, Message: "must be 1-65535"}
 	if model.ReasonLocalAddress.Scope() != model.ScopeNode || model.ReasonInvalidPort.Scope() != model.ScopeCluster {
 		t.Fatal("scopes of the test's reasons")
 	}

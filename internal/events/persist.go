@@ -10,6 +10,10 @@ import (
 	"slices"
 	"strings"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // ReportedFile is the file in the state directory (--state-dir) that holds
@@ -24,8 +28,10 @@ const ReportedTTL = 55 * time.Minute
 
 // reportedEntry is one refusal reported as an Event, as ReportedFile holds it.
 type reportedEntry struct {
-	// Object is "ns/name" (a Service) or "Node/name".
-	Object string `json:"object"`
+	// Kind is "Service" or "Node"; Namespace (a Service's) and Name name it.
+	Kind      string `json:"kind"`
+	Namespace string `json:"namespace,omitempty"`
+	Name      string `json:"name"`
 	// UID is the object's UID when the Event was written: a Service
 	// deleted and created again under its name gets its own Event.
 	UID string `json:"uid,omitempty"`
@@ -34,7 +40,19 @@ type reportedEntry struct {
 	At time.Time `json:"at"`
 }
 
-func entryKey(obj, id string) string { return obj + "\x00" + id }
+// subject is the object the entry concerns.
+func (en reportedEntry) subject() model.Subject {
+	if en.Kind == "Node" {
+		return model.NodeSubject(en.Name)
+	}
+	return model.ServiceSubject(types.NamespacedName{Namespace: en.Namespace, Name: en.Name})
+}
+
+// reportedKey is one refusal of one object.
+type reportedKey struct {
+	subject model.Subject
+	id      string
+}
 
 // Persist makes e remember the refusals it reports in dir/ReportedFile and
 // loads those an earlier process reported there within ReportedTTL: the
@@ -45,7 +63,7 @@ func (e *Refusals) Persist(dir string, warn func(msg string, err error)) error {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.stateFile, e.warn = filepath.Join(dir, ReportedFile), warn
-	e.prior, e.times = map[string]reportedEntry{}, map[string]time.Time{}
+	e.prior, e.times = map[reportedKey]reportedEntry{}, map[reportedKey]time.Time{}
 	b, err := os.ReadFile(e.stateFile)
 	if errors.Is(err, fs.ErrNotExist) {
 		return nil
@@ -59,7 +77,7 @@ func (e *Refusals) Persist(dir string, warn func(msg string, err error)) error {
 	}
 	for _, en := range entries {
 		if time.Since(en.At) < ReportedTTL {
-			e.prior[entryKey(en.Object, en.ID)] = en
+			e.prior[reportedKey{en.subject(), en.ID}] = en
 		}
 	}
 	return nil
@@ -68,8 +86,8 @@ func (e *Refusals) Persist(dir string, warn func(msg string, err error)) error {
 // fromPrior reports whether an earlier process reported refusal id of obj
 // (the same object) less than ReportedTTL ago, so that its Event is still
 // in the API server; each is taken once. Call with e.mu held.
-func (e *Refusals) fromPrior(obj, id string) bool {
-	key := entryKey(obj, id)
+func (e *Refusals) fromPrior(obj model.Subject, id string) bool {
+	key := reportedKey{obj, id}
 	p, ok := e.prior[key]
 	if !ok {
 		return false
@@ -78,8 +96,7 @@ func (e *Refusals) fromPrior(obj, id string) bool {
 	if time.Since(p.At) >= ReportedTTL {
 		return false // its Event has expired by now
 	}
-	kind, ns, name := objectOf(obj)
-	if uid := e.lookup(kind, ns, name); p.UID != "" && uid != "" && uid != p.UID {
+	if uid := e.lookup(kindOf(obj), obj.Namespace, obj.Name); p.UID != "" && uid != "" && uid != p.UID {
 		return false
 	}
 	e.times[key] = p.At
@@ -87,9 +104,9 @@ func (e *Refusals) fromPrior(obj, id string) bool {
 }
 
 // stamp records when refusal id of obj was reported. Call with e.mu held.
-func (e *Refusals) stamp(obj, id string) {
+func (e *Refusals) stamp(obj model.Subject, id string) {
 	if e.times != nil {
-		e.times[entryKey(obj, id)] = time.Now()
+		e.times[reportedKey{obj, id}] = time.Now()
 	}
 	e.dirty = true
 }
@@ -102,23 +119,26 @@ func (e *Refusals) save() {
 	}
 	e.dirty = false
 	var entries []reportedEntry
-	times := map[string]time.Time{}
+	times := map[reportedKey]time.Time{}
 	for obj, done := range e.reported {
-		kind, ns, name := objectOf(obj)
-		uid := e.lookup(kind, ns, name)
+		kind := kindOf(obj)
+		uid := e.lookup(kind, obj.Namespace, obj.Name)
 		for id := range done {
-			key := entryKey(obj, id)
+			key := reportedKey{obj, id}
 			at, ok := e.times[key]
 			if !ok {
 				at = time.Now()
 			}
 			times[key] = at
-			entries = append(entries, reportedEntry{Object: obj, UID: uid, ID: id, At: at})
+			entries = append(entries, reportedEntry{Kind: kind, Namespace: obj.Namespace, Name: obj.Name, UID: uid, ID: id, At: at})
 		}
 	}
 	e.times = times
 	slices.SortFunc(entries, func(a, b reportedEntry) int {
-		return strings.Compare(entryKey(a.Object, a.ID), entryKey(b.Object, b.ID))
+		if c := a.subject().Compare(b.subject()); c != 0 {
+			return c
+		}
+		return strings.Compare(a.ID, b.ID)
 	})
 	if err := writeAtomic(e.stateFile, entries); err != nil && e.warn != nil {
 		e.warn("reported refusals not written: a restart may write their Events again", err)

@@ -27,7 +27,7 @@ func restart(t *testing.T, dir string, uid string) (*Refusals, *[]sent) {
 // for a refusal that is new, changed, or on a re-created object.
 func TestPersistAcrossRestart(t *testing.T) {
 	dir := t.TempDir()
-	loop := model.Refusal{Service: "default/nginx", Field: "spec.externalIPs", Address: "127.0.0.1", Reason: model.ReasonLoopback, Message: "never a VIP; skipped"}
+	loop := model.Refusal{Subject: nodeIP.Subject, Field: "spec.externalIPs", Address: "127.0.0.1", Reason: model.ReasonLoopback, Message: "never a VIP; skipped"}
 
 	first, got := restart(t, dir, "uid-1")
 	if n, _ := first.Report([]model.Refusal{nodeIP, loop}); n != 2 || len(*got) != 2 {
@@ -66,7 +66,7 @@ func TestPersistAcrossRestart(t *testing.T) {
 // nothing is suppressed.
 func TestPersistExpires(t *testing.T) {
 	dir := t.TempDir()
-	old := []reportedEntry{{Object: nodeIP.Service, UID: "u", ID: refusalID(nodeIP), At: time.Now().Add(-ReportedTTL - time.Minute)}}
+	old := []reportedEntry{{Kind: "Service", Namespace: nodeIP.Subject.Namespace, Name: nodeIP.Subject.Name, UID: "u", ID: refusalID(nodeIP), At: time.Now().Add(-ReportedTTL - time.Minute)}}
 	b, err := json.Marshal(old)
 	if err != nil {
 		t.Fatal(err)

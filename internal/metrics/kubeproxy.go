@@ -7,6 +7,7 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // kubeProxySubsystem names kube-proxy's series: kubeproxy_*.
@@ -33,7 +34,7 @@ type KubeProxy struct {
 	mu       sync.Mutex
 	families []string
 	// pending are the Services changed since the last sync, by kind.
-	pendingServices, pendingEndpoints map[string]bool
+	pendingServices, pendingEndpoints map[types.NamespacedName]bool
 }
 
 // kube-proxy's buckets.
@@ -69,8 +70,8 @@ func newKubeProxy() *KubeProxy {
 		HealthzTotal:       prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_healthz_total", "Cumulative proxy healthz HTTP status")), []string{"code"}),
 		LivezTotal:         prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_livez_total", "Cumulative proxy livez HTTP status")), []string{"code"}),
 		families:           []string{"IPv4"},
-		pendingServices:    map[string]bool{},
-		pendingEndpoints:   map[string]bool{},
+		pendingServices:    map[types.NamespacedName]bool{},
+		pendingEndpoints:   map[types.NamespacedName]bool{},
 	}
 }
 
@@ -108,7 +109,7 @@ const (
 // EndpointSlices (ChangeEndpoints): the change counters, the pending
 // gauges (Services with a change since the last sync) and the last queued
 // time, as kube-proxy's change trackers.
-func (k *KubeProxy) Queued(kind, service string) {
+func (k *KubeProxy) Queued(kind string, service types.NamespacedName) {
 	k.mu.Lock()
 	switch kind {
 	case ChangeService:

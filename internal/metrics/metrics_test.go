@@ -8,6 +8,7 @@ import (
 	"time"
 
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
 )
@@ -70,10 +71,10 @@ func TestWithProfiling(t *testing.T) {
 func TestKubeProxySeries(t *testing.T) {
 	m := New()
 	m.KubeProxy.SetFamilies([]string{"IPv4", "IPv6"})
-	m.KubeProxy.Queued(ChangeService, "ns/a")
-	m.KubeProxy.Queued(ChangeEndpoints, "ns/a")
-	m.KubeProxy.Queued(ChangeEndpoints, "ns/b")
-	m.KubeProxy.Queued(ChangeEndpoints, "ns/b")
+	m.KubeProxy.Queued(ChangeService, types.NamespacedName{Namespace: "ns", Name: "a"})
+	m.KubeProxy.Queued(ChangeEndpoints, types.NamespacedName{Namespace: "ns", Name: "a"})
+	m.KubeProxy.Queued(ChangeEndpoints, types.NamespacedName{Namespace: "ns", Name: "b"})
+	m.KubeProxy.Queued(ChangeEndpoints, types.NamespacedName{Namespace: "ns", Name: "b"})
 	m.KubeProxy.Answered("/healthz", 503)
 	m.KubeProxy.Answered("/livez", 200)
 	m.KubeProxy.SetNoLocalEndpoints(2)

@@ -5,9 +5,10 @@
 package model
 
 import (
-	"fmt"
 	"net/netip"
 	"time"
+
+	"k8s.io/apimachinery/pkg/types"
 )
 
 // Protocol is a transport protocol as IPVS and ipset name it.
@@ -20,24 +21,30 @@ const (
 	SCTP Protocol = "sctp"
 )
 
-// ServicePortName identifies one port of one Service: "namespace/name:port".
-// Port is the port's name; it is empty for a single unnamed port.
+// ServicePortName identifies one port of one Service: the Service's
+// namespace and name, and the port's name (empty for a single unnamed
+// port). It is kube-proxy's proxy.ServicePortName without the protocol (a
+// Service's port names are unique). The zero value names no service. It
+// is carried as it is from the informers to the kernel layers' failures
+// and back; only the text edges (logs, Events, `plan`) format it.
 type ServicePortName struct {
-	Namespace string
-	Name      string
-	Port      string
+	types.NamespacedName
+	Port string
 }
 
-// ServiceKey is "namespace/name", the informer cache key of the Service.
-func (n ServicePortName) ServiceKey() string { return n.Namespace + "/" + n.Name }
+// IsZero reports whether n names no service port.
+func (n ServicePortName) IsZero() bool { return n == ServicePortName{} }
 
 // String renders the name as "namespace/name:port", or "namespace/name"
-// when the port has no name.
+// when the port has no name (as kube-proxy's), or "" for the zero value.
 func (n ServicePortName) String() string {
-	if n.Port == "" {
-		return n.ServiceKey()
+	if n.IsZero() {
+		return ""
 	}
-	return fmt.Sprintf("%s/%s:%s", n.Namespace, n.Name, n.Port)
+	if n.Port == "" {
+		return n.NamespacedName.String()
+	}
+	return n.NamespacedName.String() + ":" + n.Port
 }
 
 // ServicePort is one port of one Service, with every address it is reachable on.
@@ -160,8 +167,9 @@ const (
 
 // Refusal records one thing the proxy would not do, and why.
 type Refusal struct {
-	// Service is "namespace/name".
-	Service string
+	// Subject is the object refused: a Service, or a Node for an address
+	// of its status that is not one.
+	Subject Subject
 	// Field is the API field path, e.g. "spec.externalIPs".
 	Field string
 	// Address is the offending value as written in the object (raw: the
@@ -173,10 +181,10 @@ type Refusal struct {
 }
 
 // String renders the refusal in the `plan` text layout, always one line:
-// "SERVICE FIELD ADDRESS REASON: MESSAGE", the first four as Word (an
+// "SUBJECT FIELD ADDRESS REASON: MESSAGE", the first four as Word (an
 // empty or odd value Go-quoted), the message as Line.
 func (r Refusal) String() string {
-	return Word(r.Service) + " " + Word(r.Field) + " " + Word(r.Address) + " " + Word(string(r.Reason)) + ": " + Line(r.Message)
+	return Word(r.Subject.String()) + " " + Word(r.Field) + " " + Word(r.Address) + " " + Word(string(r.Reason)) + ": " + Line(r.Message)
 }
 
 // Cluster is the converted view of every Service, EndpointSlice and Node the

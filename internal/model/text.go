@@ -58,12 +58,12 @@ func unsafeInLine(r rune) bool {
 	return r != ' ' && (r == utf8.RuneError || !unicode.IsPrint(r))
 }
 
-// ParseRefusal reads back a line written by Refusal.String: the service,
+// ParseRefusal reads back a line written by Refusal.String: the subject,
 // field, address and reason exactly, the message as Line rendered it.
 func ParseRefusal(line string) (Refusal, error) {
 	words := strings.SplitN(line, " ", 5)
 	if len(words) != 5 || !strings.HasSuffix(words[3], ":") {
-		return Refusal{}, fmt.Errorf("refusal %q: want SERVICE FIELD ADDRESS REASON: MESSAGE", line)
+		return Refusal{}, fmt.Errorf("refusal %q: want SUBJECT FIELD ADDRESS REASON: MESSAGE", line)
 	}
 	words[3] = strings.TrimSuffix(words[3], ":")
 	for i, w := range words[:4] {
@@ -75,5 +75,5 @@ func ParseRefusal(line string) (Refusal, error) {
 			words[i] = s
 		}
 	}
-	return Refusal{Service: words[0], Field: words[1], Address: words[2], Reason: Reason(words[3]), Message: words[4]}, nil
+	return Refusal{Subject: parseSubject(words[0]), Field: words[1], Address: words[2], Reason: Reason(words[3]), Message: words[4]}, nil
 }

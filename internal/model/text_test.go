@@ -1,6 +1,10 @@
 package model
 
-import "testing"
+import (
+	"testing"
+
+	"k8s.io/apimachinery/pkg/types"
+)
 
 // TestWordLine: the quoting rules, one case per class.
 func TestWordLine(t *testing.T) {
@@ -24,9 +28,14 @@ func TestWordLine(t *testing.T) {
 		if got := Word(in); got != want {
 			t.Errorf("Word(%q) = %s, want %s", in, got, want)
 		}
-		r := Refusal{Service: in, Field: in, Address: in, Reason: Reason(in), Message: "m"}
-		if got, err := ParseRefusal(r.String()); err != nil || got != r {
+		r := Refusal{Subject: ServiceSubject(types.NamespacedName{Namespace: in, Name: in}), Field: in, Address: in, Reason: Reason(in), Message: "m"}
+		got, err := ParseRefusal(r.String())
+		if err != nil || got.Subject.String() != r.Subject.String() {
 			t.Errorf("Word(%q) reads back as %+v (%v)", in, got, err)
+		}
+		got.Subject = r.Subject
+		if got != r {
+			t.Errorf("Word(%q) reads back as %+v", in, got)
 		}
 	}
 	for in, want := range map[string]string{

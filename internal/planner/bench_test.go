@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -28,7 +30,7 @@ func benchCluster(services, endpointsPer int) (model.Cluster, Options) {
 	ep := 0
 	for i := 0; i < services; i++ {
 		sp := model.ServicePort{
-			Name:       model.ServicePortName{Namespace: "ns" + strconv.Itoa(i%50), Name: "svc-" + strconv.Itoa(i), Port: "http"},
+			Name:       model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns" + strconv.Itoa(i%50), Name: "svc-" + strconv.Itoa(i)}, Port: "http"},
 			Protocol:   model.TCP,
 			Port:       80,
 			ClusterIPs: []netip.Addr{v4(10, 96+i>>16, i>>8&0xff, i&0xff)},
@@ -147,7 +149,7 @@ func BenchmarkIncrementalUpdate(b *testing.B) {
 	c, o := benchCluster(10000, 10)
 	inc := NewIncremental(o, c.Nodes, nil)
 	for i := range c.Services {
-		inc.Update(c.Services[i].Name.ServiceKey(), c.Services[i:i+1], c.Endpoints, nil)
+		inc.Update(c.Services[i].Name.NamespacedName, c.Services[i:i+1], c.Endpoints, nil)
 	}
 	inc.State()
 	sp := c.Services[4242]
@@ -159,7 +161,7 @@ func BenchmarkIncrementalUpdate(b *testing.B) {
 	for b.Loop() {
 		i++
 		eps[0].Address = netip.AddrFrom4([4]byte{10, 250, byte(i >> 8), byte(i)})
-		inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, m, nil)
+		inc.Update(sp.Name.NamespacedName, []model.ServicePort{sp}, m, nil)
 		if st := inc.State(); len(st.VirtualServers) < 10000 {
 			b.Fatalf("%d virtual servers", len(st.VirtualServers))
 		}

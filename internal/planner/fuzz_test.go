@@ -6,6 +6,8 @@ import (
 	"net/netip"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -134,7 +136,7 @@ func FuzzPlan(f *testing.F) {
 			}
 		}
 		for _, r := range st.Refusals {
-			if r.Service == "" || r.Field == "" || r.Reason == "" || r.Message == "" {
+			if r.Subject.IsZero() || r.Field == "" || r.Reason == "" || r.Message == "" {
 				t.Fatalf("incomplete refusal %+v", r)
 			}
 		}
@@ -150,9 +152,9 @@ func checkRealServers(t *testing.T, c model.Cluster, st State) {
 		a netip.Addr
 		p uint16
 	}
-	eps := map[string]map[ap]bool{}
+	eps := map[model.ServicePortName]map[ap]bool{}
 	for _, sp := range c.Services {
-		name := sp.Name.String()
+		name := sp.Name
 		if eps[name] == nil {
 			eps[name] = map[ap]bool{}
 		}
@@ -194,11 +196,11 @@ func FuzzIncremental(f *testing.F) {
 			// Each step takes a version of one service from a cluster built
 			// from the input shifted by the step.
 			c, _ := clusterFromBytes(append(data[min(i, len(data)):], b))
-			key := "default/" + string(rune('a'+b%4))
+			key := types.NamespacedName{Namespace: "default", Name: string(rune('a' + b%4))}
 			ports, eps := serviceOf(c, key)
 			var rs []model.Refusal
 			if b&16 != 0 {
-				rs = []model.Refusal{{Service: key, Field: "spec", Reason: model.ReasonInvalidField, Message: "conversion"}}
+				rs = []model.Refusal{{Subject: model.ServiceSubject(key), Field: "spec", Reason: model.ReasonInvalidField, Message: "conversion"}}
 			}
 			live.set(key, ports, eps, rs)
 			inc.Update(key, ports, eps, rs)
@@ -231,7 +233,7 @@ func FuzzPlanText(f *testing.F) {
 				sp.Name.Namespace = s2
 			}
 		}
-		c.Refusals = append(c.Refusals, model.Refusal{Service: s1, Field: s2, Address: s1, Reason: model.Reason(s2), Message: s1 + s2})
+		c.Refusals = append(c.Refusals, model.Refusal{Subject: model.ServiceSubject(types.NamespacedName{Namespace: s1, Name: s2}), Field: s2, Address: s1, Reason: model.Reason(s2), Message: s1 + s2})
 		st := Plan(c, o)
 		b := AppendText(nil, st)
 		if err := CheckText(b, st); err != nil {

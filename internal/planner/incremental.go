@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strconv"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -24,7 +26,7 @@ import (
 // concurrent use.
 type Incremental struct {
 	env      *env
-	services map[string]*serviceFragment
+	services map[types.NamespacedName]*serviceFragment
 	// claims are every claim on each key; winners the one that wins it.
 	claims  map[ipvs.Key][]*claim
 	winners map[ipvs.Key]*claim
@@ -51,7 +53,7 @@ type serviceFragment struct {
 func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *Incremental {
 	inc := &Incremental{
 		env:      newEnv(o, nodes),
-		services: map[string]*serviceFragment{},
+		services: map[types.NamespacedName]*serviceFragment{},
 		claims:   map[ipvs.Key][]*claim{},
 		winners:  map[ipvs.Key]*claim{},
 		dups:     map[ipvs.Key][]model.Refusal{},
@@ -77,10 +79,10 @@ func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *In
 // same one immediately before each bind.
 func (inc *Incremental) Guard() *guard.Guard { return inc.env.guard }
 
-// Update replaces the Service key ("namespace/name") with ports, whose
+// Update replaces the Service key with ports, whose
 // endpoints are looked up in endpoints by port name, and its conversion
 // refusals. No ports and no refusals remove the Service.
-func (inc *Incremental) Update(key string, ports []model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
+func (inc *Incremental) Update(key types.NamespacedName, ports []model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
 	ps := make([]*model.ServicePort, len(ports))
 	for i := range ports {
 		ps[i] = &ports[i]
@@ -88,7 +90,7 @@ func (inc *Incremental) Update(key string, ports []model.ServicePort, endpoints 
 	inc.update(key, ps, endpoints, refusals)
 }
 
-func (inc *Incremental) update(key string, ports []*model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
+func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
 	if old := inc.services[key]; old != nil {
 		for _, pp := range old.ports {
 			for _, c := range pp.claims {
@@ -180,9 +182,9 @@ func (inc *Incremental) resolve(k ipvs.Key) bool {
 		if c.port == win.port {
 			continue
 		}
-		r := model.Refusal{Service: c.port.name.ServiceKey(), Field: c.kind.field(), Address: k.Address.String(),
+		r := model.Refusal{Subject: model.ServiceSubject(c.port.name.NamespacedName), Field: c.kind.field(), Address: k.Address.String(),
 			Reason: model.ReasonDuplicateVirtual,
-			Message: string(k.Protocol) + " " + ipvsAddrPort(k) + " is already served by " + strconv.Quote(win.port.label) + " (" + win.kind.field() +
+			Message: string(k.Protocol) + " " + ipvsAddrPort(k) + " is already served by " + strconv.Quote(win.port.name.String()) + " (" + win.kind.field() +
 				"); a ClusterIP wins over a NodePort, a LoadBalancer IP and an externalIP, then the first service by name"}
 		dups = append(dups, r)
 		inc.refusals.add(r)

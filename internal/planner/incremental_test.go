@@ -3,29 +3,32 @@ package planner
 import (
 	"bytes"
 	"fmt"
+	"maps"
 	"math/rand"
 	"reflect"
 	"slices"
 	"strconv"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // liveCluster is a cluster kept service by service, as the sync loop sees it.
 type liveCluster struct {
-	ports    map[string][]model.ServicePort
-	eps      map[string]map[model.ServicePortName][]model.Endpoint
-	refusals map[string][]model.Refusal
+	ports    map[types.NamespacedName][]model.ServicePort
+	eps      map[types.NamespacedName]map[model.ServicePortName][]model.Endpoint
+	refusals map[types.NamespacedName][]model.Refusal
 	nodes    []model.Node
 }
 
 func newLiveCluster(nodes []model.Node) *liveCluster {
-	return &liveCluster{ports: map[string][]model.ServicePort{}, eps: map[string]map[model.ServicePortName][]model.Endpoint{},
-		refusals: map[string][]model.Refusal{}, nodes: nodes}
+	return &liveCluster{ports: map[types.NamespacedName][]model.ServicePort{}, eps: map[types.NamespacedName]map[model.ServicePortName][]model.Endpoint{},
+		refusals: map[types.NamespacedName][]model.Refusal{}, nodes: nodes}
 }
 
-func (l *liveCluster) set(key string, ports []model.ServicePort, eps map[model.ServicePortName][]model.Endpoint, rs []model.Refusal) {
+func (l *liveCluster) set(key types.NamespacedName, ports []model.ServicePort, eps map[model.ServicePortName][]model.Endpoint, rs []model.Refusal) {
 	if len(ports) == 0 && len(rs) == 0 {
 		delete(l.ports, key)
 		delete(l.eps, key)
@@ -38,11 +41,7 @@ func (l *liveCluster) set(key string, ports []model.ServicePort, eps map[model.S
 // cluster is the whole model, for Plan.
 func (l *liveCluster) cluster() model.Cluster {
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}, Nodes: l.nodes}
-	keys := make([]string, 0, len(l.ports))
-	for k := range l.ports {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
+	keys := slices.SortedFunc(maps.Keys(l.ports), model.CompareServices)
 	for _, k := range keys {
 		c.Services = append(c.Services, l.ports[k]...)
 		for n, e := range l.eps[k] {
@@ -54,11 +53,11 @@ func (l *liveCluster) cluster() model.Cluster {
 }
 
 // serviceOf is the ports of Service key in c, with their endpoints.
-func serviceOf(c model.Cluster, key string) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint) {
+func serviceOf(c model.Cluster, key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint) {
 	var ports []model.ServicePort
 	eps := map[model.ServicePortName][]model.Endpoint{}
 	for _, sp := range c.Services {
-		if sp.Name.ServiceKey() == key {
+		if sp.Name.NamespacedName == key {
 			ports = append(ports, sp)
 			eps[sp.Name] = c.Endpoints[sp.Name]
 		}
@@ -102,11 +101,11 @@ func TestIncrementalMatchesPlan(t *testing.T) {
 		inc := NewIncremental(o, testNodes, nil)
 		for step := 0; step < 40; step++ {
 			c, _ := clusterFromBytes(randomBytes())
-			key := "default/" + string(rune('a'+r.Intn(4)))
+			key := types.NamespacedName{Namespace: "default", Name: string(rune('a' + r.Intn(4)))}
 			ports, eps := serviceOf(c, key)
 			var rs []model.Refusal
 			if r.Intn(4) == 0 {
-				rs = []model.Refusal{{Service: key, Field: "spec.ports", Reason: model.ReasonInvalidField, Message: "conversion refusal " + strconv.Itoa(r.Intn(2))}}
+				rs = []model.Refusal{{Subject: model.ServiceSubject(key), Field: "spec.ports", Reason: model.ReasonInvalidField, Message: "conversion refusal " + strconv.Itoa(r.Intn(2))}}
 			}
 			if r.Intn(6) == 0 {
 				ports, rs = nil, nil // removed
@@ -126,7 +125,7 @@ func TestIncrementalLarge(t *testing.T) {
 	live := newLiveCluster(c.Nodes)
 	inc := NewIncremental(o, c.Nodes, nil)
 	for _, sp := range c.Services {
-		k := sp.Name.ServiceKey()
+		k := sp.Name.NamespacedName
 		ports := []model.ServicePort{sp}
 		eps := map[model.ServicePortName][]model.Endpoint{sp.Name: c.Endpoints[sp.Name]}
 		live.set(k, ports, eps, nil)
@@ -137,7 +136,7 @@ func TestIncrementalLarge(t *testing.T) {
 	for batch := 0; batch < 25; batch++ {
 		for n := 1 + r.Intn(5); n > 0; n-- {
 			sp := c.Services[r.Intn(len(c.Services))]
-			k := sp.Name.ServiceKey()
+			k := sp.Name.NamespacedName
 			eps := slices.Clone(c.Endpoints[sp.Name])
 			switch r.Intn(5) {
 			case 0: // an endpoint changes address
@@ -170,20 +169,20 @@ func TestIncrementalPatchesInPlace(t *testing.T) {
 	c, o := benchCluster(200, 3)
 	inc := NewIncremental(o, c.Nodes, nil)
 	for _, sp := range c.Services {
-		inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, c.Endpoints, nil)
+		inc.Update(sp.Name.NamespacedName, []model.ServicePort{sp}, c.Endpoints, nil)
 	}
 	st := inc.State()
 	sp := c.Services[17]
 	eps := slices.Clone(c.Endpoints[sp.Name])
 	eps[0].Port++
-	inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, map[model.ServicePortName][]model.Endpoint{sp.Name: eps}, nil)
+	inc.Update(sp.Name.NamespacedName, []model.ServicePort{sp}, map[model.ServicePortName][]model.Endpoint{sp.Name: eps}, nil)
 	st2 := inc.State()
 	if &st2.VirtualServers[0] != &st.VirtualServers[0] {
 		t.Error("an endpoint change allocated a new list of virtual servers")
 	}
 	var before bytes.Buffer
 	_ = WriteText(&before, st2)
-	inc.Update(sp.Name.ServiceKey(), nil, nil, nil) // removed: its virtual servers go
+	inc.Update(sp.Name.NamespacedName, nil, nil, nil) // removed: its virtual servers go
 	st3 := inc.State()
 	if len(st3.VirtualServers) >= len(st2.VirtualServers) || &st3.VirtualServers[0] == &st2.VirtualServers[0] {
 		t.Fatalf("removal: %d virtual servers (was %d), same list %v", len(st3.VirtualServers), len(st2.VirtualServers),
@@ -203,7 +202,7 @@ func TestIncrementalKeepsNoModel(t *testing.T) {
 	inc := NewIncremental(o, c.Nodes, nil)
 	before := fmt.Sprintf("%#v", c)
 	for _, sp := range c.Services {
-		inc.Update(sp.Name.ServiceKey(), []model.ServicePort{sp}, c.Endpoints, nil)
+		inc.Update(sp.Name.NamespacedName, []model.ServicePort{sp}, c.Endpoints, nil)
 	}
 	if fmt.Sprintf("%#v", c) != before {
 		t.Fatal("Update modified its input")

@@ -151,7 +151,7 @@ func WriteJSON(w io.Writer, s State) error {
 		jv := jsonVirtualServer{
 			Protocol: string(vs.Protocol), Address: vs.Address.String(), Port: vs.Port,
 			Scheduler: vs.Scheduler, Flags: FlagNames(vs), PersistenceTimeout: vs.PersistenceTimeout,
-			Service: vs.Service, RealServers: make([]jsonRealServer, len(vs.RealServers)),
+			Service: vs.Service.String(), RealServers: make([]jsonRealServer, len(vs.RealServers)),
 		}
 		for j, rs := range vs.RealServers {
 			jv.RealServers[j] = jsonRealServer{Address: rs.Address.String(), Port: rs.Port, Weight: rs.Weight}
@@ -169,7 +169,7 @@ func WriteJSON(w io.Writer, s State) error {
 		js.IPSets[set.Name] = es
 	}
 	for i, r := range s.Refusals {
-		js.Refusals[i] = jsonRefusal{Service: r.Service, Field: r.Field, Address: r.Address, Reason: string(r.Reason), Message: r.Message}
+		js.Refusals[i] = jsonRefusal{Service: r.Subject.String(), Field: r.Field, Address: r.Address, Reason: string(r.Reason), Message: r.Message}
 	}
 	enc := json.NewEncoder(w)
 	enc.SetIndent("", "  ")

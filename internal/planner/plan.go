@@ -5,6 +5,8 @@ import (
 	"slices"
 	"strings"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -92,10 +94,10 @@ var setIndex = func() map[string]uint8 {
 // duplicates. Plan is an Incremental fed every service at once.
 func Plan(c model.Cluster, o Options) State {
 	inc := NewIncremental(o, c.Nodes, c.Refusals)
-	byService := make(map[string][]*model.ServicePort, len(c.Services))
-	keys := make([]string, 0, len(c.Services))
+	byService := make(map[types.NamespacedName][]*model.ServicePort, len(c.Services))
+	keys := make([]types.NamespacedName, 0, len(c.Services))
 	for i := range c.Services {
-		k := c.Services[i].Name.ServiceKey()
+		k := c.Services[i].Name.NamespacedName
 		if _, ok := byService[k]; !ok {
 			keys = append(keys, k)
 		}

@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"k8s.io/apimachinery/pkg/types"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -18,7 +20,7 @@ var (
 )
 
 func spn(name, port string) model.ServicePortName {
-	return model.ServicePortName{Namespace: "default", Name: name, Port: port}
+	return model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: name}, Port: port}
 }
 
 // svc is a TCP ClusterIP service port "default/NAME:http" on port 80.
@@ -132,7 +134,7 @@ func TestClusterIP(t *testing.T) {
 	if vs == nil {
 		t.Fatalf("no virtual server: %+v", st.VirtualServers)
 	}
-	if vs.Scheduler != "rr" || vs.Flags != 0 || vs.Service != "default/web:http" {
+	if vs.Scheduler != "rr" || vs.Flags != 0 || vs.Service.String() != "default/web:http" {
 		t.Errorf("vs = %+v", vs)
 	}
 	eq(t, "real servers", rsList(vs), []string{"10.0.1.5:8080", "10.0.2.5:8080"})
@@ -394,7 +396,7 @@ func TestSchedulerAndAffinity(t *testing.T) {
 	if findVS(st, model.TCP, "10.96.0.62", 80) != nil || slices.Contains(addrs(st), "10.96.0.62/32") {
 		t.Error("unknown scheduler planned")
 	}
-	if r := refusal(st, model.ReasonUnknownScheduler, "twos"); r == nil || r.Service != "default/bad" || r.Field != FieldScheduler {
+	if r := refusal(st, model.ReasonUnknownScheduler, "twos"); r == nil || r.Subject.String() != "default/bad" || r.Field != FieldScheduler {
 		t.Errorf("unknown scheduler refusal: %+v", r)
 	}
 	for _, k := range []struct {
@@ -428,7 +430,7 @@ func TestDuplicates(t *testing.T) {
 	for _, r := range st.Refusals {
 		if r.Reason == model.ReasonDuplicateVirtual {
 			n++
-			if r.Service != "default/b" || r.Field != FieldExternalIPs || !strings.Contains(r.Message, "default/a:http") {
+			if r.Subject.String() != "default/b" || r.Field != FieldExternalIPs || !strings.Contains(r.Message, "default/a:http") {
 				t.Errorf("duplicate refusal %+v", r)
 			}
 		}
@@ -503,7 +505,7 @@ func TestNodeIPGuard(t *testing.T) {
 	} {
 		var r *model.Refusal
 		for i := range st.Refusals {
-			if x := &st.Refusals[i]; x.Service == w.svc && x.Address == w.addr {
+			if x := &st.Refusals[i]; x.Subject.String() == w.svc && x.Address == w.addr {
 				r = x
 			}
 		}
@@ -537,17 +539,17 @@ func TestRefusalsMergedAndSorted(t *testing.T) {
 	c := cluster(nil, svc("z", "10.96.0.1"))
 	c.Services[0].ExternalIPs = []netip.Addr{addr("127.0.0.1")}
 	c.Refusals = []model.Refusal{
-		{Service: "default/b", Field: "spec.ports", Address: "x", Reason: model.ReasonInvalidPort, Message: "m"},
-		{Service: "default/a", Field: "spec.ports", Address: "x", Reason: model.ReasonInvalidPort, Message: "m"},
-		{Service: "default/a", Field: "spec.ports", Address: "x", Reason: model.ReasonInvalidPort, Message: "m"},
+		{Subject: subject("default/b"), Field: "spec.ports", Address: "x", Reason: model.ReasonInvalidPort, Message: "m"},
+		{Subject: subject("default/a"), Field: "spec.ports", Address: "x", Reason: model.ReasonInvalidPort, Message: "m"},
+		{Subject: subject("default/a"), Field: "spec.ports", Address: "x", Reason: model.ReasonInvalidPort, Message: "m"},
 	}
 	st := Plan(c, opts())
 	var got []string
 	for _, r := range st.Refusals {
-		got = append(got, r.Service)
+		got = append(got, r.Subject.String())
 	}
 	eq(t, "refusal services", got, []string{"default/a", "default/b", "default/z"})
-	if c.Refusals[0].Service != "default/b" {
+	if c.Refusals[0].Subject.String() != "default/b" {
 		t.Error("Plan modified its input")
 	}
 }
@@ -637,4 +639,10 @@ func text(t *testing.T, st State) string {
 		t.Fatal(err)
 	}
 	return b.String()
+}
+
+// subject is the Service "namespace/name" as a refusal's subject.
+func subject(s string) model.Subject {
+	ns, name, _ := strings.Cut(s, "/")
+	return model.ServiceSubject(types.NamespacedName{Namespace: ns, Name: name})
 }

@@ -33,8 +33,6 @@ type setEntry struct {
 // services ask for.
 type portPlan struct {
 	name model.ServicePortName
-	// label is "namespace/name:port", the Service of its virtual servers.
-	label string
 	// index is the port's position among its service's ports: the last
 	// tie-break between two claims of equal kind and name.
 	index    int
@@ -64,12 +62,7 @@ type portPlanner struct {
 // planPort plans service port sp with its endpoints; index is its position
 // among its service's ports.
 func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *portPlan {
-	n := &sp.Name
-	label := n.Namespace + "/" + n.Name
-	if n.Port != "" {
-		label += ":" + n.Port
-	}
-	p := &portPlanner{e: e, sp: sp, eps: eps, out: &portPlan{name: sp.Name, label: label, index: index}}
+	p := &portPlanner{e: e, sp: sp, eps: eps, out: &portPlan{name: sp.Name, index: index}}
 	p.service()
 	for f := range p.fam {
 		for _, rs := range p.fam[f].loop {
@@ -82,7 +75,7 @@ func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *
 
 func (p *portPlanner) refuse(field, addr string, r model.Reason, msg string) {
 	p.out.refusals = append(p.out.refusals, model.Refusal{
-		Service: p.sp.Name.ServiceKey(),
+		Subject: model.ServiceSubject(p.sp.Name.NamespacedName),
 		Field:   field,
 		Address: addr,
 		Reason:  r,
@@ -261,7 +254,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		sched = p.e.sched
 	}
 	c := &claim{port: p.out, kind: kind, bind: bind,
-		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: ipvs.SchedulerFlags(sched), Service: p.out.label}}
+		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: ipvs.SchedulerFlags(sched), Service: p.out.name}}
 	if sp.AffinityTimeout > 0 {
 		c.vs.Flags |= ipvs.FlagPersistent
 		c.vs.PersistenceTimeout = sp.AffinityTimeout

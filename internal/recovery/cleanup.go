@@ -29,7 +29,7 @@ type CleanupOptions struct {
 	// externalIP on a node address served at L4); they are deleted too and
 	// the journal removed. "" reads no journal.
 	StateDir string
-	// Rules cleans the chains and ipsets; nil opens iptables/kernel.NewApplier in
+	// Rules cleans the chains and ipsets; nil opens iptables/kernel.NewSyncer in
 	// the calling thread's namespace. Tests pass a fake.
 	Rules interface {
 		Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
@@ -96,7 +96,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 			opts.Journal = ipvs.NewFileJournal(o.StateDir)
 		}
 		r := ipvs.NewReconciler(t, opts)
-		ir, err := r.Full(nil, own)
+		ir, err := r.Cleanup(own)
 		switch {
 		case err != nil:
 			ipvsOK = false

@@ -6,7 +6,7 @@ package recovery
 // API server hands them over go through the daemon's own path —
 // informers.Convert, planner.Plan, planner.GuardInputs for the address
 // manager's guard, internal/applier full sync on ipvskernel.Table,
-// addrmgr.KernelLink and iptables.Applier — inside a ktest node namespace.
+// addrmgr.KernelLink and iptables.Syncer — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
 // protected address ever appears on kube-ipvs0 (a netlink monitor watches
 // every addition), and the good services keep answering real TCP requests
@@ -31,6 +31,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
@@ -144,7 +145,7 @@ func (b *hbed) openKernel() {
 		ct    *ipvskernel.Conntrack
 		nl    *netlink.Handle
 		link  *addrmgr.KernelLink
-		rules *iptables.Applier
+		rules *iptables.Syncer
 	)
 	err := b.ns.Do(func() error {
 		rel, err := ipvskernel.Release()
@@ -166,7 +167,7 @@ func (b *hbed) openKernel() {
 		if link, err = addrmgr.EnsureDevice(nl); err != nil {
 			return err
 		}
-		rules, err = iptableskernel.NewApplier(log.Named("iptables"))
+		rules, err = iptableskernel.NewSyncer(log.Named("iptables"))
 		return err
 	})
 	if err != nil {
@@ -204,7 +205,7 @@ func (b *hbed) sync(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) *p
 
 // partial is the event-driven sync `run` does when these Services changed
 // (deleted ones included): Convert, Plan, Applier.Partial.
-func (b *hbed) partial(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, changed ...string) {
+func (b *hbed) partial(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, changed ...types.NamespacedName) {
 	b.t.Helper()
 	st := planner.Plan(informers.Convert(svcs, eps, b.nodes), b.opts)
 	err := b.ns.Do(func() error {
@@ -416,10 +417,10 @@ func hostileRows() []hostileRow {
 
 // outcome is what the plan and the kernel did with one row.
 func (b *hbed) outcome(r *hostileRow, st *planner.State, bound map[netip.Addr]bool, vss map[string]bool) (outcome, reasons string, errs []string) {
-	key := r.svc.Namespace + "/" + r.svc.Name
+	name := informers.ServiceName(r.svc)
 	var got []string
 	for _, rf := range st.Refusals {
-		if rf.Service == key {
+		if rf.Subject == model.ServiceSubject(name) {
 			got = append(got, string(rf.Reason))
 		}
 	}
@@ -428,7 +429,7 @@ func (b *hbed) outcome(r *hostileRow, st *planner.State, bound map[netip.Addr]bo
 	reasons = strings.Join(got, ",")
 	servedVS := 0
 	for _, vs := range st.VirtualServers {
-		if strings.HasPrefix(vs.Service, key+":") || vs.Service == key {
+		if vs.Service.NamespacedName == name {
 			servedVS++
 		}
 	}
@@ -522,9 +523,9 @@ func TestHostileTable(t *testing.T) {
 
 	// The hostile Services are deleted: the event-driven sync for them, then
 	// a periodic full sync. Everything hostile is gone.
-	var deleted []string
+	var deleted []types.NamespacedName
 	for i := range rows {
-		deleted = append(deleted, rows[i].svc.Namespace+"/"+rows[i].svc.Name)
+		deleted = append(deleted, informers.ServiceName(rows[i].svc))
 	}
 	b.partial(goodSvcs, goodSlices, deleted...)
 	b.sync(goodSvcs, goodSlices)

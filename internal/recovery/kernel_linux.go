@@ -117,5 +117,5 @@ func (k *Kernel) Read() (*Node, error) {
 func (k *Kernel) DeleteDevice() error { return addrmgr.DeleteDevice(k.h) }
 
 // openRules opens the proxy's ipsets and chains in the calling thread's
-// namespace (iptables/kernel.NewApplier).
-func openRules(log *zap.Logger) (*iptables.Applier, error) { return iptableskernel.NewApplier(log) }
+// namespace (iptables/kernel.NewSyncer).
+func openRules(log *zap.Logger) (*iptables.Syncer, error) { return iptableskernel.NewSyncer(log) }

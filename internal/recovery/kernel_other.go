@@ -36,4 +36,4 @@ func (k *Kernel) Read() (*Node, error) { return nil, ErrNeedsLinux }
 // DeleteDevice fails with ErrNeedsLinux.
 func (k *Kernel) DeleteDevice() error { return ErrNeedsLinux }
 
-func openRules(*zap.Logger) (*iptables.Applier, error) { return nil, ErrNeedsLinux }
+func openRules(*zap.Logger) (*iptables.Syncer, error) { return nil, ErrNeedsLinux }

@@ -307,7 +307,7 @@ func TestCleanupKeepsForeign(t *testing.T) {
 -a -t %[4]s:8443 -r %[3]s -m -w 1
 `, clusterVIP, foreignVIP, rs, ktest.NodeIPv4), "ipvsadm", "-R")
 	if err := a.Do(func() error {
-		ap, err := iptableskernel.NewApplier(nil)
+		ap, err := iptableskernel.NewSyncer(nil)
 		if err != nil {
 			return err
 		}

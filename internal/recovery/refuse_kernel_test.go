@@ -35,7 +35,7 @@ func nodeIPService(b *hbed) *planner.State {
 }
 
 func refusalsOf(st *planner.State, service string) []model.Refusal {
-	return slices.DeleteFunc(slices.Clone(st.Refusals), func(r model.Refusal) bool { return r.Service != service })
+	return slices.DeleteFunc(slices.Clone(st.Refusals), func(r model.Refusal) bool { return r.Subject.String() != service })
 }
 
 func TestRefuseNodeExternalIPs(t *testing.T) {

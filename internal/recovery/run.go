@@ -10,6 +10,7 @@ import (
 
 	"go.uber.org/zap"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
@@ -42,8 +43,8 @@ type Options struct {
 	// records as deleted is protected for that long after it was last seen
 	// (0: not at all).
 	DeletedNodeGrace time.Duration
-	// Now is the clock; nil means time.Now.
-	Now func() time.Time
+	// Clock is the clock; nil means the real one.
+	Clock clock.PassiveClock
 	// Client talks to the API server; nil means offline.
 	Client kubernetes.Interface
 	// APIServerHost is the API server URL of the client configuration (its
@@ -104,10 +105,10 @@ type Report struct {
 }
 
 func (o *Options) now() time.Time {
-	if o.Now == nil {
-		return time.Now()
+	if o.Clock == nil {
+		return clock.RealClock{}.Now()
 	}
-	return o.Now()
+	return o.Clock.Now()
 }
 
 // ErrUntrustedCluster is returned by Recover with Apply, without Force,

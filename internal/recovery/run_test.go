@@ -17,6 +17,7 @@ import (
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/client-go/kubernetes/fake"
 	k8stesting "k8s.io/client-go/testing"
+	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
@@ -269,7 +270,7 @@ func TestRecoverDeletedNode(t *testing.T) {
 		{"online, the API no longer lists b", 24 * time.Hour, onlyA, "10.96.0.99/32 NotWanted []\n198.51.100.2/32 NodeIP [tcp 198.51.100.2:6443]\n"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
-			o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, DeletedNodeGrace: tc.grace, Now: func() time.Time { return now }}
+			o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, DeletedNodeGrace: tc.grace, Clock: clocktesting.NewFakePassiveClock(now)}
 			if tc.client != nil {
 				o.Client = tc.client()
 			}
@@ -320,7 +321,7 @@ func TestRecoverUntrustedCluster(t *testing.T) {
 	}
 	n := newFakeNode()
 	o := Options{NodeName: "a", ProcRoot: "-", StateDir: dir, Client: other(), Apply: true, DeletedNodeGrace: 24 * time.Hour,
-		Now: func() time.Time { return time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC) }}
+		Clock: clocktesting.NewFakePassiveClock(time.Date(2026, 11, 24, 12, 0, 0, 0, time.UTC))}
 	rep, err := Recover(context.Background(), n, o)
 	if !errors.Is(err, ErrUntrustedCluster) {
 		t.Fatalf("Recover = %v, want ErrUntrustedCluster", err)

@@ -60,7 +60,13 @@ func kinds(objs []*unstructured.Unstructured) []string {
 // warning (a deprecated field, an unknown field) fails the test too.
 func TestManifestsServerSideDryRun(t *testing.T) {
 	srv := apiserver.Shared(t)
-	wantKinds := []string{"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "ConfigMap", "DaemonSet"}
+	// The overlays add a Role for the events Lease and the DaemonSet to
+	// kubeadm's kube-proxy objects (see TestKubeadmOverlay).
+	wantKinds := map[string][]string{
+		deploy.Base:              {"Namespace", "ServiceAccount", "ClusterRole", "ClusterRoleBinding", "Role", "RoleBinding", "ConfigMap", "ConfigMap", "DaemonSet"},
+		deploy.ReplaceKubeProxy:  {"Role", "RoleBinding", "DaemonSet"},
+		deploy.MigrateNodeByNode: {"Role", "RoleBinding", "DaemonSet"},
+	}
 	for _, k := range deploy.Kustomizations {
 		t.Run(k, func(t *testing.T) {
 			ctx := ctxFor(t)
@@ -70,7 +76,7 @@ func TestManifestsServerSideDryRun(t *testing.T) {
 				got = append(got, o.GetKind())
 			}
 			slices.Sort(got)
-			want := slices.Sorted(slices.Values(wantKinds))
+			want := slices.Sorted(slices.Values(wantKinds[k]))
 			if !slices.Equal(got, want) {
 				t.Fatalf("%s renders %q, want kinds %q", k, kinds(objs), want)
 			}
@@ -272,7 +278,8 @@ func TestDaemonSetPodIsAdmitted(t *testing.T) {
 }
 
 // TestReferencesResolve checks what the server cannot: every name an object
-// refers to is an object the same kustomization renders (kustomize renames
+// refers to is an object the same kustomization renders, or for the
+// overlays one of kubeadm's kube-proxy objects (kustomize renames
 // generated ConfigMaps with a hash suffix and must rewrite each reference),
 // and every container runs the same image, so the recovery binary the init
 // container installs is the binary the proxy runs.
@@ -283,6 +290,19 @@ func TestReferencesResolve(t *testing.T) {
 			have := map[string]bool{} // "Kind namespace/name"
 			for _, kn := range kinds(objs) {
 				have[kn] = true
+			}
+			// The overlays run as kubeadm's kube-proxy runs: its
+			// ServiceAccount, its ConfigMap, its ClusterRoleBinding.
+			var external []*unstructured.Unstructured
+			if k != deploy.Base {
+				var err error
+				if external, err = deploy.KubeadmObjects(deploy.KubeadmEndpoint); err != nil {
+					t.Fatal(err)
+				}
+				for _, kn := range kinds(external) {
+					have[kn] = true
+				}
+				have["Namespace kube-system"] = true
 			}
 			need := func(what, kind, ns, name string) {
 				t.Helper()
@@ -325,8 +345,11 @@ func TestReferencesResolve(t *testing.T) {
 			}
 
 			var crb rbacv1.ClusterRoleBinding
-			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, objs, "ClusterRoleBinding").Object, &crb); err != nil {
+			if err := runtime.DefaultUnstructuredConverter.FromUnstructured(findKind(t, slices.Concat(objs, external), "ClusterRoleBinding").Object, &crb); err != nil {
 				t.Fatal(err)
+			}
+			if crb.RoleRef.Name == "system:node-proxier" {
+				have["ClusterRole system:node-proxier"] = true // bootstrap policy, in every cluster
 			}
 			need("ClusterRoleBinding roleRef", crb.RoleRef.Kind, "", crb.RoleRef.Name)
 			for _, s := range crb.Subjects {

@@ -387,7 +387,7 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 	}
 	// The watches deliver the Service and its EndpointSlice (in either
 	// order) and the Node.
-	key := svc.Namespace + "/" + svc.Name
+	key := informers.ServiceName(svc)
 	var sawService, sawNodes bool
 	var ports, eps int
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

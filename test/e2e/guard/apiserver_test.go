@@ -13,6 +13,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/rest"
@@ -41,7 +42,7 @@ func (r *recorder) Full(st *planner.State, _ []netip.Addr) (*applier.Result, err
 	return &applier.Result{}, nil
 }
 
-func (r *recorder) Partial(*planner.State, ...string) (*applier.Result, error) {
+func (r *recorder) Partial(*planner.State, ...types.NamespacedName) (*applier.Result, error) {
 	return &applier.Result{}, nil
 }
 

@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/vishvananda/netlink"
+	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
@@ -86,11 +87,11 @@ func addr(s string) netip.Addr { return netip.MustParseAddr(s) }
 // steady are the services the traffic goes to; churn never touches them.
 func steady() []model.ServicePort {
 	web := model.ServicePort{
-		Name: model.ServicePortName{Namespace: "steady", Name: "web"}, Protocol: model.TCP, Port: 80, NodePort: 30080,
+		Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "steady", Name: "web"}}, Protocol: model.TCP, Port: 80, NodePort: 30080,
 		ClusterIPs: []netip.Addr{addr("10.96.0.10"), addr("fd00:96::10")}, ExternalIPs: []netip.Addr{addr("203.0.113.10")},
 	}
 	dns := model.ServicePort{
-		Name: model.ServicePortName{Namespace: "steady", Name: "dns"}, Protocol: model.UDP, Port: 53,
+		Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "steady", Name: "dns"}}, Protocol: model.UDP, Port: 53,
 		ClusterIPs: []netip.Addr{addr("10.96.0.11")},
 	}
 	return []model.ServicePort{web, dns}
@@ -117,7 +118,7 @@ type churner struct {
 }
 
 func churnName(i int) model.ServicePortName {
-	return model.ServicePortName{Namespace: "churn", Name: fmt.Sprintf("s%05d", i)}
+	return model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "churn", Name: fmt.Sprintf("s%05d", i)}}
 }
 
 func newChurner(n int, seed uint64) *churner {
@@ -168,13 +169,12 @@ func (c *churner) externalIP() netip.Addr {
 	return netip.AddrFrom4([4]byte{203, 0, 113, byte(100 + c.rng.IntN(150))})
 }
 
-// mutate changes one random service in one random way and returns its
-// "namespace/name".
-func (c *churner) mutate() string {
+// mutate changes one random service in one random way and returns it.
+func (c *churner) mutate() types.NamespacedName {
 	i := c.rng.IntN(c.n)
 	if c.deleted[i] {
 		c.create(i)
-		return churnName(i).ServiceKey()
+		return churnName(i).NamespacedName
 	}
 	sp := c.svcs[i]
 	switch c.rng.IntN(11) {
@@ -217,7 +217,7 @@ func (c *churner) mutate() string {
 		delete(c.eps, i)
 		c.deleted[i] = true
 	}
-	return churnName(i).ServiceKey()
+	return churnName(i).NamespacedName
 }
 
 func (c *churner) cluster() model.Cluster {
@@ -253,7 +253,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 	p := &proxy{}
 	var (
 		ct    *ipvskernel.Conntrack
-		rules *iptables.Applier
+		rules *iptables.Syncer
 	)
 	err := node.Do(func() error {
 		rel, err := ipvskernel.Release()
@@ -275,7 +275,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 		if p.link, err = addrmgr.EnsureDevice(p.nl); err != nil {
 			return err
 		}
-		rules, err = iptableskernel.NewApplier(nil)
+		rules, err = iptableskernel.NewSyncer(nil)
 		return err
 	})
 	if err != nil {
@@ -534,7 +534,7 @@ func TestSoak(t *testing.T) {
 	var planLat, fullLat, partialLat, checkLat []time.Duration
 	var mem []memSample
 	begin := time.Now()
-	apply := func(full bool, changed []string) *planner.State {
+	apply := func(full bool, changed []types.NamespacedName) *planner.State {
 		t0 := time.Now()
 		st := planner.Plan(ch.cluster(), opts)
 		planLat = append(planLat, time.Since(t0))
@@ -596,7 +596,7 @@ func TestSoak(t *testing.T) {
 	churnStart := time.Now()
 	for time.Since(churnStart) < duration {
 		syncs++
-		var changed []string
+		var changed []types.NamespacedName
 		for k := 1 + ch.rng.IntN(maxChanges); k > 0; k-- {
 			changed = append(changed, ch.mutate())
 		}

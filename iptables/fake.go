@@ -5,22 +5,21 @@ import (
 	"maps"
 	"slices"
 	"strings"
-	"testing"
 )
 
-// fakeSets is a stateful, dumpable ipset table with the kernel's rules for
-// what the syncer uses: names are unique, entries must fit the set, a hash
+// FakeSets is a SetKernel for unit tests: a stateful, dumpable ipset table
+// in memory, with the kernel's rules for what the syncer uses: names are unique, entries must fit the set, a hash
 // set holds at most maxelem entries, a set referenced by a rule cannot be
 // destroyed, and swap exchanges two sets of one type and family under their
 // names (the references stay with the name, as rules hold a set by index).
-type fakeSets struct {
+type FakeSets struct {
 	sets map[string]*KernelSet
-	// refs counts references by rules that are not in a fakeTables (set
+	// refs counts references by rules that are not in a FakeRunner (set
 	// by hand in tests).
 	refs map[string]int
 	// tables, when set, are the iptables of each family whose rules
 	// reference sets by --match-set, as the kernel counts them.
-	tables []*fakeTables
+	tables []*FakeRunner
 	// ops counts calls per kind ("list", "create", "add", ...).
 	ops map[string]int
 	// reject makes Add fail for entries of this set whose text is listed.
@@ -38,7 +37,7 @@ type entryIndex struct {
 }
 
 // members is ks's entry index, rebuilt when the slice changed.
-func (f *fakeSets) members(ks *KernelSet) map[Entry]bool {
+func (f *FakeSets) members(ks *KernelSet) map[Entry]bool {
 	var first *Entry
 	if len(ks.Entries) > 0 {
 		first = &ks.Entries[0]
@@ -57,12 +56,13 @@ func (f *fakeSets) members(ks *KernelSet) map[Entry]bool {
 	return has
 }
 
-func newFakeSets() *fakeSets {
-	return &fakeSets{sets: map[string]*KernelSet{}, refs: map[string]int{}, ops: map[string]int{}, reject: map[string]bool{}}
+// NewFakeSets returns an empty FakeSets.
+func NewFakeSets() *FakeSets {
+	return &FakeSets{sets: map[string]*KernelSet{}, refs: map[string]int{}, ops: map[string]int{}, reject: map[string]bool{}}
 }
 
 // references counts what holds the set: hand-set refs and rules.
-func (f *fakeSets) references(name string) int {
+func (f *FakeSets) references(name string) int {
 	n := f.refs[name]
 	for _, t := range f.tables {
 		for _, chains := range t.tables {
@@ -78,7 +78,7 @@ func (f *fakeSets) references(name string) int {
 	return n
 }
 
-func (f *fakeSets) ListAll() (map[string]*KernelSet, error) {
+func (f *FakeSets) ListAll() (map[string]*KernelSet, error) {
 	f.ops["list"]++
 	out := map[string]*KernelSet{}
 	for n, s := range f.sets {
@@ -90,7 +90,7 @@ func (f *fakeSets) ListAll() (map[string]*KernelSet, error) {
 	return out, nil
 }
 
-func (f *fakeSets) Create(s IPSet, maxElem uint32) error {
+func (f *FakeSets) Create(s IPSet, maxElem uint32) error {
 	f.ops["create"]++
 	if f.sets[s.Name] != nil {
 		return fmt.Errorf("ipset create %s: %w", s.Name, ErrSetExists)
@@ -106,7 +106,7 @@ func (f *fakeSets) Create(s IPSet, maxElem uint32) error {
 // createExist is `ipset create NAME ... -exist` as kube-proxy runs it: an
 // existing set must have exactly the requested maxelem, range and no
 // extension (the kernel's same_set), and type and family.
-func (f *fakeSets) createExist(name, typ, family string) error {
+func (f *FakeSets) createExist(name, typ, family string) error {
 	ks := f.sets[name]
 	if ks == nil {
 		return f.Create(IPSet{Name: name, Type: typ, Family: family}, KubeProxyMaxElem)
@@ -123,7 +123,7 @@ func (f *fakeSets) createExist(name, typ, family string) error {
 	return nil
 }
 
-func (f *fakeSets) Destroy(name string) error {
+func (f *FakeSets) Destroy(name string) error {
 	f.ops["destroy"]++
 	if f.sets[name] == nil {
 		return fmt.Errorf("ipset destroy %s: %w", name, ErrSetNotFound)
@@ -135,7 +135,7 @@ func (f *fakeSets) Destroy(name string) error {
 	return nil
 }
 
-func (f *fakeSets) Swap(from, to string) error {
+func (f *FakeSets) Swap(from, to string) error {
 	f.ops["swap"]++
 	a, b := f.sets[from], f.sets[to]
 	if a == nil || b == nil {
@@ -149,7 +149,7 @@ func (f *fakeSets) Swap(from, to string) error {
 	return nil
 }
 
-func (f *fakeSets) check(s IPSet, e Entry) (*KernelSet, error) {
+func (f *FakeSets) check(s IPSet, e Entry) (*KernelSet, error) {
 	ks := f.sets[s.Name]
 	if ks == nil {
 		return nil, fmt.Errorf("ipset %s: %w", s.Name, ErrSetNotFound)
@@ -164,7 +164,7 @@ func (f *fakeSets) check(s IPSet, e Entry) (*KernelSet, error) {
 }
 
 // Add stops at the first bad entry, as the kernel does with a batch.
-func (f *fakeSets) Add(s IPSet, entries []Entry) error {
+func (f *FakeSets) Add(s IPSet, entries []Entry) error {
 	f.ops["add"]++
 	for _, e := range entries {
 		ks, err := f.check(s, e)
@@ -185,7 +185,7 @@ func (f *fakeSets) Add(s IPSet, entries []Entry) error {
 }
 
 // Del stops at the first bad entry too.
-func (f *fakeSets) Del(s IPSet, entries []Entry) error {
+func (f *FakeSets) Del(s IPSet, entries []Entry) error {
 	f.ops["del"]++
 	del := map[Entry]bool{}
 	var ks *KernelSet
@@ -205,7 +205,7 @@ func (f *fakeSets) Del(s IPSet, entries []Entry) error {
 }
 
 // save renders the table like `ipset save` (sorted, without hashsize).
-func (f *fakeSets) save() string {
+func (f *FakeSets) save() string {
 	var b strings.Builder
 	for _, n := range slices.Sorted(maps.Keys(f.sets)) {
 		s := f.sets[n]
@@ -222,10 +222,11 @@ func (f *fakeSets) save() string {
 	return b.String()
 }
 
-// fakeTables is one family's iptables: tables of chains of rule texts,
-// written by an iptables-restore --noflush parser that is as strict as the
-// real one about what the syncer writes (a transaction fails as a whole).
-type fakeTables struct {
+// FakeRunner is a RuleRunner for unit tests: one family's iptables as
+// tables of chains of rule texts, written by an iptables-restore --noflush
+// parser that is as strict as the real one about what the syncer writes (a
+// transaction fails as a whole).
+type FakeRunner struct {
 	tables map[string]map[string][]string
 	order  map[string][]string // chain creation order per table
 	execs  int
@@ -238,8 +239,9 @@ var builtinChains = map[string][]string{
 	"filter": {"INPUT", "FORWARD", "OUTPUT"},
 }
 
-func newFakeTables() *fakeTables {
-	f := &fakeTables{tables: map[string]map[string][]string{}, order: map[string][]string{}, canon: func(s string) string { return s }}
+// NewFakeRunner returns a FakeRunner with the built-in chains only.
+func NewFakeRunner() *FakeRunner {
+	f := &FakeRunner{tables: map[string]map[string][]string{}, order: map[string][]string{}, canon: func(s string) string { return s }}
 	for t, chains := range builtinChains {
 		f.tables[t] = map[string][]string{}
 		for _, c := range chains {
@@ -250,7 +252,7 @@ func newFakeTables() *fakeTables {
 	return f
 }
 
-func (f *fakeTables) Save(table string) (string, error) {
+func (f *FakeRunner) Save(table string) (string, error) {
 	f.execs++
 	t := f.tables[table]
 	if t == nil {
@@ -274,7 +276,7 @@ func (f *fakeTables) Save(table string) (string, error) {
 	return b.String(), nil
 }
 
-func (f *fakeTables) Restore(input string) error {
+func (f *FakeRunner) Restore(input string) error {
 	f.execs++
 	// Work on a copy: the transaction is atomic.
 	tables := map[string]map[string][]string{}
@@ -362,21 +364,22 @@ func (f *fakeTables) Restore(input string) error {
 	return nil
 }
 
-func (f *fakeTables) Exists(table, chain string, rule Rule) (bool, error) {
+func (f *FakeRunner) Exists(table, chain string, rule Rule) (bool, error) {
 	f.execs++
 	return slices.Contains(f.tables[table][chain], f.canon(RuleText(rule))), nil
 }
 
 // set adds a chain with rules directly, as a user would.
-func (f *fakeTables) set(table, chain string, rules ...string) {
+func (f *FakeRunner) set(table, chain string, rules ...string) {
 	if _, ok := f.tables[table][chain]; !ok {
 		f.order[table] = append(f.order[table], chain)
 	}
 	f.tables[table][chain] = rules
 }
 
-func (f *fakeTables) dump(t *testing.T) string {
-	t.Helper()
+// dump is the filter and nat tables as iptables-save prints them, without
+// counting as an exec.
+func (f *FakeRunner) dump() string {
 	var b strings.Builder
 	for _, table := range []string{"filter", "nat"} {
 		out, _ := f.Save(table)

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 )
 
-// Applier makes the kernel hold the planned ipsets and iptables rules of one
+// Syncer makes the kernel hold the planned ipsets and iptables rules of one
 // node, and nothing it does not own:
 //
 //   - ipsets through netlink (no `ipset` exec): only the sets the plan names;
@@ -32,10 +32,10 @@ import (
 //   - Partial: no dump, no exec; entry adds/deletes against the in-memory
 //     mirror the last Full built.
 //
-// An Applier is bound to the network namespace it was created in (its
+// A Syncer is bound to the network namespace it was created in (its
 // netlink socket) and to the one its caller's thread is in (the iptables
 // binaries it runs). It is safe for concurrent use; calls are serialized.
-type Applier struct {
+type Syncer struct {
 	mu     sync.Mutex
 	log    *zap.Logger
 	sets   *setSyncer
@@ -43,7 +43,7 @@ type Applier struct {
 	// chains per family; created on first use.
 	chains    map[string]*chainSyncer
 	newRunner func(family string) (RuleRunner, error)
-	// lastRules are the rulesets of the last successful chain sync; Apply
+	// lastRules are the rulesets of the last successful chain sync; Partial
 	// resyncs chains only when the plan's rules differ from them.
 	lastRules []Ruleset
 	// drift is what the last Full found changed behind the proxy's back.
@@ -71,40 +71,40 @@ type Drift struct {
 func (d Drift) Total() int { return d.SetEntries + d.Sets + d.Tables }
 
 // LastDrift is what the last Full repaired.
-func (a *Applier) LastDrift() Drift {
+func (a *Syncer) LastDrift() Drift {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	return a.drift
 }
 
-// NewApplier makes an Applier over sets, the ipset netlink client, and
+// NewSyncer makes a Syncer over sets, the ipset netlink client, and
 // runners, which opens one family's iptables binaries on its first use (so a
 // host without ip6tables works as long as no inet6 Ruleset is planned).
-// iptables/kernel gives the kernel's; unit tests give fakes. Close closes
+// iptables/kernel gives the kernel's; unit tests give FakeSets and FakeRunner. Close closes
 // sets when it has a Close method.
-func NewApplier(sets SetKernel, runners func(family string) (RuleRunner, error), log *zap.Logger) *Applier {
-	a := newApplier(sets, runners, log)
+func NewSyncer(sets SetKernel, runners func(family string) (RuleRunner, error), log *zap.Logger) *Syncer {
+	a := newSyncer(sets, runners, log)
 	if c, ok := sets.(interface{ Close() }); ok {
 		a.closer = c.Close
 	}
 	return a
 }
 
-func newApplier(k SetKernel, newRunner func(string) (RuleRunner, error), log *zap.Logger) *Applier {
+func newSyncer(k SetKernel, newRunner func(string) (RuleRunner, error), log *zap.Logger) *Syncer {
 	if log == nil {
 		log = zap.NewNop()
 	}
-	return &Applier{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner, cleared: map[string]bool{}}
+	return &Syncer{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner, cleared: map[string]bool{}}
 }
 
 // Close releases the netlink socket.
-func (a *Applier) Close() {
+func (a *Syncer) Close() {
 	if a.closer != nil {
 		a.closer()
 	}
 }
 
-func (a *Applier) chainsFor(family string) (*chainSyncer, error) {
+func (a *Syncer) chainsFor(family string) (*chainSyncer, error) {
 	if c := a.chains[family]; c != nil {
 		return c, nil
 	}
@@ -125,7 +125,7 @@ func (a *Applier) chainsFor(family string) (*chainSyncer, error) {
 // to them), then chains, then kube-proxy's chains of families the plan does
 // not name, then sets the proxy created or found and no longer plans.
 // Every set and table is attempted; the error joins what failed.
-func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
+func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
@@ -158,7 +158,7 @@ func (a *Applier) Full(sets []IPSet, rules []Ruleset) error {
 	return err
 }
 
-func (a *Applier) syncChains(rules []Ruleset) error {
+func (a *Syncer) syncChains(rules []Ruleset) error {
 	var errs []error
 	for _, rs := range rules {
 		c, err := a.chainsFor(rs.Family)
@@ -177,22 +177,15 @@ func (a *Applier) syncChains(rules []Ruleset) error {
 	return errors.Join(errs...)
 }
 
-// Partial applies the entry differences between sets and the mirror of the
-// last Full: no dump, no exec. sets is the whole planned list (as
-// planner.State.IPSets); unchanged sets cost one in-memory comparison. A
-// set the mirror lacks is created; sets no longer planned are left for the
-// next Full.
-func (a *Applier) Partial(sets []IPSet) error {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.sets.partial(sets)
-}
-
-// Apply is Partial for the sets, plus a chain sync (as in Full) when the
-// planned rules differ from those last applied — they depend only on flags
-// and node addresses, so this is rare. It suits callers that do not tell full
-// from partial syncs; a periodic Full is still needed to repair tampering.
-func (a *Applier) Apply(sets []IPSet, rules []Ruleset) error {
+// Partial syncs from the mirror of the last Full, reading nothing: the
+// entry differences between sets and the mirror (no dump, no exec), and a
+// chain sync (as in Full) only when the planned rules differ from those
+// last applied — they depend only on flags and node addresses, so this is
+// rare. sets is the whole planned list (as planner.State.IPSets); unchanged
+// sets cost one in-memory comparison, a set the mirror lacks is created,
+// sets no longer planned wait for the next Full (or that chain sync). It
+// repairs nothing others changed: that is the periodic Full's.
+func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error
@@ -215,7 +208,7 @@ func (a *Applier) Apply(sets []IPSet, rules []Ruleset) error {
 // built-in chain that jumps to them or equals a planned one, and then the
 // sets named in sets and SwapSetName. Pass the plan of an empty cluster (every set and chain
 // exists even then). A second Cleanup finds nothing and changes nothing.
-func (a *Applier) Cleanup(sets []IPSet, rules []Ruleset) error {
+func (a *Syncer) Cleanup(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	var errs []error

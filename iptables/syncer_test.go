@@ -20,15 +20,15 @@ func testRules(family string) Ruleset {
 }
 
 type fakeKernel struct {
-	sets   *fakeSets
-	tables map[string]*fakeTables
+	sets   *FakeSets
+	tables map[string]*FakeRunner
 }
 
-func newFakeApplier(t *testing.T) (*Applier, *fakeKernel) {
+func newFakeSyncer(t *testing.T) (*Syncer, *fakeKernel) {
 	t.Helper()
-	k := &fakeKernel{sets: newFakeSets(), tables: map[string]*fakeTables{FamilyIPv4: newFakeTables(), FamilyIPv6: newFakeTables()}}
-	k.sets.tables = []*fakeTables{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
-	a := newApplier(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
+	k := &fakeKernel{sets: NewFakeSets(), tables: map[string]*FakeRunner{FamilyIPv4: NewFakeRunner(), FamilyIPv6: NewFakeRunner()}}
+	k.sets.tables = []*FakeRunner{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
+	a := newSyncer(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
 	return a, k
 }
 
@@ -65,7 +65,7 @@ func findSet(sets []IPSet, name string) *IPSet {
 }
 
 func wantSave(sets []IPSet) string {
-	f := newFakeSets()
+	f := NewFakeSets()
 	for _, s := range sets {
 		_ = f.Create(s, MaxElemFor(len(s.Entries)))
 		_ = f.Add(s, s.Entries)
@@ -74,7 +74,7 @@ func wantSave(sets []IPSet) string {
 }
 
 func TestFullThenPartialEntryDiffs(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	rules := []Ruleset{testRules(FamilyIPv4)}
 	if err := a.Full(sets, rules); err != nil {
@@ -93,7 +93,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 	cl.Entries = []Entry{cl.Entries[0], {IP: mustAddr("10.96.0.20"), Protocol: model.SCTP, Port: 9}}
 	k.sets.ops = map[string]int{}
 	execs := k.tables[FamilyIPv4].execs
-	if err := a.Partial(sets); err != nil {
+	if err := a.Partial(sets, rules); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := k.sets.save(), wantSave(sets); got != want {
@@ -108,7 +108,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 
 	// Nothing changed: nothing done.
 	k.sets.ops = map[string]int{}
-	if err := a.Partial(sets); err != nil {
+	if err := a.Partial(sets, rules); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.sets.ops) != 0 {
@@ -131,7 +131,7 @@ func equalOps(got, want map[string]int) bool {
 }
 
 func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	// A foreign set, and one of ours left behind with the wrong type.
 	k.sets.sets["KUBE-DST-ABC"] = &KernelSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}
@@ -199,7 +199,7 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 }
 
 func TestBadEntryCostsOnlyItself(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	cl := findSet(sets, SetClusterIP)
 	bad := Entry{IP: mustAddr("10.96.0.99"), Protocol: model.TCP, Port: 99}
@@ -215,7 +215,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 	}
 	// The mirror does not claim the bad entry: the next Partial retries it.
 	delete(k.sets.reject, SetClusterIP+" "+formatEntry(TypeHashIPPort, bad))
-	if err := a.Partial(sets); err != nil {
+	if err := a.Partial(sets, nil); err != nil {
 		t.Fatal(err)
 	}
 	if len(ks.Entries) != 4 {
@@ -224,7 +224,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 }
 
 func TestWrongFamilyEntryRefused(t *testing.T) {
-	a, _ := newFakeApplier(t)
+	a, _ := newFakeSyncer(t)
 	sets := plannedSets()
 	cl := findSet(sets, SetClusterIP)
 	cl.Entries = append(cl.Entries, Entry{IP: mustAddr("fd00::1"), Protocol: model.TCP, Port: 1})
@@ -249,7 +249,7 @@ func chainRules(rs Ruleset, table, chain string) []string {
 
 // checkChains asserts that every planned chain holds exactly its rules and
 // that every built-in chain starts with the planned jumps.
-func checkChains(t *testing.T, f *fakeTables, rs Ruleset) {
+func checkChains(t *testing.T, f *FakeRunner, rs Ruleset) {
 	t.Helper()
 	for _, tab := range rs.Tables {
 		for _, c := range tab.Chains {
@@ -269,7 +269,7 @@ func checkChains(t *testing.T, f *fakeTables, rs Ruleset) {
 }
 
 func TestChainsCreatedCheckedRepaired(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	rs := testRules(FamilyIPv4)
 	f := k.tables[FamilyIPv4]
 	// Someone else's chain and rule, before and after ours.
@@ -323,7 +323,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 
 	// Partial never runs a binary.
 	f.execs = 0
-	if err := a.Partial(plannedSets()); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	if f.execs != 0 {
@@ -364,7 +364,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 // iptables prints some rules differently from how they were written; the
 // syncer must learn that and not rewrite the chain at every Full.
 func TestCanonicalizedRulesNotRewritten(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	f.canon = func(s string) string { return strings.ReplaceAll(s, "-j MARK --or-mark", "-j MARK --set-xmark") }
 	rs := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
@@ -386,7 +386,7 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 	}
 	// A fresh applier (a restart) adopts the jump through `iptables -C`
 	// rather than rewriting it.
-	b := newApplier(k.sets, func(string) (RuleRunner, error) { return f, nil }, nil)
+	b := newSyncer(k.sets, func(string) (RuleRunner, error) { return f, nil }, nil)
 	f.execs = 0
 	f.tables["nat"]["POSTROUTING"] = []string{"-j KUBE-X"}
 	if err := b.Full(nil, []Ruleset{rs}); err != nil {
@@ -398,7 +398,7 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 }
 
 func TestStaleChainRemoved(t *testing.T) {
-	a, k := newFakeApplier(t)
+	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	rs := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
 		{Name: "PREROUTING", Builtin: true, Rules: []Rule{{"-j", "KUBE-A"}, {"-j", "KUBE-B"}}},
@@ -423,23 +423,23 @@ func TestStaleChainRemoved(t *testing.T) {
 	}
 }
 
-func TestApplyResyncsChainsOnlyWhenRulesChange(t *testing.T) {
-	a, k := newFakeApplier(t)
+func TestPartialResyncsChainsOnlyWhenRulesChange(t *testing.T) {
+	a, k := newFakeSyncer(t)
 	f := k.tables[FamilyIPv4]
 	rs := testRules(FamilyIPv4)
-	if err := a.Apply(plannedSets(), []Ruleset{rs}); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
 	f.execs = 0
-	if err := a.Apply(plannedSets(), []Ruleset{testRules(FamilyIPv4)}); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{testRules(FamilyIPv4)}); err != nil {
 		t.Fatal(err)
 	}
 	if f.execs != 0 {
-		t.Errorf("Apply with the same rules ran %d binaries", f.execs)
+		t.Errorf("Partial with the same rules ran %d binaries", f.execs)
 	}
 	rs2 := Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 13, MasqueradeAll: true})
-	if err := a.Apply(plannedSets(), []Ruleset{rs2}); err != nil {
+	if err := a.Partial(plannedSets(), []Ruleset{rs2}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs2)
