@@ -21,6 +21,10 @@ CACHE=${VM_CACHE:-.cache/vm}
 ROOT=$CACHE/root
 
 log() { echo "install-deps: $*" >&2; }
+# apt's own output goes here, not to the terminal; its path is printed.
+LOG=${INSTALL_LOG:-$PWD/.cache/logs/install-deps.log}
+mkdir -p "$(dirname "$LOG")"
+start=$SECONDS
 as_root() { if [ "$(id -u)" = 0 ]; then "$@"; else sudo "$@"; fi; }
 
 missing=()
@@ -29,10 +33,12 @@ for p in "${PKGS[@]}"; do
 done
 updated=
 if ((${#missing[@]})); then
-	log "installing ${missing[*]}"
-	as_root apt-get update -qq
+	log "installing ${missing[*]} with apt (a minute or two; output in $LOG)"
+	as_root apt-get update -qq >>"$LOG" 2>&1
 	updated=1
-	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${missing[@]}" >>"$LOG" 2>&1 ||
+		{ log "apt-get install failed; the last lines of $LOG:"; tail -n 20 "$LOG" >&2; exit 1; }
+	log "packages installed in $((SECONDS - start)) s"
 fi
 
 if [ -e "$ROOT/.complete" ]; then
@@ -43,17 +49,18 @@ fi
 image_pkg() { apt-cache depends linux-image-amd64 2>/dev/null | awk '/Depends: linux-image-[0-9]/ {print $2; exit}'; }
 pkg=$(image_pkg || true)
 if [ -z "$pkg" ] && [ -z "$updated" ]; then
-	as_root apt-get update -qq
+	as_root apt-get update -qq >>"$LOG" 2>&1
 	pkg=$(image_pkg || true)
 fi
 [ -n "$pkg" ] || { log "cannot resolve linux-image-amd64 to a kernel package"; exit 1; }
 
-log "fetching $pkg into $CACHE"
+log "fetching the test VM's kernel, $pkg (a ~70 MB download, unpacked into $CACHE, never installed on this machine; under a minute)"
+kstart=$SECONDS
 rm -rf "$ROOT" "$ROOT.tmp" "$CACHE/dl"
 mkdir -p "$CACHE/dl"
-(cd "$CACHE/dl" && apt-get download "$pkg" 2>&1 | grep -v '^W: Download is performed unsandboxed' >&2 || true)
+(cd "$CACHE/dl" && apt-get download "$pkg" >>"$LOG" 2>&1 || true)
 deb=$(ls "$CACHE"/dl/"$pkg"_*.deb 2>/dev/null | head -n1)
-[ -n "$deb" ] || { log "apt-get download $pkg produced no .deb"; exit 1; }
+[ -n "$deb" ] || { log "apt-get download $pkg produced no .deb; the last lines of $LOG:"; tail -n 20 "$LOG" >&2; exit 1; }
 mkdir -p "$ROOT.tmp"
 dpkg-deb -x "$deb" "$ROOT.tmp"
 ver=$(ls "$ROOT.tmp/lib/modules")
@@ -70,4 +77,4 @@ fi
 rm -rf "$CACHE/dl"
 touch "$ROOT.tmp/.complete"
 mv "$ROOT.tmp" "$ROOT"
-log "kernel $ver ready in $ROOT"
+log "kernel $ver ready in $ROOT ($((SECONDS - kstart)) s)"

@@ -343,6 +343,10 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		}
 		return ""
 	}, eventOpts)
+	// One Event per refusal across restarts too (--state-dir).
+	if err := refusals.Persist(c.StateDir, func(msg string, err error) { log.Warn(msg, zap.Error(err)) }); err != nil {
+		log.Warn("refusals reported by the last process unknown: their Events may be written again", zap.Error(err))
+	}
 	svcHealth := health.NewServices(log.Named("healthcheck"))
 	svcHealth.ProxyHealthy = hp.ServiceProxyHealthy
 	svcHealth.OnSync = m.KubeProxy.SetNoLocalEndpoints

@@ -13,6 +13,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/types"
@@ -50,6 +51,15 @@ type Refusals struct {
 	// last are the refusals of the last Report, reported again when this
 	// reporter starts leading.
 	last []model.Refusal
+
+	// Persistence across restarts (persist.go): the state file, what an
+	// earlier process reported, when each refusal was reported, and
+	// whether reported changed since the last write.
+	stateFile string
+	warn      func(string, error)
+	prior     map[reportedKey]reportedEntry
+	times     map[reportedKey]time.Time
+	dirty     bool
 }
 
 // Options tune the rate limit: QPS Events per second with Burst.
@@ -102,9 +112,11 @@ func (e *Refusals) SetLeading(on bool) {
 		for id := range done {
 			if reasonOfID(id).Scope() == model.ScopeCluster {
 				delete(done, id)
+				e.dirty = true
 			}
 		}
 	}
+	e.save()
 }
 
 // Leading reports whether this reporter reports cluster-scoped refusals.
@@ -163,7 +175,9 @@ func (e *Refusals) Report(rs []model.Refusal) (emitted, limited int) {
 	if e.elected {
 		e.last = slices.Clone(rs)
 	}
-	return e.report(rs)
+	emitted, limited = e.report(rs)
+	e.save()
+	return emitted, limited
 }
 
 func (e *Refusals) report(rs []model.Refusal) (emitted, limited int) {
@@ -182,6 +196,7 @@ func (e *Refusals) report(rs []model.Refusal) (emitted, limited int) {
 	for obj := range e.reported {
 		if _, ok := current[obj]; !ok {
 			delete(e.reported, obj)
+			e.dirty = true
 		}
 	}
 	for obj, m := range current {
@@ -189,21 +204,27 @@ func (e *Refusals) report(rs []model.Refusal) (emitted, limited int) {
 		for id := range done {
 			if _, ok := m[id]; !ok {
 				delete(done, id)
+				e.dirty = true
 			}
 		}
 		for id, r := range m {
 			if done[id] {
 				continue
 			}
-			if !e.limiter.TryAccept() {
+			prior := e.fromPrior(obj, id)
+			if !prior && !e.limiter.TryAccept() {
 				limited++
 				continue
 			}
-			kind := kindOf(obj)
-			ref := &corev1.ObjectReference{Kind: kind, APIVersion: "v1", Namespace: obj.Namespace, Name: obj.Name,
-				UID: types.UID(e.lookup(kind, obj.Namespace, obj.Name))}
-			e.sink(ref, string(r.Reason), Note(r))
-			emitted++
+			if !prior {
+				kind := kindOf(obj)
+				ref := &corev1.ObjectReference{Kind: kind, APIVersion: "v1", Namespace: obj.Namespace, Name: obj.Name,
+					UID: types.UID(e.lookup(kind, obj.Namespace, obj.Name))}
+				e.sink(ref, string(r.Reason), Note(r))
+				emitted++
+				e.stamp(obj, id)
+			}
+			e.dirty = true
 			if done == nil {
 				done = map[string]bool{}
 				e.reported[obj] = done

@@ -2,8 +2,9 @@
 // real API server, in a few minutes, from a fresh machine.
 //
 // On the host it starts the in-process kube-apiserver (test/e2e/apiserver),
-// creates the ServiceAccount ipvs-proxy/ipvs-proxy bound to the ClusterRole
-// of deploy/base/rbac.yaml, and writes two kubeconfig files: the proxy's
+// applies deploy/base to it (test/e2e/deploy.Install: the ServiceAccount
+// ipvs-proxy/ipvs-proxy with its ClusterRole and the events Lease's Role),
+// and writes two kubeconfig files: the proxy's
 // (that ServiceAccount's token, for the relay inside node-a) and the admin's
 // (for the guest to write the scenarios). It then boots the test VM
 // (test/vmtest) with the API server's port forwarded and runs the guest
@@ -19,13 +20,10 @@
 package main
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"flag"
 	"fmt"
-	"io"
 	"os"
 	"os/signal"
 	"path/filepath"
@@ -33,26 +31,19 @@ import (
 	"syscall"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
-)
-
-// The ServiceAccount the proxy runs as, as deploy/base names it.
-const (
-	saNamespace = "ipvs-proxy"
-	saName      = "ipvs-proxy"
 )
 
 func main() {
 	var (
 		proxyBin = flag.String("proxy", "bin/ipvs-proxy", "the ipvs-proxy binary (make build)")
 		guestBin = flag.String("guest", "bin/demo-guest", "the guest program (go build ./demo/guest in test/e2e)")
-		rbac     = flag.String("rbac", "deploy/base/rbac.yaml", "the ClusterRole and binding the proxy runs under")
+		base     = flag.String("deploy", "deploy/base", "the kustomization applied to the API server: the proxy runs as its DaemonSet's ServiceAccount")
 		timeout  = flag.Duration("timeout", 12*time.Minute, "bound for the whole demo")
 	)
 	flag.Parse()
@@ -61,7 +52,7 @@ func main() {
 	ctx, cancel := context.WithTimeout(ctx, *timeout)
 	defer cancel()
 	start := time.Now()
-	err := run(ctx, *proxyBin, *guestBin, *rbac)
+	err := run(ctx, *proxyBin, *guestBin, *base)
 	fmt.Printf("\n[demo] total %.0fs\n", time.Since(start).Seconds())
 	if err != nil {
 		fmt.Fprintf(os.Stderr, "[demo] FAIL: %v\n", err)
@@ -74,8 +65,8 @@ func progress(format string, args ...any) {
 	fmt.Printf("[demo] "+format+"\n", args...)
 }
 
-func run(ctx context.Context, proxyBin, guestBin, rbacPath string) error {
-	for _, p := range []*string{&proxyBin, &guestBin, &rbacPath} {
+func run(ctx context.Context, proxyBin, guestBin, basePath string) error {
+	for _, p := range []*string{&proxyBin, &guestBin, &basePath} {
 		abs, err := filepath.Abs(*p)
 		if err != nil {
 			return err
@@ -102,14 +93,14 @@ func run(ctx context.Context, proxyBin, guestBin, rbacPath string) error {
 	if err != nil {
 		return err
 	}
-	if err := applyRBAC(ctx, admin, rbacPath); err != nil {
-		return err
-	}
-	saCfg, err := srv.ServiceAccountConfig(ctx, saNamespace, saName)
+	// What `kubectl apply --server-side -k deploy/base` applies (the
+	// DaemonSet stays without pods: there is no controller-manager).
+	inst, err := deploy.Install(ctx, srv, basePath)
 	if err != nil {
 		return err
 	}
-	progress("ServiceAccount %s/%s bound to ClusterRole ipvs-proxy from %s", saNamespace, saName, rbacPath)
+	saCfg := inst.Config
+	progress("%s applied; the proxy runs as its ServiceAccount %s, with exactly the RBAC it binds", basePath, inst.ServiceAccount)
 
 	dir, err := os.MkdirTemp("", "ipvs-proxy-demo-")
 	if err != nil {
@@ -151,50 +142,6 @@ func run(ctx context.Context, proxyBin, guestBin, rbacPath string) error {
 	return checkFromHost(ctx, admin)
 }
 
-// applyRBAC creates the ClusterRole and ClusterRoleBinding of the
-// deploy/base manifest, as `kubectl apply` would.
-func applyRBAC(ctx context.Context, c kubernetes.Interface, path string) error {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return err
-	}
-	dec := yaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
-	for {
-		var raw map[string]any
-		if err := dec.Decode(&raw); err != nil {
-			if errors.Is(err, io.EOF) {
-				return nil
-			}
-			return fmt.Errorf("%s: %w", path, err)
-		}
-		js, err := json.Marshal(raw)
-		if err != nil {
-			return err
-		}
-		switch raw["kind"] {
-		case "ClusterRole":
-			var r rbacv1.ClusterRole
-			if err := json.Unmarshal(js, &r); err != nil {
-				return err
-			}
-			if _, err := c.RbacV1().ClusterRoles().Create(ctx, &r, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create ClusterRole %s: %w", r.Name, err)
-			}
-		case "ClusterRoleBinding":
-			var b rbacv1.ClusterRoleBinding
-			if err := json.Unmarshal(js, &b); err != nil {
-				return err
-			}
-			if _, err := c.RbacV1().ClusterRoleBindings().Create(ctx, &b, metav1.CreateOptions{}); err != nil {
-				return fmt.Errorf("create ClusterRoleBinding %s: %w", b.Name, err)
-			}
-		case nil:
-		default:
-			return fmt.Errorf("%s: unexpected kind %v", path, raw["kind"])
-		}
-	}
-}
-
 // checkFromHost confirms from the host what the guest reported: the
 // refusal Events exist in the API server, written by the proxy on node-a.
 func checkFromHost(ctx context.Context, c kubernetes.Interface) error {
@@ -203,12 +150,21 @@ func checkFromHost(ctx context.Context, c kubernetes.Interface) error {
 		return fmt.Errorf("list events: %w", err)
 	}
 	var found []string
+	seen := map[string]int{}
 	for _, e := range evs.Items {
 		found = append(found, fmt.Sprintf("%s %s %s/%s (host %s)", e.Type, e.Reason, e.InvolvedObject.Kind, e.InvolvedObject.Name, e.Source.Host))
+		seen[e.InvolvedObject.Kind+"/"+e.InvolvedObject.Name+" "+e.Reason+": "+e.Message]++
 	}
 	if len(found) == 0 {
 		return errors.New("the API server holds no Event from ipvs-proxy")
 	}
 	progress("the API server holds %d Event(s) from ipvs-proxy: %s", len(found), strings.Join(found, "; "))
+	// One Event per refusal, across the proxy's restart too: the restarted
+	// process reads what the first reported from --state-dir.
+	for what, n := range seen {
+		if n > 1 {
+			return fmt.Errorf("%d Events for one refusal (%s): the restarted proxy reported it again", n, what)
+		}
+	}
 	return nil
 }

@@ -150,12 +150,22 @@ func (d *demo) step(title string, fn func() error) (ok bool) {
 		return fn()
 	}()
 	if err != nil {
-		fmt.Printf("    FAIL: %v\n", err)
-		d.failures = append(d.failures, title+": "+err.Error())
+		msg := d.named(err.Error())
+		fmt.Printf("    FAIL: %s\n", msg)
+		d.failures = append(d.failures, title+": "+msg)
 		return false
 	}
 	fmt.Printf("    ok (%.1fs)\n", time.Since(start).Seconds())
 	return true
+}
+
+// named replaces the network namespace's generated name (ktest's
+// node-XXXXXXXX, which request errors carry) with the name the demo shows.
+func (d *demo) named(s string) string {
+	if d.node == nil {
+		return s
+	}
+	return strings.ReplaceAll(s, d.node.Name, nodeA)
 }
 
 // say prints an indented line of commentary.

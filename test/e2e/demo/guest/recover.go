@@ -24,7 +24,7 @@ func (d *demo) breakNode() error {
 			return err
 		}
 	}
-	if _, err := d.sh("ip", "-4", "-o", "addr", "show", "kube-ipvs0"); err != nil {
+	if _, err := d.sh("ip", "-4", "-br", "addr", "show", "dev", "kube-ipvs0"); err != nil {
 		return err
 	}
 	out, err := d.node.Request(ktest.TCP, fmt.Sprintf("%s:%d", nodeBIP, kubelet))
@@ -32,7 +32,7 @@ func (d *demo) breakNode() error {
 	if err == nil {
 		return fmt.Errorf("node-b still answers (%q): the breakage did not take", out)
 	}
-	fmt.Printf("      %v\n", err)
+	fmt.Printf("      %s\n", d.named(err.Error()))
 	say("node-a now treats node-b's address as its own: its kubelet, API server, etcd are unreachable from here")
 	return nil
 }
@@ -53,17 +53,32 @@ func (d *demo) recover(extra ...string) (int, error) {
 	}
 	var ee *exec.ExitError
 	if errors.As(err, &ee) {
-		fmt.Printf("      (exit status %d)\n", ee.ExitCode())
 		if msg := stderrOf(err); msg != "" {
 			fmt.Printf("      stderr: %s\n", msg)
 		}
+		say("$? = %d: %s", ee.ExitCode(), recoverStatus(ee.ExitCode()))
 		return ee.ExitCode(), nil
 	}
 	if err != nil {
 		return -1, err
 	}
-	fmt.Printf("      (exit status 0)\n")
+	say("$? = 0: %s", recoverStatus(0))
 	return 0, nil
+}
+
+// recoverStatus is what recover's exit status means (docs/runbook.md):
+// 1 and 2 are answers for scripts, not failures.
+func recoverStatus(code int) string {
+	switch code {
+	case 0:
+		return "nothing bad on kube-ipvs0"
+	case 1:
+		return "bad addresses found, dry run: nothing changed (an answer for scripts, not a failure)"
+	case 2:
+		return "removed: everything found is gone (an answer for scripts, not a failure)"
+	default:
+		return "recover failed"
+	}
 }
 
 // stderrOf extracts the stderr text ktest.NS.Exec appends to its error.

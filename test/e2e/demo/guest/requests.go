@@ -63,6 +63,7 @@ func (d *demo) requestsClusterIP() error {
 			return err
 		}
 	}
+	say("the backends see client-pod's own address: traffic from a pod is not masqueraded")
 	return nil
 }
 
@@ -87,7 +88,14 @@ func (d *demo) requestsAffinity() error {
 }
 
 func (d *demo) requestsNodePort() error {
-	return ask("client", d.client.NS, nodeAIP+":30010", 4, "mysql-0", "mysql-1")
+	if err := ask("client", d.client.NS, nodeAIP+":30010", 4, "mysql-0", "mysql-1"); err != nil {
+		return err
+	}
+	say("each backend answers with the address it saw: %s, node-a's own address on its side of every pod veth,", ktest.PodGatewayV4)
+	say("not the client's %s: traffic from outside the cluster to a Service with externalTrafficPolicy: Cluster", d.client.Addrs[0])
+	say("is masqueraded (KUBE-MARK-MASQ, as kube-proxy does) so that replies go back through node-a;")
+	say("externalTrafficPolicy: Local keeps the client's address and serves only from local endpoints")
+	return nil
 }
 
 func (d *demo) requestsExternalIP() error {

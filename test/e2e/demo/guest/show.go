@@ -23,9 +23,11 @@ func (d *demo) showIPVS() error {
 }
 
 func (d *demo) showKubeIPVS0() error {
-	if _, err := d.sh("ip", "addr", "show", "kube-ipvs0"); err != nil {
+	if _, err := d.sh("ip", "-br", "addr", "show", "dev", "kube-ipvs0"); err != nil {
 		return err
 	}
+	say("kube-ipvs0 is a dummy device kept DOWN, as kube-proxy's: the kernel still treats its addresses as local,")
+	say("so IPVS accepts packets for them, and no route ever sends traffic out through it")
 	out, err := d.node.Exec("ip", "-4", "-o", "addr", "show", "dev", "kube-ipvs0")
 	if err != nil {
 		return err

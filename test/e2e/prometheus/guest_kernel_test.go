@@ -1,0 +1,231 @@
+//go:build kernel
+
+package prometheus_test
+
+import (
+	"context"
+	"fmt"
+	"net"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+	"k8s.io/utils/ptr"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+)
+
+const (
+	vmNS     = "e2e-prom"
+	vmNode   = "n1"
+	leaseNS  = "ipvs-proxy"
+	otherIP  = "198.51.100.20" // node n2's address: a Service asking for it is refused (NodeIP)
+	metrics  = "127.0.0.1:10249"
+	promAddr = "127.0.0.1:9090"
+	// scrapeFor is how long Prometheus scrapes before the queries: more
+	// than the dashboard's 1m rate window.
+	scrapeFor = 75 * time.Second
+)
+
+// background is a process the test started in the node namespace, its
+// output in a file shown when the test fails.
+type background struct {
+	name string
+	cmd  *exec.Cmd
+	log  string
+	done chan error
+}
+
+func startIn(t *testing.T, node *ktest.Node, name string, argv ...string) *background {
+	t.Helper()
+	b := &background{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan error, 1)}
+	f, err := os.Create(b.log)
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.cmd = exec.Command("ip", append([]string{"netns", "exec", node.Name}, argv...)...)
+	b.cmd.Stdout, b.cmd.Stderr = f, f
+	if err := b.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() { b.done <- b.cmd.Wait(); f.Close() }()
+	t.Cleanup(func() {
+		_ = b.cmd.Process.Signal(syscall.SIGTERM)
+		select {
+		case <-b.done:
+		case <-time.After(20 * time.Second):
+			_ = b.cmd.Process.Kill()
+			<-b.done
+		}
+		if t.Failed() {
+			out, _ := os.ReadFile(b.log)
+			lines := strings.Split(string(out), "\n")
+			t.Logf("%s log (last 40 lines):\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
+		}
+	})
+	return b
+}
+
+func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
+	t.Helper()
+	deadline := time.Now().Add(timeout)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %v waiting for %s", timeout, what)
+		}
+		time.Sleep(200 * time.Millisecond)
+	}
+}
+
+func service(name string, externalIPs ...string) *corev1.Service {
+	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: vmNS, Name: name}, Spec: corev1.ServiceSpec{
+		ExternalIPs: externalIPs,
+		Ports: []corev1.ServicePort{{Name: "http", Port: 80, TargetPort: intstr.FromInt32(ktest.BackendPort),
+			Protocol: corev1.ProtocolTCP}},
+	}}
+}
+
+// slice is web's EndpointSlice with the given pods, stamped as the
+// EndpointSlice controller stamps a change (the source of
+// kubeproxy_network_programming_duration_seconds).
+func slice(pods []*ktest.Pod, changed time.Time) *discoveryv1.EndpointSlice {
+	s := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: vmNS, Name: "web-1",
+			Labels:      map[string]string{discoveryv1.LabelServiceName: "web", discoveryv1.LabelManagedBy: "e2e"},
+			Annotations: map[string]string{corev1.EndpointsLastChangeTriggerTime: changed.UTC().Format(time.RFC3339Nano)}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To(int32(ktest.BackendPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
+	}
+	for _, p := range pods {
+		s.Endpoints = append(s.Endpoints, discoveryv1.Endpoint{Addresses: []string{p.Addrs[0].String()}, NodeName: ptr.To(vmNode),
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true), Serving: ptr.To(true)}})
+	}
+	return s
+}
+
+// TestPrometheusGuest runs in the VM (TestPrometheusVM): Prometheus
+// scrapes `ipvs-proxy run` as job="kube-proxy" while Services and
+// EndpointSlices change, then kubernetes-mixin's kube-proxy queries and
+// alerts and the component's rules are evaluated through its HTTP API.
+func TestPrometheusGuest(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	env := func(k string) string { return vmtest.GuestEnv(t, k) }
+	adminCfg, err := clientcmd.BuildConfigFromFlags("", env("PROM_KUBECONFIG_ADMIN"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	client := kubernetes.NewForConfigOrDie(adminCfg)
+	apiHostPort := strings.TrimPrefix(adminCfg.Host, "https://")
+	_, apiPort, _ := net.SplitHostPort(apiHostPort)
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+
+	node := ktest.NewNode(t)
+	pods := []*ktest.Pod{node.AddPod(t, "pod-a"), node.AddPod(t, "pod-b")}
+	node.AddClient(t, "cli") // the node's LAN: eth0 holds its address, NodeIPv4
+
+	node.Relay(t, "127.0.0.1:"+apiPort, apiHostPort)
+	for _, ns := range []string{vmNS, leaseNS} {
+		must(client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}))
+	}
+	for name, ip := range map[string]string{vmNode: ktest.NodeIPv4.String(), "n2": otherIP} {
+		must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: name},
+			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: ip}}}}, metav1.CreateOptions{}))
+	}
+	must(client.CoreV1().Services(vmNS).Create(ctx, service("web"), metav1.CreateOptions{}))
+	must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, slice(pods[:1], time.Now()), metav1.CreateOptions{}))
+
+	startIn(t, node, "ipvs-proxy", env("PROM_PROXY_BIN"), "run",
+		"--kubeconfig", env("PROM_KUBECONFIG_PROXY"), "--hostname-override", vmNode, "--cluster-cidr", "10.244.0.0/16",
+		"--sync-period", "5s", "--state-dir", t.TempDir(), "--events-lease-namespace", leaseNS,
+		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metrics, "--log-format", "console")
+	waitUntil(t, "the proxy's first full sync (/healthz 200)", 3*time.Minute, func() bool {
+		code, _, _ := node.HTTPGet("127.0.0.1:10256", "/healthz", 2*time.Second)
+		return code == 200
+	})
+
+	dir := t.TempDir()
+	cfg := fmt.Sprintf(`global:
+  scrape_interval: 2s
+  scrape_timeout: 2s
+  evaluation_interval: 2s
+rule_files: [%s]
+scrape_configs:
+- job_name: kube-proxy
+  static_configs:
+  - targets: ['%s']
+`, env("PROM_RULES"), metrics)
+	if err := os.WriteFile(filepath.Join(dir, "prometheus.yml"), []byte(cfg), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	promStart := time.Now()
+	startIn(t, node, "prometheus", env("PROM_BIN"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
+		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
+	p := &promAPI{node: node}
+	waitUntil(t, "Prometheus ready (/-/ready)", 3*time.Minute, func() bool {
+		code, _, _ := node.HTTPGet(promAddr, "/-/ready", 2*time.Second)
+		return code == 200
+	})
+	t.Logf("Prometheus ready %.1fs after its start", time.Since(promStart).Seconds())
+
+	// Changes while Prometheus scrapes: web's endpoints flip every 3 s
+	// (network programming, partial syncs) and a Service asking for node
+	// n2's address is created every other time (a refusal: an Event POST).
+	churned := make(chan int, 1)
+	var churnErrs []error // read after churned
+	go func() {
+		n := 0
+		defer func() { churned <- n }()
+		tick := time.NewTicker(3 * time.Second)
+		defer tick.Stop()
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-tick.C:
+			}
+			n++
+			cur, err := client.DiscoveryV1().EndpointSlices(vmNS).Get(ctx, "web-1", metav1.GetOptions{})
+			if err != nil {
+				continue
+			}
+			next := slice(pods[:1+n%2], time.Now())
+			next.ResourceVersion = cur.ResourceVersion
+			if _, err := client.DiscoveryV1().EndpointSlices(vmNS).Update(ctx, next, metav1.UpdateOptions{}); err != nil && ctx.Err() == nil {
+				churnErrs = append(churnErrs, err)
+			}
+			if n%2 == 0 {
+				_, err := client.CoreV1().Services(vmNS).Create(ctx, service(fmt.Sprintf("asks-n2-%d", n), otherIP), metav1.CreateOptions{})
+				if err != nil && ctx.Err() == nil {
+					churnErrs = append(churnErrs, err)
+				}
+			}
+		}
+	}()
+	time.Sleep(time.Until(promStart.Add(scrapeFor)))
+
+	checkTargets(t, p)
+	checkDashboard(t, p, "testdata/kube-proxy-dashboard.yaml")
+	cancel()
+	t.Logf("%d EndpointSlice changes while Prometheus scraped", <-churned)
+	for _, err := range churnErrs {
+		t.Errorf("changing the objects: %v", err)
+	}
+	checkRules(t, p)
+}

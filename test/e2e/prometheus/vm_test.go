@@ -1,0 +1,88 @@
+//go:build !kernel
+
+package prometheus_test
+
+import (
+	"context"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+)
+
+// TestPrometheusVM starts an API server on the host and runs
+// TestPrometheusGuest in the test VM against it: Debian's prometheus
+// (installed on the host by scripts/install-prometheus.sh; the VM runs the
+// host's files over 9p) scrapes `ipvs-proxy run` and evaluates
+// kubernetes-mixin's kube-proxy queries and alerts and the component's
+// rules. `make test-prometheus` runs it (PROMETHEUS_VM=1).
+func TestPrometheusVM(t *testing.T) {
+	if os.Getenv("PROMETHEUS_VM") == "" {
+		t.Skip("boots the test VM: `make test-prometheus` runs it (PROMETHEUS_VM=1)")
+	}
+	var bins [2]string
+	for i, name := range []string{"prometheus", "promtool"} {
+		p, err := exec.LookPath(name)
+		if err != nil {
+			t.Fatalf("%s: %v (scripts/install-prometheus.sh installs Debian's prometheus package)", name, err)
+		}
+		bins[i] = p
+	}
+	dir := t.TempDir()
+	componentRules := writeRuleFile(t, dir)
+	wd, err := os.Getwd()
+	if err != nil {
+		t.Fatal(err)
+	}
+	mixinRules := filepath.Join(wd, "testdata", "kube-proxy-alerts.yaml")
+	// promtool parses every expression and template first: a rule file
+	// Prometheus would refuse fails here, before the VM boots.
+	if out, err := exec.Command(bins[1], "check", "rules", mixinRules, componentRules).CombinedOutput(); err != nil {
+		t.Fatalf("promtool check rules: %v\n%s", err, out)
+	} else {
+		t.Logf("promtool check rules:\n%s", strings.TrimSpace(string(out)))
+	}
+
+	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
+	defer cancel()
+	srv := apiserver.Start(t)
+	adminKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
+	if err := srv.WriteKubeconfig(adminKC, srv.Config(), srv.GuestURL()); err != nil {
+		t.Fatal(err)
+	}
+	// The proxy dials 127.0.0.1:PORT in its node namespace, relayed to the
+	// host by the guest test.
+	if err := srv.WriteKubeconfig(proxyKC, srv.Config(), srv.URL); err != nil {
+		t.Fatal(err)
+	}
+	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "prometheus.test")
+	build := func(dir string, args ...string) {
+		cmd := exec.Command("go", args...)
+		cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("go %v: %v\n%s", args, err, out)
+		}
+	}
+	build(filepath.Join(wd, "..", "..", ".."), "build", "-o", proxyBin, "./cmd/ipvs-proxy")
+	build(wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
+
+	timeout := 10 * time.Minute
+	res, err := vmtest.Run(ctx, vmtest.Config{
+		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestPrometheusGuest$",
+			"-test.timeout", timeout.String()}, Dir: wd}},
+		Env: []string{"PROM_KUBECONFIG_ADMIN=" + adminKC, "PROM_KUBECONFIG_PROXY=" + proxyKC, "PROM_PROXY_BIN=" + proxyBin,
+			"PROM_BIN=" + bins[0], "PROM_RULES=" + mixinRules + "," + componentRules},
+		ForwardPort: srv.Port,
+		Timeout:     timeout + 2*time.Minute,
+		FailOnSkip:  true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+}
