@@ -5,12 +5,12 @@ package cluster_test
 import (
 	"context"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -51,19 +51,10 @@ func TestClusterVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyBin := os.Getenv("IPVS_PROXY_BIN")
-	build := func(dir string, args ...string) {
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v: %v\n%s", args, err, out)
-		}
-	}
 	if proxyBin == "" {
-		proxyBin = filepath.Join(dir, "ipvs-proxy")
-		build(filepath.Join(wd, "..", "..", ".."), "build", "-o", proxyBin, "./cmd/ipvs-proxy")
+		proxyBin = gobuild.Proxy(t, dir)
 	}
-	guestBin := filepath.Join(dir, "cluster.test")
-	build(wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
+	guestBin := gobuild.GuestTest(t, dir, "cluster")
 
 	run := "^TestClusterGuest$"
 	if sub := os.Getenv("CLUSTER_RUN"); sub != "" {
