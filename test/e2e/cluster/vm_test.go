@@ -10,8 +10,8 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
