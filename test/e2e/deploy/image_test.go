@@ -15,6 +15,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
@@ -94,12 +95,7 @@ func TestImage(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	guestBin := filepath.Join(dir, "deploy.test")
-	build := exec.Command("go", "test", "-c", "-vet=off", "-tags", "kernel", "-o", guestBin, ".")
-	build.Env = append(os.Environ(), "CGO_ENABLED=0")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("go test -c -tags kernel: %v\n%s", err, out)
-	}
+	guestBin := gobuild.GuestTest(t, dir, "deploy", "-vet=off")
 
 	timeout := 12 * time.Minute
 	res, err := vmtest.Run(ctx, vmtest.Config{

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
@@ -60,16 +61,7 @@ func TestPrometheusVM(t *testing.T) {
 	if err := srv.WriteKubeconfig(proxyKC, srv.Config(), srv.URL); err != nil {
 		t.Fatal(err)
 	}
-	proxyBin, guestBin := filepath.Join(dir, "ipvs-proxy"), filepath.Join(dir, "prometheus.test")
-	build := func(dir string, args ...string) {
-		cmd := exec.Command("go", args...)
-		cmd.Dir, cmd.Env = dir, append(os.Environ(), "CGO_ENABLED=0")
-		if out, err := cmd.CombinedOutput(); err != nil {
-			t.Fatalf("go %v: %v\n%s", args, err, out)
-		}
-	}
-	build(filepath.Join(wd, "..", "..", ".."), "build", "-o", proxyBin, "./cmd/ipvs-proxy")
-	build(wd, "test", "-c", "-tags", "kernel", "-o", guestBin, ".")
+	proxyBin, guestBin := gobuild.Proxy(t, dir), gobuild.GuestTest(t, dir, "prometheus")
 
 	timeout := 10 * time.Minute
 	res, err := vmtest.Run(ctx, vmtest.Config{
