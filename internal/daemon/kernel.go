@@ -1,0 +1,198 @@
+package daemon
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"runtime"
+
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
+)
+
+// kernel is the real data-plane stack of this network namespace.
+type kernel struct {
+	table *ipvskernel.Table
+	ct    *ipvskernel.Conntrack
+	nl    *netlink.Handle
+	link  *addrmgr.KernelLink
+	rules *iptables.Syncer
+	guard *Guard
+	app   *applier.Applier
+	// addrKick receives (coalesced, never blocking the sender) when the
+	// address manager's watch of kube-ipvs0 saw an address added or
+	// removed by someone else, or lost events: a sync should run soon
+	// (a partial one with no changed service is enough; it dumps
+	// kube-ipvs0 and repairs it). stopWatch ends the watch.
+	addrKick  chan struct{}
+	stopWatch context.CancelFunc
+	// env caches the node's own addresses between syncs; envNL is its
+	// netlink handle (strict checking on).
+	env   *nodeenv.Cache
+	envNL *netlink.Handle
+}
+
+func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
+	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
+	var err error
+	if k.table, err = ipvskernel.Open(); err != nil {
+		return nil, fmt.Errorf("open IPVS: %w", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			k.close()
+		}
+	}()
+	if err := setSysctls(c, log); err != nil {
+		return nil, err
+	}
+	if c.IPVSTCPTimeout > 0 || c.IPVSTCPFinTimeout > 0 || c.IPVSUDPTimeout > 0 {
+		if err := k.table.SetTimeouts(c.IPVSTCPTimeout, c.IPVSTCPFinTimeout, c.IPVSUDPTimeout); err != nil {
+			return nil, fmt.Errorf("ipvsadm --set: %w", err)
+		}
+	}
+	if k.ct, err = ipvskernel.OpenConntrack(); err != nil {
+		return nil, fmt.Errorf("open conntrack: %w", err)
+	}
+	if k.nl, err = netlink.NewHandle(); err != nil {
+		return nil, fmt.Errorf("netlink: %w", err)
+	}
+	link, err := addrmgr.EnsureDevice(k.nl)
+	if err != nil {
+		return nil, err
+	}
+	k.link = link
+	if k.rules, err = iptableskernel.NewSyncer(log.Named("iptables")); err != nil {
+		return nil, fmt.Errorf("ipsets: %w", err)
+	}
+	rec := ipvs.NewReconciler(k.table, ipvs.Options{
+		GracefulPeriod: c.IPVSGracefulPeriod,
+		ExcludeCIDRs:   c.Planning.ExcludeCIDRs,
+		Conntrack:      k.ct,
+		Journal:        ipvs.NewFileJournal(c.StateDir),
+		Log:            log.Named("ipvs"),
+	})
+	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
+	mgr.SetExclude(c.Planning.ExcludeCIDRs)
+	if err := k.watch(mgr, link, log); err != nil {
+		return nil, err
+	}
+	k.app = applier.New(rec, mgr, k.rules, log.Named("applier"))
+	ok = true
+	return k, nil
+}
+
+// setSysctls writes the kernel settings IPVS needs and conntrack's table
+// size and timeouts, as kube-proxy sets them at every start (the kernel's
+// defaults return after a reboot), and logs each one it changed.
+func setSysctls(c *config.Config, log *zap.Logger) error {
+	rel, err := ipvskernel.Release()
+	if err != nil {
+		return err
+	}
+	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	if noIPVS("/proc/sys", err) {
+		return ErrNoIPVS
+	}
+	if err != nil {
+		return fmt.Errorf("sysctls: %w", err)
+	}
+	// conntrack's table size and timeouts, as kube-proxy sets them at
+	// every start (the kernel's defaults return after a reboot).
+	ctMax := ConntrackMax(c.KubeProxy.Conntrack, runtime.NumCPU())
+	if raised, err := raiseConntrackHashsize(conntrackHashsizeFile, ctMax); err != nil {
+		log.Warn("cannot raise nf_conntrack's hash table size with nf_conntrack_max (as kube-proxy, it needs a writable /sys); lookups in a full table are slower", zap.Error(err))
+	} else if raised {
+		log.Info("set conntrack hashsize", zap.Int("value", ctMax/4))
+	}
+	// One by one: nf_conntrack_max is writable only from the host's own
+	// network namespace, the timeouts from any.
+	for _, s := range ConntrackSysctls(c.KubeProxy.Conntrack, runtime.NumCPU()) {
+		done, err := ipvs.WriteSysctls("/proc/sys", []ipvs.Sysctl{s})
+		if err != nil {
+			log.Warn("cannot set a conntrack sysctl (--conntrack-*); the kernel's value stays", zap.Error(err))
+		}
+		changed = append(changed, done...)
+	}
+	for _, s := range changed {
+		log.Info("set sysctl", zap.String("name", s.Name), zap.Int("value", s.Value))
+	}
+	return nil
+}
+
+// watch follows kube-ipvs0's addresses (`ip monitor address dev
+// kube-ipvs0`) and the node's other links for the node-address cache.
+func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.Logger) error {
+	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
+	// kube-ipvs0 only after a change by others (or lost events). Without
+	// the watch every sync dumps it, as before.
+	var watchCtx context.Context
+	watchCtx, k.stopWatch = context.WithCancel(context.Background())
+	// With strict checking the kernel dumps the main routing table alone,
+	// not the local table's route of every kube-ipvs0 address.
+	var strict bool
+	var err error
+	if k.envNL, strict, err = nodeenv.NewHandle(); err != nil {
+		return err
+	}
+	if !strict {
+		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table")
+	}
+	k.env = nodeenv.NewCache(k.envNL)
+	// The same watch tells the node-address cache about the other links.
+	link.OtherLinks = k.env.Changed
+	if err := mgr.Watch(watchCtx, func() {
+		select {
+		case k.addrKick <- struct{}{}:
+		default:
+		}
+	}); err != nil {
+		log.Warn("not following "+addrmgr.Device+" addresses: every sync dumps them", zap.Error(err))
+	}
+	return nil
+}
+
+func (k *kernel) close() {
+	if k.stopWatch != nil {
+		k.stopWatch()
+	}
+	if k.rules != nil {
+		k.rules.Close()
+	}
+	if k.nl != nil {
+		k.nl.Close()
+	}
+	if k.envNL != nil {
+		k.envNL.Close()
+	}
+	if k.ct != nil {
+		k.ct.Close()
+	}
+	if k.table != nil {
+		k.table.Close()
+	}
+}
+
+// Full is a full sync: IPVS, kube-ipvs0, ipsets and chains read back and
+// repaired.
+func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error) {
+	return k.app.Full(st, nodeAddrs)
+}
+
+// Partial is a partial sync: the changed services' virtual servers, set
+// entries against the mirror.
+func (k *kernel) Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error) {
+	return k.app.Partial(st, changed...)
+}
