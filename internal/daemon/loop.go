@@ -1,7 +1,6 @@
 package daemon
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -406,16 +405,7 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 	}
 	now := l.Clock.Now()
 	if res != nil && res.Drift.Total() > 0 {
-		d := res.Drift
-		l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
-			zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
-			zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
-		if l.Metrics != nil {
-			l.Metrics.AddDriftRepairs(map[string]int{
-				metrics.DriftVirtualServer: d.VirtualServers, metrics.DriftAddress: d.Addresses,
-				metrics.DriftIPSetEntry: d.SetEntries, metrics.DriftIPSet: d.Sets, metrics.DriftIPTablesTable: d.Tables,
-			})
-		}
+		l.noteDrift(mode, res.Drift)
 	}
 	failed := map[types.NamespacedName]bool{}
 	if rep.Err != nil {
@@ -467,35 +457,58 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 		}
 	}
 	if l.Metrics != nil {
-		l.Metrics.ObserveSync(mode, rep.Duration, rep.Err == nil)
-		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
-		for key, t := range changes.Triggers {
-			// As kube-proxy: a change from before this process started
-			// (the initial list) says nothing about its latency.
-			if !failed[key] && !t.IsZero() && !t.Before(l.started) {
-				l.Metrics.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
-			}
-		}
-		if st != nil {
-			rs := 0
-			for i := range st.VirtualServers {
-				rs += len(st.VirtualServers[i].RealServers)
-			}
-			l.Metrics.VirtualServers.Set(float64(len(st.VirtualServers)))
-			l.Metrics.RealServers.Set(float64(rs))
-			l.Metrics.Addresses.Set(float64(len(st.Addresses)))
-			byReason := map[string]int{}
-			for _, r := range st.Refusals {
-				byReason[string(r.Reason)]++
-			}
-			l.Metrics.SetRefusals(byReason)
-		}
+		l.observe(mode, rep, changes, failed, st, now)
 	}
 	if l.Events != nil && st != nil {
 		if _, limited := l.Events.Report(st.Refusals); limited > 0 {
 			l.Log.Debug("refusal events rate-limited", zap.Int("held", limited))
 		}
 	}
+}
+
+// noteDrift logs and counts what a sync found changed by others, and
+// repaired.
+func (l *Loop) noteDrift(mode string, d applier.Drift) {
+	l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
+		zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
+		zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
+	if l.Metrics != nil {
+		l.Metrics.AddDriftRepairs(map[string]int{
+			metrics.DriftVirtualServer: d.VirtualServers, metrics.DriftAddress: d.Addresses,
+			metrics.DriftIPSetEntry: d.SetEntries, metrics.DriftIPSet: d.Sets, metrics.DriftIPTablesTable: d.Tables,
+		})
+	}
+}
+
+// observe records a finished sync in the metrics: its duration and
+// outcome, the pending changes, the network programming latency of the
+// changes it applied (failed ones are not), and the planned state's sizes
+// and refusals.
+func (l *Loop) observe(mode string, rep *SyncReport, changes informers.Changes, failed map[types.NamespacedName]bool, st *planner.State, now time.Time) {
+	l.Metrics.ObserveSync(mode, rep.Duration, rep.Err == nil)
+	l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
+	for key, t := range changes.Triggers {
+		// As kube-proxy: a change from before this process started
+		// (the initial list) says nothing about its latency.
+		if !failed[key] && !t.IsZero() && !t.Before(l.started) {
+			l.Metrics.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
+		}
+	}
+	if st == nil {
+		return
+	}
+	rs := 0
+	for i := range st.VirtualServers {
+		rs += len(st.VirtualServers[i].RealServers)
+	}
+	l.Metrics.VirtualServers.Set(float64(len(st.VirtualServers)))
+	l.Metrics.RealServers.Set(float64(rs))
+	l.Metrics.Addresses.Set(float64(len(st.Addresses)))
+	byReason := map[string]int{}
+	for _, r := range st.Refusals {
+		byReason[string(r.Reason)]++
+	}
+	l.Metrics.SetRefusals(byReason)
 }
 
 func (l *Loop) scheduleRetry(now time.Time) {
@@ -508,76 +521,4 @@ func (l *Loop) scheduleRetry(now time.Time) {
 		}
 	}
 	l.retryAt = now.Add(l.backoff)
-}
-
-// healthPort is a healthCheckNodePort server one service port asks for.
-type healthPort struct {
-	port     uint16
-	svc      model.ServicePortName
-	localEPs []netip.Addr
-}
-
-// serviceHealth lists the healthCheckNodePort servers a service's ports
-// ask for on node: ports with externalTrafficPolicy: Local and a health
-// check node port, each with its ready endpoints on this node.
-func serviceHealth(ports []model.ServicePort, eps map[model.ServicePortName][]model.Endpoint, node string) []healthPort {
-	var out []healthPort
-	for i := range ports {
-		sp := &ports[i]
-		if !sp.ExternalPolicyLocal || sp.HealthCheckNodePort == 0 {
-			continue
-		}
-		hp := healthPort{port: sp.HealthCheckNodePort, svc: sp.Name}
-		for _, ep := range eps[sp.Name] {
-			if ep.Ready && ep.NodeName == node {
-				hp.localEPs = append(hp.localEPs, ep.Address)
-			}
-		}
-		out = append(out, hp)
-	}
-	return out
-}
-
-// mergeHealth is the servers of every service: one per port, named after
-// the first service (by namespace, name) that asks for it, answering with
-// the distinct local endpoints of all that do.
-func mergeHealth(bySvc map[types.NamespacedName][]healthPort) map[uint16]health.ServiceHealth {
-	var all []healthPort
-	for _, hps := range bySvc {
-		all = append(all, hps...)
-	}
-	slices.SortStableFunc(all, func(a, b healthPort) int {
-		if c := cmp.Compare(a.svc.Namespace, b.svc.Namespace); c != 0 {
-			return c
-		}
-		return cmp.Compare(a.svc.Name, b.svc.Name)
-	})
-	out := map[uint16]health.ServiceHealth{}
-	local := map[uint16]map[netip.Addr]bool{}
-	for _, hp := range all {
-		if _, ok := out[hp.port]; !ok {
-			out[hp.port] = health.ServiceHealth{Namespace: hp.svc.Namespace, Name: hp.svc.Name}
-			local[hp.port] = map[netip.Addr]bool{}
-		}
-		for _, a := range hp.localEPs {
-			local[hp.port][a] = true
-		}
-	}
-	for p, h := range out {
-		h.LocalEndpoints = len(local[p])
-		out[p] = h
-	}
-	return out
-}
-
-// HealthCheckPorts returns the healthCheckNodePort servers the cluster
-// needs on node: one per Service with externalTrafficPolicy: Local and a
-// health check node port, with its ready endpoints on this node.
-func HealthCheckPorts(c model.Cluster, node string) map[uint16]health.ServiceHealth {
-	bySvc := map[types.NamespacedName][]healthPort{}
-	for i := range c.Services {
-		k := c.Services[i].Name.NamespacedName
-		bySvc[k] = append(bySvc[k], serviceHealth(c.Services[i:i+1], c.Endpoints, node)...)
-	}
-	return mergeHealth(bySvc)
 }
