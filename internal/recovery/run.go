@@ -159,6 +159,69 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.Warnings = append(rep.Warnings, "no "+addrmgr.Device+" device on this node: nothing to recover")
 	}
 
+	nodes, cachedAPI := readNodeCache(o, rep)
+
+	// Offline, the API server's endpoints are those run last saw.
+	api := guard.APIServer{InCluster: o.APIServerInCluster, Endpoints: cachedAPI}
+	if o.APIServerHost != "" {
+		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		api.Dialed = nodeenv.DialedAddrs(lctx, o.APIServerHost)
+		cancel()
+	}
+	// Offline the Services are unknown; ReadCluster protects what api
+	// says once they are listed.
+	popts := planner.Options{
+		NodeName:       o.NodeName,
+		LocalAddrs:     node.LocalAddrs(),
+		LocalPrefixes:  node.LocalPrefixes,
+		ClusterCIDRs:   o.ClusterCIDRs,
+		ProtectedCIDRs: o.ProtectedCIDRs,
+		APIServerAddrs: api.Addrs(),
+		// ReadCluster converts the Services with it.
+		MaxVirtualServersPerService: o.MaxVirtualServersPerService,
+		Gateways:                    node.Gateways,
+		NextHops:                    node.NextHops,
+		// The resolvers only once the Services say which are no Service
+		// IP (ReadCluster): offline, the cluster DNS's ClusterIP could be
+		// one.
+		Resolvers:    node.Resolvers,
+		ExcludeCIDRs: o.ExcludeCIDRs,
+	}
+	cluster, nodes := readCluster(ctx, o, popts, api, nodes, rep)
+	popts.Resolvers = nil
+	if cluster != nil {
+		popts.APIServerAddrs, popts.Resolvers = cluster.APIServers, cluster.Resolvers
+	}
+	g := guard.New(planner.GuardInputs(&popts, nodes))
+	facts := Facts{
+		Bound:          node.Bound,
+		VirtualServers: node.VirtualServers,
+		Guard:          g,
+		Stale:          o.Stale,
+		ExcludeCIDRs:   o.ExcludeCIDRs,
+	}
+	if cluster != nil {
+		facts.Wanted, facts.WantedKnown = cluster.Wanted, true
+	}
+	rep.Findings = Find(facts)
+
+	findOtherProxies(o, rep)
+
+	if !o.Apply || len(rep.Findings) == 0 {
+		return rep, nil
+	}
+	if rep.Untrusted != "" && !o.Force {
+		return rep, fmt.Errorf("%w: %s", ErrUntrustedCluster, rep.Untrusted)
+	}
+	rep.Applied = true
+	rep.Result = Apply(k.Link(), k.Table(), rep.Findings)
+	logApplied(rep, log)
+	return rep, nil
+}
+
+// readNodeCache reads the Node addresses and API server endpoints `run`
+// last saw (--state-dir), and says so in rep.
+func readNodeCache(o Options, rep *Report) ([]model.Node, []netip.Addr) {
 	var nodes []model.Node
 	var cachedAPI []netip.Addr
 	if o.StateDir != "" {
@@ -186,38 +249,20 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		rep.NodeCache = "no --state-dir"
 	}
 
-	// Offline, the API server's endpoints are those run last saw.
-	api := guard.APIServer{InCluster: o.APIServerInCluster, Endpoints: cachedAPI}
-	if o.APIServerHost != "" {
-		lctx, cancel := context.WithTimeout(ctx, o.Timeout)
-		api.Dialed = nodeenv.DialedAddrs(lctx, o.APIServerHost)
-		cancel()
-	}
-	// Offline the Services are unknown; ReadCluster protects what api
-	// says once they are listed.
-	apiAddrs := api.Addrs()
-	popts := planner.Options{
-		NodeName:       o.NodeName,
-		LocalAddrs:     node.LocalAddrs(),
-		LocalPrefixes:  node.LocalPrefixes,
-		ClusterCIDRs:   o.ClusterCIDRs,
-		ProtectedCIDRs: o.ProtectedCIDRs,
-		APIServerAddrs: apiAddrs,
-		// ReadCluster converts the Services with it.
-		MaxVirtualServersPerService: o.MaxVirtualServersPerService,
-		Gateways:                    node.Gateways,
-		NextHops:                    node.NextHops,
-		// The resolvers only once the Services say which are no Service
-		// IP (ReadCluster): offline, the cluster DNS's ClusterIP could be
-		// one.
-		Resolvers:    node.Resolvers,
-		ExcludeCIDRs: o.ExcludeCIDRs,
-	}
+	return nodes, cachedAPI
+}
+
+// readCluster lists the Services, EndpointSlices and Nodes when a client is
+// configured, within o.Timeout; nil when it cannot (rep says why). Its
+// Nodes join nodes, and a cluster that does not list this node is
+// untrusted.
+func readCluster(ctx context.Context, o Options, popts planner.Options, api guard.APIServer, nodes []model.Node, rep *Report) (*Cluster, []model.Node) {
 	var cluster *Cluster
 	if o.Client == nil {
 		rep.APIServer = "not configured"
 	} else {
 		cctx, cancel := context.WithTimeout(ctx, o.Timeout)
+		var err error
 		cluster, err = ReadCluster(cctx, o.Client, popts, api)
 		cancel()
 		if err != nil {
@@ -225,7 +270,6 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 			cluster = nil
 		} else {
 			rep.APIServer = "reachable"
-			apiAddrs = cluster.APIServers
 			for n, as := range cluster.Nodes {
 				nodes = append(nodes, model.Node{Name: n, Addresses: as})
 			}
@@ -238,24 +282,12 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		}
 	}
 
-	popts.APIServerAddrs = apiAddrs
-	popts.Resolvers = nil
-	if cluster != nil {
-		popts.Resolvers = cluster.Resolvers
-	}
-	g := guard.New(planner.GuardInputs(&popts, nodes))
-	facts := Facts{
-		Bound:          node.Bound,
-		VirtualServers: node.VirtualServers,
-		Guard:          g,
-		Stale:          o.Stale,
-		ExcludeCIDRs:   o.ExcludeCIDRs,
-	}
-	if cluster != nil {
-		facts.Wanted, facts.WantedKnown = cluster.Wanted, true
-	}
-	rep.Findings = Find(facts)
+	return cluster, nodes
+}
 
+// findOtherProxies lists the proxies running on the node (o.ProcRoot) in
+// rep, each with a warning: they may add addresses back.
+func findOtherProxies(o Options, rep *Report) {
 	if o.ProcRoot != "-" {
 		root := o.ProcRoot
 		if root == "" {
@@ -274,26 +306,20 @@ func Recover(ctx context.Context, k NodeKernel, o Options) (*Report, error) {
 		}
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s (pid %d) is running and may add addresses back: stop it first (`%s`)", p.Name, p.PID, p.Cmdline))
 	}
+}
 
-	if !o.Apply || len(rep.Findings) == 0 {
-		return rep, nil
-	}
-	if rep.Untrusted != "" && !o.Force {
-		return rep, fmt.Errorf("%w: %s", ErrUntrustedCluster, rep.Untrusted)
-	}
-	rep.Applied = true
-	rep.Result = Apply(k.Link(), k.Table(), rep.Findings)
+// logApplied logs each removal Apply made and each it could not.
+func logApplied(rep *Report, log *zap.Logger) {
 	for _, fd := range rep.Findings {
 		if slices.Contains(rep.Result.Unbound, fd.Address) {
 			log.Info("removed address", zap.String("device", addrmgr.Device), zap.Stringer("address", fd.Address),
 				zap.String("reason", string(fd.Reason)), zap.String("detail", fd.Detail))
 		}
 	}
-	for _, k := range rep.Result.Deleted {
-		log.Info("deleted virtual server", zap.Stringer("virtualServer", k))
+	for _, vs := range rep.Result.Deleted {
+		log.Info("deleted virtual server", zap.Stringer("virtualServer", vs))
 	}
 	for _, err := range rep.Result.Errors {
 		log.Error("removal failed", zap.Error(err))
 	}
-	return rep, nil
 }
