@@ -171,20 +171,59 @@ func jump(target string, opts ...string) []string {
 // INPUT, FORWARD, OUTPUT, POSTROUTING), then the proxy's own by name; tables
 // are nat, then filter.
 func Rules(c RulesConfig) Ruleset {
-	fam := c.Family
-	set := func(n string) string { return SetName(n, fam) }
-	mark := MasqueradeMark(c.MasqueradeBit)
-	markMask := mark + "/" + mark
-	lo := "127.0.0.0/8"
-	reject := "icmp-port-unreachable"
-	if fam == FamilyIPv6 {
-		lo = "::1/128"
-		reject = "icmp6-port-unreachable"
-	}
+	w := newWords(c)
+	return Ruleset{Family: c.Family, Tables: []Table{natTable(c, w), filterTable(w)}}
+}
 
-	// nat KUBE-SERVICES
+// words are what the rules of one family and masquerade bit are spelled
+// with.
+type words struct {
+	set              func(name string) string
+	mark, markMask   string
+	loopback, reject string
+}
+
+func newWords(c RulesConfig) words {
+	w := words{set: func(n string) string { return SetName(n, c.Family) }, mark: MasqueradeMark(c.MasqueradeBit),
+		loopback: "127.0.0.0/8", reject: "icmp-port-unreachable"}
+	w.markMask = w.mark + "/" + w.mark
+	if c.Family == FamilyIPv6 {
+		w.loopback, w.reject = "::1/128", "icmp6-port-unreachable"
+	}
+	return w
+}
+
+// natTable is the nat table: the portals' jumps, KUBE-SERVICES,
+// KUBE-NODE-PORT, KUBE-LOAD-BALANCER, the masquerade mark and
+// KUBE-POSTROUTING.
+func natTable(c RulesConfig, w words) Table {
+	set, mark, markMask := w.set, w.mark, w.markMask
+	return Table{Name: "nat", Chains: []Chain{
+		{Name: "PREROUTING", Builtin: true, Rules: []Rule{rule(comment("kubernetes service portals"), jump(ChainServices))}},
+		{Name: "OUTPUT", Builtin: true, Rules: []Rule{rule(comment("kubernetes service portals"), jump(ChainServices))}},
+		{Name: "POSTROUTING", Builtin: true, Rules: []Rule{rule(comment("kubernetes postrouting rules"), jump(ChainPostrouting))}},
+		{Name: ChainLoadBalancer, Rules: []Rule{
+			rule(comment("Kubernetes service load balancer ip + port with externalTrafficPolicy=local"), matchSet(set(SetLoadBalancerLocal), "dst,dst"), jump("RETURN")),
+			rule(jump(ChainMarkMasq)),
+		}},
+		{Name: ChainMarkMasq, Rules: []Rule{rule(jump("MARK", "--set-xmark", markMask))}},
+		{Name: ChainNodePort, Rules: nodePortRules(w)},
+		{Name: ChainPostrouting, Rules: []Rule{
+			rule(comment("Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"), matchSet(set(SetLoopBack), "dst,dst,src"), jump("MASQUERADE")),
+			rule([]string{"-m", "mark", "!", "--mark", markMask}, jump("RETURN")),
+			rule(jump("MARK", "--set-xmark", mark+"/0x0")),
+			rule(comment("kubernetes service traffic requiring SNAT"), jump("MASQUERADE", "--random-fully")),
+		}},
+		{Name: ChainServices, Rules: serviceRules(c, w)},
+	}}
+}
+
+// serviceRules is nat KUBE-SERVICES: what to masquerade and accept per
+// kind of service address, and the jump to KUBE-NODE-PORT.
+func serviceRules(c RulesConfig, w words) []Rule {
+	set := w.set
 	svc := []Rule{
-		rule([]string{"-s", lo}, jump("RETURN")),
+		rule([]string{"-s", w.loopback}, jump("RETURN")),
 		rule(comment("Kubernetes service load balancer ip + port"), matchSet(set(SetLoadBalancer), "dst,dst"), jump(ChainLoadBalancer)),
 	}
 	clusterComment := comment("Kubernetes service cluster ip + port for masquerade purpose")
@@ -211,7 +250,7 @@ func Rules(c RulesConfig) Ruleset {
 		svc = append(svc, rule(dstLocal, jump(ChainNodePort)))
 	} else {
 		host := "/32"
-		if fam == FamilyIPv6 {
+		if c.Family == FamilyIPv6 {
 			host = "/128"
 		}
 		for _, a := range c.NodePortAddrs {
@@ -222,7 +261,13 @@ func Rules(c RulesConfig) Ruleset {
 		rule(matchSet(set(SetClusterIP), "dst,dst"), jump("ACCEPT")),
 		rule(matchSet(set(SetLoadBalancer), "dst,dst"), jump("ACCEPT")),
 	)
+	return svc
+}
 
+// nodePortRules is nat KUBE-NODE-PORT: per protocol, Local NodePorts return
+// unmarked, the others are marked for masquerade.
+func nodePortRules(w words) []Rule {
+	set := w.set
 	var np []Rule
 	for _, p := range []struct{ proto, set, local, dirs string }{
 		{"tcp", SetNodePortTCP, SetNodePortLocalTCP, "dst"},
@@ -235,27 +280,14 @@ func Rules(c RulesConfig) Ruleset {
 			rule([]string{"-p", p.proto}, comment("Kubernetes nodeport "+up+" port for masquerade purpose"), matchSet(set(p.set), p.dirs), jump(ChainMarkMasq)),
 		)
 	}
+	return np
+}
 
-	nat := Table{Name: "nat", Chains: []Chain{
-		{Name: "PREROUTING", Builtin: true, Rules: []Rule{rule(comment("kubernetes service portals"), jump(ChainServices))}},
-		{Name: "OUTPUT", Builtin: true, Rules: []Rule{rule(comment("kubernetes service portals"), jump(ChainServices))}},
-		{Name: "POSTROUTING", Builtin: true, Rules: []Rule{rule(comment("kubernetes postrouting rules"), jump(ChainPostrouting))}},
-		{Name: ChainLoadBalancer, Rules: []Rule{
-			rule(comment("Kubernetes service load balancer ip + port with externalTrafficPolicy=local"), matchSet(set(SetLoadBalancerLocal), "dst,dst"), jump("RETURN")),
-			rule(jump(ChainMarkMasq)),
-		}},
-		{Name: ChainMarkMasq, Rules: []Rule{rule(jump("MARK", "--set-xmark", markMask))}},
-		{Name: ChainNodePort, Rules: np},
-		{Name: ChainPostrouting, Rules: []Rule{
-			rule(comment("Kubernetes endpoints dst ip:port, source ip for solving hairpin purpose"), matchSet(set(SetLoopBack), "dst,dst,src"), jump("MASQUERADE")),
-			rule([]string{"-m", "mark", "!", "--mark", markMask}, jump("RETURN")),
-			rule(jump("MARK", "--set-xmark", mark+"/0x0")),
-			rule(comment("kubernetes service traffic requiring SNAT"), jump("MASQUERADE", "--random-fully")),
-		}},
-		{Name: ChainServices, Rules: svc},
-	}}
-
-	filter := Table{Name: "filter", Chains: []Chain{
+// filterTable is the filter table: the health check and firewall jumps,
+// KUBE-FORWARD, KUBE-IPVS-FILTER and the source ranges' firewall.
+func filterTable(w words) Table {
+	set, markMask := w.set, w.markMask
+	return Table{Name: "filter", Chains: []Chain{
 		{Name: "INPUT", Builtin: true, Rules: []Rule{
 			rule(comment("kubernetes health check rules"), jump(ChainNodePort)),
 			rule(comment("kube-proxy firewall rules"), jump(ChainProxyFirewall)),
@@ -275,7 +307,7 @@ func Rules(c RulesConfig) Ruleset {
 			rule(matchSet(set(SetExternalIP), "dst,dst"), jump("RETURN")),
 			rule(matchSet(set(SetExternalIPLocal), "dst,dst"), jump("RETURN")),
 			rule(matchSet(set(SetHealthCheckNodePort), "dst"), jump("RETURN")),
-			rule([]string{"-m", "conntrack", "--ctstate", "NEW"}, matchSet(set(SetIPVSIPs), "dst"), jump("REJECT", "--reject-with", reject)),
+			rule([]string{"-m", "conntrack", "--ctstate", "NEW"}, matchSet(set(SetIPVSIPs), "dst"), jump("REJECT", "--reject-with", w.reject)),
 		}},
 		{Name: ChainNodePort, Rules: []Rule{
 			rule(comment("Kubernetes health check node port"), matchSet(set(SetHealthCheckNodePort), "dst"), jump("ACCEPT")),
@@ -289,7 +321,6 @@ func Rules(c RulesConfig) Ruleset {
 			rule(jump("DROP")),
 		}},
 	}}
-	return Ruleset{Family: fam, Tables: []Table{nat, filter}}
 }
 
 // EmptySets returns every set of SetSpecs for family, without entries, sorted
