@@ -28,96 +28,35 @@ func (p *portPlanner) endpoints(f int) *famEndpoints {
 		return fe
 	}
 	fe.done = true
-	sp := p.sp
 	eps := p.eps
-	node := p.e.o.NodeName
-	ok := func(e *model.Endpoint) bool {
-		if !e.Address.IsValid() || e.Port == 0 || e.Address.Is4In6() {
-			return false
-		}
-		return famOf(e.Address) == f
-	}
-	isLocal := func(e *model.Endpoint) bool { return node != "" && e.NodeName == node }
-
-	// Topology: hints apply when every ready endpoint carries them and some
-	// are for this node (PreferSameNode) or this node's zone.
-	const (
-		topoNone = iota
-		topoNode
-		topoZone
-	)
-	allZone, hasZone, allNode, hasNode, anyReady := true, false, true, false, false
-	localReady, localST := false, false
-	for j := range eps {
-		e := &eps[j]
-		if !ok(e) {
-			continue
-		}
-		if e.Ready {
-			anyReady = true
-			if isLocal(e) {
-				localReady = true
-			}
-			if len(e.ZoneHints) == 0 {
-				allZone = false
-			} else if p.e.zone != "" && slices.Contains(e.ZoneHints, p.e.zone) {
-				hasZone = true
-			}
-			if len(e.NodeHints) == 0 {
-				allNode = false
-			} else if node != "" && slices.Contains(e.NodeHints, node) {
-				hasNode = true
-			}
-		} else if e.Serving && e.Terminating && isLocal(e) {
-			localST = true
-		}
-	}
-	mode := topoNone
-	if anyReady {
-		switch {
-		case sp.TrafficDistribution == trafficDistributionPreferSameNode && allNode && hasNode:
-			mode = topoNode
-		case allZone && hasZone:
-			mode = topoZone
-		}
-	}
-	avail := func(e *model.Endpoint) bool {
-		switch mode {
-		case topoNode:
-			return slices.Contains(e.NodeHints, node)
-		case topoZone:
-			return slices.Contains(e.ZoneHints, p.e.zone)
-		}
-		return true
-	}
+	v := epView{fam: f, node: p.e.o.NodeName, zone: p.e.zone}
+	mode, localReady, localST := v.survey(eps, p.sp.TrafficDistribution)
 	rs := func(e *model.Endpoint) ipvs.RealServer {
 		return ipvs.RealServer{Address: e.Address.WithZone(""), Port: e.Port, Weight: ipvs.DefaultWeight}
 	}
+	// Ready endpoints the topology admits; if none, serving terminating
+	// ones (kube-proxy's fallback).
 	fe.cluster = make([]ipvs.RealServer, 0, len(eps))
-	for j := range eps {
-		e := &eps[j]
-		if ok(e) && e.Ready && avail(e) {
-			fe.cluster = append(fe.cluster, rs(e))
-			if isLocal(e) {
-				fe.loop = append(fe.loop, rs(e))
-			}
-		}
-	}
-	if len(fe.cluster) == 0 {
+	for _, terminating := range []bool{false, true} {
 		for j := range eps {
 			e := &eps[j]
-			if ok(e) && !e.Ready && e.Serving && e.Terminating && avail(e) {
+			if v.usable(e) && (e.Ready || terminating && e.Serving && e.Terminating) && v.admits(mode, e) {
 				fe.cluster = append(fe.cluster, rs(e))
-				if isLocal(e) {
+				if v.local(e) {
 					fe.loop = append(fe.loop, rs(e))
 				}
 			}
 		}
+		if len(fe.cluster) > 0 {
+			break
+		}
 	}
+	// This node's ready endpoints, whatever the topology; if none, its
+	// serving terminating ones.
 	if localReady || localST {
 		for j := range eps {
 			e := &eps[j]
-			if !ok(e) || !isLocal(e) {
+			if !v.usable(e) || !v.local(e) {
 				continue
 			}
 			if localReady && e.Ready || !localReady && !e.Ready && e.Serving && e.Terminating {
@@ -130,6 +69,79 @@ func (p *portPlanner) endpoints(f int) *famEndpoints {
 	fe.local = sortRS(fe.local)
 	fe.loop = sortRS(fe.loop)
 	return fe
+}
+
+// topoMode is which topology hints a port's endpoints are filtered by.
+type topoMode int
+
+const (
+	topoNone topoMode = iota
+	topoNode
+	topoZone
+)
+
+// epView is one family's view of a port's endpoints from this node (node
+// and zone as the planner knows them).
+type epView struct {
+	fam        int
+	node, zone string
+}
+
+// usable: a valid address of the view's family and a port.
+func (v epView) usable(e *model.Endpoint) bool {
+	return e.Address.IsValid() && e.Port != 0 && !e.Address.Is4In6() && famOf(e.Address) == v.fam
+}
+
+// local: the endpoint is on this node.
+func (v epView) local(e *model.Endpoint) bool { return v.node != "" && e.NodeName == v.node }
+
+// survey decides the topology mode (hints apply when every ready endpoint
+// carries them and some are for this node, with PreferSameNode, or this
+// node's zone) and whether this node has a ready, or a serving terminating,
+// endpoint.
+func (v epView) survey(eps []model.Endpoint, td string) (mode topoMode, localReady, localST bool) {
+	allZone, hasZone, allNode, hasNode, anyReady := true, false, true, false, false
+	for j := range eps {
+		e := &eps[j]
+		if !v.usable(e) {
+			continue
+		}
+		if !e.Ready {
+			localST = localST || e.Serving && e.Terminating && v.local(e)
+			continue
+		}
+		anyReady = true
+		localReady = localReady || v.local(e)
+		if len(e.ZoneHints) == 0 {
+			allZone = false
+		} else if v.zone != "" && slices.Contains(e.ZoneHints, v.zone) {
+			hasZone = true
+		}
+		if len(e.NodeHints) == 0 {
+			allNode = false
+		} else if v.node != "" && slices.Contains(e.NodeHints, v.node) {
+			hasNode = true
+		}
+	}
+	switch {
+	case !anyReady:
+	case td == trafficDistributionPreferSameNode && allNode && hasNode:
+		mode = topoNode
+	case allZone && hasZone:
+		mode = topoZone
+	}
+	return mode, localReady, localST
+}
+
+// admits: the topology mode lets e serve this node.
+func (v epView) admits(mode topoMode, e *model.Endpoint) bool {
+	switch mode {
+	case topoNode:
+		return slices.Contains(e.NodeHints, v.node)
+	case topoZone:
+		return slices.Contains(e.ZoneHints, v.zone)
+	}
+	return true
 }
 
 func sortRS(rs []ipvs.RealServer) []ipvs.RealServer {
