@@ -125,7 +125,12 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 	service.Namespace = s.Namespace
 	r := &refuser{subject: model.ServiceSubject(service)}
 	prefix := fmt.Sprintf("endpointSlice[%s]", s.Name)
+	return slicePorts(r, s, prefix, sliceEndpoints(r, s, prefix)), r.out
+}
 
+// sliceEndpoints converts the slice's endpoints (without ports), refusing
+// those with no usable address.
+func sliceEndpoints(r *refuser, s *discoveryv1.EndpointSlice, prefix string) []model.Endpoint {
 	var ep []model.Endpoint
 	for i := range s.Endpoints {
 		e := &s.Endpoints[i]
@@ -152,34 +157,45 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 			r.add(field, e.Addresses[0], reason, "%s; endpoint not used", why)
 			continue
 		}
-		ready := e.Conditions.Ready == nil || *e.Conditions.Ready
-		serving := ready
-		if e.Conditions.Serving != nil {
-			serving = *e.Conditions.Serving
-		}
-		m := model.Endpoint{
-			Address:     a,
-			Ready:       ready,
-			Serving:     serving,
-			Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
-		}
-		if e.NodeName != nil {
-			m.NodeName = *e.NodeName
-		}
-		if e.Zone != nil {
-			m.Zone = *e.Zone
-		}
-		if h := e.Hints; h != nil {
-			for _, z := range h.ForZones {
-				m.ZoneHints = append(m.ZoneHints, z.Name)
-			}
-			for _, n := range h.ForNodes {
-				m.NodeHints = append(m.NodeHints, n.Name)
-			}
-		}
-		ep = append(ep, m)
+		ep = append(ep, endpoint(a, e))
 	}
+	return ep
+}
 
+// endpoint is e at address a: its conditions (ready unless said otherwise;
+// serving as ready unless said), node, zone and hints.
+func endpoint(a netip.Addr, e *discoveryv1.Endpoint) model.Endpoint {
+	ready := e.Conditions.Ready == nil || *e.Conditions.Ready
+	serving := ready
+	if e.Conditions.Serving != nil {
+		serving = *e.Conditions.Serving
+	}
+	m := model.Endpoint{
+		Address:     a,
+		Ready:       ready,
+		Serving:     serving,
+		Terminating: e.Conditions.Terminating != nil && *e.Conditions.Terminating,
+	}
+	if e.NodeName != nil {
+		m.NodeName = *e.NodeName
+	}
+	if e.Zone != nil {
+		m.Zone = *e.Zone
+	}
+	if h := e.Hints; h != nil {
+		for _, z := range h.ForZones {
+			m.ZoneHints = append(m.ZoneHints, z.Name)
+		}
+		for _, n := range h.ForNodes {
+			m.NodeHints = append(m.NodeHints, n.Name)
+		}
+	}
+	return m
+}
+
+// slicePorts gives every valid port of the slice its own copy of ep,
+// refusing the others.
+func slicePorts(r *refuser, s *discoveryv1.EndpointSlice, prefix string, ep []model.Endpoint) []SlicePort {
 	var out []SlicePort
 	for i, p := range s.Ports {
 		field := fmt.Sprintf("%s.ports[%d]", prefix, i)
@@ -214,5 +230,5 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 		}
 		out = append(out, sp)
 	}
-	return out, r.out
+	return out
 }
