@@ -309,16 +309,28 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 		res.fail(d.Service, d.Key, ErrExcluded)
 		return
 	}
+	m, ok := r.applyService(d, res)
+	if !ok {
+		return
+	}
+	r.setService(d.Key, m, d.Service)
+	m.vs.Service = d.Service
+	r.retireRealServers(d, m, r.applyRealServers(d, m, res), res)
+}
+
+// applyService creates or updates d's virtual server (`ipvsadm -A`/`-E`)
+// and returns its mirror entry; false when the kernel refused.
+func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, bool) {
 	m := r.mirror[d.Key]
 	if m == nil {
 		if err := r.t.AddService(*d); err != nil && !errors.Is(err, ErrExists) {
 			res.fail(d.Service, d.Key, err)
-			return
+			return nil, false
 		} else if err != nil {
 			// Someone else created it since the dump: take it over.
 			if err := r.t.UpdateService(*d); err != nil {
 				res.fail(d.Service, d.Key, err)
-				return
+				return nil, false
 			}
 			res.ServicesUpdated++
 		} else {
@@ -334,19 +346,22 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 		if err := r.t.UpdateService(*d); err != nil {
 			if !errors.Is(err, ErrNotFound) {
 				res.fail(d.Service, d.Key, err)
-				return
+				return nil, false
 			}
 			// Deleted behind our back: recreate it from scratch.
 			r.forget(d.Key)
-			r.apply(d, res)
-			return
+			return r.applyService(d, res)
 		}
 		m.vs.Scheduler, m.vs.Flags, m.vs.PersistenceTimeout = d.Scheduler, d.Flags, d.PersistenceTimeout
 		res.ServicesUpdated++
 	}
-	r.setService(d.Key, m, d.Service)
-	m.vs.Service = d.Service
+	return m, true
+}
 
+// applyRealServers adds d's real servers m lacks and updates changed
+// weights (`ipvsadm -a`/`-e`), taking quiesced ones back; it returns the
+// wanted set.
+func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result) map[netip.AddrPort]int {
 	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
 	for _, rs := range d.RealServers {
 		wantRS[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
@@ -374,7 +389,13 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 		}
 		delete(r.grace, g) // back in service, if it was quiesced
 	}
-	// Real servers no longer desired.
+	return wantRS
+}
+
+// retireRealServers handles m's real servers d no longer wants: UDP and
+// SCTP ones leave at once; TCP ones are quiesced (weight 0) and queued
+// for graceful termination.
+func (r *Reconciler) retireRealServers(d *VirtualServer, m *mirrorVS, wantRS map[netip.AddrPort]int, res *Result) {
 	for i := 0; i < len(m.vs.RealServers); i++ {
 		rs := m.vs.RealServers[i]
 		if _, ok := wantRS[netip.AddrPortFrom(rs.Address, rs.Port)]; ok {
