@@ -261,73 +261,103 @@ func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
 		targets[n] = true
 	}
 
-	var decl, body, tail []string
+	var sc restoreScript
 	rewritten := map[string]bool{}
 	for _, ch := range t.Chains {
 		key := t.Name + "/" + ch.Name
 		want := renderRules(ch.Rules)
+		var rewrite bool
 		if ch.Builtin {
-			got := ourJumps(saved[ch.Name], targets, want, c.canon[key].got)
-			// A jump present twice (two proxies inserting at once, a
-			// crash between a write and its record) is drift however the
-			// text compares: rewrite the jumps.
-			dup := len(slices.Compact(slices.Sorted(slices.Values(got)))) != len(got)
-			if !dup && c.matches(key, want, got) {
-				continue
-			}
-			if _, known := c.canon[key]; !known && !dup && sameWords(got, ch.Rules) {
-				// First sync since start and only the quoting differs:
-				// the saved jumps are the planned ones.
-				c.canon[key] = canon{want: want, got: got}
-				continue
-			}
-			for _, r := range got {
-				body = append(body, "-D "+ch.Name+" "+r)
-			}
-			for i := len(want) - 1; i >= 0; i-- {
-				body = append(body, "-I "+ch.Name+" 1 "+want[i])
-			}
+			rewrite = c.planJumps(&sc, key, ch, want, saved[ch.Name], targets)
+		} else {
+			rewrite = c.planChain(&sc, key, ch, want, saved)
+		}
+		if rewrite {
 			rewritten[ch.Name] = true
-			continue
 		}
-		got, exists := saved[ch.Name]
-		if exists && c.matches(key, want, got) {
-			c.owned[key] = true
-			continue
-		}
-		decl = append(decl, ":"+ch.Name+" - [0:0]")
-		for _, r := range want {
-			body = append(body, "-A "+ch.Name+" "+r)
-		}
-		rewritten[ch.Name] = true
 	}
-	// Stale chains: drop jumps to them from the built-in chains we did not
-	// already rewrite, flush, delete.
 	if len(stale) > 0 {
-		staleSet := map[string]bool{}
-		for _, n := range stale {
-			staleSet[n] = true
-		}
-		for _, name := range slices.Sorted(maps.Keys(saved)) {
-			if rewritten[name] || !isBuiltin(name) {
-				continue
-			}
-			for _, r := range ourJumps(saved[name], staleSet) {
-				body = append(body, "-D "+name+" "+r)
-			}
-		}
-		for _, n := range stale {
-			if _, exists := saved[n]; exists {
-				decl = append(decl, ":"+n+" - [0:0]")
-				tail = append(tail, "-X "+n)
-			}
-		}
+		sc.removeStale(stale, saved, rewritten)
 	}
-	if len(decl)+len(body)+len(tail) == 0 {
+	if sc.empty() {
 		return nil
 	}
-	return &tableWrite{t: t, rewritten: rewritten, stale: stale, targets: targets,
-		script: "*" + t.Name + "\n" + joinLines(decl) + joinLines(body) + joinLines(tail) + "COMMIT\n"}
+	return &tableWrite{t: t, rewritten: rewritten, stale: stale, targets: targets, script: sc.text(t.Name)}
+}
+
+// restoreScript is one table's `iptables-restore --noflush` block: chain
+// declarations, rule changes, and chain deletions last.
+type restoreScript struct{ decl, body, tail []string }
+
+func (sc *restoreScript) empty() bool { return len(sc.decl)+len(sc.body)+len(sc.tail) == 0 }
+
+func (sc *restoreScript) text(table string) string {
+	return "*" + table + "\n" + joinLines(sc.decl) + joinLines(sc.body) + joinLines(sc.tail) + "COMMIT\n"
+}
+
+// planJumps plans built-in chain ch's jumps to our chains (want) against
+// the saved ones, and reports whether they are rewritten: deleted and
+// inserted at the head, in order.
+func (c *chainSyncer) planJumps(sc *restoreScript, key string, ch Chain, want, saved []string, targets map[string]bool) bool {
+	got := ourJumps(saved, targets, want, c.canon[key].got)
+	// A jump present twice (two proxies inserting at once, a crash between
+	// a write and its record) is drift however the text compares: rewrite
+	// the jumps.
+	dup := len(slices.Compact(slices.Sorted(slices.Values(got)))) != len(got)
+	if !dup && c.matches(key, want, got) {
+		return false
+	}
+	if _, known := c.canon[key]; !known && !dup && sameWords(got, ch.Rules) {
+		// First sync since start and only the quoting differs: the saved
+		// jumps are the planned ones.
+		c.canon[key] = canon{want: want, got: got}
+		return false
+	}
+	for _, r := range got {
+		sc.body = append(sc.body, "-D "+ch.Name+" "+r)
+	}
+	for i := len(want) - 1; i >= 0; i-- {
+		sc.body = append(sc.body, "-I "+ch.Name+" 1 "+want[i])
+	}
+	return true
+}
+
+// planChain plans our chain ch (want) against the saved table, and reports
+// whether it is rewritten: declared (which flushes it) and filled.
+func (c *chainSyncer) planChain(sc *restoreScript, key string, ch Chain, want []string, saved savedTable) bool {
+	got, exists := saved[ch.Name]
+	if exists && c.matches(key, want, got) {
+		c.owned[key] = true
+		return false
+	}
+	sc.decl = append(sc.decl, ":"+ch.Name+" - [0:0]")
+	for _, r := range want {
+		sc.body = append(sc.body, "-A "+ch.Name+" "+r)
+	}
+	return true
+}
+
+// removeStale drops the jumps to stale chains from the built-in chains not
+// already rewritten, then flushes and deletes the stale chains that exist.
+func (sc *restoreScript) removeStale(stale []string, saved savedTable, rewritten map[string]bool) {
+	staleSet := map[string]bool{}
+	for _, n := range stale {
+		staleSet[n] = true
+	}
+	for _, name := range slices.Sorted(maps.Keys(saved)) {
+		if rewritten[name] || !isBuiltin(name) {
+			continue
+		}
+		for _, r := range ourJumps(saved[name], staleSet) {
+			sc.body = append(sc.body, "-D "+name+" "+r)
+		}
+	}
+	for _, n := range stale {
+		if _, exists := saved[n]; exists {
+			sc.decl = append(sc.decl, ":"+n+" - [0:0]")
+			sc.tail = append(sc.tail, "-X "+n)
+		}
+	}
 }
 
 // learn records the chains w wrote as ours, and the text iptables saved
