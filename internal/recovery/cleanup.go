@@ -87,31 +87,9 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 
 	ipvsOK := true
 	if t := k.Table(); t != nil {
-		own := ipvs.Ownership{NodeAddrs: slices.Concat(node.LocalAddrs(), node.LinkLocalAddrs)}
-		for _, p := range node.Bound {
-			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
-		}
-		opts := ipvs.Options{ExcludeCIDRs: o.ExcludeCIDRs, NodePortRange: o.NodePortRange, Log: log}
-		if o.StateDir != "" {
-			opts.Journal = ipvs.NewFileJournal(o.StateDir)
-		}
-		r := ipvs.NewReconciler(t, opts)
-		ir, err := r.Cleanup(own)
-		switch {
-		case err != nil:
-			ipvsOK = false
-			errs = append(errs, fmt.Errorf("%w: ipvsadm -S -n: %w", ErrCleanup, err))
-		default:
-			res.VirtualServersDeleted = ir.ServicesDeleted
-			if err := ir.Err(); err != nil {
-				ipvsOK = false
-				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
-			}
-			// Keeps in the journal only what could not be deleted.
-			if err := r.Settle(own.Coverage()); err != nil {
-				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
-			}
-		}
+		var ipvsErrs []error
+		res.VirtualServersDeleted, ipvsOK, ipvsErrs = cleanupIPVS(t, node, o, log)
+		errs = append(errs, ipvsErrs...)
 	}
 
 	if node.HasDevice {
@@ -130,6 +108,47 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 		}
 	}
 
+	errs = append(errs, cleanupRules(o, res, log)...)
+	return res, errors.Join(errs...)
+}
+
+// cleanupIPVS deletes every virtual server the ownership rule or the
+// journal calls ours; ok is false when one could not be deleted (then
+// kube-ipvs0, whose addresses mark them as ours, must stay).
+func cleanupIPVS(t ipvs.Table, node *Node, o CleanupOptions, log *zap.Logger) (deleted int, ok bool, errs []error) {
+	ok = true
+	own := ipvs.Ownership{NodeAddrs: slices.Concat(node.LocalAddrs(), node.LinkLocalAddrs)}
+	for _, p := range node.Bound {
+		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
+	}
+	opts := ipvs.Options{ExcludeCIDRs: o.ExcludeCIDRs, NodePortRange: o.NodePortRange, Log: log}
+	if o.StateDir != "" {
+		opts.Journal = ipvs.NewFileJournal(o.StateDir)
+	}
+	r := ipvs.NewReconciler(t, opts)
+	ir, err := r.Cleanup(own)
+	switch {
+	case err != nil:
+		ok = false
+		errs = append(errs, fmt.Errorf("%w: ipvsadm -S -n: %w", ErrCleanup, err))
+	default:
+		deleted = ir.ServicesDeleted
+		if err := ir.Err(); err != nil {
+			ok = false
+			errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
+		}
+		// Keeps in the journal only what could not be deleted.
+		if err := r.Settle(own.Coverage()); err != nil {
+			errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
+		}
+	}
+	return deleted, ok, errs
+}
+
+// cleanupRules removes the proxy's ipsets and iptables chains and rules in
+// both families, and records the families in res.
+func cleanupRules(o CleanupOptions, res *CleanupResult, log *zap.Logger) []error {
+	var errs []error
 	rules := o.Rules
 	if rules == nil {
 		a, err := openRules(log)
@@ -150,7 +169,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 			}
 		}
 	}
-	return res, errors.Join(errs...)
+	return errs
 }
 
 // emptyPlan is the plan of a cluster without services, for both families:
