@@ -159,25 +159,7 @@ func newEnv(o Options, nodes []model.Node) *env {
 			e.sets = append(e.sets, setRef{fam: uint8(f), spec: uint8(si)})
 			names = append(names, iptables.SetName(spec.Name, fam))
 		}
-		cfg := iptables.RulesConfig{Family: fam, MasqueradeBit: o.MasqueradeBit, MasqueradeAll: o.MasqueradeAll}
-		if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
-			cfg.MasqueradeBit = DefaultMasqueradeBit
-		}
-		for _, cidr := range o.ClusterCIDRs {
-			if cidr.IsValid() && famOf(cidr.Addr()) == f && !cidr.Addr().Is4In6() {
-				cfg.ClusterCIDR = cidr.Masked()
-				break
-			}
-		}
-		if npRestricted {
-			cfg.NodePortAddrs = []netip.Addr{}
-			for _, a := range e.npAddrs {
-				if famOf(a) == f {
-					cfg.NodePortAddrs = append(cfg.NodePortAddrs, a)
-				}
-			}
-		}
-		e.rulesets = append(e.rulesets, iptables.Rules(cfg))
+		e.rulesets = append(e.rulesets, iptables.Rules(rulesConfig(&o, f, e.npAddrs, npRestricted)))
 	}
 	order := make([]int, len(e.sets))
 	for i := range order {
@@ -190,6 +172,31 @@ func newEnv(o Options, nodes []model.Node) *env {
 	}
 	e.sets = sorted
 	return e
+}
+
+// rulesConfig is what family f's iptables rules depend on: the masquerade
+// bit and mode, the family's cluster CIDR, and the NodePort addresses when
+// --nodeport-addresses restricts them.
+func rulesConfig(o *Options, f int, npAddrs []netip.Addr, npRestricted bool) iptables.RulesConfig {
+	cfg := iptables.RulesConfig{Family: familyNames[f], MasqueradeBit: o.MasqueradeBit, MasqueradeAll: o.MasqueradeAll}
+	if cfg.MasqueradeBit < 0 || cfg.MasqueradeBit > 31 {
+		cfg.MasqueradeBit = DefaultMasqueradeBit
+	}
+	for _, cidr := range o.ClusterCIDRs {
+		if cidr.IsValid() && famOf(cidr.Addr()) == f && !cidr.Addr().Is4In6() {
+			cfg.ClusterCIDR = cidr.Masked()
+			break
+		}
+	}
+	if npRestricted {
+		cfg.NodePortAddrs = []netip.Addr{}
+		for _, a := range npAddrs {
+			if famOf(a) == f {
+				cfg.NodePortAddrs = append(cfg.NodePortAddrs, a)
+			}
+		}
+	}
+	return cfg
 }
 
 func containsAny(ps []netip.Prefix, a netip.Addr) bool {
