@@ -304,59 +304,77 @@ func (f *FakeRunner) Restore(input string) error {
 			}
 			t[name] = nil
 		case strings.HasPrefix(line, "-A "), strings.HasPrefix(line, "-D "), strings.HasPrefix(line, "-I "):
-			op := line[:2]
-			name, rest, _ := strings.Cut(line[3:], " ")
-			rules, ok := t[name]
-			if !ok {
-				return fail("no chain")
-			}
-			if op == "-I" {
-				pos, r, _ := strings.Cut(rest, " ")
-				if pos != "1" {
-					return fail("only -I 1")
-				}
-				rest = r
-			}
-			if tgt := ruleTarget(rest); tgt != "" && !isBuiltin(tgt) && !slices.Contains([]string{"ACCEPT", "DROP", "RETURN", "REJECT", "MARK", "MASQUERADE"}, tgt) {
-				if _, ok := t[tgt]; !ok && op != "-D" {
-					return fail("no target chain")
-				}
-			}
-			rest = f.canon(rest)
-			switch op {
-			case "-A":
-				t[name] = append(rules, rest)
-			case "-I":
-				t[name] = append([]string{rest}, rules...)
-			case "-D":
-				j := slices.Index(rules, rest)
-				if j < 0 {
-					return fail("no such rule")
-				}
-				t[name] = slices.Delete(rules, j, j+1)
+			if why := f.changeRule(t, line); why != "" {
+				return fail(why)
 			}
 		case strings.HasPrefix(line, "-X "):
 			name := line[3:]
-			if _, ok := t[name]; !ok {
-				return fail("no chain")
+			if why := deleteChain(t, name); why != "" {
+				return fail(why)
 			}
-			if len(t[name]) > 0 {
-				return fail("chain not empty")
-			}
-			for c, rules := range t {
-				for _, r := range rules {
-					if ruleTarget(r) == name {
-						return fail("chain referenced by " + c)
-					}
-				}
-			}
-			delete(t, name)
 			order[tn] = slices.DeleteFunc(order[tn], func(c string) bool { return c == name })
 		default:
 			return fail("unknown line")
 		}
 	}
 	return nil
+}
+
+// changeRule applies one -A, -I 1 or -D line to table t; the reason it is
+// refused, or "".
+func (f *FakeRunner) changeRule(t map[string][]string, line string) string {
+	op := line[:2]
+	name, rest, _ := strings.Cut(line[3:], " ")
+	rules, ok := t[name]
+	if !ok {
+		return "no chain"
+	}
+	if op == "-I" {
+		pos, r, _ := strings.Cut(rest, " ")
+		if pos != "1" {
+			return "only -I 1"
+		}
+		rest = r
+	}
+	if tgt := ruleTarget(rest); tgt != "" && !isBuiltin(tgt) && !slices.Contains([]string{"ACCEPT", "DROP", "RETURN", "REJECT", "MARK", "MASQUERADE"}, tgt) {
+		if _, ok := t[tgt]; !ok && op != "-D" {
+			return "no target chain"
+		}
+	}
+	rest = f.canon(rest)
+	switch op {
+	case "-A":
+		t[name] = append(rules, rest)
+	case "-I":
+		t[name] = append([]string{rest}, rules...)
+	case "-D":
+		j := slices.Index(rules, rest)
+		if j < 0 {
+			return "no such rule"
+		}
+		t[name] = slices.Delete(rules, j, j+1)
+	}
+	return ""
+}
+
+// deleteChain applies -X name to table t, as iptables does: only an
+// empty chain no rule jumps to; the reason it is refused, or "".
+func deleteChain(t map[string][]string, name string) string {
+	if _, ok := t[name]; !ok {
+		return "no chain"
+	}
+	if len(t[name]) > 0 {
+		return "chain not empty"
+	}
+	for c, rules := range t {
+		for _, r := range rules {
+			if ruleTarget(r) == name {
+				return "chain referenced by " + c
+			}
+		}
+	}
+	delete(t, name)
+	return ""
 }
 
 // set adds a chain with rules directly, as a user would.
