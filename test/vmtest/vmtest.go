@@ -119,25 +119,8 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 	if !cfg.Shell && len(cfg.Jobs) == 0 {
 		return nil, errors.New("vmtest: no test binaries given")
 	}
-	if cfg.Timeout == 0 {
-		cfg.Timeout = 30 * time.Minute
-	}
-	if cfg.CPUs == 0 {
-		cfg.CPUs = 2
-	}
-	if cfg.MemoryMiB == 0 {
-		cfg.MemoryMiB = 3072
-	}
-	if cfg.Output == nil {
-		cfg.Output = os.Stdout
-	}
-	if cfg.QEMU == "" {
-		cfg.QEMU = "qemu-system-x86_64"
-	}
-	for _, e := range cfg.Env {
-		if k, _, ok := strings.Cut(e, "="); !ok || !validEnvName(k) {
-			return nil, fmt.Errorf("vmtest: bad -env %q: want KEY=VALUE", e)
-		}
+	if err := cfg.setDefaults(); err != nil {
+		return nil, err
 	}
 	jobs, err := resolveJobs(cfg.Jobs)
 	if err != nil {
@@ -195,21 +178,55 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 			res.Jobs = append(res.Jobs, JobResult{Job: cfg.Jobs[i], ExitCode: code, Duration: st.durations[i]})
 		}
 	}
+	if err := verdict(ctx, cfg, &st, res, waitErr); err != nil {
+		return res, err
+	}
+	return res, nil
+}
+
+// setDefaults fills what cfg leaves unset and checks its environment.
+func (cfg *Config) setDefaults() error {
+	if cfg.Timeout == 0 {
+		cfg.Timeout = 30 * time.Minute
+	}
+	if cfg.CPUs == 0 {
+		cfg.CPUs = 2
+	}
+	if cfg.MemoryMiB == 0 {
+		cfg.MemoryMiB = 3072
+	}
+	if cfg.Output == nil {
+		cfg.Output = os.Stdout
+	}
+	if cfg.QEMU == "" {
+		cfg.QEMU = "qemu-system-x86_64"
+	}
+	for _, e := range cfg.Env {
+		if k, _, ok := strings.Cut(e, "="); !ok || !validEnvName(k) {
+			return fmt.Errorf("vmtest: bad -env %q: want KEY=VALUE", e)
+		}
+	}
+	return nil
+}
+
+// verdict is the run's error, from how the guest ended (st, qemu's
+// waitErr) and the binaries' exit codes; nil when all passed.
+func verdict(ctx context.Context, cfg Config, st *consoleState, res *Result, waitErr error) error {
 	switch {
 	case ctx.Err() == context.DeadlineExceeded:
-		return res, fmt.Errorf("%w after %s (%d of %d binaries finished)", ErrTimeout, cfg.Timeout, len(res.Jobs), len(cfg.Jobs))
+		return fmt.Errorf("%w after %s (%d of %d binaries finished)", ErrTimeout, cfg.Timeout, len(res.Jobs), len(cfg.Jobs))
 	case st.failKind == "ipvs":
-		return res, fmt.Errorf("%w: %s", ErrNoIPVS, st.failMsg)
+		return fmt.Errorf("%w: %s", ErrNoIPVS, st.failMsg)
 	case st.failKind != "":
-		return res, fmt.Errorf("%w: %s", ErrBoot, st.failMsg)
+		return fmt.Errorf("%w: %s", ErrBoot, st.failMsg)
 	case st.panic != "" && !st.ready:
-		return res, fmt.Errorf("%w: %s", ErrBoot, st.panic)
+		return fmt.Errorf("%w: %s", ErrBoot, st.panic)
 	case st.panic != "":
-		return res, fmt.Errorf("%w: the guest kernel panicked after %d of %d binaries: %s", ErrFailed, len(res.Jobs), len(cfg.Jobs), st.panic)
+		return fmt.Errorf("%w: the guest kernel panicked after %d of %d binaries: %s", ErrFailed, len(res.Jobs), len(cfg.Jobs), st.panic)
 	case !st.ready:
-		return res, fmt.Errorf("%w: the guest never became ready (qemu: %v); rerun with -kernel-messages", ErrBoot, waitErr)
+		return fmt.Errorf("%w: the guest never became ready (qemu: %v); rerun with -kernel-messages", ErrBoot, waitErr)
 	case !st.done || len(res.Jobs) != len(cfg.Jobs):
-		return res, fmt.Errorf("%w: the guest stopped after %d of %d binaries without reporting (crash or panic? qemu: %v)",
+		return fmt.Errorf("%w: the guest stopped after %d of %d binaries without reporting (crash or panic? qemu: %v)",
 			ErrBoot, len(res.Jobs), len(cfg.Jobs), waitErr)
 	}
 	var failed []string
@@ -219,12 +236,12 @@ func Run(ctx context.Context, cfg Config) (*Result, error) {
 		}
 	}
 	if len(failed) > 0 {
-		return res, fmt.Errorf("%w: %s", ErrFailed, strings.Join(failed, ", "))
+		return fmt.Errorf("%w: %s", ErrFailed, strings.Join(failed, ", "))
 	}
 	if cfg.FailOnSkip && len(res.Skipped) > 0 {
-		return res, fmt.Errorf("%w: %s", ErrSkipped, strings.Join(res.Skipped, "; "))
+		return fmt.Errorf("%w: %s", ErrSkipped, strings.Join(res.Skipped, "; "))
 	}
-	return res, nil
+	return nil
 }
 
 type consoleState struct {
