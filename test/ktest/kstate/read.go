@@ -53,43 +53,13 @@ func parseIPVSSave(out string) ([]ipvs.VirtualServer, error) {
 		if err != nil {
 			return nil, bad(err.Error())
 		}
-		opts := f[3:]
 		if f[0] == "-A" {
-			vs := ipvs.VirtualServer{Key: key}
-			for i := 0; i < len(opts); i += 2 {
-				if i+1 >= len(opts) {
-					return nil, bad("option " + opts[i] + " without a value")
-				}
-				v := opts[i+1]
-				switch opts[i] {
-				case "-s":
-					vs.Scheduler = v
-				case "-p":
-					n, err := strconv.ParseUint(v, 10, 32)
-					if err != nil {
-						return nil, bad("persistence timeout " + v)
-					}
-					vs.Flags |= ipvs.FlagPersistent
-					vs.PersistenceTimeout = uint32(n)
-				case "-M":
-					if v != "255.255.255.255" && v != "128" {
-						return nil, bad("netmask " + v + ": plan form has only full-length persistence masks")
-					}
-				case "-b":
-					fl, err := parseSchedFlags(vs.Scheduler, v)
-					if err != nil {
-						return nil, bad(err.Error())
-					}
-					vs.Flags |= fl
-				default:
-					return nil, bad("option " + opts[i] + " has no plan form")
-				}
+			vs, why := parseVirtualServer(key, f[3:])
+			if _, dup := index[key]; dup && why == "" {
+				why = "virtual server listed twice"
 			}
-			if vs.Scheduler == "" {
-				return nil, bad("no -s scheduler")
-			}
-			if _, dup := index[key]; dup {
-				return nil, bad("virtual server listed twice")
+			if why != "" {
+				return nil, bad(why)
 			}
 			index[key] = len(vss)
 			vss = append(vss, vs)
@@ -99,40 +69,89 @@ func parseIPVSSave(out string) ([]ipvs.VirtualServer, error) {
 		if !ok {
 			return nil, bad("real server before its virtual server")
 		}
-		rs := ipvs.RealServer{Weight: -1}
-		masq := false
-		for j := 0; j < len(opts); j++ {
-			switch opts[j] {
-			case "-m":
-				masq = true
-			case "-r", "-w":
-				if j+1 >= len(opts) {
-					return nil, bad("option " + opts[j] + " without a value")
-				}
-				if opts[j] == "-r" {
-					ap, err := netip.ParseAddrPort(opts[j+1])
-					if err != nil {
-						return nil, bad(err.Error())
-					}
-					rs.Address, rs.Port = ap.Addr(), ap.Port()
-				} else {
-					w, err := strconv.Atoi(opts[j+1])
-					if err != nil {
-						return nil, bad("weight " + opts[j+1])
-					}
-					rs.Weight = w
-				}
-				j++
-			default:
-				return nil, bad("option " + opts[j] + " has no plan form (the proxy only masquerades, without thresholds)")
-			}
-		}
-		if !masq || !rs.Address.IsValid() || rs.Weight < 0 {
-			return nil, bad("want -r ADDR:PORT -m -w WEIGHT")
+		rs, why := parseRealServer(f[3:])
+		if why != "" {
+			return nil, bad(why)
 		}
 		vss[i].RealServers = append(vss[i].RealServers, rs)
 	}
 	return vss, nil
+}
+
+// parseVirtualServer reads the options of one `-A` line; why is set when
+// they have no plan form.
+func parseVirtualServer(key ipvs.Key, opts []string) (vs ipvs.VirtualServer, why string) {
+	vs = ipvs.VirtualServer{Key: key}
+	for i := 0; i < len(opts); i += 2 {
+		if i+1 >= len(opts) {
+			return vs, "option " + opts[i] + " without a value"
+		}
+		v := opts[i+1]
+		switch opts[i] {
+		case "-s":
+			vs.Scheduler = v
+		case "-p":
+			n, err := strconv.ParseUint(v, 10, 32)
+			if err != nil {
+				return vs, "persistence timeout " + v
+			}
+			vs.Flags |= ipvs.FlagPersistent
+			vs.PersistenceTimeout = uint32(n)
+		case "-M":
+			if v != "255.255.255.255" && v != "128" {
+				return vs, "netmask " + v + ": plan form has only full-length persistence masks"
+			}
+		case "-b":
+			fl, err := parseSchedFlags(vs.Scheduler, v)
+			if err != nil {
+				return vs, err.Error()
+			}
+			vs.Flags |= fl
+		default:
+			return vs, "option " + opts[i] + " has no plan form"
+		}
+	}
+	if vs.Scheduler == "" {
+		return vs, "no -s scheduler"
+	}
+	return vs, ""
+}
+
+// parseRealServer reads the options of one `-a` line; why is set when
+// they have no plan form (the proxy only masquerades, without thresholds).
+func parseRealServer(opts []string) (rs ipvs.RealServer, why string) {
+	rs = ipvs.RealServer{Weight: -1}
+	masq := false
+	for j := 0; j < len(opts); j++ {
+		switch opts[j] {
+		case "-m":
+			masq = true
+		case "-r", "-w":
+			if j+1 >= len(opts) {
+				return rs, "option " + opts[j] + " without a value"
+			}
+			if opts[j] == "-r" {
+				ap, err := netip.ParseAddrPort(opts[j+1])
+				if err != nil {
+					return rs, err.Error()
+				}
+				rs.Address, rs.Port = ap.Addr(), ap.Port()
+			} else {
+				w, err := strconv.Atoi(opts[j+1])
+				if err != nil {
+					return rs, "weight " + opts[j+1]
+				}
+				rs.Weight = w
+			}
+			j++
+		default:
+			return rs, "option " + opts[j] + " has no plan form (the proxy only masquerades, without thresholds)"
+		}
+	}
+	if !masq || !rs.Address.IsValid() || rs.Weight < 0 {
+		return rs, "want -r ADDR:PORT -m -w WEIGHT"
+	}
+	return rs, ""
 }
 
 // parseSchedFlags is the inverse of ipvsadm's -b list.
