@@ -315,6 +315,13 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	hp := health.NewProxy(2*c.SyncPeriod, nil)
 	hp.Families = ipFamilies(c.Planning.ClusterCIDRs)
 	m.KubeProxy.SetFamilies(hp.Families)
+	k.rules.OnRestoreFailure = func(family string) {
+		if family == iptables.FamilyIPv6 {
+			m.KubeProxy.RestoreFailed("IPv6")
+		} else {
+			m.KubeProxy.RestoreFailed("IPv4")
+		}
+	}
 	hp.OnAnswer = m.KubeProxy.Answered
 	watcher.OnLocalNode = hp.SyncNode
 	watcher.OnChange = hp.QueuedUpdate
