@@ -83,6 +83,9 @@ type chainSyncer struct {
 	// chains it rewrites: others changed them. It is called before the
 	// write, so the log names a repair before anyone can see it done.
 	repairing func(table string, chains []string)
+	// restoreFailed, if set, is told once per sync whose iptables-restore
+	// failed (Syncer.OnRestoreFailure).
+	restoreFailed func(family string)
 }
 
 func newChainSyncer(family string, r RuleRunner) *chainSyncer {
@@ -197,6 +200,9 @@ func (c *chainSyncer) sync(tables []Table) (wrote bool, err error) {
 		script.WriteString(w.script)
 	}
 	if err := c.r.Restore(script.String()); err != nil {
+		if c.restoreFailed != nil {
+			c.restoreFailed(c.family)
+		}
 		if len(writes) == 1 {
 			return true, fmt.Errorf("%s table %s: %w", c.family, writes[0].t.Name, err)
 		}

@@ -52,6 +52,12 @@ type Syncer struct {
 	// cleared marks families the plan does not name whose chains a Full
 	// found removed (clearFamilies).
 	cleared map[string]bool
+
+	// OnRestoreFailure, if set (before the first sync), is called with the
+	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
+	// of that family fails: kube-proxy's
+	// sync_proxy_rules_iptables_restore_failures_total.
+	OnRestoreFailure func(family string)
 }
 
 // Drift is what a full sync found changed outside the proxy since the sync
@@ -114,6 +120,7 @@ func (a *Syncer) chainsFor(family string) (*chainSyncer, error) {
 		return nil, err
 	}
 	c := newChainSyncer(family, r)
+	c.restoreFailed = a.OnRestoreFailure
 	a.chains[family] = c
 	return c, nil
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -162,6 +163,18 @@ func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.
 		log.Warn("not following "+addrmgr.Device+" addresses: every sync dumps them", zap.Error(err))
 	}
 	return nil
+}
+
+// reportRestoreFailures counts each sync whose iptables-restore failed in
+// kube-proxy's series, under its ip_family label.
+func (k *kernel) reportRestoreFailures(m *metrics.KubeProxy) {
+	k.rules.OnRestoreFailure = func(family string) {
+		if family == iptables.FamilyIPv6 {
+			m.RestoreFailed("IPv6")
+		} else {
+			m.RestoreFailed("IPv4")
+		}
+	}
 }
 
 func (k *kernel) close() {

@@ -123,6 +123,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		return err
 	}
 	m, hp := observe(c, watcher)
+	k.reportRestoreFailures(m.KubeProxy)
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)
 	defer stopEvents()

@@ -30,6 +30,9 @@ type KubeProxy struct {
 	NoLocalEndpoints   *prometheus.GaugeVec
 	HealthzTotal       *prometheus.CounterVec
 	LivezTotal         *prometheus.CounterVec
+	// RestoreFailures counts the syncs whose iptables-restore failed, per
+	// family (RestoreFailed).
+	RestoreFailures *prometheus.CounterVec
 
 	mu       sync.Mutex
 	families []string
@@ -69,6 +72,7 @@ func newKubeProxy() *KubeProxy {
 		NoLocalEndpoints:   prometheus.NewGaugeVec(prometheus.GaugeOpts(opts("sync_proxy_rules_no_local_endpoints_total", "Number of services with a Local traffic policy and no endpoints")), []string{"traffic_policy", "ip_family"}),
 		HealthzTotal:       prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_healthz_total", "Cumulative proxy healthz HTTP status")), []string{"code"}),
 		LivezTotal:         prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_livez_total", "Cumulative proxy livez HTTP status")), []string{"code"}),
+		RestoreFailures:    prometheus.NewCounterVec(prometheus.CounterOpts(opts("sync_proxy_rules_iptables_restore_failures_total", "Cumulative proxy iptables restore failures")), fam),
 		families:           []string{"IPv4"},
 		pendingServices:    map[types.NamespacedName]bool{},
 		pendingEndpoints:   map[types.NamespacedName]bool{},
@@ -78,7 +82,7 @@ func newKubeProxy() *KubeProxy {
 func (k *KubeProxy) collectors() []prometheus.Collector {
 	return []prometheus.Collector{k.SyncDuration, k.LastSync, k.LastQueued, k.NetworkProgramming,
 		k.EndpointsPending, k.EndpointsTotal, k.ServicesPending, k.ServicesTotal, k.NoLocalEndpoints,
-		k.HealthzTotal, k.LivezTotal}
+		k.HealthzTotal, k.LivezTotal, k.RestoreFailures}
 }
 
 // SetFamilies sets the ip_family label values: IPv4, IPv6 or both.
@@ -88,6 +92,16 @@ func (k *KubeProxy) SetFamilies(families []string) {
 	if len(families) > 0 {
 		k.families = slices.Clone(families)
 	}
+	for _, f := range k.families {
+		// Present at 0 from the start, as kube-proxy's.
+		k.RestoreFailures.WithLabelValues(f)
+	}
+}
+
+// RestoreFailed counts one sync whose iptables-restore of ipFamily (IPv4,
+// IPv6) failed.
+func (k *KubeProxy) RestoreFailed(ipFamily string) {
+	k.RestoreFailures.WithLabelValues(ipFamily).Inc()
 }
 
 func (k *KubeProxy) eachFamily(f func(family string)) {

@@ -78,6 +78,7 @@ func TestKubeProxySeries(t *testing.T) {
 	m.KubeProxy.Answered("/healthz", 503)
 	m.KubeProxy.Answered("/livez", 200)
 	m.KubeProxy.SetNoLocalEndpoints(2)
+	m.KubeProxy.RestoreFailed("IPv6")
 	body := scrape(t, m)
 	for _, want := range []string{
 		"kubeproxy_sync_proxy_rules_service_changes_total 1",
@@ -88,6 +89,8 @@ func TestKubeProxySeries(t *testing.T) {
 		`kubeproxy_proxy_healthz_total{code="503"} 1`,
 		`kubeproxy_proxy_livez_total{code="200"} 1`,
 		`kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"} 2`,
+		`kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 0`,
+		`kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv6"} 1`,
 		`ipvs_proxy_build_info{goversion="go`,
 	} {
 		if !strings.Contains(body, want) {

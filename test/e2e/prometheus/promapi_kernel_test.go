@@ -142,10 +142,11 @@ func checkDashboard(t *testing.T, p *promAPI, file string) {
 			t.Errorf("%s: panel %q: want %q is not nonempty, series or any", file, q.Panel, q.Want)
 		}
 	}
-	// The control: a kube-proxy series this proxy does not export
-	// (docs/operations.md) is empty through the same path, so "nonempty"
-	// above is not true of any query.
-	const absent = `kubeproxy_sync_proxy_rules_iptables_restore_failures_total{job="kube-proxy"}`
+	// The control: a kube-proxy series that its IPVS mode does not register
+	// (the iptables and nftables modes' full-sync histogram), and so
+	// neither does this proxy, is empty through the same path, so
+	// "nonempty" above is not true of any query.
+	const absent = `kubeproxy_sync_full_proxy_rules_duration_seconds_count{job="kube-proxy"}`
 	if res, err := p.query(absent); err != nil || len(res) != 0 {
 		t.Errorf("control %s: %v %v, want empty", absent, res, err)
 	}
