@@ -29,8 +29,35 @@ type ipvsEntry struct{ key, attrs string }
 // readIPVS reads /proc/net/ip_vs of the calling thread's network namespace
 // (/proc/thread-self/net: /proc/net would be the main thread's) in the
 // kernel's own text, independent of any netlink code: every virtual and
-// real server with its attributes.
+// real server with its attributes, as two reads in a row agree.
+//
+// One read is not a snapshot: the kernel produces the file a page per
+// read(2) and resumes the next page by position, so a server deleted
+// before that position while the file is read (the proxy removing
+// kube-proxy's link-local NodePorts) shifts the rest, and one server
+// still in the table is skipped. A monitor trusting one read saw TCP
+// 203.0.113.10:80 "deleted and added again" within 100 ms while the proxy
+// had not touched it (its sync counted only the 7 link-local deletions).
 func readIPVS() (map[string]string, error) {
+	prev, err := readIPVSOnce()
+	if err != nil {
+		return nil, err
+	}
+	for range 50 {
+		cur, err := readIPVSOnce()
+		if err != nil {
+			return nil, err
+		}
+		if maps.Equal(prev, cur) {
+			return cur, nil
+		}
+		prev = cur
+	}
+	return nil, fmt.Errorf("/proc/net/ip_vs changed at each of 50 reads in a row")
+}
+
+// readIPVSOnce is one pass over /proc/net/ip_vs (several read(2)s).
+func readIPVSOnce() (map[string]string, error) {
 	f, err := os.Open("/proc/thread-self/net/ip_vs")
 	if err != nil {
 		return nil, err
