@@ -56,13 +56,15 @@ type portPlanner struct {
 	sp  *model.ServicePort
 	eps []model.Endpoint
 	fam [2]famEndpoints
-	out *portPlan
+	// svcFam are the families the port has cluster IPs in (serviceFamilies).
+	svcFam [2]bool
+	out    *portPlan
 }
 
 // planPort plans service port sp with its endpoints; index is its position
 // among its service's ports.
 func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *portPlan {
-	p := &portPlanner{e: e, sp: sp, eps: eps, out: &portPlan{name: sp.Name, index: index}}
+	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: index}}
 	p.service()
 	for f := range p.fam {
 		for _, rs := range p.fam[f].loop {
@@ -115,9 +117,8 @@ func (p *portPlanner) service() {
 	if sp.NodePort != 0 {
 		// NodePorts are served in the families the service has cluster IPs
 		// in (spec.ipFamilies), as kube-proxy's per-family proxiers do.
-		svcFam := serviceFamilies(sp)
 		for _, a := range p.e.npAddrs {
-			if !svcFam[famOf(a)] {
+			if !p.svcFam[famOf(a)] {
 				continue
 			}
 			if containsAny(p.e.o.ExcludeCIDRs, a) {
@@ -159,7 +160,7 @@ func serviceFamilies(sp *model.ServicePort) [2]bool {
 // IP the guard lets through) when the Service has no cluster IP in its
 // family: kube-proxy's proxier of that family never sees the Service.
 func (p *portPlanner) otherFamily(kind vipKind, a netip.Addr) bool {
-	if kind == kindClusterIP || serviceFamilies(p.sp)[famOf(a)] {
+	if kind == kindClusterIP || p.svcFam[famOf(a)] {
 		return false
 	}
 	p.refuse(kind.field(), a.String(), model.ReasonServiceFamily, "the Service has no "+familyWord(a)+
