@@ -236,7 +236,7 @@ func verdict(ctx context.Context, cfg Config, st *consoleState, res *Result, wai
 		}
 	}
 	if len(failed) > 0 {
-		return fmt.Errorf("%w: %s", ErrFailed, strings.Join(failed, ", "))
+		return fmt.Errorf("%w: %s%s", ErrFailed, strings.Join(failed, ", "), digestSuffix(st.reports, cfg.Jobs))
 	}
 	if cfg.FailOnSkip && len(res.Skipped) > 0 {
 		return fmt.Errorf("%w: %s", ErrSkipped, strings.Join(res.Skipped, "; "))
@@ -251,6 +251,8 @@ type consoleState struct {
 	panic             string
 	jobStart          time.Time
 	failKind, failMsg string
+	// reports are the "name_test.go:N: ..." lines, for the failure digest.
+	reports []report
 }
 
 // scanConsole copies the console to w, dropping marker lines and carriage
@@ -293,6 +295,9 @@ func scanConsole(r io.Reader, w io.Writer, nonce string, start time.Time, res *R
 				io.WriteString(w, strings.ReplaceAll(line, "\r", ""))
 				if i := strings.Index(clean, "Kernel panic - "); i >= 0 && st.panic == "" {
 					st.panic = clean[i:]
+				}
+				if r, ok := parseReport(clean); ok && len(st.reports) < maxReports {
+					st.reports = append(st.reports, r)
 				}
 				if t := strings.TrimSpace(clean); strings.HasPrefix(t, "--- SKIP: ") {
 					res.Skipped = append(res.Skipped, strings.TrimPrefix(t, "--- SKIP: "))
