@@ -179,7 +179,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 				run.close()
 				return nil, err
 			}
-			if err := run.ns.Do(func() error { stop, err := srv.Listen(); run.stopServer = stop; return err }); err != nil {
+			if err := run.ns.Do(func() error { stop, err := srv.Listen(); run.addStop(stop); return err }); err != nil {
 				run.close()
 				return nil, err
 			}
@@ -307,6 +307,19 @@ func (a *agent) remove(uid types.UID) {
 	if ok {
 		run.close()
 	}
+}
+
+// addStop keeps one more server's stop: a pod may run several netexec
+// containers.
+func (r *podRun) addStop(stop func()) {
+	if stop == nil {
+		return
+	}
+	if prev := r.stopServer; prev != nil {
+		r.stopServer = func() { prev(); stop() }
+		return
+	}
+	r.stopServer = stop
 }
 
 func (r *podRun) close() {

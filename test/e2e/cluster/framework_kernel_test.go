@@ -61,6 +61,8 @@ type podSpec struct {
 	readyPort int
 	// grace is terminationGracePeriodSeconds; 0 leaves the API default (30).
 	grace int64
+	// ports are the container's declared ports (named targetPorts).
+	ports []corev1.ContainerPort
 }
 
 // pod is a running pod as a test sees it: where to "exec" and its address.
@@ -74,8 +76,7 @@ type pod struct {
 // reports it Ready.
 func (b *bed) runPod(t *testing.T, namespace string, s podSpec) pod {
 	t.Helper()
-	ctx := context.Background()
-	c := corev1.Container{Name: "c", Image: agnhost}
+	c := corev1.Container{Name: "c", Image: agnhost, Ports: s.ports}
 	if s.netexec != nil {
 		c.Args = append([]string{"netexec"}, s.netexec...)
 	} else {
@@ -90,11 +91,20 @@ func (b *bed) runPod(t *testing.T, namespace string, s podSpec) pod {
 	if s.grace != 0 {
 		p.Spec.TerminationGracePeriodSeconds = &s.grace
 	}
+	return b.runPodObject(t, namespace, p)
+}
+
+// runPodObject creates the Pod (bound to its node) and waits until the
+// node agent reports it Ready.
+func (b *bed) runPodObject(t *testing.T, namespace string, p *corev1.Pod) pod {
+	t.Helper()
+	ctx := context.Background()
+	name, node := p.Name, p.Spec.NodeName
 	if _, err := b.client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
 		t.Fatal(err)
 	}
 	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, podStartTimeout, true, func(ctx context.Context) (bool, error) {
-		got, err := b.client.CoreV1().Pods(namespace).Get(ctx, s.name, metav1.GetOptions{})
+		got, err := b.client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
 		if err != nil {
 			return false, err
 		}
@@ -105,13 +115,13 @@ func (b *bed) runPod(t *testing.T, namespace string, s podSpec) pod {
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("pod %s/%s on %s not Ready: %v", namespace, s.name, s.node, err)
+		t.Fatalf("pod %s/%s on %s not Ready: %v", namespace, name, node, err)
 	}
-	ns, ip, ok := b.node(t, s.node).agent.podNS(namespace, s.name)
+	ns, ip, ok := b.node(t, node).agent.podNS(namespace, name)
 	if !ok {
-		t.Fatalf("pod %s/%s Ready but not run by %s's agent", namespace, s.name, s.node)
+		t.Fatalf("pod %s/%s Ready but not run by %s's agent", namespace, name, node)
 	}
-	return pod{name: s.name, ns: ns, ip: ip}
+	return pod{name: name, ns: ns, ip: ip}
 }
 
 // deleteAndWaitTerminating deletes the pod (its grace period applies: the node

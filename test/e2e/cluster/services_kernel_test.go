@@ -36,6 +36,7 @@ func TestClusterGuest(t *testing.T) {
 	t.Run("should fallback to local terminating endpoints when there are no ready endpoints with internalTrafficPolicy=Local", b.terminatingFallbackLocal)
 	t.Run("should support externalTrafficPolicy=Local for type=NodePort", b.etpLocalNodePort)
 	t.Run("should implement NodePort and HealthCheckNodePort correctly when ExternalTrafficPolicy changes", b.etpChangeHealthCheck)
+	b.laterTests(t)
 }
 
 func vip(svc *corev1.Service, port int32) netip.AddrPort {
@@ -141,6 +142,7 @@ func (b *bed) granularChecks(t *testing.T) {
 			return err
 		})
 	})
+	b.granularChecksMore(t, netConfig{ns: ns, sel: sel, svc: svc, want: want, netservers: netservers, testPod: testPod, host: host})
 }
 
 // sourcePodIP is SN-103 (service.go): a netexec pod behind a ClusterIP on
