@@ -7,6 +7,7 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"strings"
 	"sync"
 	"time"
@@ -19,11 +20,16 @@ var ErrArgs = errors.New("container args")
 // tests talk to: HTTP GET /hostname (and /hostName), /clientip ("IP:PORT"
 // of the peer as the server saw it), /echo?msg=M, /healthz and /readyz on
 // HTTPPort; on UDPPort the datagrams "hostname" (or "hostName"),
-// "echo M" and "clientip". A port of 0 is not served.
+// "echo M" and "clientip". A port of 0 is not served. UDPListenAddrs,
+// when set, are the addresses the UDP port is bound to, one socket each
+// (agnhost's --udp-listen-addresses, which the upstream tests set for
+// hostNetwork pods: a wildcard socket answers a NATed request from the
+// address routing picks, which is not the one IPVS sent it to).
 type Netexec struct {
-	Hostname string
-	HTTPPort int
-	UDPPort  int
+	Hostname       string
+	HTTPPort       int
+	UDPPort        int
+	UDPListenAddrs []netip.Addr
 }
 
 // ParseNetexec reads a container's args in agnhost's form, ["netexec",
@@ -39,6 +45,16 @@ func ParseNetexec(hostname string, args []string) (Netexec, error) {
 	n := Netexec{Hostname: hostname}
 	fs.IntVar(&n.HTTPPort, "http-port", 8080, "")
 	fs.IntVar(&n.UDPPort, "udp-port", -1, "")
+	fs.Func("udp-listen-addresses", "", func(v string) error {
+		for _, a := range strings.Split(v, ",") {
+			addr, err := netip.ParseAddr(a)
+			if err != nil {
+				return err
+			}
+			n.UDPListenAddrs = append(n.UDPListenAddrs, addr)
+		}
+		return nil
+	})
 	if err := fs.Parse(args[1:]); err != nil {
 		return Netexec{}, fmt.Errorf("%w: %q: %w", ErrArgs, args, err)
 	}
@@ -69,14 +85,23 @@ func (n Netexec) Listen() (stop func(), err error) {
 		go func() { defer wg.Done(); _ = srv.Serve(ln) }()
 	}
 	if n.UDPPort > 0 {
-		pc, err := net.ListenPacket("udp", fmt.Sprintf(":%d", n.UDPPort))
-		if err != nil {
-			stop()
-			return nil, fmt.Errorf("netexec: listen udp/%d: %w", n.UDPPort, err)
+		addrs := []string{fmt.Sprintf(":%d", n.UDPPort)}
+		if len(n.UDPListenAddrs) > 0 {
+			addrs = nil
+			for _, a := range n.UDPListenAddrs {
+				addrs = append(addrs, netip.AddrPortFrom(a, uint16(n.UDPPort)).String())
+			}
 		}
-		closers = append(closers, pc)
-		wg.Add(1)
-		go func() { defer wg.Done(); n.serveUDP(pc) }()
+		for _, addr := range addrs {
+			pc, err := net.ListenPacket("udp", addr)
+			if err != nil {
+				stop()
+				return nil, fmt.Errorf("netexec: listen udp %s: %w", addr, err)
+			}
+			closers = append(closers, pc)
+			wg.Add(1)
+			go func() { defer wg.Done(); n.serveUDP(pc) }()
+		}
 	}
 	return stop, nil
 }

@@ -3,6 +3,7 @@ package cluster_test
 import (
 	"errors"
 	"net/netip"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -12,14 +13,20 @@ import (
 
 func TestParseNetexec(t *testing.T) {
 	n, err := cluster.ParseNetexec("p", []string{"netexec", "--http-port=8083", "--udp-port=8081"})
-	if err != nil || n != (cluster.Netexec{Hostname: "p", HTTPPort: 8083, UDPPort: 8081}) {
+	if err != nil || !reflect.DeepEqual(n, cluster.Netexec{Hostname: "p", HTTPPort: 8083, UDPPort: 8081}) {
 		t.Errorf("got %+v, %v", n, err)
 	}
 	n, err = cluster.ParseNetexec("p", []string{"netexec"})
-	if err != nil || n != (cluster.Netexec{Hostname: "p", HTTPPort: 8080}) {
+	if err != nil || !reflect.DeepEqual(n, cluster.Netexec{Hostname: "p", HTTPPort: 8080}) {
 		t.Errorf("defaults: got %+v, %v", n, err)
 	}
-	for _, args := range [][]string{nil, {"serve-hostname"}, {"netexec", "--sctp-port=8082"}} {
+	n, err = cluster.ParseNetexec("p", []string{"netexec", "--udp-port=8081", "--udp-listen-addresses=192.168.50.11,10.244.1.2"})
+	want := cluster.Netexec{Hostname: "p", HTTPPort: 8080, UDPPort: 8081,
+		UDPListenAddrs: []netip.Addr{netip.MustParseAddr("192.168.50.11"), netip.MustParseAddr("10.244.1.2")}}
+	if err != nil || !reflect.DeepEqual(n, want) {
+		t.Errorf("udp-listen-addresses: got %+v, %v", n, err)
+	}
+	for _, args := range [][]string{nil, {"serve-hostname"}, {"netexec", "--sctp-port=8082"}, {"netexec", "--udp-listen-addresses=$(HOST_IP)"}} {
 		if _, err := cluster.ParseNetexec("p", args); !errors.Is(err, cluster.ErrArgs) {
 			t.Errorf("%q: got %v, want ErrArgs", args, err)
 		}
@@ -52,5 +59,23 @@ func TestNetexec(t *testing.T) {
 	}
 	if got, err := cluster.UDPRequest(udpAddr, "clientip", 5*time.Second); err != nil || !strings.HasPrefix(got, "127.0.0.1:") {
 		t.Errorf("udp clientip: %q %v", got, err)
+	}
+}
+
+// TestNetexecUDPListenAddresses: with --udp-listen-addresses the UDP port
+// is bound to those addresses only.
+func TestNetexecUDPListenAddresses(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	n := cluster.Netexec{Hostname: "netserver-0", UDPPort: 18082, UDPListenAddrs: []netip.Addr{lo}}
+	stop, err := n.Listen()
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer stop()
+	if got, err := cluster.UDPRequest(netip.AddrPortFrom(lo, 18082), "hostname", 5*time.Second); err != nil || got != "netserver-0" {
+		t.Errorf("udp 127.0.0.1: %q %v", got, err)
+	}
+	if got, err := cluster.UDPRequest(netip.MustParseAddrPort("127.0.0.2:18082"), "hostname", time.Second); err == nil {
+		t.Errorf("udp 127.0.0.2 (not a listen address) answered %q", got)
 	}
 }
