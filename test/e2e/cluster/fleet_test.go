@@ -14,8 +14,8 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // TestFleetVM is the mixed fleet of issue 13 item 5 and the seed's
@@ -55,15 +55,10 @@ func TestFleetVM(t *testing.T) {
 	}
 
 	dir := t.TempDir()
-	guestKC, proxyKC, kpKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig"), filepath.Join(dir, "kube-proxy.kubeconfig")
-	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
-		t.Fatal(err)
-	}
 	// Both proxies dial 127.0.0.1:PORT in their node namespace, relayed to
 	// the host by the guest.
-	if err := srv.WriteKubeconfig(proxyKC, srv.Config(), srv.URL); err != nil {
-		t.Fatal(err)
-	}
+	guestKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, srv.Config())
+	kpKC := filepath.Join(dir, "kube-proxy.kubeconfig")
 	if err := srv.WriteKubeconfig(kpKC, kpCfg, srv.URL); err != nil {
 		t.Fatal(err)
 	}
@@ -71,19 +66,7 @@ func TestFleetVM(t *testing.T) {
 	if proxyBin == "" {
 		proxyBin = gobuild.Proxy(t, dir)
 	}
-	guestBin := gobuild.GuestTest(t, dir, "cluster")
-
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestFleetGuest$",
-			"-test.timeout", timeout.String()}, Dir: wd}},
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestFleetGuest", Timeout: timeout, Port: srv.Port,
 		Env: []string{"CLUSTER_KUBECONFIG_ADMIN=" + guestKC, "CLUSTER_KUBECONFIG_PROXY=" + proxyKC,
-			"CLUSTER_PROXY_BIN=" + proxyBin, "CLUSTER_KUBECONFIG_KUBE_PROXY=" + kpKC, "KUBE_PROXY_BIN=" + kpBin},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+			"CLUSTER_PROXY_BIN=" + proxyBin, "CLUSTER_KUBECONFIG_KUBE_PROXY=" + kpKC, "KUBE_PROXY_BIN=" + kpBin}})
 }
