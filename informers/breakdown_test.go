@@ -170,3 +170,35 @@ func (nopSets) Destroy(string) error                       { return nil }
 func (nopSets) Swap(string, string) error                  { return nil }
 func (nopSets) Add(iptables.IPSet, []iptables.Entry) error { return nil }
 func (nopSets) Del(iptables.IPSet, []iptables.Entry) error { return nil }
+
+// BenchmarkIsServiceIP is one Watcher.IsServiceIP among 10,000 cached
+// Services, for an address that is no Service's: "changed" the first
+// question after a Service changed (one scan of the cache gathers the
+// ClusterIPs), "cached" the next ones. A full sync asks about the API
+// server's addresses and the resolvers, a few times; no index by ClusterIP
+// is kept for it.
+//
+//	go test -run '^$' -bench IsServiceIP -benchmem ./informers/
+func BenchmarkIsServiceIP(b *testing.B) {
+	const services = 10000
+	sh := memShapes[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := startWatcher(ctx, b, memEncode(b, services, 1, sh), services, sh.nodes, StripUnused)
+	a := netip.MustParseAddr("10.0.2.100")
+	for _, changed := range []bool{true, false} {
+		b.Run(map[bool]string{true: "changed", false: "cached"}[changed], func(b *testing.B) {
+			for b.Loop() {
+				if changed {
+					w.mu.Lock()
+					w.svcGen++
+					w.svcIPsOK = false
+					w.mu.Unlock()
+				}
+				if w.IsServiceIP(a) {
+					b.Fatal("not a Service IP")
+				}
+			}
+		})
+	}
+}
