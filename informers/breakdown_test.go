@@ -19,6 +19,8 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
+var breakdownGOGC = flag.Int("informers.listgogc", 50, "BenchmarkMemoryBreakdown: GOGC while listing and planning (50 after, as run sets it)")
+
 var breakdownHeap = flag.String("informers.heapprofile", "", "BenchmarkMemoryBreakdown: write a heap profile of the live set after the full sync to this file (with -test.memprofilerate)")
 
 // BenchmarkMemoryBreakdown is what each piece of the daemon's live heap
@@ -72,6 +74,7 @@ func breakdown(b *testing.B, services, endpoints int) {
 	hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
 	base := liveHeap()
 	baseRSS, _ := vmHWM()
+	debug.SetGCPercent(*breakdownGOGC)
 
 	w := startWatcherOn(ctx, b, client, services, sh.nodes, StripUnused)
 	// The fake clientset's reactors keep the encoded lists: drop them, as
@@ -90,6 +93,7 @@ func breakdown(b *testing.B, services, endpoints int) {
 		inc.Update(k, ports, eps, rs)
 	}
 	st := inc.State()
+	debug.SetGCPercent(50)
 	hwmPlan, _ := vmHWM()
 	afterPlan := liveHeap()
 
