@@ -59,14 +59,18 @@ func MatchProxy(e ProcEntry) (Process, bool) {
 
 // FindProxies scans procRoot (normally "/proc") for other service proxies,
 // sorted by PID; it skips the calling process and processes that vanish
-// while it reads. It reads every process of the PID namespace, whatever the
-// network namespace.
+// while it reads. It skips a proxy in another network namespace than the
+// caller's (/proc/PID/ns/net against procRoot/self/ns/net): that one
+// programs another kube-ipvs0, IPVS table and rule set. When either link
+// cannot be read (no permission), the proxy is kept: better a refusal too
+// many than a cleanup under a running proxy.
 func FindProxies(procRoot string) ([]Process, error) {
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil, err
 	}
 	self := os.Getpid()
+	ownNet, _ := os.Readlink(filepath.Join(procRoot, "self", "ns", "net"))
 	var out []Process
 	for _, ent := range ents {
 		pid, err := strconv.Atoi(ent.Name())
@@ -79,9 +83,14 @@ func FindProxies(procRoot string) ([]Process, error) {
 			continue
 		}
 		cmdline, _ := os.ReadFile(filepath.Join(dir, "cmdline"))
-		if p, ok := MatchProxy(ProcEntry{PID: pid, Comm: string(bytes.TrimSpace(comm)), Cmdline: cmdline}); ok {
-			out = append(out, p)
+		p, ok := MatchProxy(ProcEntry{PID: pid, Comm: string(bytes.TrimSpace(comm)), Cmdline: cmdline})
+		if !ok {
+			continue
 		}
+		if net, err := os.Readlink(filepath.Join(dir, "ns", "net")); err == nil && ownNet != "" && net != ownNet {
+			continue
+		}
+		out = append(out, p)
 	}
 	slices.SortFunc(out, func(a, b Process) int { return a.PID - b.PID })
 	return out, nil

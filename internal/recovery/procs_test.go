@@ -87,18 +87,30 @@ func TestFindProxiesFakeRoot(t *testing.T) {
 		_ = os.WriteFile(filepath.Join(dir, "comm"), []byte(comm+"\n"), 0o644)
 		_ = os.WriteFile(filepath.Join(dir, "cmdline"), []byte(cmdline), 0o644)
 	}
+	netns := func(pid, ns string) {
+		dir := filepath.Join(root, pid, "ns")
+		if err := os.MkdirAll(dir, 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.Symlink(ns, filepath.Join(dir, "net")); err != nil {
+			t.Fatal(err)
+		}
+	}
 	write("300", "kube-proxy", "kube-proxy\x00--v=2\x00")
 	write("20", "ipvs-proxy", "ipvs-proxy\x00run\x00")
 	write("21", "bash", "bash\x00")
-	if err := os.MkdirAll(filepath.Join(root, "self"), 0o755); err != nil {
-		t.Fatal(err)
-	}
+	// Another node's proxy of a test bed, or a pod's: another network
+	// namespace, another kube-ipvs0.
+	write("22", "ipvs-proxy", "ipvs-proxy\x00run\x00")
+	netns("self", "net:[4026531840]")
+	netns("300", "net:[4026531840]")
+	netns("22", "net:[4026532999]")
 	procs, err := FindProxies(root)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(procs) != 2 || procs[0].PID != 20 || procs[1].PID != 300 || procs[1].Name != "kube-proxy" {
-		t.Fatalf("FindProxies = %+v", procs)
+		t.Fatalf("FindProxies = %+v, want pids 20 (network namespace unreadable: kept) and 300 (same namespace)", procs)
 	}
 	if _, err := FindProxies(filepath.Join(root, "missing")); err == nil {
 		t.Error("no error for a missing proc root")

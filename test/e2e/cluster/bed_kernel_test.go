@@ -39,6 +39,8 @@ type bedNode struct {
 	podCIDR netip.Prefix
 	agent   *agent
 	proxy   *proxyProc
+	// stopRelay cuts the node off from the API server (the relay to it).
+	stopRelay func()
 }
 
 // bed is the cluster: three nodes and the runner (the upstream tests'
@@ -115,7 +117,7 @@ func newBed(t *testing.T) *bed {
 			t.Fatal(err)
 		}
 		// The proxy dials the API server at 127.0.0.1:PORT in its node.
-		n.ns.Relay(t, "127.0.0.1:"+apiPort, apiHostPort)
+		n.stopRelay = n.ns.Relay(t, "127.0.0.1:"+apiPort, apiHostPort)
 		n.agent = startAgent(t, b.client, n)
 		n.proxy = startProxy(t, n, proxyBin, proxyKC)
 	}

@@ -11,7 +11,11 @@ import (
 )
 
 // proxyProc is one node's `ipvs-proxy run`, its own state directory and log.
-type proxyProc struct{ *ktest.Process }
+type proxyProc struct {
+	*ktest.Process
+	// stateDir is its --state-dir (node-addresses.json, which `recover` reads offline).
+	stateDir string
+}
 
 // startProxy runs `ip netns exec NODE ipvs-proxy run` as a DaemonSet's pod
 // would on that node: its own Node name, state directory and the cluster
@@ -20,11 +24,12 @@ type proxyProc struct{ *ktest.Process }
 func startProxy(t *testing.T, n *bedNode, bin, kubeconfig string) *proxyProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &proxyProc{n.ns.Start(t, filepath.Join(dir, "proxy.log"), bin, "run",
+	p := &proxyProc{stateDir: filepath.Join(dir, "state")}
+	p.Process = n.ns.Start(t, filepath.Join(dir, "proxy.log"), bin, "run",
 		"--kubeconfig", kubeconfig, "--hostname-override", n.name, "--cluster-cidr", clusterCIDR.String(),
-		"--state-dir", filepath.Join(dir, "state"), "--sync-period", "30s",
+		"--state-dir", p.stateDir, "--sync-period", "30s",
 		"--protected-cidrs", lanPrefix.String(),
-		"--log-level", "debug", "--log-format", "console")}
+		"--log-level", "debug", "--log-format", "console")
 	// Runs before Start's own cleanup, which kills what still runs.
 	t.Cleanup(func() { _, _ = p.Stop(30 * time.Second) })
 	return p
