@@ -883,6 +883,11 @@ func TestKernelGracefulTermination(t *testing.T) {
 	if res.IPVS.Quiesced != 1 || res.IPVS.ConntrackDeleted != 1 || res.IPVS.RealServersDeleted != 1 {
 		t.Errorf("partial: %+v, want 1 quiesced, 1 UDP real server deleted with its conntrack flows", res.IPVS)
 	}
+	// The kernel's count of deleted flows (kubeproxy_conntrack_reconciler_*):
+	// the one UDP flow, in IPv4.
+	if ct := res.IPVS.Conntrack; !ct[0].Ran || ct[0].Entries != 1 || ct[1].Ran {
+		t.Errorf("conntrack rounds %+v, want one IPv4 round that deleted the 1 UDP flow", ct)
+	}
 	quiesced := "-a -t " + vip + " -r " + ap(f.podB, linePort) + " -m -w 0"
 	if got := b.ipvsadmSave(); !slices.Contains(got, quiesced) {
 		t.Fatalf("pod-b not quiesced at weight 0:\n%s", strings.Join(got, "\n"))

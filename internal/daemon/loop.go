@@ -139,6 +139,8 @@ type Loop struct {
 	nodes   []model.Node
 	// health are the healthCheckNodePort servers each service asks for.
 	health map[types.NamespacedName][]healthPort
+	// noLocal is the last plan's kube-proxy no-local-endpoints count.
+	noLocal [2]planner.NoLocal
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -370,6 +372,7 @@ func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedNam
 		}
 	}
 	st := l.plan.State()
+	l.noLocal = l.plan.NoLocalEndpoints()
 	if l.OnPlan != nil && full {
 		l.OnPlan(l.plan.Guard(), &st)
 	}
@@ -458,6 +461,7 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 	}
 	if l.Metrics != nil {
 		l.observe(mode, rep, changes, failed, st, now)
+		l.observeConntrack(res)
 	}
 	if l.Events != nil && st != nil {
 		if _, limited := l.Events.Report(st.Refusals); limited > 0 {
@@ -509,6 +513,22 @@ func (l *Loop) observe(mode string, rep *SyncReport, changes informers.Changes, 
 		byReason[string(r.Reason)]++
 	}
 	l.Metrics.SetRefusals(byReason)
+	for f, n := range l.noLocal {
+		l.Metrics.KubeProxy.SetNoLocalEndpoints(metrics.IPFamilies[f], n.Internal, n.External)
+	}
+}
+
+// observeConntrack records the sync's conntrack flow deletions, each
+// family's as one round of kube-proxy's conntrack reconciler.
+func (l *Loop) observeConntrack(res *applier.Result) {
+	if res == nil || res.IPVS == nil {
+		return
+	}
+	for f, round := range res.IPVS.Conntrack {
+		if round.Ran {
+			l.Metrics.KubeProxy.ConntrackReconciled(metrics.IPFamilies[f], round.Took.Seconds(), round.Entries)
+		}
+	}
 }
 
 func (l *Loop) scheduleRetry(now time.Time) {
