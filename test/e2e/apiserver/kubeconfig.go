@@ -3,6 +3,8 @@ package apiserver
 import (
 	"errors"
 	"fmt"
+	"path/filepath"
+	"testing"
 
 	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
@@ -41,4 +43,21 @@ func (s *Server) WriteKubeconfig(path string, cfg *rest.Config, server string) e
 		return fmt.Errorf("write kubeconfig %s: %w", path, err)
 	}
 	return nil
+}
+
+// WriteGuestKubeconfigs writes the two kubeconfigs a VM suite hands its
+// guest into dir: admin.kubeconfig (the server's admin credentials at
+// GuestURL, for the guest test itself) and proxy.kubeconfig (proxy's
+// credentials at URL, 127.0.0.1:PORT, which the guest relays to the
+// forwarded port inside each node namespace), and returns their paths.
+func (s *Server) WriteGuestKubeconfigs(t testing.TB, dir string, proxy *rest.Config) (admin, proxyPath string) {
+	t.Helper()
+	admin, proxyPath = filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
+	if err := s.WriteKubeconfig(admin, s.Config(), s.GuestURL()); err != nil {
+		t.Fatal(err)
+	}
+	if err := s.WriteKubeconfig(proxyPath, proxy, s.URL); err != nil {
+		t.Fatal(err)
+	}
+	return admin, proxyPath
 }

@@ -5,14 +5,13 @@ package chaos
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
@@ -26,29 +25,15 @@ func TestChaos(t *testing.T) {
 	}
 	srv := apiserver.Shared(t)
 	dir := t.TempDir()
-	guestKC, proxyKC := filepath.Join(dir, "guest.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
-	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.WriteKubeconfig(proxyKC, srv.Config(), srv.URL); err != nil {
-		t.Fatal(err)
-	}
-
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
+	guestKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, srv.Config())
 	// Prebuilt binaries (make chaos builds them once) or built here.
-	proxyBin, guestBin := os.Getenv("CHAOS_PROXY_BIN"), os.Getenv("CHAOS_GUEST_BIN")
+	proxyBin := os.Getenv("CHAOS_PROXY_BIN")
 	if proxyBin == "" {
 		proxyBin = gobuild.Proxy(t, dir)
 	}
-	if guestBin == "" {
-		guestBin = gobuild.GuestTest(t, dir, "chaos")
-	}
 
 	timeout := 15*time.Minute + time.Duration(kills)*2*time.Minute
-	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 	env := []string{"CHAOS_KUBECONFIG_GUEST=" + guestKC, "CHAOS_KUBECONFIG_PROXY=" + proxyKC, "CHAOS_PROXY_BIN=" + proxyBin,
 		"CHAOS_KILLS=" + strconv.Itoa(kills)}
@@ -57,14 +42,6 @@ func TestChaos(t *testing.T) {
 			env = append(env, k+"="+v)
 		}
 	}
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs:        []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestChaosGuest$", "-test.timeout", timeout.String()}, Dir: wd}},
-		Env:         env,
-		ForwardPort: srv.Port,
-		Timeout:     timeout,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestChaosGuest", Bin: os.Getenv("CHAOS_GUEST_BIN"), Timeout: timeout,
+		Env: env, Port: srv.Port, AllowSkip: true})
 }

@@ -5,14 +5,13 @@ package daemon
 import (
 	"context"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
@@ -29,32 +28,8 @@ func TestDaemon(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	guestKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
-	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.WriteKubeconfig(proxyKC, inst.Config, srv.URL); err != nil {
-		t.Fatal(err)
-	}
-
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxyBin, guestBin := gobuild.Proxy(t, dir), gobuild.GuestTest(t, dir, "daemon")
-
-	timeout := 15 * time.Minute
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestDaemonGuest$",
-			"-test.timeout", timeout.String()}, Dir: wd}},
+	guestKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, inst.Config)
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestDaemonGuest", Timeout: 15 * time.Minute, Port: srv.Port,
 		Env: []string{"DAEMON_KUBECONFIG_ADMIN=" + guestKC, "DAEMON_KUBECONFIG_PROXY=" + proxyKC,
-			"DAEMON_PROXY_BIN=" + proxyBin},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+			"DAEMON_PROXY_BIN=" + gobuild.Proxy(t, dir)}})
 }

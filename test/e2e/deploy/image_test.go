@@ -15,8 +15,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 )
 
 // TestImage runs the DaemonSet's image in the VM as a kubelet would run the
@@ -91,23 +90,6 @@ func TestImage(t *testing.T) {
 	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
 		t.Fatal(err)
 	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	guestBin := gobuild.GuestTest(t, dir, "deploy", "-vet=off")
-
-	timeout := 12 * time.Minute
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestImageGuest$",
-			"-test.timeout", timeout.String()}, Dir: wd}},
-		Env:         []string{"IMAGE_BUNDLE=" + bundle, "IMAGE_PODS=" + podsFile, "IMAGE_KUBECONFIG_ADMIN=" + guestKC},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestImageGuest", BuildFlags: []string{"-vet=off"}, Timeout: 12 * time.Minute,
+		Port: srv.Port, Env: []string{"IMAGE_BUNDLE=" + bundle, "IMAGE_PODS=" + podsFile, "IMAGE_KUBECONFIG_ADMIN=" + guestKC}})
 }

@@ -4,14 +4,12 @@ package guard_test
 
 import (
 	"context"
-	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 )
 
 // TestGuardVM starts its own API server on the host and runs
@@ -22,32 +20,9 @@ func TestGuardVM(t *testing.T) {
 	defer cancel()
 	srv := apiserver.Start(t)
 	dir := t.TempDir()
-	guestKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
-	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
-		t.Fatal(err)
-	}
 	// The proxy dials 127.0.0.1:PORT in its node namespace, relayed to
 	// the host by the guest test once the startup pass is checked.
-	if err := srv.WriteKubeconfig(proxyKC, srv.Config(), srv.URL); err != nil {
-		t.Fatal(err)
-	}
-	wd, err := os.Getwd()
-	if err != nil {
-		t.Fatal(err)
-	}
-	proxyBin, guestBin := gobuild.Proxy(t, dir), gobuild.GuestTest(t, dir, "guard")
-
-	timeout := 12 * time.Minute
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestGuardGuest$",
-			"-test.timeout", timeout.String()}, Dir: wd}},
-		Env:         []string{"GUARD_KUBECONFIG_ADMIN=" + guestKC, "GUARD_KUBECONFIG_PROXY=" + proxyKC, "GUARD_PROXY_BIN=" + proxyBin},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+	guestKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, srv.Config())
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestGuardGuest", Timeout: 12 * time.Minute, Port: srv.Port,
+		Env: []string{"GUARD_KUBECONFIG_ADMIN=" + guestKC, "GUARD_KUBECONFIG_PROXY=" + proxyKC, "GUARD_PROXY_BIN=" + gobuild.Proxy(t, dir)}})
 }

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 )
 
 // TestPrometheusVM starts an API server on the host and runs
@@ -52,29 +52,10 @@ func TestPrometheusVM(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Minute)
 	defer cancel()
 	srv := apiserver.Start(t)
-	adminKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
-	if err := srv.WriteKubeconfig(adminKC, srv.Config(), srv.GuestURL()); err != nil {
-		t.Fatal(err)
-	}
 	// The proxy dials 127.0.0.1:PORT in its node namespace, relayed to the
 	// host by the guest test.
-	if err := srv.WriteKubeconfig(proxyKC, srv.Config(), srv.URL); err != nil {
-		t.Fatal(err)
-	}
-	proxyBin, guestBin := gobuild.Proxy(t, dir), gobuild.GuestTest(t, dir, "prometheus")
-
-	timeout := 10 * time.Minute
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestPrometheusGuest$",
-			"-test.timeout", timeout.String()}, Dir: wd}},
-		Env: []string{"PROM_KUBECONFIG_ADMIN=" + adminKC, "PROM_KUBECONFIG_PROXY=" + proxyKC, "PROM_PROXY_BIN=" + proxyBin,
-			"PROM_BIN=" + bins[0], "PROM_RULES=" + mixinRules + "," + componentRules},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+	adminKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, srv.Config())
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestPrometheusGuest", Timeout: 10 * time.Minute, Port: srv.Port,
+		Env: []string{"PROM_KUBECONFIG_ADMIN=" + adminKC, "PROM_KUBECONFIG_PROXY=" + proxyKC, "PROM_PROXY_BIN=" + gobuild.Proxy(t, dir),
+			"PROM_BIN=" + bins[0], "PROM_RULES=" + mixinRules + "," + componentRules}})
 }

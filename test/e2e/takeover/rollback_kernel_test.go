@@ -29,7 +29,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	t := b.t
 	var rep strings.Builder
 	before := b.dumpKernel("before-rollback.txt")
-	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), interval)
+	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
 	time.Sleep(3 * time.Second)
 	ipvsMon := startIPVSMonitor(t, b.node.NS, 50*time.Millisecond)
 	addrMon := startAddrMonitor(t, b.node.NS)
@@ -79,7 +79,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	ipvsEvents, _, polls, monErr := ipvsMon.end()
 	addrEvents, _ := addrMon.end()
 	tr.end()
-	ok, failed, traffic := tr.snapshot()
+	ok, failed, stalled, traffic := tr.snapshot()
 	after := b.dumpKernel("after-rollback.txt")
 	m, err := kp.Metrics()
 	if err != nil {
@@ -95,7 +95,8 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 
 	fmt.Fprintf(&rep, "rollback: ipvs-proxy exited %v after SIGTERM; kube-proxy's first sync ended %v after the SIGTERM, the next %v after it; a Service created after the rollback served by kube-proxy's second sync after its creation, %v after it\n",
 		exitTook.Round(time.Millisecond), firstSync.Round(time.Millisecond), second.Sub(first).Round(time.Millisecond), lateServed.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed\n%s", ok, failed, traffic)
+	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d failed during a stall of the bed\n%s",
+		ok, failed, stalled, traffic)
 	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
 		code, kubeproxy.LastSyncMetric, second.Format(time.RFC3339Nano), "kubeproxy_sync_proxy_rules_duration_seconds_count",
 		sum(m, "kubeproxy_sync_proxy_rules_duration_seconds_count"), sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
@@ -150,7 +151,7 @@ func (b *bed) addService(name string) string {
 // before and after, no request fails, and kube-proxy's next sync succeeds.
 func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	t := b.t
-	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), interval)
+	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
 	time.Sleep(2 * time.Second)
 	lastSync, err := kp.LastSync(families)
 	if err != nil {
@@ -173,12 +174,12 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	}
 	time.Sleep(time.Second)
 	tr.end()
-	ok, failed, traffic := tr.snapshot()
+	ok, failed, stalled, traffic := tr.snapshot()
 	if failed > 0 {
 		t.Errorf("%d requests failed around ipvs-proxy cleanup:\n%s", failed, traffic)
 	}
-	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed\n",
-		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed)
+	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d failed during a stall of the bed\n",
+		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed, stalled)
 }
 
 // stripCounters drops iptables-save's chain counters ("[0:0]"), which

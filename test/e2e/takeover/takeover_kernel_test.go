@@ -73,6 +73,18 @@ func (b *bed) loopTargets() []target {
 	}
 }
 
+// controlTargets are requests from the same clients straight to a pod's
+// own addresses, through no virtual server: the bed's health beside the
+// proxied traffic (see traffic.snapshot).
+func (b *bed) controlTargets() []target {
+	var out []target
+	for _, a := range b.pods.a.Addrs {
+		out = append(out, target{"pod-a " + a.String() + " from pod", b.client.NS, ktest.TCP,
+			hostPort(a.String(), ktest.BackendPort), []string{"pod-a"}})
+	}
+	return out
+}
+
 // streamTargets are the long-lived connections.
 func (b *bed) streamTargets() []target {
 	node := ktest.NodeIPv4.String()

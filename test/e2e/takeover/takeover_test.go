@@ -17,8 +17,8 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
@@ -75,18 +75,11 @@ func TestTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	dir := t.TempDir()
-	guestKC := filepath.Join(dir, "admin.kubeconfig")
-	kpKC := filepath.Join(dir, "kube-proxy.kubeconfig")
-	proxyKC := filepath.Join(dir, "ipvs-proxy.kubeconfig")
-	if err := srv.WriteKubeconfig(guestKC, srv.Config(), srv.GuestURL()); err != nil {
-		t.Fatal(err)
-	}
 	// Both proxies reach the server at 127.0.0.1:PORT inside the node
 	// namespace (the guest test relays it to the forwarded port).
+	guestKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, inst.Config)
+	kpKC := filepath.Join(dir, "kube-proxy.kubeconfig")
 	if err := srv.WriteKubeconfig(kpKC, kpCfg, srv.URL); err != nil {
-		t.Fatal(err)
-	}
-	if err := srv.WriteKubeconfig(proxyKC, inst.Config, srv.URL); err != nil {
 		t.Fatal(err)
 	}
 
@@ -94,19 +87,7 @@ func TestTakeover(t *testing.T) {
 	if proxyBin == "" {
 		proxyBin = gobuild.Proxy(t, dir)
 	}
-	guestBin := gobuild.GuestTest(t, dir, "takeover", "-vet=off")
-
-	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestTakeoverGuest$",
-			"-test.timeout", timeout.String()}, Dir: wd}},
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestTakeoverGuest", BuildFlags: []string{"-vet=off"}, Timeout: timeout, Port: srv.Port,
 		Env: []string{"TAKEOVER_KUBECONFIG_ADMIN=" + guestKC, "TAKEOVER_KUBECONFIG_KUBE_PROXY=" + kpKC,
-			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin}})
 }

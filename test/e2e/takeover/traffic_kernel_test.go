@@ -65,15 +65,30 @@ type counter struct {
 	ok, failed atomic.Int64
 	mu         sync.Mutex
 	errs       []string
+	// failures are the time spans of the failed requests (all of them).
+	failures []span
+	// slow, on a control target only, are the spans of its requests that
+	// failed or took longer than stallAfter: the bed's stalls.
+	slow []span
 }
 
-func (c *counter) fail(msg string) {
+func (c *counter) fail(s span, msg string) {
 	c.failed.Add(1)
 	c.mu.Lock()
 	defer c.mu.Unlock()
+	c.failures = append(c.failures, s)
 	if len(c.errs) < 5 {
-		c.errs = append(c.errs, time.Now().Format("15:04:05.000")+" "+msg)
+		c.errs = append(c.errs, s.from.Format("15:04:05.000")+"–"+s.to.Format("15:04:05.000")+" "+msg)
 	}
+}
+
+func (c *counter) observe(s span, failed bool) {
+	if !failed && s.to.Sub(s.from) <= stallAfter {
+		return
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.slow = append(c.slow, s)
 }
 
 // traffic runs the request loops and holds the long-lived connections
@@ -81,8 +96,14 @@ func (c *counter) fail(msg string) {
 type traffic struct {
 	loops   map[string]*counter
 	streams map[string]*counter
-	stop    chan struct{}
-	wg      sync.WaitGroup
+	// controls are requests straight to a pod, which no proxy handles: the
+	// bed's own health, against which a failure is judged (see verdict).
+	controls map[string]*counter
+	mu       sync.Mutex
+	// stalls are the watchdog's oversleeps (see watch).
+	stalls []span
+	stop   chan struct{}
+	wg     sync.WaitGroup
 }
 
 func answeredBy(out string, want []string) bool {
@@ -98,12 +119,19 @@ func answeredBy(out string, want []string) bool {
 // startTraffic starts one request loop per loop target (a new connection,
 // or datagram, per request, one every interval) and one long-lived
 // connection per stream target sending a line every interval.
-func startTraffic(t *testing.T, loops, streams []target, interval time.Duration) *traffic {
+func startTraffic(t *testing.T, loops, streams, controls []target, interval time.Duration) *traffic {
 	t.Helper()
-	tr := &traffic{loops: map[string]*counter{}, streams: map[string]*counter{}, stop: make(chan struct{})}
-	for _, tg := range loops {
+	tr := &traffic{loops: map[string]*counter{}, streams: map[string]*counter{}, controls: map[string]*counter{},
+		stop: make(chan struct{})}
+	tr.wg.Add(1)
+	go tr.watch()
+	for i, tg := range slices.Concat(loops, controls) {
 		c := &counter{}
-		tr.loops[tg.name] = c
+		if i >= len(loops) {
+			tr.controls[tg.name] = c
+		} else {
+			tr.loops[tg.name] = c
+		}
 		tr.wg.Add(1)
 		go func() {
 			defer tr.wg.Done()
@@ -113,15 +141,18 @@ func startTraffic(t *testing.T, loops, streams []target, interval time.Duration)
 					return
 				default:
 				}
+				from := time.Now()
 				out, err := tg.from.Request(tg.proto, tg.addr)
+				s := span{from, time.Now()}
 				switch {
 				case err != nil:
-					c.fail(err.Error())
+					c.fail(s, err.Error())
 				case !answeredBy(out, tg.want):
-					c.fail(fmt.Sprintf("%s answered %q, want one of %v", tg.addr, out, tg.want))
+					c.fail(s, fmt.Sprintf("%s answered %q, want one of %v", tg.addr, out, tg.want))
 				default:
 					c.ok.Add(1)
 				}
+				c.observe(s, err != nil)
 				time.Sleep(interval)
 			}
 		}()
@@ -149,15 +180,16 @@ func startTraffic(t *testing.T, loops, streams []target, interval time.Duration)
 					return
 				default:
 				}
-				_ = conn.SetDeadline(time.Now().Add(5 * time.Second))
+				from := time.Now()
+				_ = conn.SetDeadline(from.Add(5 * time.Second))
 				if _, err := fmt.Fprintf(conn, "ping %d\n", i); err != nil {
-					c.fail(fmt.Sprintf("write: %v", err))
+					c.fail(span{from, time.Now()}, fmt.Sprintf("write: %v", err))
 					return
 				}
 				line, err := r.ReadString('\n')
 				if err != nil {
 					// A reset or a timeout ends the connection: counted once.
-					c.fail(fmt.Sprintf("read after %d answers: %v", c.ok.Load(), err))
+					c.fail(span{from, time.Now()}, fmt.Sprintf("read after %d answers: %v", c.ok.Load(), err))
 					return
 				}
 				name, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
@@ -165,7 +197,7 @@ func startTraffic(t *testing.T, loops, streams []target, interval time.Duration)
 					backend = name
 				}
 				if name != backend || rest != fmt.Sprintf("ping %d", i) {
-					c.fail(fmt.Sprintf("answer %q from %s, want %q from %s", line, name, fmt.Sprintf("ping %d", i), backend))
+					c.fail(span{from, time.Now()}, fmt.Sprintf("answer %q from %s, want %q from %s", line, name, fmt.Sprintf("ping %d", i), backend))
 					return
 				}
 				c.ok.Add(1)
@@ -176,21 +208,37 @@ func startTraffic(t *testing.T, loops, streams []target, interval time.Duration)
 	return tr
 }
 
-// snapshot is the counts so far: requests served and failed, and a line
-// per target.
-func (tr *traffic) snapshot() (ok, failed int64, report string) {
+// snapshot is the counts so far: requests and stream answers served;
+// those that failed while the bed was running normally (failed: the
+// proxies' doing); those that failed during a stall of the bed (stalled:
+// the span of the failure overlaps one of the watchdog's or a slow
+// control request's, see watch); and a line per target.
+//
+// A failed control request (a pod reached at its own address, through no
+// virtual server) is counted in failed: a proxy that breaks pod-to-pod
+// traffic is the worst failure, not an excuse.
+func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 	var b strings.Builder
+	stalls := tr.stallSpans()
 	for _, set := range []struct {
 		kind string
 		m    map[string]*counter
-	}{{"loop", tr.loops}, {"stream", tr.streams}} {
+	}{{"loop", tr.loops}, {"stream", tr.streams}, {"control", tr.controls}} {
 		for _, name := range slices.Sorted(maps.Keys(set.m)) {
 			c := set.m[name]
+			c.mu.Lock()
+			var st int64
+			if set.kind != "control" {
+				st = int64(duringStalls(c.failures, stalls))
+			}
 			o, f := c.ok.Load(), c.failed.Load()
 			ok += o
-			failed += f
+			failed += f - st
+			stalled += st
 			fmt.Fprintf(&b, "  %s %-28s ok %5d failed %d", set.kind, name, o, f)
-			c.mu.Lock()
+			if st > 0 {
+				fmt.Fprintf(&b, " (%d during a stall of the bed)", st)
+			}
 			if len(c.errs) > 0 {
 				fmt.Fprintf(&b, ": %s", strings.Join(c.errs, "; "))
 			}
@@ -198,7 +246,54 @@ func (tr *traffic) snapshot() (ok, failed int64, report string) {
 			b.WriteString("\n")
 		}
 	}
-	return ok, failed, b.String()
+	fmt.Fprintf(&b, "  stalls of the bed (watchdog oversleeps or control requests over %v): %d", stallAfter, len(stalls))
+	for i, s := range stalls {
+		if i == 5 {
+			fmt.Fprintf(&b, "; ... %d more", len(stalls)-i)
+			break
+		}
+		fmt.Fprintf(&b, "; %s–%s", s.from.Format("15:04:05.000"), s.to.Format("15:04:05.000"))
+	}
+	b.WriteString("\n")
+	return ok, failed, stalled, b.String()
+}
+
+// stallSpans are the spans in which the bed itself stalled: the
+// watchdog's oversleeps and the control requests that took over
+// stallAfter.
+func (tr *traffic) stallSpans() []span {
+	tr.mu.Lock()
+	out := slices.Clone(tr.stalls)
+	tr.mu.Unlock()
+	for _, c := range tr.controls {
+		c.mu.Lock()
+		out = append(out, c.slow...)
+		c.mu.Unlock()
+	}
+	slices.SortFunc(out, func(a, b span) int { return a.from.Compare(b.from) })
+	return out
+}
+
+// watch is the bed's watchdog: a goroutine that sleeps 20 ms at a time
+// and records every sleep that overran by more than stallAfter. Such an
+// overrun means the guest did not run the test's goroutines (the emulated
+// VM starved by a loaded host), and a request timing out meanwhile says
+// nothing about the proxy. It runs until tr.stop.
+func (tr *traffic) watch() {
+	defer tr.wg.Done()
+	for {
+		from := time.Now()
+		select {
+		case <-tr.stop:
+			return
+		case <-time.After(20 * time.Millisecond):
+		}
+		if to := time.Now(); to.Sub(from) > stallAfter {
+			tr.mu.Lock()
+			tr.stalls = append(tr.stalls, span{from, to})
+			tr.mu.Unlock()
+		}
+	}
 }
 
 // end stops every loop and closes the streams.

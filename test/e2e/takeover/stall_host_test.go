@@ -1,0 +1,30 @@
+package takeover
+
+import (
+	"testing"
+	"time"
+)
+
+func TestDuringStalls(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	sp := func(a, b float64) span { return span{at(a), at(b)} }
+	stalls := []span{sp(10, 11.5), sp(20, 20.2)}
+	for _, tc := range []struct {
+		name    string
+		failure span
+		want    int
+	}{
+		{"a timeout spanning a stall", sp(9, 12), 1},
+		{"a timeout starting in a stall", sp(11, 14), 1},
+		{"a timeout ending as a stall begins", sp(7, 10), 0},
+		{"a failure between stalls: the proxy's", sp(12, 15), 0},
+		{"a failure after every stall", sp(30, 33), 0},
+	} {
+		if got := duringStalls([]span{tc.failure}, stalls); got != tc.want {
+			t.Errorf("%s: duringStalls = %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if got := duringStalls([]span{sp(9, 12)}, nil); got != 0 {
+		t.Errorf("no stalls: duringStalls = %d, want 0", got)
+	}
+}
