@@ -58,6 +58,18 @@ func TestWatcherAPIServer(t *testing.T) {
 			t.Errorf("IsServiceIP(%s) = %v, want %v", a, got, want)
 		}
 	}
+	// The ClusterIPs gathered by the questions above are forgotten when a
+	// Service comes or goes.
+	db := testService("db")
+	db.Spec.ClusterIP, db.Spec.ClusterIPs = "10.96.0.50", []string{"10.96.0.50"}
+	if _, err := client.CoreV1().Services("default").Create(ctx, db, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the new Service's ClusterIP", func() bool { return w.IsServiceIP(netip.MustParseAddr("10.96.0.50")) })
+	if err := client.CoreV1().Services("default").Delete(ctx, "db", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deleted Service's ClusterIP gone", func() bool { return !w.IsServiceIP(netip.MustParseAddr("10.96.0.50")) })
 	w.TakeChanges()
 	if _, err := client.DiscoveryV1().EndpointSlices("default").Update(ctx, testSlice("kubernetes", "kubernetes", "", "10.0.2.100", "10.0.2.101"), metav1.UpdateOptions{}); err != nil {
 		t.Fatal(err)

@@ -269,7 +269,11 @@ func cacheHeap(tb testing.TB, l memLists, services, nodes int, transform cache.T
 // startWatcher starts a Watcher on the lists and waits until every object
 // went through the event handlers.
 func startWatcher(ctx context.Context, tb testing.TB, l memLists, services, nodes int, transform cache.TransformFunc) *Watcher {
-	client := memClient(l)
+	return startWatcherOn(ctx, tb, memClient(l), services, nodes, transform)
+}
+
+// startWatcherOn is startWatcher on a client.
+func startWatcherOn(ctx context.Context, tb testing.TB, client *fake.Clientset, services, nodes int, transform cache.TransformFunc) *Watcher {
 	w, err := newWatcher(client, "n1", nil, 0, nil, transform)
 	if err != nil {
 		tb.Fatal(err)

@@ -34,11 +34,11 @@ const LabelHeadless = corev1.IsHeadlessService
 // latency is measured from it.
 const AnnotationTriggerTime = corev1.EndpointsLastChangeTriggerTime
 
-// Indexes of the informer caches.
-const (
-	sliceByService = "service"
-	svcByClusterIP = "clusterIP"
-)
+// Index of the EndpointSlice cache: the slices of each Service. Services
+// have no index by ClusterIP: IsServiceIP, asked a few times per full
+// sync, scans the cache rather than keep a set per Service (2.5 MiB at
+// 10,000 Services, docs/benchmarks.md).
+const sliceByService = "service"
 
 // Changes are what happened since the last TakeChanges.
 type Changes struct {
@@ -80,7 +80,12 @@ type Watcher struct {
 	handlers                  []cache.InformerSynced
 	nodesSynced, slicesSynced cache.InformerSynced
 
-	mu       sync.Mutex
+	mu sync.Mutex
+	// svcIPs are the cached Services' ClusterIPs as IsServiceIP last
+	// gathered them (valid: svcIPsOK), svcGen counts Service events.
+	svcIPs   AddrSet
+	svcIPsOK bool
+	svcGen   uint64
 	dirty    map[types.NamespacedName]bool
 	triggers map[types.NamespacedName]time.Time
 	nodesChg bool
@@ -164,19 +169,6 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		return nil, nil
 	}}); err != nil {
 		return nil, fmt.Errorf("endpointslice index: %w", err)
-	}
-	if err := w.svcInf.AddIndexers(cache.Indexers{svcByClusterIP: func(obj any) ([]string, error) {
-		svc, ok := obj.(*corev1.Service)
-		if !ok {
-			return nil, nil
-		}
-		var keys []string
-		for _, a := range clusterIPsOf(svc) {
-			keys = append(keys, a.String())
-		}
-		return keys, nil
-	}}); err != nil {
-		return nil, fmt.Errorf("service index: %w", err)
 	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
@@ -270,6 +262,10 @@ func (w *Watcher) markService(key types.NamespacedName) {
 
 func (w *Watcher) onService(obj any) {
 	if svc, ok := obj.(*corev1.Service); ok {
+		w.mu.Lock()
+		w.svcGen++
+		w.svcIPs, w.svcIPsOK = nil, false
+		w.mu.Unlock()
 		if w.OnServiceChange != nil {
 			w.OnServiceChange(ServiceName(svc))
 		}
@@ -377,10 +373,31 @@ func (w *Watcher) APIServerEndpoints() []netip.Addr {
 	return slices.Clone(w.apiView)
 }
 
-// IsServiceIP reports whether a is the ClusterIP of a cached Service.
+// IsServiceIP reports whether a is the ClusterIP of a cached Service. The
+// ClusterIPs are gathered by one scan of the cache at the first question
+// after a Service changed, and kept until the next change: a full sync asks
+// about the API server's addresses and the resolvers, a few times, and no
+// index per Service is kept for it.
 func (w *Watcher) IsServiceIP(a netip.Addr) bool {
-	objs, err := w.svcInf.GetIndexer().ByIndex(svcByClusterIP, a.WithZone("").Unmap().String())
-	return err == nil && len(objs) > 0
+	w.mu.Lock()
+	ips, ok, gen := w.svcIPs, w.svcIPsOK, w.svcGen
+	w.mu.Unlock()
+	if !ok {
+		var svcs []*corev1.Service
+		for _, o := range w.svcInf.GetStore().List() {
+			if svc, ok := o.(*corev1.Service); ok {
+				svcs = append(svcs, svc)
+			}
+		}
+		ips = ServiceIPs(svcs)
+		w.mu.Lock()
+		if w.svcGen == gen {
+			// No Service changed during the scan.
+			w.svcIPs, w.svcIPsOK = ips, true
+		}
+		w.mu.Unlock()
+	}
+	return ips.Contains(a)
 }
 
 // TakeChanges returns and clears what changed since the last call.

@@ -12,6 +12,14 @@ import (
 // connections at weight 0 before it is deleted anyway (kube-proxy's 15m).
 const DefaultGracefulPeriod = 15 * time.Minute
 
+// wholeReadShare: the graceful queue reads the whole table's counters
+// (/proc/net/ip_vs) instead of one dump per waiting virtual server only when
+// at least one owned virtual server in this many waits. The whole read costs
+// every real server of the node; an endpoint removed from one Service among
+// 20,000 must cost that Service's dumps (one per port and address), not the
+// 200,000 lines of the listing.
+const wholeReadShare = 8
+
 type graceKey struct {
 	Key
 	Addr netip.Addr
@@ -23,8 +31,8 @@ type graceKey struct {
 // (at or after start) are left for the next one, so a sync that only
 // quiesces reads nothing; otherwise it reads the counters of each virtual
 // server with queued real servers: one read of the whole table when the
-// Table is a CounterReader and several virtual servers wait, else one
-// IPVS_CMD_GET_DEST dump of that virtual server.
+// Table is a CounterReader and waiting virtual servers are a share of the
+// table (wholeReadShare), else one IPVS_CMD_GET_DEST dump of each.
 func (r *Reconciler) processGrace(start time.Time, res *Result) {
 	if len(r.grace) == 0 {
 		return
@@ -42,14 +50,16 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, CompareKeys)
-	// Counters of several virtual servers: one read of the whole table
-	// rather than one dump per virtual server.
+	// Counters of many virtual servers: one read of the whole table rather
+	// than one dump per virtual server.
 	var all map[Key][]RealServerStatus
-	if cr, ok := r.t.(CounterReader); ok && r.needCounts(byVS, now) > 1 {
-		var err error
-		if all, err = cr.AllRealServers(); err != nil {
-			r.log.Debug("reading all IPVS counters at once failed, reading per virtual server", zap.Error(err))
-			all = nil
+	if cr, ok := r.t.(CounterReader); ok {
+		if n := r.needCounts(byVS, now); n > 1 && n*wholeReadShare >= len(r.mirror) {
+			var err error
+			if all, err = cr.AllRealServers(); err != nil {
+				r.log.Debug("reading all IPVS counters at once failed, reading per virtual server", zap.Error(err))
+				all = nil
+			}
 		}
 	}
 	for _, k := range keys {

@@ -473,3 +473,42 @@ func TestGracefulCountersOneRead(t *testing.T) {
 		t.Errorf("deleted %d (want the 10 without connections), %d still waiting", res.RealServersDeleted, r.Graceful())
 	}
 }
+
+// TestGracefulCountersFewOfMany: when the waiting virtual servers are few
+// among many (one Service's ClusterIP and NodePort among 100 owned), the
+// queue reads only theirs, one dump each, not the whole table: an endpoint
+// removed from one Service costs that Service's share.
+func TestGracefulCountersFewOfMany(t *testing.T) {
+	clk := newClock()
+	ft := NewFakeTable()
+	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
+	var before, after []VirtualServer
+	var addrs []netip.Addr
+	for i := range 100 {
+		a := netip.AddrFrom4([4]byte{10, 96, 1, byte(i + 1)})
+		addrs = append(addrs, a)
+		before = append(before, vs("default/s:http", model.TCP, a, 80, ep1, ep2))
+		after = append(after, vs("default/s:http", model.TCP, a, 80, ep1, ep2))
+	}
+	mustFull(t, r, before, own(addrs...))
+	for i := range 2 {
+		after[i] = vs("default/s:http", model.TCP, addrs[i], 80, ep1)
+		ft.SetConnections(before[i].Key, before[i].RealServers[1], 1, 0)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	if _, err := r.Partial(after, changed("default/s")); err != nil {
+		t.Fatal(err)
+	}
+	clk.SetTime(clk.Now().Add(time.Second))
+	dumps := ft.Dumps
+	res, err := r.Partial(after, changed())
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if ft.Dumps != dumps+2 {
+		t.Errorf("graceful queue of 2 virtual servers among 100 read %d times, want one dump of each", ft.Dumps-dumps)
+	}
+	if r.Graceful() != 2 {
+		t.Errorf("%d still waiting, want 2", r.Graceful())
+	}
+}

@@ -172,7 +172,7 @@ func (r *Result) add(service model.ServicePortName, err error) {
 // kernel could not be read; then nothing was changed.
 func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	a.nodeAddrs = slices.Clone(nodeAddrs)
-	return a.sync(st, true, nil)
+	return a.sync(st, true, nil, nil)
 }
 
 // Cleanup removes what the proxy owns and nothing else, in a safe order:
@@ -231,9 +231,43 @@ func (a *Applier) settle(res *Result, always bool) {
 // rule state; IPVS is not read, kube-ipvs0 only when the address manager
 // does not trust its view (addrmgr.Manager.Refresh). With no changed
 // Service (the sync the address manager's kick asks for) no virtual server
-// is touched, and addresses and rules are repaired.
+// is touched, and addresses and rules are repaired. It finds the changed
+// Services' virtual servers with one walk of st.VirtualServers;
+// PartialIndexed, given the planner's index, without.
 func (a *Applier) Partial(st *planner.State, changed ...types.NamespacedName) (*Result, error) {
-	return a.sync(st, false, changed)
+	set := newChangedSet(changed)
+	var selected []ipvs.VirtualServer
+	if len(set) > 0 {
+		for i := range st.VirtualServers {
+			if set.has(st.VirtualServers[i].Service) {
+				selected = append(selected, st.VirtualServers[i])
+			}
+		}
+	}
+	return a.sync(st, false, set, selected)
+}
+
+// Index finds one Service's planned virtual servers without a walk of the
+// state: *planner.Incremental, whose last State st is.
+type Index interface {
+	// VirtualServersOf is the Service's share of st.VirtualServers,
+	// sorted by key.
+	VirtualServersOf(types.NamespacedName) []ipvs.VirtualServer
+}
+
+var _ Index = (*planner.Incremental)(nil)
+
+// PartialIndexed is Partial with the changed Services' virtual servers
+// looked up in idx, the index of st: a partial sync costs the change, not
+// the number of services.
+func (a *Applier) PartialIndexed(st *planner.State, idx Index, changed ...types.NamespacedName) (*Result, error) {
+	set := newChangedSet(changed)
+	var selected []ipvs.VirtualServer
+	for n := range set {
+		selected = append(selected, idx.VirtualServersOf(n)...)
+	}
+	slices.SortFunc(selected, func(a, b ipvs.VirtualServer) int { return ipvs.CompareKeys(a.Key, b.Key) })
+	return a.sync(st, false, set, selected)
 }
 
 // changedSet reports whether a service port belongs to one of the changed
@@ -260,31 +294,16 @@ func (c changedSet) names() ipvs.Changed {
 	return out
 }
 
-// only returns the virtual servers of the changed services.
-func (c changedSet) only(vss []ipvs.VirtualServer) []ipvs.VirtualServer {
-	if len(c) == 0 {
-		return nil
-	}
-	var out []ipvs.VirtualServer
-	for i := range vss {
-		if c.has(vss[i].Service) {
-			out = append(out, vss[i])
-		}
-	}
-	return out
-}
-
-func (a *Applier) sync(st *planner.State, full bool, changed []types.NamespacedName) (*Result, error) {
-	s := &syncRun{a: a, st: st, full: full, changed: newChangedSet(changed), res: &Result{}, mark: a.Clock.Now()}
+// sync applies st: all of it (full), or the addresses, rules and the
+// selected virtual servers, the changed services' share (partial).
+func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer) (*Result, error) {
+	s := &syncRun{a: a, st: st, full: full, changed: changed, res: &Result{}, mark: a.Clock.Now()}
 	bound, err := s.dump()
 	if err != nil {
 		return nil, err
 	}
-	// The changed services' share of the desired virtual servers, picked
-	// once for the journal and the reconciler.
-	selected := st.VirtualServers
-	if !full {
-		selected = s.changed.only(st.VirtualServers)
+	if full {
+		selected = st.VirtualServers
 	}
 	unwanted := s.record(selected)
 	s.unbind(unwanted)
@@ -309,7 +328,8 @@ type syncRun struct {
 	res     *Result
 	// mark is when the step being timed began.
 	mark time.Time
-	// byAddrMap is who asked for each address (byAddr), built on first use.
+	// byAddrMap is who asked for each address, built when byAddr does not
+	// find an address by binary search.
 	byAddrMap map[netip.Addr][]*ipvs.VirtualServer
 }
 
@@ -321,13 +341,26 @@ func (s *syncRun) lap(d *time.Duration) {
 }
 
 // byAddr is who asked for addr, to attribute address failures and to know
-// when an address is ready to bind. A partial sync that binds nothing and
-// fails nothing never builds the map.
+// when an address is ready to bind: the run of st.VirtualServers on addr,
+// found by binary search (they are sorted by ipvs.CompareKeys, address
+// first), so a partial sync that binds one new address pays for that
+// address. An address no virtual server is found on (which a planned state
+// does not have) is looked up again in a map of the whole state, built
+// once.
 func (s *syncRun) byAddr(addr netip.Addr) []*ipvs.VirtualServer {
+	vss := s.st.VirtualServers
+	i, _ := slices.BinarySearchFunc(vss, addr, func(vs ipvs.VirtualServer, a netip.Addr) int { return vs.Address.Compare(a) })
+	var out []*ipvs.VirtualServer
+	for ; i < len(vss) && vss[i].Address == addr; i++ {
+		out = append(out, &vss[i])
+	}
+	if len(out) > 0 {
+		return out
+	}
 	if s.byAddrMap == nil {
 		s.byAddrMap = make(map[netip.Addr][]*ipvs.VirtualServer, len(s.st.Addresses))
-		for i := range s.st.VirtualServers {
-			vs := &s.st.VirtualServers[i]
+		for i := range vss {
+			vs := &vss[i]
 			s.byAddrMap[vs.Address] = append(s.byAddrMap[vs.Address], vs)
 		}
 	}

@@ -22,7 +22,7 @@ func (a *stateApplier) Full(st *planner.State, _ []netip.Addr) (*applier.Result,
 	return &applier.Result{}, nil
 }
 
-func (a *stateApplier) Partial(st *planner.State, _ ...types.NamespacedName) (*applier.Result, error) {
+func (a *stateApplier) Partial(st *planner.State, _ applier.Index, _ ...types.NamespacedName) (*applier.Result, error) {
 	a.st = st
 	return &applier.Result{}, nil
 }
@@ -148,7 +148,7 @@ func (r *recordApplier) Full(*planner.State, []netip.Addr) (*applier.Result, err
 	return &applier.Result{}, nil
 }
 
-func (r *recordApplier) Partial(*planner.State, ...types.NamespacedName) (*applier.Result, error) {
+func (r *recordApplier) Partial(*planner.State, applier.Index, ...types.NamespacedName) (*applier.Result, error) {
 	r.full = false
 	return &applier.Result{}, nil
 }

@@ -19,7 +19,7 @@ func (nopApplier) Full(*planner.State, []netip.Addr) (*applier.Result, error) {
 	return &applier.Result{}, nil
 }
 
-func (nopApplier) Partial(*planner.State, ...types.NamespacedName) (*applier.Result, error) {
+func (nopApplier) Partial(*planner.State, applier.Index, ...types.NamespacedName) (*applier.Result, error) {
 	return &applier.Result{}, nil
 }
 

@@ -189,8 +189,8 @@ func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Resul
 	return k.app.Full(st, nodeAddrs)
 }
 
-// Partial is a partial sync: the changed services' virtual servers, set
-// entries against the mirror.
-func (k *kernel) Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error) {
-	return k.app.Partial(st, changed...)
+// Partial is a partial sync: the changed services' virtual servers, found
+// through idx, set entries against the mirror.
+func (k *kernel) Partial(st *planner.State, idx applier.Index, changed ...types.NamespacedName) (*applier.Result, error) {
+	return k.app.PartialIndexed(st, idx, changed...)
 }

@@ -25,7 +25,7 @@ func (a *ownerApplier) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier
 	return &applier.Result{}, nil
 }
 
-func (a *ownerApplier) Partial(st *planner.State, _ ...types.NamespacedName) (*applier.Result, error) {
+func (a *ownerApplier) Partial(st *planner.State, _ applier.Index, _ ...types.NamespacedName) (*applier.Result, error) {
 	a.st = st
 	return &applier.Result{}, nil
 }

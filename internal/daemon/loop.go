@@ -57,8 +57,10 @@ type Source interface {
 type Applier interface {
 	// Full reads the kernel and repairs everything.
 	Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error)
-	// Partial touches the virtual servers of the changed services only.
-	Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error)
+	// Partial touches the virtual servers of the changed services only,
+	// found through idx (the incremental plan st comes from), not a walk
+	// of st.
+	Partial(st *planner.State, idx applier.Index, changed ...types.NamespacedName) (*applier.Result, error)
 }
 
 // Backoff defaults for a failed apply.
@@ -141,6 +143,8 @@ type Loop struct {
 	health map[types.NamespacedName][]healthPort
 	// noLocal is the last plan's kube-proxy no-local-endpoints count.
 	noLocal [2]planner.NoLocal
+	// counted are the refusals the refusal metrics were last set from.
+	counted []model.Refusal
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -389,7 +393,7 @@ func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedNam
 		// takeover, are removed (docs/migration.md).
 		res, err = l.Applier.Full(&st, slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs))
 	} else {
-		res, err = l.Applier.Partial(&st, changed...)
+		res, err = l.Applier.Partial(&st, l.plan, changed...)
 	}
 	if err != nil {
 		return &st, nil, err
@@ -501,21 +505,24 @@ func (l *Loop) observe(mode string, rep *SyncReport, changes informers.Changes, 
 	if st == nil {
 		return
 	}
-	rs := 0
-	for i := range st.VirtualServers {
-		rs += len(st.VirtualServers[i].RealServers)
-	}
+	// Counted by the plan as winners change: a walk of 200,000 real
+	// servers per partial sync would cost more than the change.
 	l.Metrics.VirtualServers.Set(float64(len(st.VirtualServers)))
-	l.Metrics.RealServers.Set(float64(rs))
+	l.Metrics.RealServers.Set(float64(l.plan.RealServers()))
 	l.Metrics.Addresses.Set(float64(len(st.Addresses)))
+	for f, n := range l.noLocal {
+		l.Metrics.KubeProxy.SetNoLocalEndpoints(metrics.IPFamilies[f], n.Internal, n.External)
+	}
+	if sameRefusals(st.Refusals, l.counted) {
+		// The plan hands on unchanged refusals as the same slice.
+		return
+	}
+	l.counted = st.Refusals
 	byReason := map[string]int{}
 	for _, r := range st.Refusals {
 		byReason[string(r.Reason)]++
 	}
 	l.Metrics.SetRefusals(byReason)
-	for f, n := range l.noLocal {
-		l.Metrics.KubeProxy.SetNoLocalEndpoints(metrics.IPFamilies[f], n.Internal, n.External)
-	}
 }
 
 // observeConntrack records the sync's conntrack flow deletions, each
@@ -529,6 +536,12 @@ func (l *Loop) observeConntrack(res *applier.Result) {
 			l.Metrics.KubeProxy.ConntrackReconciled(metrics.IPFamilies[f], round.Took.Seconds(), round.Entries)
 		}
 	}
+}
+
+// sameRefusals reports whether a and b are the same slice: the same first
+// element and length, and not nil.
+func sameRefusals(a, b []model.Refusal) bool {
+	return a != nil && b != nil && len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
 func (l *Loop) scheduleRetry(now time.Time) {

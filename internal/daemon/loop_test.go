@@ -254,7 +254,7 @@ func (f *fakeApplier) Full(st *planner.State, _ []netip.Addr) (*applier.Result, 
 	return f.sync(st, true, nil)
 }
 
-func (f *fakeApplier) Partial(st *planner.State, changed ...types.NamespacedName) (*applier.Result, error) {
+func (f *fakeApplier) Partial(st *planner.State, _ applier.Index, changed ...types.NamespacedName) (*applier.Result, error) {
 	return f.sync(st, false, changed)
 }
 

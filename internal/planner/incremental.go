@@ -38,7 +38,10 @@ type Incremental struct {
 	sets     [2][]counted[iptables.Entry]
 	refusals counted[model.Refusal]
 	noLocal  noLocalCount
-	st       State
+	// realServers counts the winners' real servers: the size of the
+	// state's IPVS table without a walk of it.
+	realServers int
+	st          State
 }
 
 // serviceFragment is one Service's share: its ports' plans and the
@@ -225,6 +228,7 @@ func (inc *Incremental) contribute(c *claim, d int) {
 	for _, se := range c.entries {
 		inc.sets[se.fam][se.spec].move(se.e, d)
 	}
+	inc.realServers += d * len(c.vs.RealServers)
 	f := famOf(c.vs.Address)
 	pp := c.port
 	before := pp.wins[f]
@@ -271,6 +275,32 @@ func (inc *Incremental) State() State {
 	inc.st = st
 	return st
 }
+
+// VirtualServersOf is Service key's share of the last State's virtual
+// servers, sorted by key: those its ports' claims win. It is found through
+// the Service's own claims, not a walk of the state, so that a partial sync
+// picks the changed services' virtual servers at the cost of the change.
+// Call it after State; the result is valid until the next State.
+func (inc *Incremental) VirtualServersOf(key types.NamespacedName) []ipvs.VirtualServer {
+	frag := inc.services[key]
+	if frag == nil {
+		return nil
+	}
+	var out []ipvs.VirtualServer
+	for _, pp := range frag.ports {
+		for _, c := range pp.claims {
+			if inc.winners[c.vs.Key] == c {
+				out = append(out, c.vs)
+			}
+		}
+	}
+	slices.SortFunc(out, func(a, b ipvs.VirtualServer) int { return ipvs.CompareKeys(a.Key, b.Key) })
+	return out
+}
+
+// RealServers is the number of real servers of the last State's virtual
+// servers, kept as winners change rather than counted.
+func (inc *Incremental) RealServers() int { return inc.realServers }
 
 // ipsets is every set of the planned families, in name order, with the
 // entries patched.

@@ -13,6 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
 // liveCluster is a cluster kept service by service, as the sync loop sees it.
@@ -82,6 +83,33 @@ func sameState(t *testing.T, step string, got, want State) {
 	}
 }
 
+// sameIncremental fails unless inc's State is exactly want, and its
+// indexes are the state's: VirtualServersOf every Service is the state's
+// virtual servers of that Service, in order, and RealServers their count.
+func sameIncremental(t *testing.T, step string, inc *Incremental, want State) {
+	t.Helper()
+	got := inc.State()
+	sameState(t, step, got, want)
+	bySvc := map[types.NamespacedName][]ipvs.VirtualServer{}
+	rs := 0
+	for _, vs := range got.VirtualServers {
+		bySvc[vs.Service.NamespacedName] = append(bySvc[vs.Service.NamespacedName], vs)
+		rs += len(vs.RealServers)
+	}
+	for key := range inc.services {
+		if of := inc.VirtualServersOf(key); !reflect.DeepEqual(of, bySvc[key]) {
+			t.Fatalf("%s: VirtualServersOf(%s) = %v, the state has %v", step, key, of, bySvc[key])
+		}
+		delete(bySvc, key)
+	}
+	if len(bySvc) > 0 {
+		t.Fatalf("%s: virtual servers of services the plan does not hold: %v", step, bySvc)
+	}
+	if inc.RealServers() != rs {
+		t.Fatalf("%s: RealServers() = %d, the state has %d", step, inc.RealServers(), rs)
+	}
+}
+
 // TestIncrementalMatchesPlan updates services one at a time in random
 // order — new ports, new endpoints, conflicting addresses, refusals,
 // removals — and checks after every update that the incremental state is
@@ -112,7 +140,7 @@ func TestIncrementalMatchesPlan(t *testing.T) {
 			}
 			live.set(key, ports, eps, rs)
 			inc.Update(key, ports, eps, rs)
-			sameState(t, fmt.Sprintf("seed %d step %d (%s, %d ports)", seed, step, key, len(ports)), inc.State(), Plan(live.cluster(), o))
+			sameIncremental(t, fmt.Sprintf("seed %d step %d (%s, %d ports)", seed, step, key, len(ports)), inc, Plan(live.cluster(), o))
 			if got, want := inc.NoLocalEndpoints(), planAll(live.cluster(), o).NoLocalEndpoints(); got != want {
 				t.Errorf("seed %d step %d (%s): NoLocalEndpoints %+v, a full plan's %+v", seed, step, key, got, want)
 			}
@@ -134,7 +162,7 @@ func TestIncrementalLarge(t *testing.T) {
 		live.set(k, ports, eps, nil)
 		inc.Update(k, ports, eps, nil)
 	}
-	sameState(t, "initial", inc.State(), Plan(live.cluster(), o))
+	sameIncremental(t, "initial", inc, Plan(live.cluster(), o))
 	r := rand.New(rand.NewSource(7))
 	for batch := 0; batch < 25; batch++ {
 		for n := 1 + r.Intn(5); n > 0; n-- {
@@ -160,7 +188,7 @@ func TestIncrementalLarge(t *testing.T) {
 			live.set(k, ports, m, nil)
 			inc.Update(k, ports, m, nil)
 		}
-		sameState(t, fmt.Sprintf("batch %d", batch), inc.State(), Plan(live.cluster(), o))
+		sameIncremental(t, fmt.Sprintf("batch %d", batch), inc, Plan(live.cluster(), o))
 	}
 }
 

@@ -42,7 +42,7 @@ func (r *recorder) Full(st *planner.State, _ []netip.Addr) (*applier.Result, err
 	return &applier.Result{}, nil
 }
 
-func (r *recorder) Partial(*planner.State, ...types.NamespacedName) (*applier.Result, error) {
+func (r *recorder) Partial(*planner.State, applier.Index, ...types.NamespacedName) (*applier.Result, error) {
 	return &applier.Result{}, nil
 }
 

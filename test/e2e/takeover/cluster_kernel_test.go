@@ -28,6 +28,16 @@ const (
 	clusterCIDR = "10.244.0.0/16,fd00:10:244::/48"
 	// streamPort is where each pod's echo backend keeps connections open.
 	streamPort = 8081
+	// controlPort is a port of pod-a that no Service targets: the control
+	// requests' (see controlTargets). Controls to the backend port, which
+	// the same client also reaches through ClusterIPs, had 3 of about 700
+	// dials time out during one rollback under kube-proxy (none of 4,000
+	// under ipvs-proxy); on this port, none in the next run, with the
+	// node's conntrack insert_failed and drop counters unchanged. The
+	// cause was not established (a conntrack reply-tuple clash with an
+	// earlier proxied connection from the same source port is one
+	// candidate); a control must not share the proxied traffic's tuples.
+	controlPort = 8082
 	// ordinary is how many plain ClusterIP services fill the table beside
 	// the mix. kube-proxy's IPVS mode runs one `ipset add` process per set
 	// entry in its first sync, about two seconds each under TCG: 100

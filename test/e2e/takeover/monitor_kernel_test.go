@@ -258,3 +258,42 @@ func (m *addrMonitor) end() (events, readded []string) {
 	}
 	return events, readded
 }
+
+// conntrackStats sums the node namespace's conntrack statistics over its
+// CPUs (/proc/net/stat/nf_conntrack: one header line, then one line of
+// hexadecimal counters per CPU), by column name: "insert_failed" and
+// "drop" count packets whose new conntrack entry clashed with one in the
+// table, "clashres" clashes resolved. nil when the file cannot be read.
+func (b *bed) conntrackStats() map[string]uint64 {
+	out, err := b.node.Exec("cat", "/proc/net/stat/nf_conntrack")
+	if err != nil {
+		return nil
+	}
+	lines := strings.Split(strings.TrimSpace(out), "\n")
+	if len(lines) < 2 {
+		return nil
+	}
+	names := strings.Fields(lines[0])
+	sums := map[string]uint64{}
+	for _, l := range lines[1:] {
+		for i, f := range strings.Fields(l) {
+			if v, err := strconv.ParseUint(f, 16, 64); err == nil && i < len(names) {
+				sums[names[i]] += v
+			}
+		}
+	}
+	return sums
+}
+
+// conntrackDelta renders what grew between two conntrackStats of the
+// clash counters.
+func conntrackDelta(before, after map[string]uint64) string {
+	if before == nil || after == nil {
+		return "conntrack statistics unreadable"
+	}
+	var parts []string
+	for _, k := range []string{"insert_failed", "drop", "clashres"} {
+		parts = append(parts, fmt.Sprintf("%s +%d", k, after[k]-before[k]))
+	}
+	return "node conntrack: " + strings.Join(parts, ", ")
+}

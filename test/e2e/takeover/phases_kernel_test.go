@@ -119,6 +119,7 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	t := b.t
 	var rep strings.Builder
 	before := b.dumpKernel("before-takeover.txt")
+	ctBefore := b.conntrackStats()
 	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
 	time.Sleep(3 * time.Second) // traffic under kube-proxy alone
 	ipvsMon := startIPVSMonitor(t, b.node.NS, 50*time.Millisecond)
@@ -163,8 +164,8 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	fmt.Fprintf(&rep, "takeover: kube-proxy exited %v after SIGTERM, healthz port free %v after that; ipvs-proxy ready (/healthz 200) %v after its start, %v after the SIGTERM; two full syncs done %v after the SIGTERM; kernel equal to plan %v later\n",
 		exitTook.Round(time.Millisecond), freeAfter.Round(time.Millisecond), ready.Round(time.Millisecond),
 		(started.Sub(start) + ready).Round(time.Millisecond), fullSyncs.Round(time.Millisecond), conv.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d failed during a stall of the bed\n%s",
-		ok, failed, stalled, traffic)
+	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
+		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
 	fmt.Fprintf(&rep, "ipvs-proxy metrics: syncs %v, apply errors %v, drift repairs %v\n",
 		sum(m, "ipvs_proxy_syncs_total"), sum(m, "ipvs_proxy_apply_errors_total"), sum(m, "ipvs_proxy_drift_repairs_total"))
 	for _, l := range p.syncLines() {

@@ -29,6 +29,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	t := b.t
 	var rep strings.Builder
 	before := b.dumpKernel("before-rollback.txt")
+	ctBefore := b.conntrackStats()
 	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
 	time.Sleep(3 * time.Second)
 	ipvsMon := startIPVSMonitor(t, b.node.NS, 50*time.Millisecond)
@@ -95,8 +96,8 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 
 	fmt.Fprintf(&rep, "rollback: ipvs-proxy exited %v after SIGTERM; kube-proxy's first sync ended %v after the SIGTERM, the next %v after it; a Service created after the rollback served by kube-proxy's second sync after its creation, %v after it\n",
 		exitTook.Round(time.Millisecond), firstSync.Round(time.Millisecond), second.Sub(first).Round(time.Millisecond), lateServed.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d failed during a stall of the bed\n%s",
-		ok, failed, stalled, traffic)
+	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
+		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
 	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
 		code, kubeproxy.LastSyncMetric, second.Format(time.RFC3339Nano), "kubeproxy_sync_proxy_rules_duration_seconds_count",
 		sum(m, "kubeproxy_sync_proxy_rules_duration_seconds_count"), sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))

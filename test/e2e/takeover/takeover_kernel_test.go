@@ -80,7 +80,7 @@ func (b *bed) controlTargets() []target {
 	var out []target
 	for _, a := range b.pods.a.Addrs {
 		out = append(out, target{"pod-a " + a.String() + " from pod", b.client.NS, ktest.TCP,
-			hostPort(a.String(), ktest.BackendPort), []string{"pod-a"}})
+			hostPort(a.String(), controlPort), []string{"pod-a"}})
 	}
 	return out
 }
@@ -141,6 +141,7 @@ func newBed(t *testing.T) *bed {
 	for _, p := range []*ktest.Pod{b.pods.a, b.pods.b, b.pods.c} {
 		listenEcho(t, p)
 	}
+	b.pods.a.Listen(t, ktest.TCP, controlPort)
 	b.client = b.node.AddPod(t, "client")
 	b.lan = b.node.AddClient(t, "lan")
 	b.lan2 = b.node.AddClient(t, "lan2", lan2Addr, "2001:db8:100::40")

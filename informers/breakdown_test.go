@@ -1,0 +1,208 @@
+package informers
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"net/netip"
+	"os"
+	"runtime"
+	"runtime/debug"
+	"runtime/pprof"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+var breakdownGOGC = flag.Int("informers.listgogc", 50, "BenchmarkMemoryBreakdown: GOGC while listing and planning (50 after, as run sets it)")
+
+var breakdownHeap = flag.String("informers.heapprofile", "", "BenchmarkMemoryBreakdown: write a heap profile of the live set after the full sync to this file (with -test.memprofilerate)")
+
+// BenchmarkMemoryBreakdown is what each piece of the daemon's live heap
+// costs after its first full sync, and the process's peak RSS up to there,
+// natively, at 10,000 and 20,000 Services of one EndpointSlice of 10
+// endpoints each (the daemon benchmark's objects, daemonbench shape):
+//
+//   - cache-MiB: the informer caches (the real Watcher, StripUnused, lists
+//     decoded from protobuf as the daemon's client decodes them);
+//
+//   - plan-MiB: the incremental plan (planner.Incremental: every Service's
+//     claims and the State), built as a full sync builds it;
+//
+//   - mirror-MiB: the appliers' mirrors after applier.Full of that state
+//     (the IPVS reconciler's mirror and index, the address manager's view,
+//     the ipset mirror), over kernels that keep nothing (nopTable, nopLink,
+//     nopSets), so the figure is the proxy's alone;
+//
+//   - live-MiB: the three together (the heap after a forced GC, less the
+//     same before the Watcher started);
+//
+//   - peak-RSS-MiB: VmHWM from before the Watcher started (reset after the
+//     lists were encoded and their garbage returned to the OS) to the end
+//     of the full sync, at run's GOGC=50; start-RSS-MiB the RSS at that
+//     reset (the test binary, its encoded lists), peak-listed-MiB and
+//     peak-planned-MiB the peak once the caches were filled and once the
+//     plan was built. The encoded lists (what the API server would send)
+//     are dropped once listed.
+//
+//     go test -run '^$' -bench MemoryBreakdown -benchtime 1x ./informers/
+func BenchmarkMemoryBreakdown(b *testing.B) {
+	for _, services := range []int{10000, 20000} {
+		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
+			for b.Loop() {
+				breakdown(b, services, 10)
+			}
+		})
+	}
+}
+
+func breakdown(b *testing.B, services, endpoints int) {
+	defer debug.SetGCPercent(debug.SetGCPercent(50))
+	sh := memShapes[0]
+	lists := memEncode(b, services, endpoints, sh)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := memClient(lists)
+	lists = memLists{}
+	runtime.GC()
+	debug.FreeOSMemory()
+	hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
+	base := liveHeap()
+	baseRSS, _ := vmHWM()
+	debug.SetGCPercent(*breakdownGOGC)
+
+	w := startWatcherOn(ctx, b, client, services, sh.nodes, StripUnused)
+	// The fake clientset's reactors keep the encoded lists: drop them, as
+	// a real client keeps no list once it has been decoded.
+	client.ReactionChain = nil
+	hwmCache, _ := vmHWM()
+	afterCache := liveHeap()
+
+	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
+		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Scheduler: "rr",
+		MasqueradeBit: planner.DefaultMasqueradeBit}
+	nodes, refusals := w.Nodes()
+	inc := planner.NewIncremental(o, nodes, refusals)
+	for _, k := range w.ServiceNames() {
+		ports, eps, rs := w.Service(k)
+		inc.Update(k, ports, eps, rs)
+	}
+	st := inc.State()
+	debug.SetGCPercent(50)
+	hwmPlan, _ := vmHWM()
+	afterPlan := liveHeap()
+
+	mgr := addrmgr.NewManager(nopLink{}, guard.New(guard.Inputs{LocalAddrs: o.LocalAddrs, PodCIDRs: o.ClusterCIDRs}), nil)
+	rules := iptables.NewSyncer(nopSets{}, func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	app := applier.New(ipvs.NewReconciler(nopTable{}, ipvs.Options{}), mgr, rules, nil)
+	res, err := app.Full(&st, o.LocalAddrs)
+	if err != nil {
+		b.Fatal(err)
+	}
+	if err := res.Err(); err != nil {
+		b.Fatal(err)
+	}
+	if res.IPVS.ServicesAdded != len(st.VirtualServers) {
+		b.Fatalf("%d virtual servers added, %d planned", res.IPVS.ServicesAdded, len(st.VirtualServers))
+	}
+	afterApply := liveHeap()
+	hwm, hwmErr := vmHWM()
+	if *breakdownHeap != "" {
+		f, err := os.Create(fmt.Sprintf("%s.%d", *breakdownHeap, services))
+		if err != nil {
+			b.Fatal(err)
+		}
+		if err := pprof.Lookup("heap").WriteTo(f, 0); err != nil {
+			b.Fatal(err)
+		}
+		f.Close()
+	}
+	runtime.KeepAlive(w)
+	runtime.KeepAlive(inc)
+	runtime.KeepAlive(app)
+
+	mib := func(a, b uint64) float64 {
+		if a < b {
+			return 0
+		}
+		return float64(a-b) / (1 << 20)
+	}
+	b.ReportMetric(mib(afterCache, base), "cache-MiB")
+	b.ReportMetric(mib(afterPlan, afterCache), "plan-MiB")
+	b.ReportMetric(mib(afterApply, afterPlan), "mirror-MiB")
+	b.ReportMetric(mib(afterApply, base), "live-MiB")
+	if hwmErr == nil && hwmReset {
+		b.ReportMetric(float64(baseRSS)/(1<<20), "start-RSS-MiB")
+		b.ReportMetric(float64(hwmCache)/(1<<20), "peak-listed-MiB")
+		b.ReportMetric(float64(hwmPlan)/(1<<20), "peak-planned-MiB")
+		b.ReportMetric(float64(hwm)/(1<<20), "peak-RSS-MiB")
+	}
+}
+
+// nopTable is an IPVS table that accepts everything and holds nothing.
+type nopTable struct{}
+
+func (nopTable) Services() ([]ipvs.VirtualServer, error)               { return nil, nil }
+func (nopTable) RealServers(ipvs.Key) ([]ipvs.RealServerStatus, error) { return nil, nil }
+func (nopTable) AddService(ipvs.VirtualServer) error                   { return nil }
+func (nopTable) UpdateService(ipvs.VirtualServer) error                { return nil }
+func (nopTable) DelService(ipvs.Key) error                             { return nil }
+func (nopTable) AddRealServer(ipvs.Key, ipvs.RealServer) error         { return nil }
+func (nopTable) UpdateRealServer(ipvs.Key, ipvs.RealServer) error      { return nil }
+func (nopTable) DelRealServer(ipvs.Key, ipvs.RealServer) error         { return nil }
+
+// nopLink is a kube-ipvs0 that accepts everything and holds nothing.
+type nopLink struct{}
+
+func (nopLink) Addrs() ([]netip.Prefix, error) { return nil, nil }
+func (nopLink) AddAddr(netip.Prefix) error     { return nil }
+func (nopLink) DelAddr(netip.Prefix) error     { return nil }
+
+// nopSets is an ipset kernel that accepts everything and holds nothing.
+type nopSets struct{}
+
+func (nopSets) ListAll() (map[string]*iptables.KernelSet, error) {
+	return map[string]*iptables.KernelSet{}, nil
+}
+func (nopSets) Create(iptables.IPSet, uint32) error        { return nil }
+func (nopSets) Destroy(string) error                       { return nil }
+func (nopSets) Swap(string, string) error                  { return nil }
+func (nopSets) Add(iptables.IPSet, []iptables.Entry) error { return nil }
+func (nopSets) Del(iptables.IPSet, []iptables.Entry) error { return nil }
+
+// BenchmarkIsServiceIP is one Watcher.IsServiceIP among 10,000 cached
+// Services, for an address that is no Service's: "changed" the first
+// question after a Service changed (one scan of the cache gathers the
+// ClusterIPs), "cached" the next ones. A full sync asks about the API
+// server's addresses and the resolvers, a few times; no index by ClusterIP
+// is kept for it.
+//
+//	go test -run '^$' -bench IsServiceIP -benchmem ./informers/
+func BenchmarkIsServiceIP(b *testing.B) {
+	const services = 10000
+	sh := memShapes[0]
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	w := startWatcher(ctx, b, memEncode(b, services, 1, sh), services, sh.nodes, StripUnused)
+	a := netip.MustParseAddr("10.0.2.100")
+	for _, changed := range []bool{true, false} {
+		b.Run(map[bool]string{true: "changed", false: "cached"}[changed], func(b *testing.B) {
+			for b.Loop() {
+				if changed {
+					w.mu.Lock()
+					w.svcGen++
+					w.svcIPsOK = false
+					w.mu.Unlock()
+				}
+				if w.IsServiceIP(a) {
+					b.Fatal("not a Service IP")
+				}
+			}
+		})
+	}
+}

@@ -1,0 +1,97 @@
+package daemon
+
+import (
+	"fmt"
+	"net/netip"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// scaleNodePortEvery: one service in this many also has a NodePort.
+const scaleNodePortEvery = 4
+
+// fillScale puts n services of m endpoints each into src, as the daemon
+// benchmark's objects: one TCP port, a ClusterIP, one in scaleNodePortEvery
+// with a NodePort (up to 2,700 of them: the default range holds 2,768), endpoints spread over 50 nodes (n1, this node, holds
+// one in 50).
+func fillScale(src *fakeSource, n, m int) {
+	for s := range n {
+		key := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("s%05d", s)}
+		sp := model.ServicePort{Name: model.ServicePortName{NamespacedName: key, Port: "http"}, Protocol: model.TCP, Port: 80,
+			ClusterIPs: []netip.Addr{netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})}}
+		if s%scaleNodePortEvery == 0 && s/scaleNodePortEvery < 2700 {
+			sp.NodePort = uint16(30000 + s/scaleNodePortEvery)
+		}
+		es := make([]model.Endpoint, m)
+		for e := range m {
+			k := s*m + e
+			es[e] = model.Endpoint{Address: netip.AddrFrom4([4]byte{10, byte(128 + k>>16), byte(k >> 8), byte(k)}), Port: 8080,
+				NodeName: fmt.Sprintf("n%d", k%50+1), Ready: true, Serving: true}
+		}
+		src.svcs[key], src.eps[key] = sp, es
+	}
+}
+
+// BenchmarkPartialSyncScale is one partial sync of the whole loop — the
+// changes taken, the changed Service read from the source and planned
+// again, the state patched, the applier's journal, IPVS, ipsets, iptables
+// and binds, the metrics — for one changed endpoint (on another node) of
+// one Service among n services × 10 endpoints, at 1,000 to 20,000
+// services. The kernel is the in-memory fakes (ipvs.FakeTable,
+// addrmgr.FakeLink, iptables.FakeSets and FakeRunner): what it measures is
+// the proxy's own work per change, which should not grow with n.
+//
+//	go test -run '^$' -bench BenchmarkPartialSyncScale -benchtime 2000x -count 5 ./internal/daemon/
+func BenchmarkPartialSyncScale(b *testing.B) {
+	for _, n := range []int{1000, 3000, 10000, 20000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			src := newFakeSource()
+			fillScale(src, n, 10)
+			link := addrmgr.NewFakeLink()
+			mgr := addrmgr.NewManager(link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
+			if err := mgr.Watch(b.Context(), nil); err != nil {
+				b.Fatal(err)
+			}
+			rules := iptables.NewSyncer(iptables.NewFakeSets(), func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+			app := applier.New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, rules, nil)
+			l := &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
+			l.defaults()
+			l.needFull = true
+			var last SyncReport
+			l.Observe = func(rep SyncReport, _ Stats) { last = rep }
+			l.syncOnce()
+			if last.Err != nil || !last.Full {
+				b.Fatalf("first full sync: %+v", last)
+			}
+			changed := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("s%05d", n/2)}
+			eps := src.eps[changed]
+			b.ReportAllocs()
+			b.ResetTimer()
+			i := 0
+			for b.Loop() {
+				i++
+				src.mu.Lock()
+				moved := eps[1]
+				moved.Address = netip.AddrFrom4([4]byte{10, 255, byte(i >> 8), byte(i)})
+				src.eps[changed] = append([]model.Endpoint{eps[0], moved}, eps[2:]...)
+				src.dirty[changed] = true
+				src.mu.Unlock()
+				link.Flush()
+				l.syncOnce()
+				if last.Err != nil || last.Full || len(last.Services) != 1 {
+					b.Fatalf("partial sync %d: %+v", i, last)
+				}
+			}
+		})
+	}
+}
