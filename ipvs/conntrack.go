@@ -11,6 +11,7 @@ import (
 // instead of sticking to the gone backend until the flow times out.
 type Conntrack interface {
 	// DeleteFlows is `conntrack -D -p PROTO --orig-dst VIP --orig-port-dst PORT
-	// --reply-src ENDPOINT`.
-	DeleteFlows(proto model.Protocol, vip netip.Addr, port uint16, endpoint netip.Addr) error
+	// --reply-src ENDPOINT`; it returns the number of flows deleted (those
+	// deleted before an error too).
+	DeleteFlows(proto model.Protocol, vip netip.Addr, port uint16, endpoint netip.Addr) (int, error)
 }

@@ -441,13 +441,28 @@ func (r *Reconciler) deleteRS(m *mirrorVS, i int, res *Result) bool {
 	m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
 	delete(r.grace, graceKey{Key: m.vs.Key, Addr: rs.Address, Port: rs.Port})
 	if m.vs.Protocol != model.TCP && r.opts.Conntrack != nil {
-		if err := r.opts.Conntrack.DeleteFlows(m.vs.Protocol, m.vs.Address, m.vs.Port, rs.Address); err != nil {
-			res.fail(m.service, m.vs.Key, err)
-		} else {
-			res.ConntrackDeleted++
-		}
+		r.deleteFlows(m.service, m.vs.Key, rs.Address, res)
 	}
 	return true
+}
+
+// deleteFlows deletes the conntrack flows of real server rs of k (`conntrack
+// -D`), counted in res: ConntrackDeleted, and the family's ConntrackRound.
+func (r *Reconciler) deleteFlows(service model.ServicePortName, k Key, rs netip.Addr, res *Result) {
+	start := r.opts.Clock.Now()
+	n, err := r.opts.Conntrack.DeleteFlows(k.Protocol, k.Address, k.Port, rs)
+	round := &res.Conntrack[0]
+	if !k.Address.Is4() {
+		round = &res.Conntrack[1]
+	}
+	round.Ran = true
+	round.Entries += n
+	round.Took += r.opts.Clock.Since(start)
+	if err != nil {
+		res.fail(service, k, err)
+		return
+	}
+	res.ConntrackDeleted++
 }
 
 func (r *Reconciler) deleteVS(k Key, res *Result) {
@@ -471,11 +486,7 @@ func (r *Reconciler) deleteVS(k Key, res *Result) {
 	}
 	if k.Protocol != model.TCP && r.opts.Conntrack != nil {
 		for _, rs := range m.vs.RealServers {
-			if err := r.opts.Conntrack.DeleteFlows(k.Protocol, k.Address, k.Port, rs.Address); err != nil {
-				res.fail(m.service, k, err)
-			} else {
-				res.ConntrackDeleted++
-			}
+			r.deleteFlows(m.service, k, rs.Address, res)
 		}
 	}
 }

@@ -52,9 +52,9 @@ func mustFull(t *testing.T, r *Reconciler, d []VirtualServer, o Ownership) *Resu
 
 type fakeConntrack struct{ flows map[string]int }
 
-func (c *fakeConntrack) DeleteFlows(p model.Protocol, vip netip.Addr, port uint16, ep netip.Addr) error {
+func (c *fakeConntrack) DeleteFlows(p model.Protocol, vip netip.Addr, port uint16, ep netip.Addr) (int, error) {
 	c.flows[string(p)+" "+netip.AddrPortFrom(vip, port).String()+" "+ep.String()]++
-	return nil
+	return 2, nil
 }
 
 func TestFullFromEmpty(t *testing.T) {
@@ -206,6 +206,10 @@ func TestGracefulTermination(t *testing.T) {
 	}
 	if ct.flows["udp 10.96.0.10:53 10.244.2.6"] != 1 || len(ct.flows) != 1 {
 		t.Errorf("conntrack flows deleted: %v", ct.flows)
+	}
+	// One IPv4 round that deleted the fake's 2 flows, no IPv6 round.
+	if want := [2]ConntrackRound{{Ran: true, Entries: 2}}; res.Conntrack != want {
+		t.Errorf("conntrack rounds %+v, want %+v", res.Conntrack, want)
 	}
 	if r.Graceful() != 1 || res.Quiesced != 1 {
 		t.Fatalf("graceful queue %d, quiesced %d", r.Graceful(), res.Quiesced)

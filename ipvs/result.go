@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -36,11 +37,26 @@ type Result struct {
 	// ConntrackDeleted counts conntrack flushes for removed UDP/SCTP real
 	// servers.
 	ConntrackDeleted int
+	// Conntrack is each family's flow deletions, IPv4 first.
+	Conntrack [2]ConntrackRound
 	// Drift counts, in a Full after the first, owned virtual servers that
 	// were deleted, added or changed (attributes or real servers) outside
 	// the proxy since the sync before: each is logged and then repaired.
 	Drift    int
 	Failures []Failure
+}
+
+// ConntrackRound is one family's conntrack flow deletions in one sync:
+// what kube-proxy's conntrack reconciler reports for one round
+// (kubeproxy_conntrack_reconciler_*).
+type ConntrackRound struct {
+	// Ran says the sync deleted the flows of at least one real server of
+	// the family (or tried to).
+	Ran bool
+	// Entries is the number of flows deleted.
+	Entries int
+	// Took is the time the deletions took.
+	Took time.Duration
 }
 
 // Changes is the number of kernel changes the sync made.

@@ -162,3 +162,20 @@ func TestKubeProxyRefused(t *testing.T) {
 		}
 	}
 }
+
+// TestKubeProxyConntrack: every field of the file's conntrack section
+// reaches --conntrack-*, and wins over kube-proxy's flags as in kube-proxy.
+func TestKubeProxyConntrack(t *testing.T) {
+	c, err := parse(t, "--conntrack-min=1", "--conntrack-tcp-be-liberal=false", "--config="+writeKubeProxy(t, `
+conntrack: {maxPerCore: 0, min: 262144, tcpEstablishedTimeout: 2h, tcpCloseWaitTimeout: 30m, tcpBeLiberal: true,
+  udpTimeout: 45s, udpStreamTimeout: 3m}
+`))
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := Conntrack{MaxPerCore: 0, Min: 262144, TCPEstablishedTimeout: 2 * time.Hour, TCPCloseWaitTimeout: 30 * time.Minute,
+		TCPBeLiberal: true, UDPTimeout: 45 * time.Second, UDPStreamTimeout: 3 * time.Minute}
+	if c.KubeProxy.Conntrack != want {
+		t.Errorf("conntrack %+v, want %+v", c.KubeProxy.Conntrack, want)
+	}
+}

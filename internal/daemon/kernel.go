@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net/netip"
-	"runtime"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
@@ -112,21 +111,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 	}
 	// conntrack's table size and timeouts, as kube-proxy sets them at
 	// every start (the kernel's defaults return after a reboot).
-	ctMax := ConntrackMax(c.KubeProxy.Conntrack, runtime.NumCPU())
-	if raised, err := raiseConntrackHashsize(conntrackHashsizeFile, ctMax); err != nil {
-		log.Warn("cannot raise nf_conntrack's hash table size with nf_conntrack_max (as kube-proxy, it needs a writable /sys); lookups in a full table are slower", zap.Error(err))
-	} else if raised {
-		log.Info("set conntrack hashsize", zap.Int("value", ctMax/4))
-	}
-	// One by one: nf_conntrack_max is writable only from the host's own
-	// network namespace, the timeouts from any.
-	for _, s := range ConntrackSysctls(c.KubeProxy.Conntrack, runtime.NumCPU()) {
-		done, err := ipvs.WriteSysctls("/proc/sys", []ipvs.Sysctl{s})
-		if err != nil {
-			log.Warn("cannot set a conntrack sysctl (--conntrack-*); the kernel's value stays", zap.Error(err))
-		}
-		changed = append(changed, done...)
-	}
+	changed = append(changed, setConntrack(c.KubeProxy.Conntrack, nodeCPUs(), "/proc/sys", conntrackHashsizeFile, log)...)
 	for _, s := range changed {
 		log.Info("set sysctl", zap.String("name", s.Name), zap.Int("value", s.Value))
 	}

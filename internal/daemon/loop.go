@@ -141,6 +141,8 @@ type Loop struct {
 	nodes   []model.Node
 	// health are the healthCheckNodePort servers each service asks for.
 	health map[types.NamespacedName][]healthPort
+	// noLocal is the last plan's kube-proxy no-local-endpoints count.
+	noLocal [2]planner.NoLocal
 	// counted are the refusals the refusal metrics were last set from.
 	counted []model.Refusal
 }
@@ -374,6 +376,7 @@ func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedNam
 		}
 	}
 	st := l.plan.State()
+	l.noLocal = l.plan.NoLocalEndpoints()
 	if l.OnPlan != nil && full {
 		l.OnPlan(l.plan.Guard(), &st)
 	}
@@ -462,6 +465,7 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 	}
 	if l.Metrics != nil {
 		l.observe(mode, rep, changes, failed, st, now)
+		l.observeConntrack(res)
 	}
 	if l.Events != nil && st != nil {
 		if _, limited := l.Events.Report(st.Refusals); limited > 0 {
@@ -506,6 +510,9 @@ func (l *Loop) observe(mode string, rep *SyncReport, changes informers.Changes, 
 	l.Metrics.VirtualServers.Set(float64(len(st.VirtualServers)))
 	l.Metrics.RealServers.Set(float64(l.plan.RealServers()))
 	l.Metrics.Addresses.Set(float64(len(st.Addresses)))
+	for f, n := range l.noLocal {
+		l.Metrics.KubeProxy.SetNoLocalEndpoints(metrics.IPFamilies[f], n.Internal, n.External)
+	}
 	if sameRefusals(st.Refusals, l.counted) {
 		// The plan hands on unchanged refusals as the same slice.
 		return
@@ -516,6 +523,19 @@ func (l *Loop) observe(mode string, rep *SyncReport, changes informers.Changes, 
 		byReason[string(r.Reason)]++
 	}
 	l.Metrics.SetRefusals(byReason)
+}
+
+// observeConntrack records the sync's conntrack flow deletions, each
+// family's as one round of kube-proxy's conntrack reconciler.
+func (l *Loop) observeConntrack(res *applier.Result) {
+	if res == nil || res.IPVS == nil {
+		return
+	}
+	for f, round := range res.IPVS.Conntrack {
+		if round.Ran {
+			l.Metrics.KubeProxy.ConntrackReconciled(metrics.IPFamilies[f], round.Took.Seconds(), round.Entries)
+		}
+	}
 }
 
 // sameRefusals reports whether a and b are the same slice: the same first

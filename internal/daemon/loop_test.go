@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
 	"iter"
 	"maps"
@@ -239,6 +240,8 @@ type fakeApplier struct {
 	// failure that belongs to no service, as an ipset the kernel refuses
 	// to replace).
 	failRules int
+	// conntrack are the flow deletions the next sync reports.
+	conntrack [2]ipvs.ConntrackRound
 }
 
 func newFakeApplier() *fakeApplier {
@@ -272,8 +275,8 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []types.Namespa
 		return nil, errRead
 	}
 	match := func(svc model.ServicePortName) bool { return full || slices.Contains(changed, svc.NamespacedName) }
-	res := &applier.Result{Drift: f.drift}
-	f.drift = applier.Drift{}
+	res := &applier.Result{Drift: f.drift, IPVS: &ipvs.Result{Conntrack: f.conntrack}}
+	f.drift, f.conntrack = applier.Drift{}, [2]ipvs.ConntrackRound{}
 	if full && f.failRules > 0 {
 		f.failRules--
 		res.Failed = map[model.ServicePortName][]error{{}: {errors.New("ipset destroy KUBE-CLUSTER-IP: busy")}}
@@ -877,4 +880,69 @@ func healthzCode(t *testing.T, hp *health.Proxy, path string) int {
 	rec := httptest.NewRecorder()
 	hp.Handler().ServeHTTP(rec, httptest.NewRequest("GET", path, nil))
 	return rec.Code
+}
+
+// TestNoLocalEndpointsMetric: kube-proxy's
+// sync_proxy_rules_no_local_endpoints_total follows the plan at every
+// sync, full or partial: a Service whose internal Local policy finds its
+// only endpoint on another node counts as internal until it is deleted.
+func TestNoLocalEndpointsMetric(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.1.5") // on no node: elsewhere
+	close(h.src.synced)
+	h.waitCalls(1)
+	noLocal := func(policy string) float64 {
+		return testutil.ToFloat64(h.loop.Metrics.KubeProxy.NoLocalEndpoints.WithLabelValues(policy, "IPv4"))
+	}
+	if i, e := noLocal("internal"), noLocal("external"); i != 0 || e != 0 {
+		t.Errorf("Cluster policy: internal %v external %v, want 0 0", i, e)
+	}
+	k := types.NamespacedName{Namespace: "ns", Name: "a"}
+	h.src.mu.Lock()
+	sp := h.src.svcs[k]
+	sp.InternalPolicyLocal = true
+	h.src.svcs[k] = sp
+	h.src.dirty[k] = true
+	h.src.mu.Unlock()
+	h.src.signal()
+	h.waitCalls(2)
+	if i, e := noLocal("internal"), noLocal("external"); i != 1 || e != 0 {
+		t.Errorf("internalTrafficPolicy Local, endpoint elsewhere: internal %v external %v, want 1 0", i, e)
+	}
+	h.src.del("a")
+	h.waitCalls(3)
+	if i := noLocal("internal"); i != 0 {
+		t.Errorf("after the Service's deletion: internal %v, want 0", i)
+	}
+}
+
+// TestConntrackReconcilerMetrics: each sync that deleted conntrack flows
+// is one round of kube-proxy's conntrack reconciler in its family: the
+// duration observed and the flows added; a sync that deleted none adds no
+// round.
+func TestConntrackReconcilerMetrics(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.1.5")
+	close(h.src.synced)
+	h.waitCalls(1)
+	h.app.mu.Lock()
+	h.app.conntrack = [2]ipvs.ConntrackRound{{Ran: true, Entries: 3, Took: 20 * time.Millisecond}, {Ran: true}}
+	h.app.mu.Unlock()
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.1.6")
+	h.waitCalls(2)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.1.7")
+	h.waitCalls(3)
+	kp := h.loop.Metrics.KubeProxy
+	for fam, want := range map[string]float64{"IPv4": 3, "IPv6": 0} {
+		if got := testutil.ToFloat64(kp.ConntrackDeleted.WithLabelValues(fam)); got != want {
+			t.Errorf("kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family=%q} = %v, want %v", fam, got, want)
+		}
+	}
+	m := &dto.Metric{}
+	if err := kp.ConntrackSync.WithLabelValues("IPv4").(prometheus.Histogram).Write(m); err != nil {
+		t.Fatal(err)
+	}
+	if c, s := m.GetHistogram().GetSampleCount(), m.GetHistogram().GetSampleSum(); c != 1 || s != 0.02 {
+		t.Errorf("IPv4 rounds %d taking %v s, want 1 of 0.02 s", c, s)
+	}
 }

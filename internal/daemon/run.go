@@ -130,7 +130,6 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	refusals, leaseNS := refusalReporter(c, sink, watcher, log)
 	svcHealth := health.NewServices(log.Named("healthcheck"))
 	svcHealth.ProxyHealthy = hp.ServiceProxyHealthy
-	svcHealth.OnSync = m.KubeProxy.SetNoLocalEndpoints
 	defer svcHealth.Close()
 
 	ctx, cancel := context.WithCancel(ctx)

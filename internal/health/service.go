@@ -31,10 +31,6 @@ type Services struct {
 	// every answer reports it as serviceProxyHealthy and is 503 while it is
 	// false, as kube-proxy's. Set before the first Sync.
 	ProxyHealthy func() bool
-	// OnSync, if set, is called by every Sync with the number of services
-	// that have no local endpoint (kube-proxy's
-	// sync_proxy_rules_no_local_endpoints_total, traffic_policy external).
-	OnSync func(noLocalEndpoints int)
 
 	log *zap.Logger
 	// listen opens a listener; tests replace it.
@@ -70,15 +66,6 @@ func NewServices(log *zap.Logger) *Services {
 func (s *Services) Sync(want map[uint16]ServiceHealth) []error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.OnSync != nil {
-		noLocal := 0
-		for _, h := range want {
-			if h.LocalEndpoints == 0 {
-				noLocal++
-			}
-		}
-		s.OnSync(noLocal)
-	}
 	var errs []error
 	for port, srv := range s.servers {
 		if _, ok := want[port]; !ok {

@@ -33,6 +33,11 @@ type KubeProxy struct {
 	// RestoreFailures counts the syncs whose iptables-restore failed, per
 	// family (RestoreFailed).
 	RestoreFailures *prometheus.CounterVec
+	// ConntrackSync and ConntrackDeleted are kube-proxy's conntrack
+	// reconciler series, fed by each sync that deleted flows
+	// (ConntrackReconciled).
+	ConntrackSync    *prometheus.HistogramVec
+	ConntrackDeleted *prometheus.CounterVec
 
 	mu       sync.Mutex
 	families []string
@@ -73,6 +78,8 @@ func newKubeProxy() *KubeProxy {
 		HealthzTotal:       prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_healthz_total", "Cumulative proxy healthz HTTP status")), []string{"code"}),
 		LivezTotal:         prometheus.NewCounterVec(prometheus.CounterOpts(opts("proxy_livez_total", "Cumulative proxy livez HTTP status")), []string{"code"}),
 		RestoreFailures:    prometheus.NewCounterVec(prometheus.CounterOpts(opts("sync_proxy_rules_iptables_restore_failures_total", "Cumulative proxy iptables restore failures")), fam),
+		ConntrackSync:      prometheus.NewHistogramVec(hist("conntrack_reconciler_sync_duration_seconds", "ReconcileConntrackFlowsLatency latency in seconds", syncBuckets), fam),
+		ConntrackDeleted:   prometheus.NewCounterVec(prometheus.CounterOpts(opts("conntrack_reconciler_deleted_entries_total", "Cumulative conntrack flows deleted by conntrack reconciler")), fam),
 		families:           []string{"IPv4"},
 		pendingServices:    map[types.NamespacedName]bool{},
 		pendingEndpoints:   map[types.NamespacedName]bool{},
@@ -82,7 +89,7 @@ func newKubeProxy() *KubeProxy {
 func (k *KubeProxy) collectors() []prometheus.Collector {
 	return []prometheus.Collector{k.SyncDuration, k.LastSync, k.LastQueued, k.NetworkProgramming,
 		k.EndpointsPending, k.EndpointsTotal, k.ServicesPending, k.ServicesTotal, k.NoLocalEndpoints,
-		k.HealthzTotal, k.LivezTotal, k.RestoreFailures}
+		k.HealthzTotal, k.LivezTotal, k.RestoreFailures, k.ConntrackSync, k.ConntrackDeleted}
 }
 
 // SetFamilies sets the ip_family label values: IPv4, IPv6 or both.
@@ -102,6 +109,15 @@ func (k *KubeProxy) SetFamilies(families []string) {
 // IPv6) failed.
 func (k *KubeProxy) RestoreFailed(ipFamily string) {
 	k.RestoreFailures.WithLabelValues(ipFamily).Inc()
+}
+
+// ConntrackReconciled records one sync's conntrack flow deletions in
+// ipFamily (IPv4, IPv6) as one round of kube-proxy's conntrack reconciler:
+// their time and the flows deleted. Like kube-proxy's, the series appear
+// with the first round.
+func (k *KubeProxy) ConntrackReconciled(ipFamily string, seconds float64, deleted int) {
+	k.ConntrackSync.WithLabelValues(ipFamily).Observe(seconds)
+	k.ConntrackDeleted.WithLabelValues(ipFamily).Add(float64(deleted))
 }
 
 func (k *KubeProxy) eachFamily(f func(family string)) {
@@ -165,14 +181,23 @@ func (k *KubeProxy) Answered(path string, code int) {
 	c.WithLabelValues(strconv.Itoa(code)).Inc()
 }
 
-// SetNoLocalEndpoints sets the healthCheckNodePorts (LoadBalancer Services
-// with externalTrafficPolicy Local) with no ready endpoint on this node,
-// as traffic_policy external: narrower than kube-proxy's count, which also
-// has NodePort-only Services; the internal policy is not exported.
-func (k *KubeProxy) SetNoLocalEndpoints(external int) {
-	k.eachFamily(func(f string) {
-		k.NoLocalEndpoints.WithLabelValues("external", f).Set(float64(external))
-	})
+// IPFamilies are the ip_family label values, IPv4 first.
+var IPFamilies = [2]string{"IPv4", "IPv6"}
+
+// SetNoLocalEndpoints sets the Services of ipFamily (IPv4, IPv6) whose
+// internal or external Local traffic policy found no endpoint on this node
+// while the Service has some elsewhere (planner.NoLocal), as kube-proxy's
+// IPVS proxier counts them at every sync. A family the proxy does not
+// serve is not exported, as kube-proxy has no proxier for it.
+func (k *KubeProxy) SetNoLocalEndpoints(ipFamily string, internal, external int) {
+	k.mu.Lock()
+	served := slices.Contains(k.families, ipFamily)
+	k.mu.Unlock()
+	if !served {
+		return
+	}
+	k.NoLocalEndpoints.WithLabelValues("internal", ipFamily).Set(float64(internal))
+	k.NoLocalEndpoints.WithLabelValues("external", ipFamily).Set(float64(external))
 }
 
 // teeHistogram observes into the proxy's own histogram and kube-proxy's,

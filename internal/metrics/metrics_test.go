@@ -77,7 +77,8 @@ func TestKubeProxySeries(t *testing.T) {
 	m.KubeProxy.Queued(ChangeEndpoints, types.NamespacedName{Namespace: "ns", Name: "b"})
 	m.KubeProxy.Answered("/healthz", 503)
 	m.KubeProxy.Answered("/livez", 200)
-	m.KubeProxy.SetNoLocalEndpoints(2)
+	m.KubeProxy.SetNoLocalEndpoints("IPv4", 1, 2)
+	m.KubeProxy.SetNoLocalEndpoints("IPv6", 0, 3)
 	m.KubeProxy.RestoreFailed("IPv6")
 	body := scrape(t, m)
 	for _, want := range []string{
@@ -89,6 +90,9 @@ func TestKubeProxySeries(t *testing.T) {
 		`kubeproxy_proxy_healthz_total{code="503"} 1`,
 		`kubeproxy_proxy_livez_total{code="200"} 1`,
 		`kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="external"} 2`,
+		`kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv4",traffic_policy="internal"} 1`,
+		`kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv6",traffic_policy="external"} 3`,
+		`kubeproxy_sync_proxy_rules_no_local_endpoints_total{ip_family="IPv6",traffic_policy="internal"} 0`,
 		`kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv4"} 0`,
 		`kubeproxy_sync_proxy_rules_iptables_restore_failures_total{ip_family="IPv6"} 1`,
 		`ipvs_proxy_build_info{goversion="go`,
@@ -154,4 +158,40 @@ func scrape(t *testing.T, m *Metrics) string {
 		t.Fatalf("/metrics: %d %s", rec.Code, rec.Body.String())
 	}
 	return rec.Body.String()
+}
+
+// TestConntrackReconcilerSeries: kube-proxy 1.34's conntrack reconciler
+// series (pkg/proxy/metrics: ReconcileConntrackFlowsLatency and
+// ReconcileConntrackFlowsDeletedEntriesTotal), absent until the first
+// round as kube-proxy's, then with its names, ip_family label and buckets
+// (1 ms doubling, 15 of them).
+func TestConntrackReconcilerSeries(t *testing.T) {
+	m := New()
+	if body := scrape(t, m); strings.Contains(body, "kubeproxy_conntrack_reconciler_") {
+		t.Error("conntrack reconciler series before any round")
+	}
+	m.KubeProxy.ConntrackReconciled("IPv4", 0.003, 2)
+	m.KubeProxy.ConntrackReconciled("IPv4", 0.0005, 0)
+	m.KubeProxy.ConntrackReconciled("IPv6", 20, 5)
+	body := scrape(t, m)
+	for _, want := range []string{
+		"# HELP kubeproxy_conntrack_reconciler_sync_duration_seconds ReconcileConntrackFlowsLatency latency in seconds",
+		"# TYPE kubeproxy_conntrack_reconciler_sync_duration_seconds histogram",
+		`kubeproxy_conntrack_reconciler_sync_duration_seconds_bucket{ip_family="IPv4",le="0.001"} 1`,
+		`kubeproxy_conntrack_reconciler_sync_duration_seconds_bucket{ip_family="IPv4",le="0.004"} 2`,
+		`kubeproxy_conntrack_reconciler_sync_duration_seconds_bucket{ip_family="IPv6",le="16.384"} 0`,
+		`kubeproxy_conntrack_reconciler_sync_duration_seconds_bucket{ip_family="IPv6",le="+Inf"} 1`,
+		`kubeproxy_conntrack_reconciler_sync_duration_seconds_count{ip_family="IPv4"} 2`,
+		"# HELP kubeproxy_conntrack_reconciler_deleted_entries_total Cumulative conntrack flows deleted by conntrack reconciler",
+		"# TYPE kubeproxy_conntrack_reconciler_deleted_entries_total counter",
+		`kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv4"} 2`,
+		`kubeproxy_conntrack_reconciler_deleted_entries_total{ip_family="IPv6"} 5`,
+	} {
+		if !strings.Contains(body, want) {
+			t.Errorf("/metrics lacks %q", want)
+		}
+	}
+	if n := strings.Count(body, `kubeproxy_conntrack_reconciler_sync_duration_seconds_bucket{ip_family="IPv4"`); n != 16 {
+		t.Errorf("conntrack reconciler buckets: %d, want kube-proxy's 15 and +Inf", n)
+	}
 }

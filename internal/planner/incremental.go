@@ -37,6 +37,7 @@ type Incremental struct {
 	addrs    counted[netip.Prefix]
 	sets     [2][]counted[iptables.Entry]
 	refusals counted[model.Refusal]
+	noLocal  noLocalCount
 	// realServers counts the winners' real servers: the size of the
 	// state's IPVS table without a walk of it.
 	realServers int
@@ -48,6 +49,8 @@ type Incremental struct {
 type serviceFragment struct {
 	ports    []*portPlan
 	refusals []model.Refusal
+	// noLocal is what the Service adds to NoLocalEndpoints.
+	noLocal [2]noLocalPolicies
 }
 
 // NewIncremental returns an empty plan for these options and nodes;
@@ -107,6 +110,7 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 		for _, r := range old.refusals {
 			inc.refusals.remove(r)
 		}
+		inc.noLocal.move(old.noLocal, -1)
 		delete(inc.services, key)
 	}
 	if len(ports) == 0 && len(refusals) == 0 {
@@ -124,7 +128,11 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 			inc.refusals.add(r)
 		}
 		inc.hold(pp, +1)
+		for f, np := range pp.noLocal {
+			frag.noLocal[f] |= np
+		}
 	}
+	inc.noLocal.move(frag.noLocal, +1)
 	for _, r := range refusals {
 		inc.refusals.add(r)
 	}

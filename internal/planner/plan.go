@@ -92,7 +92,10 @@ var setIndex = func() map[string]uint8 {
 // modified. It never panics on any input; what it cannot plan becomes a
 // Refusal. State.Refusals holds c.Refusals too, merged, sorted and without
 // duplicates. Plan is an Incremental fed every service at once.
-func Plan(c model.Cluster, o Options) State {
+func Plan(c model.Cluster, o Options) State { return planAll(c, o).State() }
+
+// planAll is an Incremental fed every service of c at once.
+func planAll(c model.Cluster, o Options) *Incremental {
 	inc := NewIncremental(o, c.Nodes, c.Refusals)
 	byService := make(map[types.NamespacedName][]*model.ServicePort, len(c.Services))
 	keys := make([]types.NamespacedName, 0, len(c.Services))
@@ -106,7 +109,7 @@ func Plan(c model.Cluster, o Options) State {
 	for _, k := range keys {
 		inc.update(k, byService[k], c.Endpoints, nil)
 	}
-	return inc.State()
+	return inc
 }
 
 func newEnv(o Options, nodes []model.Node) *env {

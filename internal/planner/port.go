@@ -48,6 +48,8 @@ type portPlan struct {
 	// or not its claims win (kube-proxy opens it for every service port
 	// that has one, and the health server answers on it all the same).
 	health [2][]setEntry
+	// noLocal is, per family, what the port adds to NoLocalEndpoints.
+	noLocal [2]noLocalPolicies
 }
 
 // portPlanner plans one service port against the env.
@@ -268,6 +270,9 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 	src := fe.cluster
 	if local {
 		src = fe.local
+		if len(src) == 0 && len(fe.cluster) > 0 {
+			p.out.noLocal[f] |= noLocalOf(sp)
+		}
 	}
 	c.vs.RealServers = slices.Clone(src)
 	p.out.claims = append(p.out.claims, c)

@@ -39,7 +39,7 @@ func OpenConntrack() (*Conntrack, error) {
 func (c *Conntrack) Close() { c.h.Close() }
 
 // DeleteFlows implements ipvs.Conntrack.
-func (c *Conntrack) DeleteFlows(proto model.Protocol, vip netip.Addr, port uint16, endpoint netip.Addr) error {
+func (c *Conntrack) DeleteFlows(proto model.Protocol, vip netip.Addr, port uint16, endpoint netip.Addr) (int, error) {
 	f := &netlink.ConntrackFilter{}
 	var err error
 	switch proto {
@@ -60,14 +60,15 @@ func (c *Conntrack) DeleteFlows(proto model.Protocol, vip netip.Addr, port uint1
 		err = f.AddIP(netlink.ConntrackReplySrcIP, net.IP(endpoint.AsSlice()))
 	}
 	if err != nil {
-		return fmt.Errorf("conntrack filter for %s %s: %w", proto, netip.AddrPortFrom(vip, port), err)
+		return 0, fmt.Errorf("conntrack filter for %s %s: %w", proto, netip.AddrPortFrom(vip, port), err)
 	}
 	family := netlink.InetFamily(unix.AF_INET)
 	if vip.Is6() {
 		family = unix.AF_INET6
 	}
-	if _, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, family, f); err != nil {
-		return fmt.Errorf("conntrack -D -p %s --orig-dst %s --orig-port-dst %d --reply-src %s: %w", proto, vip, port, endpoint, err)
+	n, err := c.h.ConntrackDeleteFilters(netlink.ConntrackTable, family, f)
+	if err != nil {
+		return int(n), fmt.Errorf("conntrack -D -p %s --orig-dst %s --orig-port-dst %d --reply-src %s: %w", proto, vip, port, endpoint, err)
 	}
-	return nil
+	return int(n), nil
 }
