@@ -10,8 +10,9 @@
 #                     and `ipvs-proxy recover --apply` with the API server
 #                     unreachable. One VM boot; docs/testing.md has the time.
 #
-# Not part of `make test`: it needs the kube-proxy `make kube-proxy` builds
-# (KUBE_PROXY_BIN, mk/takeover.mk) and kube-proxy's syncs are slow in the VM.
+# Part of `make test` (1 to 5 minutes in the VM, with the kube-proxy that
+# `make kube-proxy` builds once for the takeover test: KUBE_PROXY_BIN,
+# mk/takeover.mk).
 
 # Keep the including Makefile's default goal whatever the include order.
 fleet_default_goal := $(.DEFAULT_GOAL)
@@ -23,6 +24,6 @@ test-fleet: deps build kube-proxy
 	cd test/e2e && FLEET=1 KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestFleetVM$$' ./cluster
 
-OPT_IN += test-fleet(kube-proxy-and-ipvs-proxy-on-one-bed)
+TEST_TARGETS += test-fleet
 
 .DEFAULT_GOAL := $(fleet_default_goal)
