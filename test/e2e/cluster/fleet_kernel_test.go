@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"net/netip"
 	"path/filepath"
-	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -19,10 +18,6 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
-
-// kubeProxyIPSetError is a line of kube-proxy's log that reports an ipset
-// failure (`error creating ipset KUBE-...`, `Failed to sync ipset ...`).
-var kubeProxyIPSetError = regexp.MustCompile(`(?i)(error|fail)[^\n]*ipset|ipset[^\n]*(error|fail)`)
 
 // fleet is the bed in the middle of a node-by-node migration: node-a
 // handed back to kube-proxy v1.34 (IPVS mode), node-b and node-c on
@@ -146,8 +141,8 @@ func (f *fleet) mixed(t *testing.T) {
 			continue
 		}
 		t.Logf("%s ipvs-proxy: ipvs_proxy_apply_errors_total %v, ipvs_proxy_syncs_total %v",
-			n.name, metricSum(m, "ipvs_proxy_apply_errors_total"), metricSum(m, "ipvs_proxy_syncs_total"))
-		if v := metricSum(m, "ipvs_proxy_apply_errors_total"); v != 0 {
+			n.name, m.Sum("ipvs_proxy_apply_errors_total"), m.Sum("ipvs_proxy_syncs_total"))
+		if v := m.Sum("ipvs_proxy_apply_errors_total"); v != 0 {
 			t.Errorf("%s: ipvs_proxy_apply_errors_total %v, want 0", n.name, v)
 		}
 	}
@@ -175,20 +170,15 @@ func (f *fleet) kubeProxyClean(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ipsetErrs []string
-	for _, l := range strings.Split(f.kp.Output(), "\n") {
-		if kubeProxyIPSetError.MatchString(l) {
-			ipsetErrs = append(ipsetErrs, l)
-		}
-	}
+	ipsetErrs := f.kp.IPSetErrors()
 	code, body, herr := f.kp.Healthz()
 	t.Logf("kube-proxy on %s: /healthz %d; kubeproxy_sync_proxy_rules_duration_seconds_count %v, iptables restore failures %v; ipset errors in its log: %d",
-		f.kpNode.name, code, metricSum(m, "kubeproxy_sync_proxy_rules_duration_seconds_count"),
-		metricSum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
+		f.kpNode.name, code, m.Sum("kubeproxy_sync_proxy_rules_duration_seconds_count"),
+		m.Sum("kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
 	if herr != nil || code != 200 {
 		t.Errorf("kube-proxy /healthz: %d %v %s", code, herr, body)
 	}
-	if v := metricSum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
+	if v := m.Sum("kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
 		t.Errorf("kubeproxy_sync_proxy_rules_iptables_restore_failures_total %v, want 0", v)
 	}
 	if len(ipsetErrs) > 0 {
@@ -207,15 +197,4 @@ func proxyMetrics(n *bedNode) (kubeproxy.Metrics, error) {
 		return nil, fmt.Errorf("%s: ipvs-proxy /metrics: status %d", n.name, code)
 	}
 	return kubeproxy.ParseMetrics(body)
-}
-
-// metricSum adds the series of one metric name (every label set).
-func metricSum(m kubeproxy.Metrics, name string) float64 {
-	var s float64
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			s += v
-		}
-	}
-	return s
 }

@@ -53,3 +53,16 @@ func ParseMetrics(text string) (Metrics, error) {
 	}
 	return out, nil
 }
+
+// Sum adds every series of the metric name, whatever its labels (0 when
+// there is none): kubeproxy_sync_proxy_rules_iptables_restore_failures_total
+// over both families, or ipvs_proxy_apply_errors_total of a proxy of ours.
+func (m Metrics) Sum(name string) float64 {
+	var s float64
+	for k, v := range m {
+		if k == name || strings.HasPrefix(k, name+"{") {
+			s += v
+		}
+	}
+	return s
+}

@@ -167,7 +167,7 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
 		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
 	fmt.Fprintf(&rep, "ipvs-proxy metrics: syncs %v, apply errors %v, drift repairs %v\n",
-		sum(m, "ipvs_proxy_syncs_total"), sum(m, "ipvs_proxy_apply_errors_total"), sum(m, "ipvs_proxy_drift_repairs_total"))
+		m.Sum("ipvs_proxy_syncs_total"), m.Sum("ipvs_proxy_apply_errors_total"), m.Sum("ipvs_proxy_drift_repairs_total"))
 	for _, l := range p.syncLines() {
 		fmt.Fprintf(&rep, "  sync applied: mode %v ipvsChanges %v bound %v unbound %v failedServices %v\n", l["mode"], l["ipvsChanges"], l["bound"], l["unbound"], l["failedServices"])
 	}
@@ -193,10 +193,10 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	if len(addrReadded) > 0 {
 		t.Errorf("kube-ipvs0 addresses deleted and added again: %v", addrReadded)
 	}
-	if v := sum(m, "ipvs_proxy_apply_errors_total"); v != 0 {
+	if v := m.Sum("ipvs_proxy_apply_errors_total"); v != 0 {
 		t.Errorf("ipvs_proxy_apply_errors_total %v, want 0", v)
 	}
-	if v := sum(m, "ipvs_proxy_drift_repairs_total"); v != 0 {
+	if v := m.Sum("ipvs_proxy_drift_repairs_total"); v != 0 {
 		t.Errorf("ipvs_proxy_drift_repairs_total %v after a takeover nobody tampered with, want 0", v)
 	}
 	b.denied()

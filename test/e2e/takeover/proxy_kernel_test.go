@@ -67,17 +67,6 @@ func (b *bed) proxyMetrics() (kubeproxy.Metrics, error) {
 	return kubeproxy.ParseMetrics(body)
 }
 
-// sum adds the series of one metric name (every label set).
-func sum(m kubeproxy.Metrics, name string) float64 {
-	var s float64
-	for k, v := range m {
-		if k == name || strings.HasPrefix(k, name+"{") {
-			s += v
-		}
-	}
-	return s
-}
-
 // healthzFree waits until nothing listens on the healthz port: what the
 // DaemonSet's init container wait-for-other-proxy does before ipvs-proxy
 // starts.

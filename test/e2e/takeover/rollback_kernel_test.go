@@ -15,11 +15,6 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 )
 
-// ipsetError matches kube-proxy log lines about an ipset it could not
-// create or fill (`error creating ipset KUBE-LOAD-BALANCER-LOCAL`, "Failed
-// to ensure ipset", "Failed to add entry to ipset", ...).
-var ipsetError = regexp.MustCompile(`(?i)(error|fail)[^\n]*ipset|ipset[^\n]*(error|fail)`)
-
 // rollback is step 3: under traffic, ipvs-proxy gets SIGTERM and kube-proxy
 // starts on the node it left, as docs/migration.md's way back does it
 // (`kubectl label node NODE ipvs-proxy.io/service-proxy-`). kube-proxy must
@@ -86,12 +81,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var ipsetErrs []string
-	for _, l := range strings.Split(kp.Output(), "\n") {
-		if ipsetError.MatchString(l) {
-			ipsetErrs = append(ipsetErrs, l)
-		}
-	}
+	ipsetErrs := kp.IPSetErrors()
 	code, body, herr := kp.Healthz()
 
 	fmt.Fprintf(&rep, "rollback: ipvs-proxy exited %v after SIGTERM; kube-proxy's first sync ended %v after the SIGTERM, the next %v after it; a Service created after the rollback served by kube-proxy's second sync after its creation, %v after it\n",
@@ -100,7 +90,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
 	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
 		code, kubeproxy.LastSyncMetric, second.Format(time.RFC3339Nano), "kubeproxy_sync_proxy_rules_duration_seconds_count",
-		sum(m, "kubeproxy_sync_proxy_rules_duration_seconds_count"), sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
+		m.Sum("kubeproxy_sync_proxy_rules_duration_seconds_count"), m.Sum("kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
 	for _, l := range firstN(ipsetErrs, 10) {
 		fmt.Fprintf(&rep, "  %s\n", l)
 	}
@@ -126,7 +116,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	if herr != nil || code != 200 {
 		t.Errorf("kube-proxy /healthz after the rollback: %d %v %s", code, herr, body)
 	}
-	if v := sum(m, "kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
+	if v := m.Sum("kubeproxy_sync_proxy_rules_iptables_restore_failures_total"); v != 0 {
 		t.Errorf("kubeproxy_sync_proxy_rules_iptables_restore_failures_total %v, want 0", v)
 	}
 	b.denied()
