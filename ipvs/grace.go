@@ -50,18 +50,7 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 		keys = append(keys, k)
 	}
 	slices.SortFunc(keys, CompareKeys)
-	// Counters of many virtual servers: one read of the whole table rather
-	// than one dump per virtual server.
-	var all map[Key][]RealServerStatus
-	if cr, ok := r.t.(CounterReader); ok {
-		if n := r.needCounts(byVS, now); n > 1 && n*wholeReadShare >= len(r.mirror) {
-			var err error
-			if all, err = cr.AllRealServers(); err != nil {
-				r.log.Debug("reading all IPVS counters at once failed, reading per virtual server", zap.Error(err))
-				all = nil
-			}
-		}
-	}
+	all := r.allCounters(byVS, now)
 	for _, k := range keys {
 		m := r.mirror[k]
 		if m == nil {
@@ -113,6 +102,26 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 			r.deleteRS(m, i, res)
 		}
 	}
+}
+
+// allCounters reads the counters of every real server at once when the
+// virtual servers byVS needs counted are many (more than one, and at least
+// one in wholeReadShare of the owned ones): one read of the whole table
+// rather than one dump per virtual server. nil means: read each one alone.
+func (r *Reconciler) allCounters(byVS map[Key][]graceKey, now time.Time) map[Key][]RealServerStatus {
+	cr, ok := r.t.(CounterReader)
+	if !ok {
+		return nil
+	}
+	if n := r.needCounts(byVS, now); n <= 1 || n*wholeReadShare < len(r.mirror) {
+		return nil
+	}
+	all, err := cr.AllRealServers()
+	if err != nil {
+		r.log.Debug("reading all IPVS counters at once failed, reading per virtual server", zap.Error(err))
+		return nil
+	}
+	return all
 }
 
 // needCounts is how many virtual servers of byVS have a queued real server
