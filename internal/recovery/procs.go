@@ -60,17 +60,19 @@ func MatchProxy(e ProcEntry) (Process, bool) {
 // FindProxies scans procRoot (normally "/proc") for other service proxies,
 // sorted by PID; it skips the calling process and processes that vanish
 // while it reads. It skips a proxy in another network namespace than the
-// caller's (/proc/PID/ns/net against procRoot/self/ns/net): that one
-// programs another kube-ipvs0, IPVS table and rule set. When either link
-// cannot be read (no permission), the proxy is kept: better a refusal too
-// many than a cleanup under a running proxy.
+// calling thread's (/proc/PID/ns/net against procRoot/thread-self/ns/net:
+// a thread of a Go program can be in another namespace than its process'
+// leader, which /proc/self shows): that one programs another kube-ipvs0,
+// IPVS table and rule set. When either link cannot be read (no
+// permission), the proxy is kept: better a refusal too many than a
+// cleanup under a running proxy.
 func FindProxies(procRoot string) ([]Process, error) {
 	ents, err := os.ReadDir(procRoot)
 	if err != nil {
 		return nil, err
 	}
 	self := os.Getpid()
-	ownNet, _ := os.Readlink(filepath.Join(procRoot, "self", "ns", "net"))
+	ownNet, _ := os.Readlink(filepath.Join(procRoot, "thread-self", "ns", "net"))
 	var out []Process
 	for _, ent := range ents {
 		pid, err := strconv.Atoi(ent.Name())

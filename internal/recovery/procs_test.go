@@ -4,6 +4,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"testing"
 	"time"
@@ -53,6 +54,12 @@ func TestFindProxiesReal(t *testing.T) {
 	if err := os.WriteFile(bin, data, 0o755); err != nil {
 		t.Fatal(err)
 	}
+	// The child inherits the network namespace of the thread that forks
+	// it, and FindProxies compares with the calling thread's: one thread
+	// for both. (Kernel tests of this package move threads into test
+	// namespaces; any thread can be the one a goroutine runs on.)
+	runtime.LockOSThread()
+	defer runtime.UnlockOSThread()
 	cmd := exec.Command(bin, "30")
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -102,7 +109,7 @@ func TestFindProxiesFakeRoot(t *testing.T) {
 	// Another node's proxy of a test bed, or a pod's: another network
 	// namespace, another kube-ipvs0.
 	write("22", "ipvs-proxy", "ipvs-proxy\x00run\x00")
-	netns("self", "net:[4026531840]")
+	netns("thread-self", "net:[4026531840]")
 	netns("300", "net:[4026531840]")
 	netns("22", "net:[4026532999]")
 	procs, err := FindProxies(root)
