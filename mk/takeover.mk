@@ -6,7 +6,7 @@
 #                        (scripts/build-kube-proxy.sh; a no-op when present)
 #   make test-takeover   kube-proxy programs a node of the test VM under
 #                        traffic, ipvs-proxy takes it over, kube-proxy takes
-#                        it back (part of `make test`)
+#                        it back (opt-in: see below)
 #
 # The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine
 # (GOCACHE and .cache/kube-proxy keep it); docs/testing.md has the figures.
@@ -27,7 +27,11 @@ test-takeover: deps build kube-proxy
 	cd test/e2e && TAKEOVER=1 KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -vet=off -v -timeout 50m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
 
-# Part of `make test` (issue 13): 4.5 min warm, kube-proxy built once.
-TEST_TARGETS += test-takeover
+# Not in `make test` for now (4.5 min warm, kube-proxy built once): in 7
+# runs on 2026-11-25 it failed 3 times on one request of ~10,000 timing
+# out with its connection established (once in the takeover on a starved
+# VM, once under kube-proxy in the rollback about 2.5 s after kube-proxy's
+# first sync, once not recorded), not explained yet; see docs/testing.md.
+OPT_IN += test-takeover(one-unexplained-request-timeout-in-3-of-7-runs)
 
 .DEFAULT_GOAL := $(takeover_default_goal)
