@@ -9,9 +9,6 @@ import (
 	"testing"
 	"time"
 
-	rbacv1 "k8s.io/api/rbac/v1"
-	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
@@ -22,23 +19,6 @@ import (
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
-
-// kubeProxyCredentials gives kube-proxy what kubeadm gives it: the
-// ServiceAccount kube-system/kube-proxy bound to the ClusterRole
-// system:node-proxier (binding kubeadm:node-proxier), as a config with its
-// bound token.
-func kubeProxyCredentials(ctx context.Context, t *testing.T, srv *apiserver.Server) {
-	t.Helper()
-	admin := kubernetes.NewForConfigOrDie(srv.Config())
-	crb := &rbacv1.ClusterRoleBinding{
-		ObjectMeta: metav1.ObjectMeta{Name: "kubeadm:node-proxier"},
-		RoleRef:    rbacv1.RoleRef{APIGroup: rbacv1.GroupName, Kind: "ClusterRole", Name: "system:node-proxier"},
-		Subjects:   []rbacv1.Subject{{Kind: rbacv1.ServiceAccountKind, Namespace: "kube-system", Name: "kube-proxy"}},
-	}
-	if _, err := admin.RbacV1().ClusterRoleBindings().Create(ctx, crb, metav1.CreateOptions{}); err != nil && !apierrors.IsAlreadyExists(err) {
-		t.Fatal(err)
-	}
-}
 
 // TestTakeover starts the API server on the host and runs TestTakeoverGuest
 // in the VM against it (see the package doc). It runs when asked
@@ -69,8 +49,10 @@ func TestTakeover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	kubeProxyCredentials(ctx, t, srv)
-	kpCfg, err := srv.ServiceAccountConfig(ctx, "kube-system", "kube-proxy")
+	if err := kubeproxy.Grant(ctx, kubernetes.NewForConfigOrDie(srv.Config())); err != nil {
+		t.Fatal(err)
+	}
+	kpCfg, err := srv.ServiceAccountConfig(ctx, kubeproxy.ServiceAccountNamespace, kubeproxy.ServiceAccountName)
 	if err != nil {
 		t.Fatal(err)
 	}
