@@ -235,16 +235,21 @@ func (a *Applier) settle(res *Result, always bool) {
 // Services' virtual servers with one walk of st.VirtualServers;
 // PartialIndexed, given the planner's index, without.
 func (a *Applier) Partial(st *planner.State, changed ...types.NamespacedName) (*Result, error) {
-	set := newChangedSet(changed)
-	var selected []ipvs.VirtualServer
-	if len(set) > 0 {
-		for i := range st.VirtualServers {
-			if set.has(st.VirtualServers[i].Service) {
-				selected = append(selected, st.VirtualServers[i])
-			}
+	return a.PartialIndexed(st, walk{st}, changed...)
+}
+
+// walk is the Index of a State that has none: one walk of
+// st.VirtualServers per Service asked for.
+type walk struct{ st *planner.State }
+
+func (w walk) VirtualServersOf(n types.NamespacedName) []ipvs.VirtualServer {
+	var out []ipvs.VirtualServer
+	for i := range w.st.VirtualServers {
+		if w.st.VirtualServers[i].Service.NamespacedName == n {
+			out = append(out, w.st.VirtualServers[i])
 		}
 	}
-	return a.sync(st, false, set, selected)
+	return out
 }
 
 // Index finds one Service's planned virtual servers without a walk of the
