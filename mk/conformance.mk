@@ -29,13 +29,17 @@ CONFORMANCE_RUN     ?=
 # separates whole patterns, each split at '/' by level.
 CONFORMANCE_CI_SKIP ?= TestClusterGuest/(should_implement_NodePort_and_HealthCheckNodePort_correctly|should_work_from_pods|should_fallback_to_terminating_endpoints_when_there_are_no_ready_endpoints_with_externall|should_be_able_to_up_and_down_services|should_implement_service.kubernetes.io|should_be_updated_after_adding_or_deleting_ports|should_be_able_to_update_service_type_to_NodePort|session_affinity_work_for_LoadBalancer|switch_session_affinity_for_LoadBalancer|should_be_able_to_create_LoadBalancer_Service_without_NodePort|for_a_LoadBalancer_service_on_the_same_nodes|should_route_traffic_to_an_endpoint_in_the_same_zone)|TestClusterGuest/Granular_Checks:_Services/(should_update_nodePort|should_function_for_service_endpoints_using_hostNetwork)
 
+# Also left out of `make test`: the later batch's slow tests, none
+# [Conformance] nor among the ten (SN-32, 33, 45, 63, 64, 113, 114).
+CONFORMANCE_CI_SKIP_LATER ?= TestClusterGuest/(should_be_able_to_change_the_type_and_ports_of_a|should_only_target_nodes_with_endpoints|terminating_and_unready_endpoints_if_PublishNotReadyAddresses|should_recreate_its_iptables_rules|should_work_after_restarting_kube-proxy)
+
 .PHONY: conformance test-conformance
 conformance: deps build
 	cd test/e2e && CLUSTER=1 CLUSTER_RUN='$(CONFORMANCE_RUN)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestClusterVM$$' ./cluster
 
 test-conformance: deps build
-	cd test/e2e && CLUSTER=1 CLUSTER_SKIP='$(CONFORMANCE_CI_SKIP)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
+	cd test/e2e && CLUSTER=1 CLUSTER_SKIP='$(CONFORMANCE_CI_SKIP)|$(CONFORMANCE_CI_SKIP_LATER)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestClusterVM$$' ./cluster
 
 TEST_TARGETS += test-conformance

@@ -60,7 +60,11 @@ type podRun struct {
 	ip              netip.Addr
 	stopServer      func()
 	stopProbe       context.CancelFunc
+	probeDone       chan struct{} // closed when the probe has returned
 	terminating     bool
+	// shutdown is closed when the pod starts terminating (SIGTERM): its
+	// netexec servers with --delay-shutdown turn unready.
+	shutdown chan struct{}
 }
 
 func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode) *agent {
@@ -113,7 +117,8 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 	run, ok := a.pods[pod.UID]
 	a.mu.Unlock()
 	if !ok {
-		if pod.DeletionTimestamp != nil {
+		// A terminal pod (evicted: evict) is not started again.
+		if pod.DeletionTimestamp != nil || pod.Status.Phase == corev1.PodFailed || pod.Status.Phase == corev1.PodSucceeded {
 			return
 		}
 		var err error
@@ -127,6 +132,7 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 	}
 	if pod.DeletionTimestamp != nil && !run.terminating {
 		run.terminating = true
+		close(run.shutdown)
 		grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
 		a.logf("pod %s/%s terminating, serving for its grace period %v", pod.Namespace, pod.Name, grace)
 		uid := pod.UID
@@ -149,7 +155,7 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 // start makes the pod's namespace, runs its server and its readiness
 // probe; the probe writes the status.
 func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
-	run := &podRun{namespace: pod.Namespace, name: pod.Name}
+	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{})}
 	hostname := pod.Name
 	if pod.Spec.HostNetwork {
 		run.ns, run.ip, hostname = a.node.ns.NS, a.node.ip, a.node.name
@@ -171,7 +177,7 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 			return nil, err
 		}
 	}
-	var probe *corev1.HTTPGetAction
+	var probe *corev1.Probe
 	for _, c := range pod.Spec.Containers {
 		if len(c.Args) > 0 && c.Args[0] == "netexec" {
 			srv, err := cluster.ParseNetexec(hostname, c.Args)
@@ -179,39 +185,35 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 				run.close()
 				return nil, err
 			}
+			srv.Shutdown = run.shutdown
 			if err := run.ns.Do(func() error { stop, err := srv.Listen(); run.addStop(stop); return err }); err != nil {
 				run.close()
 				return nil, err
 			}
 		}
-		if c.ReadinessProbe != nil && c.ReadinessProbe.HTTPGet != nil {
-			probe = c.ReadinessProbe.HTTPGet
+		if c.ReadinessProbe != nil {
+			probe = c.ReadinessProbe
 		}
 	}
 	probeCtx, stop := context.WithCancel(ctx)
-	run.stopProbe = stop
-	go a.probe(probeCtx, run, probe)
+	run.stopProbe, run.probeDone = stop, make(chan struct{})
+	go func() { defer close(run.probeDone); a.probe(probeCtx, run, probe) }()
 	a.logf("pod %s/%s started at %s", pod.Namespace, pod.Name, run.ip)
 	return run, nil
 }
 
-// probe writes the pod's status now and whenever its readiness probe (an
-// HTTP GET from the node, as kubelet's) changes result; with no probe the
-// pod is Ready at once.
-func (a *agent) probe(ctx context.Context, run *podRun, get *corev1.HTTPGetAction) {
-	st := cluster.PodStatus{PodIPs: []netip.Addr{run.ip}, HostIP: a.node.ip, Ready: get == nil}
+// probe writes the pod's status now and whenever its readiness probe
+// changes result; with no probe the pod is Ready at once. An HTTP GET probe
+// is made from the node, as kubelet's; an exec probe runs its command in
+// the pod's namespace (the bed's containers have no filesystem of their
+// own: `/bin/false` is the VM's).
+func (a *agent) probe(ctx context.Context, run *podRun, p *corev1.Probe) {
+	check := readinessCheck(a.node.ns.NS, run, p)
+	st := cluster.PodStatus{PodIPs: []netip.Addr{run.ip}, HostIP: a.node.ip, Ready: check == nil}
 	written := false
 	for {
-		if get != nil {
-			target := netip.AddrPortFrom(run.ip, uint16(get.Port.IntValue()))
-			err := a.node.ns.Do(func() error {
-				code, _, err := cluster.HTTPGet(target, get.Path, netip.Addr{}, time.Second)
-				if err == nil && (code < 200 || code >= 400) {
-					err = fmt.Errorf("status %d", code)
-				}
-				return err
-			})
-			if ready := err == nil; ready != st.Ready || !written {
+		if check != nil {
+			if ready := check() == nil; ready != st.Ready || !written {
 				st.Ready = ready
 				written = false
 			}
@@ -232,6 +234,34 @@ func (a *agent) probe(ctx context.Context, run *podRun, get *corev1.HTTPGetActio
 		case <-time.After(probePeriod):
 		}
 	}
+}
+
+// readinessCheck is one try of the readiness probe p of run: nil when
+// the pod has no probe (or one of a kind the bed does not run).
+func readinessCheck(node *ktest.NS, run *podRun, p *corev1.Probe) func() error {
+	switch {
+	case p == nil:
+		return nil
+	case p.HTTPGet != nil:
+		get := p.HTTPGet
+		target := netip.AddrPortFrom(run.ip, uint16(get.Port.IntValue()))
+		return func() error {
+			return node.Do(func() error {
+				code, _, err := cluster.HTTPGet(target, get.Path, netip.Addr{}, time.Second)
+				if err == nil && (code < 200 || code >= 400) {
+					err = fmt.Errorf("status %d", code)
+				}
+				return err
+			})
+		}
+	case p.Exec != nil && len(p.Exec.Command) > 0:
+		cmd := p.Exec.Command
+		return func() error {
+			_, err := run.ns.Exec(cmd[0], cmd[1:]...)
+			return err
+		}
+	}
+	return nil
 }
 
 // wire is the CNI's ADD: `ip link add VETH type veth peer eth0 netns POD`,
@@ -307,6 +337,35 @@ func (a *agent) remove(uid types.UID) {
 	if ok {
 		run.close()
 	}
+}
+
+// evict is kubelet's eviction of a running pod (its node out of
+// ephemeral storage, say): the pod's containers are killed and its sandbox
+// goes, and its status becomes phase Failed, reason Evicted, not Ready.
+// The Pod object stays, as an evicted pod's does.
+func (a *agent) evict(ctx context.Context, namespace, name string) error {
+	a.mu.Lock()
+	var uid types.UID
+	var run *podRun
+	for u, r := range a.pods {
+		if r.namespace == namespace && r.name == name {
+			uid, run = u, r
+		}
+	}
+	a.mu.Unlock()
+	if run == nil {
+		return fmt.Errorf("evict %s/%s: not run by %s's agent", namespace, name, a.node.name)
+	}
+	// The probe writes no more status once it has returned.
+	run.stopProbe()
+	<-run.probeDone
+	if _, err := cluster.WritePodFailed(ctx, a.client, namespace, name, "Evicted",
+		"The node was low on resource: ephemeral-storage."); err != nil {
+		return fmt.Errorf("evict: %w", err)
+	}
+	a.remove(uid)
+	a.logf("pod %s/%s evicted", namespace, name)
+	return nil
 }
 
 // addStop keeps one more server's stop: a pod may run several netexec

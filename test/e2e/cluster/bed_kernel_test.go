@@ -39,6 +39,8 @@ type bedNode struct {
 	podCIDR netip.Prefix
 	agent   *agent
 	proxy   *proxyProc
+	// restarts counts restartProxy's restarts (names their logs).
+	restarts int
 	// stopRelay cuts the node off from the API server (the relay to it).
 	stopRelay func()
 }
@@ -50,6 +52,11 @@ type bed struct {
 	lan    *ktest.NS
 	nodes  []*bedNode
 	runner *ktest.NS
+	// t is TestClusterGuest's: what outlives one subtest (a restarted
+	// proxy) is cleaned up with it.
+	t *testing.T
+	// proxyBin and proxyKC are the proxies' binary and kubeconfig.
+	proxyBin, proxyKC string
 }
 
 // newBed builds the cluster in the VM from the host test's environment
@@ -65,7 +72,7 @@ func newBed(t *testing.T) *bed {
 	proxyBin, proxyKC := vmtest.GuestEnv(t, "CLUSTER_PROXY_BIN"), vmtest.GuestEnv(t, "CLUSTER_KUBECONFIG_PROXY")
 	apiHostPort := strings.TrimPrefix(cfg.Host, "https://")
 	_, apiPort, _ := net.SplitHostPort(apiHostPort)
-	b := &bed{client: kubernetes.NewForConfigOrDie(cfg)}
+	b := &bed{client: kubernetes.NewForConfigOrDie(cfg), t: t, proxyBin: proxyBin, proxyKC: proxyKC}
 
 	lan, err := ktest.NewNamespace("lan")
 	if err != nil {

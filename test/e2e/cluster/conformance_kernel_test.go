@@ -18,15 +18,19 @@ import (
 // their own files: conformance_kernel_test.go, terminating_kernel_test.go,
 // conntrack_kernel_test.go,
 // services_more_kernel_test.go, lb_kernel_test.go,
-// topology_kernel_test.go (and granular_more_kernel_test.go, from
-// granularChecks).
+// lbchange_kernel_test.go, endpoints_more_kernel_test.go,
+// topology_kernel_test.go, disruptive_kernel_test.go (and
+// granular_more_kernel_test.go, from granularChecks).
 func (b *bed) laterTests(t *testing.T) {
 	b.conformanceTests(t)
 	b.terminatingTests(t)
 	b.conntrackTests(t)
 	b.servicesMore(t)
 	b.lbTests(t)
-	b.topologyTests(t) // last: it labels the nodes with zones
+	b.lbChangeTests(t)
+	b.endpointTests(t)
+	b.topologyTests(t)   // it labels the nodes with zones
+	b.disruptiveTests(t) // last: they restart and rewrite the proxies
 }
 
 // conformanceTests are the checklist's [Conformance] tests (service.go

@@ -126,6 +126,28 @@ func TestControllers(t *testing.T) {
 		return !ok, err
 	})
 
+	// publishNotReadyAddresses makes a running, unready Pod a ready
+	// endpoint; once kubelet reports it Failed (an eviction) it is none.
+	must(client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pnra"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "pnra"}, PublishNotReadyAddresses: true,
+			Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}))
+	must(client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{
+		ObjectMeta: metav1.ObjectMeta{Name: "pnra-0", Labels: map[string]string{"app": "pnra"}},
+		Spec:       corev1.PodSpec{NodeName: node, Containers: []corev1.Container{{Name: "web", Image: "agnhost"}}},
+	}, metav1.CreateOptions{}))
+	const pnraIP = "10.244.1.6"
+	must(cluster.WritePodStatus(ctx, client, ns, "pnra-0", cluster.PodStatus{
+		PodIPs: []netip.Addr{netip.MustParseAddr(pnraIP)}, HostIP: netip.MustParseAddr("198.51.100.1")}))
+	poll("unready with publishNotReadyAddresses: a ready endpoint", func(ctx context.Context) (bool, error) {
+		got, ok, err := endpointOf(ctx, client, ns, "pnra", pnraIP)
+		return ok && got.ready, err
+	})
+	must(cluster.WritePodFailed(ctx, client, ns, "pnra-0", "Evicted", "test"))
+	poll("evicted: no endpoint", func(ctx context.Context) (bool, error) {
+		_, ok, err := endpointOf(ctx, client, ns, "pnra", pnraIP)
+		return !ok, err
+	})
+
 	// Endpoints of a Service without a selector are mirrored.
 	must(client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "external"},
 		Spec: corev1.ServiceSpec{Ports: []corev1.ServicePort{{Name: "http", Port: 80}}}}, metav1.CreateOptions{}))

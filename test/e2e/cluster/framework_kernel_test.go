@@ -98,6 +98,13 @@ func (b *bed) runPod(t *testing.T, namespace string, s podSpec) pod {
 // node agent reports it Ready.
 func (b *bed) runPodObject(t *testing.T, namespace string, p *corev1.Pod) pod {
 	t.Helper()
+	return b.startPodObject(t, namespace, p, true)
+}
+
+// startPodObject creates the Pod (bound to its node) and waits until the
+// node agent reports it running with its address, and Ready if ready.
+func (b *bed) startPodObject(t *testing.T, namespace string, p *corev1.Pod, ready bool) pod {
+	t.Helper()
 	ctx := context.Background()
 	name, node := p.Name, p.Spec.NodeName
 	if _, err := b.client.CoreV1().Pods(namespace).Create(ctx, p, metav1.CreateOptions{}); err != nil {
@@ -108,6 +115,9 @@ func (b *bed) runPodObject(t *testing.T, namespace string, p *corev1.Pod) pod {
 		if err != nil {
 			return false, err
 		}
+		if !ready {
+			return got.Status.Phase == corev1.PodRunning && got.Status.PodIP != "", nil
+		}
 		for _, c := range got.Status.Conditions {
 			if c.Type == corev1.PodReady && c.Status == corev1.ConditionTrue {
 				return true, nil
@@ -115,11 +125,11 @@ func (b *bed) runPodObject(t *testing.T, namespace string, p *corev1.Pod) pod {
 		}
 		return false, nil
 	}); err != nil {
-		t.Fatalf("pod %s/%s on %s not Ready: %v", namespace, name, node, err)
+		t.Fatalf("pod %s/%s on %s not running (Ready: %v): %v", namespace, name, node, ready, err)
 	}
 	ns, ip, ok := b.node(t, node).agent.podNS(namespace, name)
 	if !ok {
-		t.Fatalf("pod %s/%s Ready but not run by %s's agent", namespace, name, node)
+		t.Fatalf("pod %s/%s running but not run by %s's agent", namespace, name, node)
 	}
 	return pod{name: name, ns: ns, ip: ip}
 }

@@ -25,11 +25,17 @@ var ErrArgs = errors.New("container args")
 // (agnhost's --udp-listen-addresses, which the upstream tests set for
 // hostNetwork pods: a wildcard socket answers a NATed request from the
 // address routing picks, which is not the one IPVS sent it to).
+// DelayShutdown is agnhost's --delay-shutdown (seconds): once Shutdown
+// is closed (the agent's SIGTERM) /readyz answers 503 while the server
+// keeps serving, so a terminating pod turns unready, as agnhost does.
 type Netexec struct {
 	Hostname       string
 	HTTPPort       int
 	UDPPort        int
 	UDPListenAddrs []netip.Addr
+	DelayShutdown  int
+	// Shutdown, when not nil, is closed when the pod is asked to end.
+	Shutdown <-chan struct{}
 }
 
 // ParseNetexec reads a container's args in agnhost's form, ["netexec",
@@ -45,6 +51,7 @@ func ParseNetexec(hostname string, args []string) (Netexec, error) {
 	n := Netexec{Hostname: hostname}
 	fs.IntVar(&n.HTTPPort, "http-port", 8080, "")
 	fs.IntVar(&n.UDPPort, "udp-port", -1, "")
+	fs.IntVar(&n.DelayShutdown, "delay-shutdown", 0, "")
 	fs.Func("udp-listen-addresses", "", func(v string) error {
 		for _, a := range strings.Split(v, ",") {
 			addr, err := netip.ParseAddr(a)
@@ -115,8 +122,28 @@ func (n Netexec) mux() *http.ServeMux {
 	m.HandleFunc("/echo", func(w http.ResponseWriter, r *http.Request) { fmt.Fprint(w, r.FormValue("msg")) })
 	ok := func(w http.ResponseWriter, _ *http.Request) { fmt.Fprint(w, "ok") }
 	m.HandleFunc("/healthz", ok)
-	m.HandleFunc("/readyz", ok)
+	m.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		if n.shuttingDown() {
+			http.Error(w, "shutting down", http.StatusServiceUnavailable)
+			return
+		}
+		ok(w, r)
+	})
 	return m
+}
+
+// shuttingDown reports whether the server is in its --delay-shutdown
+// window: asked to end, still serving, not ready.
+func (n Netexec) shuttingDown() bool {
+	if n.DelayShutdown <= 0 || n.Shutdown == nil {
+		return false
+	}
+	select {
+	case <-n.Shutdown:
+		return true
+	default:
+		return false
+	}
 }
 
 // serveUDP answers each datagram with one datagram, as netexec's UDP

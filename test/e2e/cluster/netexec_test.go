@@ -26,6 +26,10 @@ func TestParseNetexec(t *testing.T) {
 	if err != nil || !reflect.DeepEqual(n, want) {
 		t.Errorf("udp-listen-addresses: got %+v, %v", n, err)
 	}
+	n, err = cluster.ParseNetexec("p", []string{"netexec", "--http-port=80", "--delay-shutdown=300"})
+	if err != nil || !reflect.DeepEqual(n, cluster.Netexec{Hostname: "p", HTTPPort: 80, DelayShutdown: 300}) {
+		t.Errorf("delay-shutdown: got %+v, %v", n, err)
+	}
 	for _, args := range [][]string{nil, {"serve-hostname"}, {"netexec", "--sctp-port=8082"}, {"netexec", "--udp-listen-addresses=$(HOST_IP)"}} {
 		if _, err := cluster.ParseNetexec("p", args); !errors.Is(err, cluster.ErrArgs) {
 			t.Errorf("%q: got %v, want ErrArgs", args, err)
@@ -77,5 +81,41 @@ func TestNetexecUDPListenAddresses(t *testing.T) {
 	}
 	if got, err := cluster.UDPRequest(netip.MustParseAddrPort("127.0.0.2:18082"), "hostname", time.Second); err == nil {
 		t.Errorf("udp 127.0.0.2 (not a listen address) answered %q", got)
+	}
+}
+
+// TestNetexecDelayShutdown: with --delay-shutdown, /readyz turns 503 once
+// Shutdown is closed while /hostname still answers; without it, /readyz
+// stays 200.
+func TestNetexecDelayShutdown(t *testing.T) {
+	lo := netip.MustParseAddr("127.0.0.1")
+	shutdown := make(chan struct{})
+	for port, delay := range map[uint16]int{18084: 300, 18085: 0} {
+		n := cluster.Netexec{Hostname: "webserver", HTTPPort: int(port), DelayShutdown: delay, Shutdown: shutdown}
+		stop, err := n.Listen()
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer stop()
+	}
+	get := func(port uint16, path string) int {
+		code, _, err := cluster.HTTPGet(netip.AddrPortFrom(lo, port), path, netip.Addr{}, 5*time.Second)
+		if err != nil {
+			t.Fatalf("GET :%d%s: %v", port, path, err)
+		}
+		return code
+	}
+	if c := get(18084, "/readyz"); c != 200 {
+		t.Errorf("/readyz before the shutdown: %d, want 200", c)
+	}
+	close(shutdown)
+	if c := get(18084, "/readyz"); c != 503 {
+		t.Errorf("/readyz while shutting down: %d, want 503", c)
+	}
+	if c := get(18084, "/hostname"); c != 200 {
+		t.Errorf("/hostname while shutting down: %d, want 200", c)
+	}
+	if c := get(18085, "/readyz"); c != 200 {
+		t.Errorf("/readyz without --delay-shutdown, after the shutdown: %d, want 200", c)
 	}
 }

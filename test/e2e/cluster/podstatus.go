@@ -78,3 +78,28 @@ func WritePodStatus(ctx context.Context, client kubernetes.Interface, namespace,
 	}
 	return out, nil
 }
+
+// WritePodFailed is kubelet's status update for a pod it ended, as an
+// eviction does: phase Failed with reason and message, Ready and
+// ContainersReady False (the endpointslice controller drops a terminal
+// pod's endpoint, publishNotReadyAddresses or not).
+func WritePodFailed(ctx context.Context, client kubernetes.Interface, namespace, name, reason, message string) (*corev1.Pod, error) {
+	var out *corev1.Pod
+	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
+		pod, err := client.CoreV1().Pods(namespace).Get(ctx, name, metav1.GetOptions{})
+		if err != nil {
+			return err
+		}
+		st := &pod.Status
+		st.Phase, st.Reason, st.Message = corev1.PodFailed, reason, message
+		for _, typ := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
+			setCondition(st, typ, corev1.ConditionFalse)
+		}
+		out, err = client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("pod status %s/%s: %w", namespace, name, err)
+	}
+	return out, nil
+}

@@ -3,6 +3,7 @@
 package cluster_test
 
 import (
+	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
@@ -24,8 +25,16 @@ type proxyProc struct {
 func startProxy(t *testing.T, n *bedNode, bin, kubeconfig string) *proxyProc {
 	t.Helper()
 	dir := t.TempDir()
-	p := &proxyProc{stateDir: filepath.Join(dir, "state")}
-	p.Process = n.ns.Start(t, filepath.Join(dir, "proxy.log"), bin, "run",
+	return startProxyIn(t, n, bin, kubeconfig, filepath.Join(dir, "state"), filepath.Join(dir, "proxy.log"))
+}
+
+// startProxyIn is startProxy with its state directory and log given: a
+// restarted proxy keeps its predecessor's state directory, as a
+// DaemonSet's hostPath does.
+func startProxyIn(t *testing.T, n *bedNode, bin, kubeconfig, stateDir, log string) *proxyProc {
+	t.Helper()
+	p := &proxyProc{stateDir: stateDir}
+	p.Process = n.ns.Start(t, log, bin, "run",
 		"--kubeconfig", kubeconfig, "--hostname-override", n.name, "--cluster-cidr", clusterCIDR.String(),
 		"--state-dir", p.stateDir, "--sync-period", "30s",
 		"--protected-cidrs", lanPrefix.String(),
@@ -33,6 +42,21 @@ func startProxy(t *testing.T, n *bedNode, bin, kubeconfig string) *proxyProc {
 	// Runs before Start's own cleanup, which kills what still runs.
 	t.Cleanup(func() { _, _ = p.Stop(30 * time.Second) })
 	return p
+}
+
+// restartProxy is a kube-proxy pod deleted with a zero grace period and
+// its DaemonSet's replacement: SIGKILL, then a new `ipvs-proxy run` with
+// the same state directory (its log beside the first); it does not wait
+// for the new one's sync. The new process lives until TestClusterGuest
+// ends.
+func (b *bed) restartProxy(t *testing.T, n *bedNode) {
+	t.Helper()
+	if err := n.proxy.Kill(30 * time.Second); err != nil {
+		t.Fatalf("%s: kill the proxy: %v", n.name, err)
+	}
+	n.restarts++
+	log := filepath.Join(filepath.Dir(n.proxy.stateDir), fmt.Sprintf("proxy-%d.log", n.restarts))
+	n.proxy = startProxyIn(b.t, n, b.proxyBin, b.proxyKC, n.proxy.stateDir, log)
 }
 
 // waitSynced waits for the proxy's first full sync.

@@ -26,7 +26,8 @@ func TestClusterVM(t *testing.T) {
 	if os.Getenv("CLUSTER") != "1" {
 		t.Skip("the cluster bed runs under `make conformance` (CLUSTER=1): one VM boot, minutes")
 	}
-	timeout := 25 * time.Minute
+	// make conformance (every test) takes about 25 min on a loaded host.
+	timeout := 32 * time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 	srv := apiserver.Start(t)
