@@ -98,7 +98,7 @@ func TestKernelLocalPolicyFromTheNode(t *testing.T) {
 	// their own address; so does the node.
 	local := append(eps(thisNode, ktest.BackendPort, v4.podA, v6.podA), remote...)
 	st = b.plan(etpLocalCluster(local))
-	b.partial(p, st, "etpl")
+	b.partial(p, st, "default/etpl")
 	b.checkPlan(st)
 	for i, f := range fams {
 		t.Run(f.name+"/local endpoint", func(t *testing.T) {
@@ -116,7 +116,7 @@ func TestKernelLocalPolicyFromTheNode(t *testing.T) {
 
 	// The endpoint gone: back to the node and its pods only.
 	st = b.plan(etpLocalCluster(remote))
-	b.partial(p, st, "etpl")
+	b.partial(p, st, "default/etpl")
 	b.checkPlan(st)
 	for i, f := range fams {
 		t.Run(f.name+"/local endpoint gone", func(t *testing.T) { noLocal(t, i) })
