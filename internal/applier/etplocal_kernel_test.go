@@ -99,7 +99,9 @@ func TestKernelLocalPolicyFromTheNode(t *testing.T) {
 	local := append(eps(thisNode, ktest.BackendPort, v4.podA, v6.podA), remote...)
 	st = b.plan(etpLocalCluster(local))
 	b.partial(p, st, "default/etpl")
-	b.checkPlan(st)
+	// pod-b stays at weight 0 while the connections it served linger
+	// (graceful termination): no new connection reaches it.
+	b.checkPlan(st, "-w 0")
 	for i, f := range fams {
 		t.Run(f.name+"/local endpoint", func(t *testing.T) {
 			for _, tg := range targets(i) {
@@ -117,7 +119,7 @@ func TestKernelLocalPolicyFromTheNode(t *testing.T) {
 	// The endpoint gone: back to the node and its pods only.
 	st = b.plan(etpLocalCluster(remote))
 	b.partial(p, st, "default/etpl")
-	b.checkPlan(st)
+	b.checkPlan(st, "-w 0")
 	for i, f := range fams {
 		t.Run(f.name+"/local endpoint gone", func(t *testing.T) { noLocal(t, i) })
 	}
