@@ -9,6 +9,8 @@ import (
 	"runtime"
 	"runtime/debug"
 	"runtime/pprof"
+	"strconv"
+	"strings"
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
@@ -19,7 +21,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-var breakdownGOGC = flag.Int("informers.listgogc", 50, "BenchmarkMemoryBreakdown: GOGC while listing and planning (50 after, as run sets it)")
+var breakdownGOGC = flag.Int("informers.listgogc", 50, "BenchmarkMemoryBreakdown: GOGC while listing, planning and applying (50, as run sets it)")
 
 var breakdownHeap = flag.String("informers.heapprofile", "", "BenchmarkMemoryBreakdown: write a heap profile of the live set after the full sync to this file (with -test.memprofilerate)")
 
@@ -52,23 +54,58 @@ var breakdownHeap = flag.String("informers.heapprofile", "", "BenchmarkMemoryBre
 //
 //     go test -run '^$' -bench MemoryBreakdown -benchtime 1x ./informers/
 func BenchmarkMemoryBreakdown(b *testing.B) {
-	for _, services := range []int{10000, 20000} {
-		b.Run(fmt.Sprintf("services=%d", services), func(b *testing.B) {
-			for b.Loop() {
-				breakdown(b, services, 10)
-			}
-		})
+	for _, services := range breakdownSizes(b) {
+		for _, m := range listModes {
+			b.Run(fmt.Sprintf("services=%d/%s", services, m.name), func(b *testing.B) {
+				for b.Loop() {
+					breakdown(b, services, 10, m)
+				}
+			})
+		}
 	}
 }
 
-func breakdown(b *testing.B, services, endpoints int) {
+var breakdownServices = flag.String("informers.breakdown", "3000,10000,20000", "BenchmarkMemoryBreakdown: the numbers of Services, comma-separated")
+
+func breakdownSizes(tb testing.TB) []int {
+	var out []int
+	for _, f := range strings.Split(*breakdownServices, ",") {
+		n, err := strconv.Atoi(strings.TrimSpace(f))
+		if err != nil {
+			tb.Fatalf("-informers.breakdown: %v", err)
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+// listMode is how the Watcher's informers get their initial lists.
+type listMode struct {
+	name string
+	// watchList: the API server streams them (memServer.watchList).
+	watchList bool
+	// pageSize is newWatcher's: below 0 client-go's own list.
+	pageSize int64
+}
+
+var listModes = []listMode{
+	// client-go's list, as before PagedList: the whole list held decoded.
+	{name: "list-unpaged", pageSize: -1},
+	// PagedList: the daemon's path against an API server without
+	// watch-list (before 1.34, or its WatchList gate off).
+	{name: "list-paged", pageSize: DefaultPageSize},
+	// The daemon's path against kube-apiserver 1.34+: client-go's
+	// WatchListClient (on by default since client-go 0.35).
+	{name: "watchlist", watchList: true, pageSize: DefaultPageSize},
+}
+
+func breakdown(b *testing.B, services, endpoints int, m listMode) {
 	defer debug.SetGCPercent(debug.SetGCPercent(50))
 	sh := memShapes[0]
-	lists := memEncode(b, services, endpoints, sh)
+	srv := &memServer{lists: memEncode(b, services, endpoints, sh), watchList: m.watchList}
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	client := memClient(lists)
-	lists = memLists{}
+	client := srv.client()
 	runtime.GC()
 	debug.FreeOSMemory()
 	hwmReset := os.WriteFile("/proc/self/clear_refs", []byte("5"), 0) == nil
@@ -76,12 +113,13 @@ func breakdown(b *testing.B, services, endpoints int) {
 	baseRSS, _ := vmHWM()
 	debug.SetGCPercent(*breakdownGOGC)
 
-	w := startWatcherOn(ctx, b, client, services, sh.nodes, StripUnused)
-	// The fake clientset's reactors keep the encoded lists: drop them, as
-	// a real client keeps no list once it has been decoded.
-	client.ReactionChain = nil
+	w := startWatcherOn(ctx, b, client, services, sh.nodes, StripUnused, m.pageSize)
+	// The server's encodings are not the client's: drop them, as a real
+	// client keeps nothing of a list once it has been decoded.
+	srv.drop()
 	hwmCache, _ := vmHWM()
 	afterCache := liveHeap()
+	b.ReportMetric(float64(srv.pages), "list-requests")
 
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}, Scheduler: "rr",
@@ -93,7 +131,6 @@ func breakdown(b *testing.B, services, endpoints int) {
 		inc.Update(k, ports, eps, rs)
 	}
 	st := inc.State()
-	debug.SetGCPercent(50)
 	hwmPlan, _ := vmHWM()
 	afterPlan := liveHeap()
 

@@ -8,10 +8,12 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
+	netutils "k8s.io/utils/net"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -139,14 +141,37 @@ func (r *refuser) add(field, value string, reason model.Reason, format string, a
 
 // ParseAddr parses one IP address as the API carries it: no zone, no
 // surrounding junk. IPv4-mapped IPv6 addresses are kept as written; the
-// guard refuses them.
+// guard refuses them. An IPv4 address with leading-zero octets
+// ("10.96.0.011") reads as decimal (10.96.0.11), as the API server's
+// allocator and kube-proxy (netutils.ParseIPSloppy) read it: the API
+// server accepts the form (objects from before its strict validation, and
+// v1.34 still takes it at create), so refusing it would leave a Service
+// Kubernetes considers valid without its proxy. The address is then
+// checked by the guard like any other.
 func ParseAddr(s string) (netip.Addr, error) {
 	a, err := netip.ParseAddr(s)
 	if err != nil {
+		if d, ok := parseLeadingZeros(s); ok {
+			return d, nil
+		}
 		return netip.Addr{}, err
 	}
 	if a.Zone() != "" {
 		return netip.Addr{}, fmt.Errorf("ParseAddr(%q): zone not allowed", s)
 	}
 	return a, nil
+}
+
+// parseLeadingZeros reads a dotted-quad IPv4 address whose octets may
+// carry leading zeros, as decimal; only digits and three dots qualify (no
+// white space, zone or IPv6).
+func parseLeadingZeros(s string) (netip.Addr, bool) {
+	if strings.Count(s, ".") != 3 || strings.Trim(s, "0123456789.") != "" {
+		return netip.Addr{}, false
+	}
+	ip := netutils.ParseIPSloppy(s).To4()
+	if ip == nil {
+		return netip.Addr{}, false
+	}
+	return netip.AddrFrom4([4]byte(ip)), true
 }

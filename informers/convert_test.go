@@ -263,6 +263,22 @@ func TestServicePorts(t *testing.T) {
 				`default/internal spec.ports[0].nodePort 30080 InvalidField`,
 			},
 		},
+		{
+			// Upstream's "IPv4 Service Type ClusterIP with leading zeros
+			// should work interpreted as decimal": the v1.34.4 API server
+			// takes 10.96.0.011 and allocates 10.96.0.11.
+			name: "leading-zero octets read as decimal, as the API server and kube-proxy read them",
+			svc: svc("zeros", func(s *corev1.Service) {
+				s.Spec.ClusterIP, s.Spec.ClusterIPs = "10.96.0.011", []string{"10.96.0.011"}
+				s.Spec.ExternalIPs = []string{"198.051.100.007", " 198.51.100.8", "198.51.100.9%eth0"}
+			}),
+			want: []model.ServicePort{{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "zeros"}, Port: "http"}, Protocol: model.TCP, Port: 80,
+				ClusterIPs: addrs("10.96.0.11"), ExternalIPs: addrs("198.51.100.7")}},
+			refusals: []string{
+				`default/zeros spec.externalIPs "\x20198.51.100.8" InvalidAddress`,
+				`default/zeros spec.externalIPs 198.51.100.9%eth0 InvalidAddress`,
+			},
+		},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -507,6 +523,23 @@ func TestPrimaryIPs(t *testing.T) {
 	} {
 		if got := primaryIPs(tc.as); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("primaryIPs(%v) = %v, want %v", tc.as, got, tc.want)
+		}
+	}
+}
+
+// BenchmarkServiceEndpoints is one Service's conversion of its
+// EndpointSlice of 10 endpoints, as a full sync converts every Service
+// (Watcher.Service): what it allocates is the full sync's garbage.
+//
+//	go test -run '^$' -bench ServiceEndpoints -benchmem ./informers/
+func BenchmarkServiceEndpoints(b *testing.B) {
+	svc, _ := StripUnused(memService(7, memShapes[0]))
+	sl, _ := StripUnused(memSlice(7, 10, memShapes[0]))
+	ports, _ := Converter{}.ServicePorts(svc.(*corev1.Service))
+	eps := []*discoveryv1.EndpointSlice{sl.(*discoveryv1.EndpointSlice)}
+	for b.Loop() {
+		if got, _ := ServiceEndpoints(ports, eps); len(got) != 1 {
+			b.Fatal(got)
 		}
 	}
 }

@@ -2,7 +2,9 @@
 //
 //   - the client-go shared informers and listers of Services and
 //     EndpointSlices (kube-proxy's label selector) and Nodes, with the
-//     transform that keeps only the fields the proxy reads (strip.go);
+//     transform that keeps only the fields the proxy reads (strip.go),
+//     listed in pages transformed as they arrive when the API server
+//     serves no watch-list (PagedList, pagedlist.go);
 //   - the change tracker: which Services changed, whether Node addresses or
 //     this node's labels did, the oldest endpoint trigger time (watch.go);
 //   - the conversion of API objects into internal/model, every field it

@@ -41,12 +41,7 @@ func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlic
 		return cmp.Compare(a.Name, b.Name)
 	})
 
-	type seenKey struct {
-		addr netip.Addr
-		port uint16
-	}
 	out := map[model.ServicePortName][]model.Endpoint{}
-	seen := map[model.ServicePortName]map[seenKey]bool{}
 	var refusals []model.Refusal
 	for _, s := range eps {
 		if s == nil {
@@ -68,27 +63,25 @@ func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlic
 		refusals = append(refusals, rs...)
 		for _, sp := range got {
 			proto, ok := want[sp.Name]
-			if !ok || proto != sp.Protocol {
+			if !ok || proto != sp.Protocol || len(sp.Endpoints) == 0 {
 				continue
 			}
 			key := model.ServicePortName{NamespacedName: ports[0].Name.NamespacedName, Port: sp.Name}
-			if seen[key] == nil {
-				seen[key] = map[seenKey]bool{}
-			}
-			for _, e := range sp.Endpoints {
-				k := seenKey{e.Address, e.Port}
-				if seen[key][k] {
-					continue
-				}
-				seen[key][k] = true
-				out[key] = append(out[key], e)
+			if out[key] == nil {
+				// The slice port's endpoints are this call's own: no copy.
+				out[key] = sp.Endpoints
+			} else {
+				out[key] = append(out[key], sp.Endpoints...)
 			}
 		}
 	}
-	for _, es := range out {
-		slices.SortFunc(es, func(a, b model.Endpoint) int {
+	// Sorted stably, the first of equal endpoints is the first slice's by
+	// name (then the first in that slice), and the only one kept.
+	for key, es := range out {
+		slices.SortStableFunc(es, func(a, b model.Endpoint) int {
 			return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Port, b.Port))
 		})
+		out[key] = slices.CompactFunc(es, func(a, b model.Endpoint) bool { return a.Address == b.Address && a.Port == b.Port })
 	}
 	return out, refusals
 }
@@ -131,22 +124,22 @@ func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refu
 // sliceEndpoints converts the slice's endpoints (without ports), refusing
 // those with no usable address.
 func sliceEndpoints(r *refuser, s *discoveryv1.EndpointSlice, prefix string) []model.Endpoint {
-	var ep []model.Endpoint
+	ep := make([]model.Endpoint, 0, len(s.Endpoints))
 	for i := range s.Endpoints {
 		e := &s.Endpoints[i]
-		field := fmt.Sprintf("%s.endpoints[%d].addresses", prefix, i)
 		if len(e.Addresses) == 0 {
-			r.add(field, "", model.ReasonInvalidEndpoint, "endpoint has no address; not used")
+			r.add(fmt.Sprintf("%s.endpoints[%d].addresses", prefix, i), "", model.ReasonInvalidEndpoint, "endpoint has no address; not used")
 			continue
 		}
-		field += "[0]"
+		// Formatted only for a refusal: most endpoints have none.
+		field := func() string { return fmt.Sprintf("%s.endpoints[%d].addresses[0]", prefix, i) }
 		a, err := ParseAddr(e.Addresses[0])
 		if err != nil {
-			r.add(field, e.Addresses[0], model.ReasonInvalidAddress, "not an IP address; endpoint not used")
+			r.add(field(), e.Addresses[0], model.ReasonInvalidAddress, "not an IP address; endpoint not used")
 			continue
 		}
 		if (s.AddressType == discoveryv1.AddressTypeIPv4) != a.Is4() {
-			r.add(field, e.Addresses[0], model.ReasonUnsupportedFamily,
+			r.add(field(), e.Addresses[0], model.ReasonUnsupportedFamily,
 				"address does not match the slice's addressType %q; endpoint not used", s.AddressType)
 			continue
 		}
@@ -154,7 +147,7 @@ func sliceEndpoints(r *refuser, s *discoveryv1.EndpointSlice, prefix string) []m
 		// rejects (ValidateEndpointIP) and others no pod can have; a real
 		// server there would send service traffic to the node or nowhere.
 		if reason, why := guard.Special(a); reason != "" {
-			r.add(field, e.Addresses[0], reason, "%s; endpoint not used", why)
+			r.add(field(), e.Addresses[0], reason, "%s; endpoint not used", why)
 			continue
 		}
 		ep = append(ep, endpoint(a, e))
@@ -193,10 +186,11 @@ func endpoint(a netip.Addr, e *discoveryv1.Endpoint) model.Endpoint {
 	return m
 }
 
-// slicePorts gives every valid port of the slice its own copy of ep,
-// refusing the others.
+// slicePorts gives every valid port of the slice its own copy of ep (the
+// last one ep itself), refusing the others.
 func slicePorts(r *refuser, s *discoveryv1.EndpointSlice, prefix string, ep []model.Endpoint) []SlicePort {
 	var out []SlicePort
+	var nums []uint16
 	for i, p := range s.Ports {
 		field := fmt.Sprintf("%s.ports[%d]", prefix, i)
 		var name string
@@ -221,14 +215,23 @@ func slicePorts(r *refuser, s *discoveryv1.EndpointSlice, prefix string, ep []mo
 				"must be 1-65535; slice port not used")
 			continue
 		}
-		sp := SlicePort{Name: name, Protocol: proto, Endpoints: make([]model.Endpoint, len(ep))}
-		for j, e := range ep {
-			e.Port = uint16(*p.Port)
-			e.ZoneHints = slices.Clone(e.ZoneHints)
-			e.NodeHints = slices.Clone(e.NodeHints)
-			sp.Endpoints[j] = e
+		out = append(out, SlicePort{Name: name, Protocol: proto})
+		nums = append(nums, uint16(*p.Port))
+	}
+	for k, port := range nums {
+		eps := ep
+		if k < len(out)-1 {
+			eps = make([]model.Endpoint, len(ep))
+			for j, e := range ep {
+				e.ZoneHints = slices.Clone(e.ZoneHints)
+				e.NodeHints = slices.Clone(e.NodeHints)
+				eps[j] = e
+			}
 		}
-		out = append(out, sp)
+		for j := range eps {
+			eps[j].Port = port
+		}
+		out[k].Endpoints = eps
 	}
 	return out
 }

@@ -411,8 +411,8 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 			}
 		}
 		for _, s := range svc.Spec.ExternalIPs {
-			a, err := netip.ParseAddr(s)
-			if err == nil && a.Zone() == "" && slices.Contains(mine[0].ExternalIPs, a) {
+			a, err := informers.ParseAddr(s)
+			if err == nil && slices.Contains(mine[0].ExternalIPs, a) {
 				continue
 			}
 			if !refused[key+" spec.externalIPs "+s] {

@@ -35,11 +35,9 @@ import (
 	"k8s.io/apimachinery/pkg/api/meta"
 	"k8s.io/apimachinery/pkg/api/resource"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	kruntime "k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/apimachinery/pkg/util/intstr"
-	"k8s.io/client-go/kubernetes/fake"
-	k8stesting "k8s.io/client-go/testing"
+	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
@@ -199,50 +197,6 @@ func memNodeObject(n int, sh memShape) *corev1.Node {
 	return node
 }
 
-// memLists are the protobuf encodings of the three lists.
-type memLists struct{ svcs, slices, nodes []byte }
-
-func memEncode(tb testing.TB, services, endpoints int, sh memShape) memLists {
-	var sl corev1.ServiceList
-	var el discoveryv1.EndpointSliceList
-	var nl corev1.NodeList
-	for i := 0; i < services; i++ {
-		sl.Items = append(sl.Items, *memService(i, sh))
-		el.Items = append(el.Items, *memSlice(i, endpoints, sh))
-	}
-	for n := 1; n <= sh.nodes; n++ {
-		nl.Items = append(nl.Items, *memNodeObject(n, sh))
-	}
-	var out memLists
-	var err1, err2, err3 error
-	out.svcs, err1 = sl.Marshal()
-	out.slices, err2 = el.Marshal()
-	out.nodes, err3 = nl.Marshal()
-	if err1 != nil || err2 != nil || err3 != nil {
-		tb.Fatalf("encode: %v %v %v", err1, err2, err3)
-	}
-	return out
-}
-
-// memClient is a fake clientset whose lists are decoded afresh from the
-// protobuf encodings on every call, as a real client decodes them.
-func memClient(l memLists) *fake.Clientset {
-	c := fake.NewClientset()
-	c.PrependReactor("list", "services", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		var out corev1.ServiceList
-		return true, &out, out.Unmarshal(l.svcs)
-	})
-	c.PrependReactor("list", "endpointslices", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		var out discoveryv1.EndpointSliceList
-		return true, &out, out.Unmarshal(l.slices)
-	})
-	c.PrependReactor("list", "nodes", func(k8stesting.Action) (bool, kruntime.Object, error) {
-		var out corev1.NodeList
-		return true, &out, out.Unmarshal(l.nodes)
-	})
-	return c
-}
-
 func liveHeap() uint64 {
 	runtime.GC()
 	runtime.GC()
@@ -269,12 +223,13 @@ func cacheHeap(tb testing.TB, l memLists, services, nodes int, transform cache.T
 // startWatcher starts a Watcher on the lists and waits until every object
 // went through the event handlers.
 func startWatcher(ctx context.Context, tb testing.TB, l memLists, services, nodes int, transform cache.TransformFunc) *Watcher {
-	return startWatcherOn(ctx, tb, memClient(l), services, nodes, transform)
+	return startWatcherOn(ctx, tb, (&memServer{lists: l}).client(), services, nodes, transform, DefaultPageSize)
 }
 
-// startWatcherOn is startWatcher on a client.
-func startWatcherOn(ctx context.Context, tb testing.TB, client *fake.Clientset, services, nodes int, transform cache.TransformFunc) *Watcher {
-	w, err := newWatcher(client, "n1", nil, 0, nil, transform)
+// startWatcherOn is startWatcher on a client, with the lists' page size
+// (newWatcher's).
+func startWatcherOn(ctx context.Context, tb testing.TB, client kubernetes.Interface, services, nodes int, transform cache.TransformFunc, pageSize int64) *Watcher {
+	w, err := newWatcher(client, "n1", nil, 0, nil, transform, pageSize)
 	if err != nil {
 		tb.Fatal(err)
 	}

@@ -35,9 +35,24 @@ var (
 // and small leaf values with the original and with each other (node names,
 // zones, namespaces and label keys are interned): like every informer
 // cache, they are read-only. The original is never modified. Other objects
-// and tombstones pass unchanged. It is idempotent: client-go may apply it
-// twice to one object (watch-list's temporary store, then the FIFO).
+// and tombstones pass unchanged. A lean copy passes unchanged too (see
+// leanMark): client-go applies the transform twice to every object of an
+// initial list — watch-list's temporary store or the paged list
+// (PagedList), then the informer's FIFO — and a second copy would double
+// the caches for as long as the first is not yet garbage.
 func StripUnused(obj any) (any, error) { return defaultLeaner.transform(obj) }
+
+// leanMark is the managedFields of every lean copy: an empty list (what a
+// reader of the field sees, as when there are none) whose array is this
+// one, so that the transform knows its own copies by address. A decoded
+// object has nil or its own array; DeepCopy allocates a new one.
+var leanMark = make([]metav1.ManagedFieldsEntry, 0, 1)
+
+// isLean reports whether m is the metadata of a lean copy.
+func isLean(m *metav1.ObjectMeta) bool {
+	return cap(m.ManagedFields) == cap(leanMark) && len(m.ManagedFields) == 0 &&
+		&m.ManagedFields[:1][0] == &leanMark[:1][0]
+}
 
 var defaultLeaner = newLeaner(true)
 
@@ -62,15 +77,15 @@ func newLeaner(intern bool) *leaner {
 func (l *leaner) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		if o != nil {
+		if o != nil && !isLean(&o.ObjectMeta) {
 			return l.service(o), nil
 		}
 	case *discoveryv1.EndpointSlice:
-		if o != nil {
+		if o != nil && !isLean(&o.ObjectMeta) {
 			return l.slice(o), nil
 		}
 	case *corev1.Node:
-		if o != nil {
+		if o != nil && !isLean(&o.ObjectMeta) {
 			return l.node(o), nil
 		}
 	}
@@ -159,9 +174,11 @@ func keep(m map[string]string, want []string) map[string]string {
 // meta keeps what identifies an object and what the informers need of it:
 // name, namespace, UID (Events name it), resourceVersion, generation, the
 // timestamps; labels and annotations as the caller filters them. Owner
-// references, finalizers and managedFields go.
+// references, finalizers and managedFields go: the copy's managedFields
+// are leanMark.
 func (l *leaner) meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 	return metav1.ObjectMeta{
+		ManagedFields:     leanMark,
 		Name:              m.Name,
 		Namespace:         l.str(m.Namespace),
 		UID:               m.UID,

@@ -134,8 +134,16 @@ func TestStripUnused(t *testing.T) {
 	}
 
 	// What goes.
-	if ls.ManagedFields != nil || lsl.ManagedFields != nil || ln.ManagedFields != nil {
+	if len(ls.ManagedFields) != 0 || len(lsl.ManagedFields) != 0 || len(ln.ManagedFields) != 0 {
 		t.Error("managedFields kept")
+	}
+	// A lean copy passes the transform again unchanged (client-go applies
+	// it twice to a listed object); a deep copy of it is no lean copy.
+	if strip(t, ls) != ls || strip(t, lsl) != lsl || strip(t, ln) != ln {
+		t.Error("StripUnused copied a lean copy again")
+	}
+	if c := ls.DeepCopy(); strip(t, c) == c {
+		t.Error("StripUnused took a deep copy of a lean copy for its own")
 	}
 	if ls.Spec.Selector != nil || ls.Spec.IPFamilies != nil || ls.Spec.Ports[0].TargetPort != (intstr.IntOrString{}) ||
 		ls.Spec.Ports[0].AppProtocol != nil || ls.Status.Conditions != nil || ls.Status.LoadBalancer.Ingress[0].Hostname != "" ||
@@ -275,7 +283,7 @@ func TestStripUnusedConverts(t *testing.T) {
 		for _, o := range nodes {
 			mustCreate(t, client.Tracker().Add(o))
 		}
-		w, err := newWatcher(client, "n1", nil, 0, nil, transform)
+		w, err := newWatcher(client, "n1", nil, 0, nil, transform, DefaultPageSize)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -132,12 +132,13 @@ func ProxySelector() labels.Selector {
 // resync is the informers' resync period (0: none; the sync loop does its
 // own periodic full sync).
 func NewWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger) (*Watcher, error) {
-	return newWatcher(client, nodeName, addrs, resync, log, StripUnused)
+	return newWatcher(client, nodeName, addrs, resync, log, StripUnused, DefaultPageSize)
 }
 
-// newWatcher is NewWatcher with the informers' transform given (nil: none),
-// for the cache memory benchmark.
-func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger, transform cache.TransformFunc) (*Watcher, error) {
+// newWatcher is NewWatcher with the informers' transform given (nil: none)
+// and the page size of their lists (PagedList; below 0: client-go's own
+// unpaged informers, the memory benchmarks' reference).
+func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddressCache, resync time.Duration, log *zap.Logger, transform cache.TransformFunc, pageSize int64) (*Watcher, error) {
 	if log == nil {
 		log = zap.NewNop()
 	}
@@ -159,6 +160,13 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 	svc := w.factory.Core().V1().Services()
 	sl := w.factory.Discovery().V1().EndpointSlices()
 	nd := w.nodes.Core().V1().Nodes()
+	if pageSize >= 0 {
+		// The same informers, registered first with a paged list.
+		svcs, eps, nodes := client.CoreV1().Services(""), client.DiscoveryV1().EndpointSlices(""), client.CoreV1().Nodes()
+		pagedInformer(w.factory, &corev1.Service{}, client, transform, pageSize, listOf(svcs.List, sel), watchOf(svcs.Watch, sel))
+		pagedInformer(w.factory, &discoveryv1.EndpointSlice{}, client, transform, pageSize, listOf(eps.List, sel), watchOf(eps.Watch, sel))
+		pagedInformer(w.nodes, &corev1.Node{}, client, transform, pageSize, listOf(nodes.List, ""), watchOf(nodes.Watch, ""))
+	}
 	w.svcInf, w.sliceInf, w.nodeInf = svc.Informer(), sl.Informer(), nd.Informer()
 	w.svcs, w.slices, w.nodeLister = svc.Lister(), sl.Lister(), nd.Lister()
 	if err := w.sliceInf.AddIndexers(cache.Indexers{sliceByService: func(obj any) ([]string, error) {
