@@ -11,7 +11,8 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
-// NodeFromObject converts one Node: its name, labels (zone included) and
+// NodeFromObject converts one Node: its name, labels (zone included), pod
+// CIDRs and
 // every address of status.addresses that reads as an IP, whatever its type
 // (a Hostname, InternalDNS or ExternalDNS entry that is an IP literal is a
 // node address too). Addresses are read leniently (guard.ParseLenient:
@@ -51,7 +52,37 @@ func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 		}
 	}
 	node.PrimaryIPs = primaryIPs(n.Status.Addresses)
+	node.PodCIDRs = podCIDRs(&n.Spec, r)
 	return node, r.out
+}
+
+// podCIDRs are the node's spec.podCIDRs, or spec.podCIDR when only it is
+// set, the first of each family; one that does not parse is refused (the
+// Local policy's fallback then serves no pod of that family: see
+// iptables.RulesConfig.NodePodCIDR).
+func podCIDRs(spec *corev1.NodeSpec, r *refuser) []netip.Prefix {
+	field, cidrs := "spec.podCIDRs", spec.PodCIDRs
+	if len(cidrs) == 0 && spec.PodCIDR != "" {
+		field, cidrs = "spec.podCIDR", []string{spec.PodCIDR}
+	}
+	var out []netip.Prefix
+	var fams [2]bool
+	for i, c := range cidrs {
+		p, err := netip.ParsePrefix(c)
+		if err != nil || p.Addr().Is4In6() {
+			r.add(fmt.Sprintf("%s[%d]", field, i), c, model.ReasonInvalidAddress, "not a CIDR; no pod of this node is served by the Local policy's fallback in its family")
+			continue
+		}
+		f := 0
+		if p.Addr().Is6() {
+			f = 1
+		}
+		if !fams[f] {
+			fams[f] = true
+			out = append(out, p.Masked())
+		}
+	}
+	return out
 }
 
 // primaryIPs are the node IPs kube-proxy takes as the node's primary ones

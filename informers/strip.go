@@ -271,9 +271,9 @@ func (l *leaner) slice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice 
 }
 
 // node keeps what NodeFromObject and the health server read: every label,
-// the deletion timestamp, unschedulable and the taints, and every entry of
-// status.addresses (all of them, in order: refusals name them by index).
-// Annotations, the pod CIDRs, provider ID, capacity, conditions, images,
+// the deletion timestamp, the pod CIDRs, unschedulable and the taints, and
+// every entry of status.addresses (all of them, in order: refusals name
+// them by index). Annotations, provider ID, capacity, conditions, images,
 // volumes and system info go.
 func (l *leaner) node(n *corev1.Node) *corev1.Node {
 	out := &corev1.Node{TypeMeta: n.TypeMeta, ObjectMeta: l.meta(&n.ObjectMeta)}
@@ -284,6 +284,8 @@ func (l *leaner) node(n *corev1.Node) *corev1.Node {
 			out.Labels[l.str(k)] = l.str(v)
 		}
 	}
+	out.Spec.PodCIDR = n.Spec.PodCIDR
+	out.Spec.PodCIDRs = n.Spec.PodCIDRs
 	out.Spec.Unschedulable = n.Spec.Unschedulable
 	out.Spec.Taints = n.Spec.Taints
 	out.Status.Addresses = n.Status.Addresses

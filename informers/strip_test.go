@@ -3,6 +3,7 @@ package informers
 import (
 	"context"
 	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -166,7 +167,10 @@ func TestStripUnused(t *testing.T) {
 	if want := map[string]string{AnnotationTriggerTime: "2026-11-24T10:00:00Z"}; !reflect.DeepEqual(lsl.Annotations, want) {
 		t.Errorf("EndpointSlice annotations %v, want %v", lsl.Annotations, want)
 	}
-	if ln.Annotations != nil || ln.Spec.PodCIDR != "" || ln.Spec.ProviderID != "" || ln.Status.Conditions != nil ||
+	if ln.Spec.PodCIDR != node.Spec.PodCIDR || !slices.Equal(ln.Spec.PodCIDRs, node.Spec.PodCIDRs) {
+		t.Errorf("Node pod CIDRs %q %q, want %q %q", ln.Spec.PodCIDR, ln.Spec.PodCIDRs, node.Spec.PodCIDR, node.Spec.PodCIDRs)
+	}
+	if ln.Annotations != nil || ln.Spec.ProviderID != "" || ln.Status.Conditions != nil ||
 		ln.Status.Images != nil || ln.Status.NodeInfo != (corev1.NodeSystemInfo{}) {
 		t.Errorf("unread Node fields kept: %+v", ln)
 	}

@@ -45,7 +45,8 @@ type Changes struct {
 	// Services are the Services whose Service object or EndpointSlices
 	// changed, sorted by namespace and name.
 	Services []types.NamespacedName
-	// Nodes is true when any Node's addresses, this node's labels or the
+	// Nodes is true when any Node's addresses, this node's labels or pod
+	// CIDRs, or the
 	// API server's endpoints (the default/kubernetes EndpointSlices)
 	// changed: the guard changed, every service must be planned again.
 	Nodes bool
@@ -93,6 +94,9 @@ type Watcher struct {
 	// change from a heartbeat.
 	nodeView  map[string][]netip.Addr
 	localView map[string]string
+	// localCIDRs are this node's spec.podCIDRs and spec.podCIDR as last
+	// seen: the rules' NodePodCIDR.
+	localCIDRs []string
 	// apiView are the API server's endpoints (APIServerEndpoints).
 	apiView []netip.Addr
 	notify  chan struct{}
@@ -345,6 +349,10 @@ func (w *Watcher) onNode(obj any) {
 	}
 	if n.Name == w.nodeName && !gone && !maps.Equal(w.localView, n.Labels) {
 		w.localView = maps.Clone(n.Labels)
+		labelsChanged = true
+	}
+	if cidrs := append(slices.Clip(n.Spec.PodCIDRs), n.Spec.PodCIDR); n.Name == w.nodeName && !gone && !slices.Equal(w.localCIDRs, cidrs) {
+		w.localCIDRs = cidrs
 		labelsChanged = true
 	}
 	if addrsChanged || labelsChanged {

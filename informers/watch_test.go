@@ -155,6 +155,13 @@ func TestWatcher(t *testing.T) {
 	if c := w.TakeChanges(); !c.Nodes {
 		t.Errorf("address change not a node change: %+v", c)
 	}
+	// This node's pod CIDRs decide the rules (the Local policy's fallback).
+	a := testNode("a", "192.168.0.1")
+	a.Spec.PodCIDRs = []string{"10.244.1.0/24"}
+	if _, err := client.CoreV1().Nodes().Update(ctx, a, metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "this node's pod CIDR change as a node change", func() bool { return w.TakeChanges().Nodes })
 	if err := client.CoreV1().Nodes().Delete(ctx, "b", metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}

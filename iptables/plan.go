@@ -24,10 +24,13 @@ const (
 // IPv4 set names, as kube-proxy's IPVS mode names them. SetName gives the
 // IPv6 names.
 const (
-	SetLoopBack               = "KUBE-LOOP-BACK"
-	SetClusterIP              = "KUBE-CLUSTER-IP"
-	SetExternalIP             = "KUBE-EXTERNAL-IP"
-	SetExternalIPLocal        = "KUBE-EXTERNAL-IP-LOCAL"
+	SetLoopBack        = "KUBE-LOOP-BACK"
+	SetClusterIP       = "KUBE-CLUSTER-IP"
+	SetExternalIP      = "KUBE-EXTERNAL-IP"
+	SetExternalIPLocal = "KUBE-EXTERNAL-IP-LOCAL"
+	// SetExternalNoLocal is the proxy's own (kube-proxy has no such set):
+	// see SetSpecs.
+	SetExternalNoLocal        = "KUBE-EXTERNAL-NO-LOCAL"
 	SetLoadBalancer           = "KUBE-LOAD-BALANCER"
 	SetLoadBalancerFW         = "KUBE-LOAD-BALANCER-FW"
 	SetLoadBalancerLocal      = "KUBE-LOAD-BALANCER-LOCAL"
@@ -53,11 +56,14 @@ type SetSpec struct {
 
 // SetSpecs are every ipset the proxy owns, per family, sorted by Name. All of
 // them always exist (possibly empty), so the iptables rules never change
-// with the services.
+// with the services. All but SetExternalNoLocal are kube-proxy's IPVS
+// mode's, with its types; that one is unknown to kube-proxy, which leaves
+// it unreferenced once its first sync rewrites the chains (migration.md).
 var SetSpecs = []SetSpec{
 	{SetClusterIP, TypeHashIPPort, "service cluster IP + port: masquerade and accept"},
 	{SetExternalIP, TypeHashIPPort, "service external IP + port (externalTrafficPolicy Cluster)"},
 	{SetExternalIPLocal, TypeHashIPPort, "service external IP + port with externalTrafficPolicy Local"},
+	{SetExternalNoLocal, TypeHashIPPort, "node port, external IP or load balancer IP + port with externalTrafficPolicy Local and no endpoint on this node: served by the cluster's endpoints to this node and its pods only"},
 	{SetHealthCheckNodePort, TypeBitmapPort, "health check node ports of externalTrafficPolicy Local services"},
 	{SetIPVSIPs, TypeHashIP, "every address bound on kube-ipvs0"},
 	{SetLoadBalancer, TypeHashIPPort, "service load balancer IP + port"},
@@ -73,6 +79,10 @@ var SetSpecs = []SetSpec{
 	{SetNodePortTCP, TypeBitmapPort, "TCP node ports"},
 	{SetNodePortUDP, TypeBitmapPort, "UDP node ports"},
 }
+
+// KubeProxy reports whether kube-proxy's IPVS mode has the set too: all
+// but SetExternalNoLocal.
+func (s SetSpec) KubeProxy() bool { return s.Name != SetExternalNoLocal }
 
 // maxSetName is IPSET_MAXNAMELEN - 1.
 const maxSetName = 31
@@ -128,6 +138,11 @@ type RulesConfig struct {
 	// ClusterCIDR is this family's --cluster-cidr (pod range); traffic from
 	// outside it to a cluster IP is masqueraded. Invalid (zero) when unset.
 	ClusterCIDR netip.Prefix
+	// NodePodCIDR is this family's pod CIDR of this node (the Node's
+	// spec.podCIDRs): with the node itself, the only sources served at a
+	// member of SetExternalNoLocal. Invalid (zero) when the Node has none:
+	// then only the node itself is.
+	NodePodCIDR netip.Prefix
 	// NodePortAddrs are the addresses NodePorts are served on when
 	// --nodeport-addresses is given; nil means every local address
 	// (`-m addrtype --dst-type LOCAL`).
@@ -172,7 +187,7 @@ func jump(target string, opts ...string) []string {
 // are nat, then filter.
 func Rules(c RulesConfig) Ruleset {
 	w := newWords(c)
-	return Ruleset{Family: c.Family, Tables: []Table{natTable(c, w), filterTable(w)}}
+	return Ruleset{Family: c.Family, Tables: []Table{natTable(c, w), filterTable(c, w)}}
 }
 
 // words are what the rules of one family and masquerade bit are spelled
@@ -224,6 +239,11 @@ func serviceRules(c RulesConfig, w words) []Rule {
 	set := w.set
 	svc := []Rule{
 		rule([]string{"-s", w.loopback}, jump("RETURN")),
+		// Before the Local policy's RETURNs: the node's own traffic to an
+		// address served by remote endpoints leaves with a source the
+		// endpoint's node can answer (a kube-ipvs0 address is on every node).
+		rule(comment("externalTrafficPolicy=local without local endpoints: masquerade traffic from the node itself"),
+			matchSet(set(SetExternalNoLocal), "dst,dst"), []string{"-m", "addrtype", "--src-type", "LOCAL"}, jump(ChainMarkMasq)),
 		rule(comment("Kubernetes service load balancer ip + port"), matchSet(set(SetLoadBalancer), "dst,dst"), jump(ChainLoadBalancer)),
 	}
 	clusterComment := comment("Kubernetes service cluster ip + port for masquerade purpose")
@@ -285,7 +305,7 @@ func nodePortRules(w words) []Rule {
 
 // filterTable is the filter table: the health check and firewall jumps,
 // KUBE-FORWARD, KUBE-IPVS-FILTER and the source ranges' firewall.
-func filterTable(w words) Table {
+func filterTable(c RulesConfig, w words) Table {
 	set, markMask := w.set, w.markMask
 	return Table{Name: "filter", Chains: []Chain{
 		{Name: "INPUT", Builtin: true, Rules: []Rule{
@@ -302,6 +322,7 @@ func filterTable(w words) Table {
 			rule(comment("kubernetes forwarding conntrack rule"), []string{"-m", "conntrack", "--ctstate", "RELATED,ESTABLISHED"}, jump("ACCEPT")),
 		}},
 		{Name: ChainIPVSFilter, Rules: []Rule{
+			noLocalFilter(c, w),
 			rule(matchSet(set(SetLoadBalancer), "dst,dst"), jump("RETURN")),
 			rule(matchSet(set(SetClusterIP), "dst,dst"), jump("RETURN")),
 			rule(matchSet(set(SetExternalIP), "dst,dst"), jump("RETURN")),
@@ -321,6 +342,27 @@ func filterTable(w words) Table {
 			rule(jump("DROP")),
 		}},
 	}}
+}
+
+// noLocalFilter is the rule that keeps the members of SetExternalNoLocal,
+// served by the cluster's endpoints, from external clients: a new
+// connection from anything but the node itself and its own pods
+// (NodePodCIDR) is rejected as IPVS rejects a virtual server without real
+// servers (ICMP port unreachable), before IPVS sees it (filter INPUT runs
+// before IPVS's LOCAL_IN hook). The node's own connections never reach it:
+// IPVS takes them at LOCAL_OUT. NEW only, as the VIP filter's REJECT: the
+// replies to the node's own connections pass whatever their port, and a
+// connection an external client opened while the node had an endpoint
+// keeps it until IPVS lets it go.
+func noLocalFilter(c RulesConfig, w words) Rule {
+	var notPods []string
+	if c.NodePodCIDR.IsValid() {
+		notPods = []string{"!", "-s", c.NodePodCIDR.Masked().String()}
+	}
+	return rule(notPods, comment("externalTrafficPolicy=local without local endpoints: only this node and its pods"),
+		[]string{"-m", "conntrack", "--ctstate", "NEW"},
+		matchSet(w.set(SetExternalNoLocal), "dst,dst"), []string{"-m", "addrtype", "!", "--src-type", "LOCAL"},
+		jump("REJECT", "--reject-with", w.reject))
 }
 
 // EmptySets returns every set of SetSpecs for family, without entries, sorted

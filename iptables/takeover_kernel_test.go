@@ -79,6 +79,9 @@ func kubeProxyCreates() string {
 	var b strings.Builder
 	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
 		for _, s := range SetSpecs {
+			if !s.KubeProxy() {
+				continue
+			}
 			if s.Type == TypeBitmapPort {
 				fmt.Fprintf(&b, "create %s %s range 0-65535\n", SetName(s.Name, fam), s.Type)
 			} else {

@@ -4,9 +4,8 @@
 #
 #   make conformance        every re-created test (one VM boot; fails while
 #                           one fails: docs/conformance.md has the results)
-#   make test-conformance   the same bed, less CONFORMANCE_CI_SKIP (the tests
-#                           that fail for a known, documented reason); part
-#                           of `make test`
+#   make test-conformance   the same bed, less CONFORMANCE_CI_SKIP (the slow
+#                           tests named below); part of `make test`
 #   make conformance CONFORMANCE_RUN='should_support_externalTrafficPolicy'
 #                           (a -test.run pattern under TestClusterGuest:
 #                           put alternatives in parentheses, '(A|B)', as go
@@ -22,12 +21,10 @@ conformance_default_goal := $(.DEFAULT_GOAL)
 
 GO                  ?= go
 CONFORMANCE_RUN     ?=
-# Left out of `make test` (docs/conformance.md): the two known failures
-# (SN-61, SN-47: ETP Local from the node itself or its pods), then the
-# slow tests that are neither [Conformance] nor in the checklist's ten
-# most likely to catch a bug. A -test.skip pattern: top-level '|'
+# Left out of `make test` (docs/conformance.md): the slow tests that are
+# neither [Conformance] nor in the checklist's ten most likely to catch a bug. A -test.skip pattern: top-level '|'
 # separates whole patterns, each split at '/' by level.
-CONFORMANCE_CI_SKIP ?= TestClusterGuest/(should_implement_NodePort_and_HealthCheckNodePort_correctly|should_work_from_pods|should_fallback_to_terminating_endpoints_when_there_are_no_ready_endpoints_with_externall|should_be_able_to_up_and_down_services|should_implement_service.kubernetes.io|should_be_updated_after_adding_or_deleting_ports|should_be_able_to_update_service_type_to_NodePort|session_affinity_work_for_LoadBalancer|switch_session_affinity_for_LoadBalancer|should_be_able_to_create_LoadBalancer_Service_without_NodePort|for_a_LoadBalancer_service_on_the_same_nodes|should_route_traffic_to_an_endpoint_in_the_same_zone)|TestClusterGuest/Granular_Checks:_Services/(should_update_nodePort|should_function_for_service_endpoints_using_hostNetwork)
+CONFORMANCE_CI_SKIP ?= TestClusterGuest/(should_fallback_to_terminating_endpoints_when_there_are_no_ready_endpoints_with_externall|should_be_able_to_up_and_down_services|should_implement_service.kubernetes.io|should_be_updated_after_adding_or_deleting_ports|should_be_able_to_update_service_type_to_NodePort|session_affinity_work_for_LoadBalancer|switch_session_affinity_for_LoadBalancer|should_be_able_to_create_LoadBalancer_Service_without_NodePort|for_a_LoadBalancer_service_on_the_same_nodes|should_route_traffic_to_an_endpoint_in_the_same_zone)|TestClusterGuest/Granular_Checks:_Services/(should_update_nodePort|should_function_for_service_endpoints_using_hostNetwork)
 
 # Also left out of `make test`: the later batch's slow tests, none
 # [Conformance] nor among the ten (SN-32, 33, 45, 63, 64, 113, 114).

@@ -110,7 +110,10 @@ type Node struct {
 	// of the other family after it. --nodeport-addresses primary serves
 	// NodePorts on these only.
 	PrimaryIPs []netip.Addr
-	Labels     map[string]string
+	// PodCIDRs are spec.podCIDRs (spec.podCIDR when only it is set): the
+	// node's own pod ranges, at most one per family.
+	PodCIDRs []netip.Prefix
+	Labels   map[string]string
 	// LastSeen is zero for a Node in the API. For a Node deleted from the
 	// API whose addresses are still protected (the node address cache's
 	// grace period), it is when the Node was last seen.

@@ -162,7 +162,9 @@ func newEnv(o Options, nodes []model.Node) *env {
 			e.sets = append(e.sets, setRef{fam: uint8(f), spec: uint8(si)})
 			names = append(names, iptables.SetName(spec.Name, fam))
 		}
-		e.rulesets = append(e.rulesets, iptables.Rules(rulesConfig(&o, f, e.npAddrs, npRestricted)))
+		cfg := rulesConfig(&o, f, e.npAddrs, npRestricted)
+		cfg.NodePodCIDR = nodePodCIDR(self, f)
+		e.rulesets = append(e.rulesets, iptables.Rules(cfg))
 	}
 	order := make([]int, len(e.sets))
 	for i := range order {
@@ -200,6 +202,22 @@ func rulesConfig(o *Options, f int, npAddrs []netip.Addr, npRestricted bool) ipt
 		}
 	}
 	return cfg
+}
+
+// nodePodCIDR is this node's pod CIDR of family f (its Node's
+// spec.podCIDRs), or the zero prefix when the Node is unknown or has none:
+// then no pod counts as this node's for the Local policy's fallback
+// (iptables.RulesConfig.NodePodCIDR).
+func nodePodCIDR(self *model.Node, f int) netip.Prefix {
+	if self == nil {
+		return netip.Prefix{}
+	}
+	for _, p := range self.PodCIDRs {
+		if p.IsValid() && !p.Addr().Is4In6() && famOf(p.Addr()) == f {
+			return p.Masked()
+		}
+	}
+	return netip.Prefix{}
 }
 
 func containsAny(ps []netip.Prefix, a netip.Addr) bool {

@@ -293,25 +293,6 @@ func TestExternalAndLoadBalancer(t *testing.T) {
 	eq(t, "external IP (Cluster policy)", rsList(findVS(st, model.TCP, "203.0.113.10", 80)), []string{"10.0.1.5:80", "10.0.2.5:80"})
 }
 
-func TestTrafficPolicyLocalWithoutLocalEndpoints(t *testing.T) {
-	sp := svc("web", "10.96.0.30")
-	sp.NodePort = 30030
-	sp.ExternalPolicyLocal = true
-	sp.InternalPolicyLocal = true
-	c := cluster(map[model.ServicePortName][]model.Endpoint{sp.Name: {ready("10.0.2.5", 80, "n2")}}, sp)
-	st := Plan(c, opts())
-	for _, k := range []struct {
-		ip   string
-		port uint16
-	}{{"10.96.0.30", 80}, {"10.10.0.1", 30030}} {
-		vs := findVS(st, model.TCP, k.ip, k.port)
-		if vs == nil || len(vs.RealServers) != 0 {
-			t.Errorf("%s:%d: want a virtual server without real servers (traffic dropped), got %+v", k.ip, k.port, vs)
-		}
-	}
-	eq(t, "KUBE-LOOP-BACK", entries(st, "KUBE-LOOP-BACK"), []string{})
-}
-
 func TestEndpointConditions(t *testing.T) {
 	sp := svc("web", "10.96.0.40")
 	tests := []struct {

@@ -268,10 +268,17 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		local = sp.InternalPolicyLocal
 	}
 	src := fe.cluster
+	// fallback: an external server of the Local policy without a local
+	// endpoint serves the node itself and its pods by the cluster's
+	// endpoints; KUBE-EXTERNAL-NO-LOCAL keeps every other source out.
+	fallback := false
 	if local {
 		src = fe.local
 		if len(src) == 0 && len(fe.cluster) > 0 {
 			p.out.noLocal[f] |= noLocalOf(sp)
+			if kind != kindClusterIP {
+				src, fallback = fe.cluster, true
+			}
 		}
 	}
 	c.vs.RealServers = slices.Clone(src)
@@ -282,6 +289,9 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		es = p.add(es, f, iptables.SetIPVSIPs, iptables.Entry{IP: key.Address})
 	}
 	e := iptables.Entry{IP: key.Address, Protocol: sp.Protocol, Port: key.Port}
+	if fallback {
+		es = p.add(es, f, iptables.SetExternalNoLocal, e)
+	}
 	switch kind {
 	case kindClusterIP:
 		es = p.add(es, f, iptables.SetClusterIP, e)
