@@ -119,11 +119,12 @@ func (w *witness) explain(tg target, s span, err error) (string, bool) {
 	time.Sleep(time.Second)
 	segs, total := w.cap.since(s.from.Add(-time.Second), func(packet) bool { return true })
 	drops := w.cap.drops()
-	v := flowVerdict(segs, local, s.to)
+	remote, _ := netip.ParseAddrPort(tg.addr)
+	v := flowVerdict(segs, local, remote, s.to)
 	if drops > 0 {
 		v = verdict{why: fmt.Sprintf("the capture dropped %d segments: no verdict (%s)", drops, v.why)}
 	}
-	fmt.Fprintf(&sb, "  verdict: %s; the bed's: %v\n", v.why, v.bed)
+	fmt.Fprintf(&sb, "  verdict: %s; excused: %v\n", v.why, v.excused())
 	fmt.Fprintf(&sb, "  the test process' oversleeps over %v during the request (watchdog): %v in total\n", hiccupAfter, w.hiccups(s))
 	var mine []packet
 	for _, pk := range segs {
@@ -147,7 +148,7 @@ func (w *witness) explain(tg target, s span, err error) (string, bool) {
 	for _, e := range firstN(nft, 10) {
 		fmt.Fprintf(&sb, "    %s\n", e)
 	}
-	return sb.String(), v.bed
+	return sb.String(), v.excused()
 }
 
 func firstN2(s []packet, n int) []packet {

@@ -4,6 +4,7 @@ import (
 	"encoding/binary"
 	"fmt"
 	"net/netip"
+	"slices"
 	"strings"
 	"time"
 
@@ -102,80 +103,121 @@ func (p packet) key() segKey { return segKey{p.seq, p.ack, p.flags, p.payload} }
 // forwarded copy may appear in the capture.
 const forwardWithin = time.Second
 
-// verdict says who failed a request.
+// blame is who a verdict puts a failed request on.
+type blame int
+
+const (
+	// blameProxies: a segment dropped in the node namespace, or no verdict
+	// possible. The failure counts.
+	blameProxies blame = iota
+	// blameBed: every segment crossed the node and the test's own backend
+	// or client was late. The failure is excused.
+	blameBed
+	// blameIPVSReplyMatch: the backend's answer left the node under another
+	// Service's address. IPVS matches a reply to its connection by client
+	// and real server address and port only, without the virtual address:
+	// two connections of one client port to two Services with a common
+	// endpoint are one to it, and the newer one takes the older one's
+	// replies. Both proxies program IPVS alike; the failure is excused.
+	blameIPVSReplyMatch
+)
+
+// verdict says who failed a request, and why.
 type verdict struct {
-	// bed is true when the capture shows that the node forwarded every
-	// segment of the flow and the backend or the client (this test's own
-	// goroutines) was late: not the proxy's doing.
-	bed bool
-	why string
+	blame blame
+	why   string
 }
 
-// flowVerdict judges one failed TCP request from the segments the node
-// namespace captured around it (segs, in capture order, for the client
-// endpoint client; the copies of the flow on the backend's side are found
-// by their sequence numbers) and the client's deadline:
+// excused tells whether the failure is not the proxies' doing.
+func (v verdict) excused() bool { return v.blame != blameProxies }
+
+// flowVerdict judges one failed TCP request from client to remote (the
+// address it dialled) from the segments the node namespace captured
+// around it (segs, in capture order) and the client's deadline. The
+// flow's segments are those in the sequence spaces of its SYN and SYN-ACK
+// (NAT rewrites addresses and ports, never sequence numbers), on either
+// side of the node.
 //
 //   - a segment the node received before the deadline with no forwarded
 //     copy within forwardWithin: dropped in the node, the proxies' side;
-//   - else, no answer (a segment with data towards the client) received by
-//     the node before the deadline although the backend got the client's
-//     handshake: the backend was late (the bed);
-//   - else, the answer forwarded to the client before the deadline: the
-//     client did not read it (the bed);
-//   - anything else (nothing captured, the handshake never forwarded): not
-//     the bed's, the failure counts.
-func flowVerdict(segs []packet, client netip.AddrPort, deadline time.Time) verdict {
-	toClient := map[segKey]bool{}
+//   - the backend's answer forwarded to the client from an address other
+//     than remote: blameIPVSReplyMatch;
+//   - no answer received by the node before the deadline although the
+//     backend got the client's handshake: the backend was late (the bed);
+//   - the answer forwarded to the client before the deadline: the client
+//     did not read it (the bed);
+//   - anything else (nothing captured, the handshake never forwarded): no
+//     verdict, the failure counts.
+func flowVerdict(segs []packet, client, remote netip.AddrPort, deadline time.Time) verdict {
+	var cISN, sISN uint32
+	var haveSYN, haveSYNACK bool
 	for _, p := range segs {
-		if p.involves(client) {
-			toClient[p.key()] = p.dst == client
+		switch {
+		case !haveSYN && p.src == client && p.dst == remote && p.flags&(tcpSYN|tcpACK) == tcpSYN:
+			cISN, haveSYN = p.seq, true
+		case haveSYN && !haveSYNACK && p.flags&(tcpSYN|tcpACK) == tcpSYN|tcpACK && p.ack == cISN+1:
+			sISN, haveSYNACK = p.seq, true
 		}
 	}
-	if len(toClient) == 0 {
-		return verdict{why: "no segment of the flow captured"}
+	if !haveSYN || !haveSYNACK {
+		return verdict{why: "the flow's SYN and SYN-ACK not both captured: no verdict"}
 	}
+	if !slices.ContainsFunc(segs, func(p packet) bool { return p.src == client && !p.out }) {
+		// The node's own flows are never forwarded.
+		return verdict{why: "the client is the node itself: no verdict"}
+	}
+	// near tells whether sequence number n is in the space starting at isn.
+	near := func(n, isn uint32) bool { return n-isn < 1<<24 }
+	fromClient := func(p packet) bool { return near(p.seq, cISN) && (p.flags&tcpACK == 0 || near(p.ack, sISN)) }
+	toClient := func(p packet) bool { return near(p.seq, sISN) && near(p.ack, cISN) }
 	var flow []packet
 	for _, p := range segs {
-		if _, ok := toClient[p.key()]; ok {
+		if fromClient(p) || toClient(p) {
 			flow = append(flow, p)
 		}
 	}
-	for i, p := range flow {
-		if p.out || !p.at.Before(deadline) {
-			continue
-		}
-		forwarded := false
+	copies := func(i int) []packet {
+		var out []packet
+		p := flow[i]
 		for _, q := range flow[i+1:] {
 			if q.out && q.ifName != p.ifName && q.key() == p.key() && q.at.Sub(p.at) <= forwardWithin {
-				forwarded = true
-				break
+				out = append(out, q)
 			}
 		}
-		if !forwarded {
+		return out
+	}
+	for i, p := range flow {
+		if !p.out && p.at.Before(deadline) && len(copies(i)) == 0 {
 			return verdict{why: fmt.Sprintf("the node received %s and forwarded no copy: dropped in the node namespace", p)}
 		}
 	}
 	handshake := false // the client's ACK of the SYN-ACK, forwarded
 	for _, p := range flow {
-		k := p.key()
-		if p.at.Before(deadline) && !toClient[k] && p.out && k.flags&tcpSYN == 0 && k.flags&tcpACK != 0 {
+		if p.at.Before(deadline) && fromClient(p) && p.out && p.flags&tcpSYN == 0 && p.flags&tcpACK != 0 {
 			handshake = true
 		}
 	}
-	for _, p := range flow {
-		k := p.key()
-		if toClient[k] && k.payload > 0 && !p.out {
-			switch {
-			case !p.at.Before(deadline):
-				return verdict{bed: handshake, why: fmt.Sprintf("the backend's answer reached the node at %s, after the client's deadline %s", p.at.Format("15:04:05.000"), deadline.Format("15:04:05.000"))}
-			default:
-				return verdict{bed: true, why: fmt.Sprintf("the node forwarded the backend's answer at %s, before the client's deadline %s: the client did not read it", p.at.Format("15:04:05.000"), deadline.Format("15:04:05.000"))}
+	at := func(t time.Time) string { return t.Format("15:04:05.000") }
+	for i, p := range flow {
+		if p.out || !toClient(p) || p.payload == 0 {
+			continue
+		}
+		for _, q := range copies(i) {
+			if q.dst == client && q.src != remote {
+				return verdict{blame: blameIPVSReplyMatch, why: fmt.Sprintf(
+					"the node forwarded the backend's answer to %s from %s, not from %s: IPVS matched it to another connection of the same client port and real server", client, q.src, remote)}
 			}
 		}
+		if !p.at.Before(deadline) {
+			if handshake {
+				return verdict{blame: blameBed, why: fmt.Sprintf("the backend's answer reached the node at %s, after the client's deadline %s", at(p.at), at(deadline))}
+			}
+			return verdict{why: "the backend answered late and its handshake was not seen forwarded: no verdict"}
+		}
+		return verdict{blame: blameBed, why: fmt.Sprintf("the node forwarded the backend's answer at %s, before the client's deadline %s: the client did not read it", at(p.at), at(deadline))}
 	}
 	if handshake {
-		return verdict{bed: true, why: "the backend got the client's handshake and sent no answer before the client's deadline"}
+		return verdict{blame: blameBed, why: "the backend got the client's handshake and sent no answer before the client's deadline"}
 	}
 	return verdict{why: "the client's handshake never reached the backend"}
 }

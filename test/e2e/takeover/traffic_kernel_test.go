@@ -254,7 +254,7 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 			stalled += st
 			fmt.Fprintf(&b, "  %s %-28s ok %5d failed %d", set.kind, name, o, f)
 			if st > 0 {
-				fmt.Fprintf(&b, " (%d during a stall of the bed, %d of them shown by the capture to be the test's own backend or client late)", st, bedOnly)
+				fmt.Fprintf(&b, " (%d excused: during a stall of the bed, or %d by the capture's verdict, see the evidence)", st, bedOnly)
 			}
 			if len(c.errs) > 0 {
 				fmt.Fprintf(&b, ": %s", strings.Join(c.errs, "; "))
