@@ -41,4 +41,21 @@ test-conformance: deps build
 TEST_TARGETS += test-conformance
 OPT_IN += conformance(every-re-created-test-including-known-failures)
 
+# make conformance-names: upstream's own e2e.test, kubectl and agnhost,
+# built once from k8s.io/kubernetes into .cache/upstream-e2e
+# (scripts/build-upstream-e2e.sh: ~15 min of CPU cold), list the
+# version's [sig-network] specs; every row of docs/conformance.md and every
+# subtest name of the bed must be one of them (TestUpstreamNames).
+UPSTREAM_E2E_VERSION ?= v1.34.4
+UPSTREAM_SPECS       := $(CURDIR)/.cache/upstream-e2e/$(UPSTREAM_E2E_VERSION)/specs.txt
+
+.PHONY: upstream-e2e conformance-names
+upstream-e2e:
+	GO='$(GO)' UPSTREAM_E2E_VERSION=$(UPSTREAM_E2E_VERSION) bash scripts/build-upstream-e2e.sh
+
+conformance-names: upstream-e2e
+	cd test/e2e && UPSTREAM_SPECS=$(UPSTREAM_SPECS) $(GO) test -count=1 -run '^TestUpstreamNames$$' ./cluster
+
+OPT_IN += conformance-names(builds-upstream-e2e.test-about-15-min-of-CPU-cold)
+
 .DEFAULT_GOAL := $(conformance_default_goal)
