@@ -72,7 +72,8 @@ func (b *bed) startWitness() *witness {
 // nothing proves nothing.
 func (w *witness) summary(from time.Time) string {
 	_, total := w.cap.since(from, func(packet) bool { return false })
-	return fmt.Sprintf("packet capture (node namespace, every interface): %d TCP segments in the phase\n", total)
+	nft := len(w.nft.between(from, time.Now()))
+	return fmt.Sprintf("packet capture (node namespace, every interface): %d TCP segments in the phase; nft monitor: %d lines\n", total, nft)
 }
 
 // explainMax bounds the failures explained per phase: each costs a

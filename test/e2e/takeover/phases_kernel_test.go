@@ -165,7 +165,7 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	fmt.Fprintf(&rep, "takeover: kube-proxy exited %v after SIGTERM, healthz port free %v after that; ipvs-proxy ready (/healthz 200) %v after its start, %v after the SIGTERM; two full syncs done %v after the SIGTERM; kernel equal to plan %v later\n",
 		exitTook.Round(time.Millisecond), freeAfter.Round(time.Millisecond), ready.Round(time.Millisecond),
 		(started.Sub(start) + ready).Round(time.Millisecond), fullSyncs.Round(time.Millisecond), conv.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
+	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict); %s\n%s",
 		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
 	rep.WriteString(b.witness.summary(start))
 	fmt.Fprintf(&rep, "ipvs-proxy metrics: syncs %v, apply errors %v, drift repairs %v\n",

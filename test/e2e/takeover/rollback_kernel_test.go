@@ -87,7 +87,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 
 	fmt.Fprintf(&rep, "rollback: ipvs-proxy exited %v after SIGTERM; kube-proxy's first sync ended %v after the SIGTERM, the next %v after it; a Service created after the rollback served by kube-proxy's second sync after its creation, %v after it\n",
 		exitTook.Round(time.Millisecond), firstSync.Round(time.Millisecond), second.Sub(first).Round(time.Millisecond), lateServed.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
+	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict); %s\n%s",
 		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
 	rep.WriteString(b.witness.summary(start))
 	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
@@ -171,7 +171,7 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	if failed > 0 {
 		t.Errorf("%d requests failed around ipvs-proxy cleanup:\n%s", failed, traffic)
 	}
-	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d failed during a stall of the bed\n",
+	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
 		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed, stalled)
 }
 
