@@ -31,12 +31,12 @@ const (
 	// controlPort is a port of pod-a that no Service targets: the control
 	// requests' (see controlTargets). Controls to the backend port, which
 	// the same client also reaches through ClusterIPs, had 3 of about 700
-	// dials time out during one rollback under kube-proxy (none of 4,000
-	// under ipvs-proxy); on this port, none in the next run, with the
-	// node's conntrack insert_failed and drop counters unchanged. The
-	// cause was not established (a conntrack reply-tuple clash with an
-	// earlier proxied connection from the same source port is one
-	// candidate); a control must not share the proxied traffic's tuples.
+	// dials time out during one rollback: a direct connection to
+	// pod-a:8080 and a proxied one to it from the same client port are one
+	// connection to IPVS, which matches replies by client and real server
+	// only, and the proxied one takes the direct one's replies (see
+	// blameIPVSReplyMatch). A control must not share the proxied traffic's
+	// tuples.
 	controlPort = 8082
 	// ordinary is how many plain ClusterIP services fill the table beside
 	// the mix. kube-proxy's IPVS mode runs one `ipset add` process per set

@@ -22,9 +22,16 @@
 //     sets after building kube-proxy;
 //   - TestTakeoverGuest (build tag kernel, in the VM) does the rest.
 //
+// A request that fails is judged from a packet capture of the node
+// namespace (flowVerdict): a segment the node did not forward counts; the
+// test's own backend or client being late, or IPVS matching a reply to
+// another connection of the same client port and real server, is printed
+// with its evidence and excused.
+//
 // Run:
 //
 //	make test-takeover
+//	make test-takeover TAKEOVER_CYCLES=3   # three takeovers and rollbacks in one boot
 //
 // Nothing outside the VM and the host's loopback API server is touched.
 package takeover

@@ -120,6 +120,7 @@ func procAddr(s string) string {
 type ipvsMonitor struct {
 	mu      sync.Mutex
 	events  []string
+	times   []time.Time // of each event
 	deleted map[string]bool
 	readd   []string
 	polls   int
@@ -168,7 +169,13 @@ func (m *ipvsMonitor) diff(prev, cur map[string]string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	m.polls++
-	at := time.Now().Format("15:04:05.000")
+	now := time.Now()
+	at := now.Format("15:04:05.000")
+	defer func() {
+		for len(m.times) < len(m.events) {
+			m.times = append(m.times, now)
+		}
+	}()
 	for _, k := range slices.Sorted(maps.Keys(cur)) {
 		old, had := prev[k]
 		switch {
@@ -187,6 +194,19 @@ func (m *ipvsMonitor) diff(prev, cur map[string]string) {
 			m.events = append(m.events, fmt.Sprintf("%s del %s %s", at, k, prev[k]))
 		}
 	}
+}
+
+// between returns the changes seen from from to to.
+func (m *ipvsMonitor) between(from, to time.Time) []string {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	var out []string
+	for i, at := range m.times {
+		if !at.Before(from) && !at.After(to) {
+			out = append(out, m.events[i])
+		}
+	}
+	return out
 }
 
 // end stops the polling and returns the changes seen, the entries deleted

@@ -120,9 +120,10 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	var rep strings.Builder
 	before := b.dumpKernel("before-takeover.txt")
 	ctBefore := b.conntrackStats()
-	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
+	tr := b.startTraffic()
 	time.Sleep(3 * time.Second) // traffic under kube-proxy alone
 	ipvsMon := startIPVSMonitor(t, b.node.NS, 50*time.Millisecond)
+	b.witness.ipvs.Store(ipvsMon)
 	addrMon := startAddrMonitor(t, b.node.NS)
 
 	start := time.Now()
@@ -131,7 +132,7 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 		t.Errorf("kube-proxy after SIGTERM: %v", err)
 	}
 	freeAfter := b.healthzFree(30 * time.Second)
-	p := b.startProxy(b.proxyConfig(), "ipvs-proxy-1.log")
+	p := b.startProxy(b.proxyConfig(), fmt.Sprintf("ipvs-proxy-%d.log", b.cycle+1))
 	started := time.Now()
 
 	// Ready: /healthz 200 (its first sync done); then the first full
@@ -164,8 +165,9 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	fmt.Fprintf(&rep, "takeover: kube-proxy exited %v after SIGTERM, healthz port free %v after that; ipvs-proxy ready (/healthz 200) %v after its start, %v after the SIGTERM; two full syncs done %v after the SIGTERM; kernel equal to plan %v later\n",
 		exitTook.Round(time.Millisecond), freeAfter.Round(time.Millisecond), ready.Round(time.Millisecond),
 		(started.Sub(start) + ready).Round(time.Millisecond), fullSyncs.Round(time.Millisecond), conv.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
+	fmt.Fprintf(&rep, "traffic through the takeover: %d requests and stream answers served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict); %s\n%s",
 		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
+	rep.WriteString(b.witness.summary(start))
 	fmt.Fprintf(&rep, "ipvs-proxy metrics: syncs %v, apply errors %v, drift repairs %v\n",
 		m.Sum("ipvs_proxy_syncs_total"), m.Sum("ipvs_proxy_apply_errors_total"), m.Sum("ipvs_proxy_drift_repairs_total"))
 	for _, l := range p.syncLines() {

@@ -25,9 +25,10 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	var rep strings.Builder
 	before := b.dumpKernel("before-rollback.txt")
 	ctBefore := b.conntrackStats()
-	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
+	tr := b.startTraffic()
 	time.Sleep(3 * time.Second)
 	ipvsMon := startIPVSMonitor(t, b.node.NS, 50*time.Millisecond)
+	b.witness.ipvs.Store(ipvsMon)
 	addrMon := startAddrMonitor(t, b.node.NS)
 
 	start := time.Now()
@@ -36,7 +37,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		t.Errorf("ipvs-proxy after SIGTERM: %v", err)
 	}
 	kp := kubeproxy.Start(t, b.node.NS, kubeproxy.Options{Bin: b.kubeProxyBin, NodeName: thisNode,
-		ConfigFile: b.kubeProxyConfig, LogFile: b.dir + "/kube-proxy-2.log", Verbosity: 2})
+		ConfigFile: b.kubeProxyConfig, LogFile: fmt.Sprintf("%s/kube-proxy-%d.log", b.dir, b.cycle+2), Verbosity: 2})
 	first, err := kp.WaitSync(families, time.Time{}, 8*time.Minute)
 	if err != nil {
 		t.Fatalf("kube-proxy after ipvs-proxy: %v", err)
@@ -48,7 +49,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	// own metric, not a fixed time: once every family has ended two syncs
 	// after the creation, the second of them started after it, and the
 	// Service must answer at once.
-	late := b.addService("late")
+	late := b.addService(fmt.Sprintf("late-%d", b.cycle))
 	created := time.Now()
 	var lateServed time.Duration
 	synced, err := kp.WaitSync(families, created, 2*syncPeriod+time.Minute)
@@ -86,8 +87,9 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 
 	fmt.Fprintf(&rep, "rollback: ipvs-proxy exited %v after SIGTERM; kube-proxy's first sync ended %v after the SIGTERM, the next %v after it; a Service created after the rollback served by kube-proxy's second sync after its creation, %v after it\n",
 		exitTook.Round(time.Millisecond), firstSync.Round(time.Millisecond), second.Sub(first).Round(time.Millisecond), lateServed.Round(time.Millisecond))
-	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d failed during a stall of the bed; %s\n%s",
+	fmt.Fprintf(&rep, "traffic through the rollback: %d requests and stream answers served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict); %s\n%s",
 		ok, failed, stalled, conntrackDelta(ctBefore, b.conntrackStats()), traffic)
+	rep.WriteString(b.witness.summary(start))
 	fmt.Fprintf(&rep, "kube-proxy: /healthz %d; metrics %s %v, %s %v, restore failures %v; ipset errors in its log: %d\n",
 		code, kubeproxy.LastSyncMetric, second.Format(time.RFC3339Nano), "kubeproxy_sync_proxy_rules_duration_seconds_count",
 		m.Sum("kubeproxy_sync_proxy_rules_duration_seconds_count"), m.Sum("kubeproxy_sync_proxy_rules_iptables_restore_failures_total"), len(ipsetErrs))
@@ -142,7 +144,7 @@ func (b *bed) addService(name string) string {
 // before and after, no request fails, and kube-proxy's next sync succeeds.
 func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	t := b.t
-	tr := startTraffic(t, b.loopTargets(), b.streamTargets(), b.controlTargets(), interval)
+	tr := b.startTraffic()
 	time.Sleep(2 * time.Second)
 	lastSync, err := kp.LastSync(families)
 	if err != nil {
@@ -169,7 +171,7 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	if failed > 0 {
 		t.Errorf("%d requests failed around ipvs-proxy cleanup:\n%s", failed, traffic)
 	}
-	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d failed during a stall of the bed\n",
+	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
 		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed, stalled)
 }
 

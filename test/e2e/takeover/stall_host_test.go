@@ -28,3 +28,18 @@ func TestDuringStalls(t *testing.T) {
 		t.Errorf("no stalls: duringStalls = %d, want 0", got)
 	}
 }
+
+func TestBedFailures(t *testing.T) {
+	at := func(s float64) time.Time { return time.Unix(1000, 0).Add(time.Duration(s * float64(time.Second))) }
+	sp := func(a, b float64) span { return span{at(a), at(b)} }
+	failures := []span{sp(1, 4), sp(10, 13), sp(20, 23)}
+	stalls := []span{sp(11, 12.5)}
+	bed := []span{sp(1, 4), sp(10, 13)} // the capture put these two on the bed
+	// sp(10, 13) is already excused by the stall: counted once, there.
+	if got := bedFailures(failures, stalls, bed); got != 1 {
+		t.Errorf("bedFailures = %d, want 1 (the failure the capture excused outside any stall)", got)
+	}
+	if got := bedFailures(failures, nil, nil); got != 0 {
+		t.Errorf("no verdicts: bedFailures = %d, want 0", got)
+	}
+}

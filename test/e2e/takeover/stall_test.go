@@ -33,3 +33,20 @@ func duringStalls(failures, stalls []span) int {
 	}
 	return n
 }
+
+// hiccupAfter is the smallest oversleep of the watchdog that is recorded
+// for the evidence (see witness.hiccups): a sum of many under stallAfter
+// can still make a request miss its deadline.
+const hiccupAfter = 100 * time.Millisecond
+
+// bedFailures counts the failures not during a stall whose capture put
+// them on the bed (bed holds their spans; see flowVerdict).
+func bedFailures(failures, stalls, bed []span) int {
+	n := 0
+	for _, f := range failures {
+		if !slices.ContainsFunc(stalls, f.overlaps) && slices.Contains(bed, f) {
+			n++
+		}
+	}
+	return n
+}

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -39,6 +40,9 @@ func TestTakeover(t *testing.T) {
 		t.Fatal(err)
 	}
 	timeout := 35 * time.Minute
+	if n, err := strconv.Atoi(os.Getenv("TAKEOVER_CYCLES")); err == nil && n > 1 {
+		timeout = time.Duration(10+6*n) * time.Minute // a cycle is about 3 minutes under TCG
+	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 
@@ -71,5 +75,5 @@ func TestTakeover(t *testing.T) {
 	}
 	guest.Run(ctx, t, dir, guest.Suite{Test: "TestTakeoverGuest", BuildFlags: []string{"-vet=off"}, Timeout: timeout, Port: srv.Port,
 		Env: []string{"TAKEOVER_KUBECONFIG_ADMIN=" + guestKC, "TAKEOVER_KUBECONFIG_KUBE_PROXY=" + kpKC,
-			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin}})
+			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin, "TAKEOVER_CYCLES=" + os.Getenv("TAKEOVER_CYCLES")}})
 }

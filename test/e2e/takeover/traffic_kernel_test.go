@@ -102,8 +102,16 @@ type traffic struct {
 	mu       sync.Mutex
 	// stalls are the watchdog's oversleeps (see watch).
 	stalls []span
-	stop   chan struct{}
-	wg     sync.WaitGroup
+	// explain, when set, returns the evidence about a failed request and
+	// whether it puts the failure on the bed (witness.explain); evidence
+	// is what it returned, bedFailures the spans it put on the bed.
+	explain     func(target, span, error) (string, bool)
+	evidence    []string
+	bedFailures []span
+	// hiccups are the watchdog's oversleeps over hiccupAfter.
+	hiccups []span
+	stop    chan struct{}
+	wg      sync.WaitGroup
 }
 
 func answeredBy(out string, want []string) bool {
@@ -119,10 +127,12 @@ func answeredBy(out string, want []string) bool {
 // startTraffic starts one request loop per loop target (a new connection,
 // or datagram, per request, one every interval) and one long-lived
 // connection per stream target sending a line every interval.
-func startTraffic(t *testing.T, loops, streams, controls []target, interval time.Duration) *traffic {
+// explain, when not nil, is asked about every failed request (see
+// traffic.explain).
+func startTraffic(t *testing.T, loops, streams, controls []target, interval time.Duration, explain func(target, span, error) (string, bool)) *traffic {
 	t.Helper()
 	tr := &traffic{loops: map[string]*counter{}, streams: map[string]*counter{}, controls: map[string]*counter{},
-		stop: make(chan struct{})}
+		explain: explain, stop: make(chan struct{})}
 	tr.wg.Add(1)
 	go tr.watch()
 	for i, tg := range slices.Concat(loops, controls) {
@@ -147,6 +157,7 @@ func startTraffic(t *testing.T, loops, streams, controls []target, interval time
 				switch {
 				case err != nil:
 					c.fail(s, err.Error())
+					tr.explainAsync(tg, s, err)
 				case !answeredBy(out, tg.want):
 					c.fail(s, fmt.Sprintf("%s answered %q, want one of %v", tg.addr, out, tg.want))
 				default:
@@ -189,7 +200,9 @@ func startTraffic(t *testing.T, loops, streams, controls []target, interval time
 				line, err := r.ReadString('\n')
 				if err != nil {
 					// A reset or a timeout ends the connection: counted once.
-					c.fail(span{from, time.Now()}, fmt.Sprintf("read after %d answers: %v", c.ok.Load(), err))
+					sp := span{from, time.Now()}
+					c.fail(sp, fmt.Sprintf("read after %d answers: %v", c.ok.Load(), err))
+					tr.explainAsync(tg, sp, err)
 					return
 				}
 				name, rest, _ := strings.Cut(strings.TrimSpace(line), " ")
@@ -220,6 +233,9 @@ func startTraffic(t *testing.T, loops, streams, controls []target, interval time
 func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 	var b strings.Builder
 	stalls := tr.stallSpans()
+	tr.mu.Lock()
+	bed := slices.Clone(tr.bedFailures)
+	tr.mu.Unlock()
 	for _, set := range []struct {
 		kind string
 		m    map[string]*counter
@@ -227,9 +243,10 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 		for _, name := range slices.Sorted(maps.Keys(set.m)) {
 			c := set.m[name]
 			c.mu.Lock()
-			var st int64
+			var st, bedOnly int64
 			if set.kind != "control" {
-				st = int64(duringStalls(c.failures, stalls))
+				bedOnly = int64(bedFailures(c.failures, stalls, bed))
+				st = int64(duringStalls(c.failures, stalls)) + bedOnly
 			}
 			o, f := c.ok.Load(), c.failed.Load()
 			ok += o
@@ -237,7 +254,7 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 			stalled += st
 			fmt.Fprintf(&b, "  %s %-28s ok %5d failed %d", set.kind, name, o, f)
 			if st > 0 {
-				fmt.Fprintf(&b, " (%d during a stall of the bed)", st)
+				fmt.Fprintf(&b, " (%d excused: during a stall of the bed, or %d by the capture's verdict, see the evidence)", st, bedOnly)
 			}
 			if len(c.errs) > 0 {
 				fmt.Fprintf(&b, ": %s", strings.Join(c.errs, "; "))
@@ -255,6 +272,11 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 		fmt.Fprintf(&b, "; %s–%s", s.from.Format("15:04:05.000"), s.to.Format("15:04:05.000"))
 	}
 	b.WriteString("\n")
+	tr.mu.Lock()
+	for _, e := range firstN(tr.evidence, 5) {
+		b.WriteString(e)
+	}
+	tr.mu.Unlock()
 	return ok, failed, stalled, b.String()
 }
 
@@ -288,12 +310,50 @@ func (tr *traffic) watch() {
 			return
 		case <-time.After(20 * time.Millisecond):
 		}
-		if to := time.Now(); to.Sub(from) > stallAfter {
+		to := time.Now()
+		if over := to.Sub(from) - 20*time.Millisecond; over > hiccupAfter {
 			tr.mu.Lock()
-			tr.stalls = append(tr.stalls, span{from, to})
+			tr.hiccups = append(tr.hiccups, span{from, to})
+			if to.Sub(from) > stallAfter {
+				tr.stalls = append(tr.stalls, span{from, to})
+			}
 			tr.mu.Unlock()
 		}
 	}
+}
+
+// explainAsync records the evidence about one failure without holding up
+// the loop; end waits for it.
+func (tr *traffic) explainAsync(tg target, s span, err error) {
+	if tr.explain == nil {
+		return
+	}
+	tr.wg.Add(1)
+	go func() {
+		defer tr.wg.Done()
+		if e, bed := tr.explain(tg, s, err); e != "" {
+			tr.mu.Lock()
+			tr.evidence = append(tr.evidence, e)
+			if bed {
+				tr.bedFailures = append(tr.bedFailures, s)
+			}
+			tr.mu.Unlock()
+		}
+	}()
+}
+
+// oversleptDuring sums the watchdog's oversleeps over hiccupAfter that
+// overlap s.
+func (tr *traffic) oversleptDuring(s span) time.Duration {
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var d time.Duration
+	for _, h := range tr.hiccups {
+		if h.overlaps(s) {
+			d += h.to.Sub(h.from) - 20*time.Millisecond
+		}
+	}
+	return d
 }
 
 // end stops every loop and closes the streams.

@@ -1,0 +1,134 @@
+package takeover
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+	"time"
+)
+
+// The segments of a ClusterIP request from the client pod (10.244.0.4) to
+// pod-b through 10.96.26.104:80, as the node namespace captured them in a
+// takeover run on a starved VM (2026-11-25 22:42:59): veth4 is the
+// client's side, veth2 the backend's.
+func capturedFlow(t *testing.T) (segs []packet, client netip.AddrPort) {
+	t.Helper()
+	base := time.Date(2026, 11, 25, 22, 42, 59, 0, time.UTC)
+	cl, vip, be := "10.244.0.4:44178", "10.96.26.104:80", "10.244.0.2:8080"
+	for _, s := range []struct {
+		ms       int
+		ifName   string
+		out      bool
+		src, dst string
+		flags    uint8
+		seq, ack uint32
+		payload  int
+	}{
+		{928, "veth4", false, cl, vip, tcpSYN, 2203451986, 0, 0},
+		{928, "veth2", true, cl, be, tcpSYN, 2203451986, 0, 0},
+		{928, "veth2", false, be, cl, tcpSYN | tcpACK, 3167404236, 2203451987, 0},
+		{928, "veth4", true, vip, cl, tcpSYN | tcpACK, 3167404236, 2203451987, 0},
+		{929, "veth4", false, cl, vip, tcpACK, 2203451987, 3167404237, 0},
+		{929, "veth2", true, cl, be, tcpACK, 2203451987, 3167404237, 0},
+		{1618, "veth2", false, be, cl, tcpACK | 8, 3167404237, 2203451987, 17},
+		{1618, "veth4", true, vip, cl, tcpACK | 8, 3167404237, 2203451987, 17},
+		{1619, "veth4", false, cl, vip, tcpACK, 2203451987, 3167404254, 0},
+		{1619, "veth2", true, cl, be, tcpACK, 2203451987, 3167404254, 0},
+	} {
+		segs = append(segs, packet{at: base.Add(time.Duration(s.ms) * time.Millisecond), ifName: s.ifName, out: s.out,
+			src: netip.MustParseAddrPort(s.src), dst: netip.MustParseAddrPort(s.dst), flags: s.flags, seq: s.seq, ack: s.ack, payload: s.payload})
+	}
+	return segs, netip.MustParseAddrPort(cl)
+}
+
+func TestFlowVerdict(t *testing.T) {
+	segs, client := capturedFlow(t)
+	vip := netip.MustParseAddrPort("10.96.26.104:80")
+	answer := segs[6].at
+	without := func(i int) []packet {
+		out := append([]packet{}, segs[:i]...)
+		return append(out, segs[i+1:]...)
+	}
+	for _, tc := range []struct {
+		name     string
+		segs     []packet
+		deadline time.Time
+		blame    blame
+		why      string
+	}{
+		{"the answer reached the node after the deadline: the backend was late", segs, answer.Add(-time.Millisecond), blameBed, "after the client's deadline"},
+		{"the answer forwarded before the deadline: the client did not read it", segs, answer.Add(time.Second), blameBed, "the client did not read it"},
+		{"the answer received and not forwarded: the node dropped it", without(7), answer.Add(time.Second), blameProxies, "dropped in the node namespace"},
+		{"the client's handshake ACK not forwarded: the node dropped it", without(5), answer.Add(time.Second), blameProxies, "dropped in the node namespace"},
+		{"the SYN-ACK not forwarded: the node dropped it", without(3), answer.Add(time.Second), blameProxies, "dropped in the node namespace"},
+		{"no answer at all, the handshake forwarded: the backend was late", segs[:6], answer.Add(time.Second), blameBed, "sent no answer"},
+		{"no answer, the handshake ACK not captured on the backend's side", append(segs[:5:5], segs[6:]...)[:5], answer.Add(time.Second), blameProxies, "dropped in the node namespace"},
+		{"nothing captured", nil, answer, blameProxies, "not both captured"},
+		{"the client's own segments only sent: the node is the client", fromNode(segs), answer.Add(time.Second), blameProxies, "the node itself"},
+	} {
+		v := flowVerdict(tc.segs, client, vip, tc.deadline)
+		if v.blame != tc.blame || !strings.Contains(v.why, tc.why) {
+			t.Errorf("%s: flowVerdict = %+v, want blame %v and %q", tc.name, v, tc.blame, tc.why)
+		}
+	}
+}
+
+// fromNode is segs as a flow from the node itself would show: its
+// segments sent, never received.
+func fromNode(segs []packet) []packet {
+	var out []packet
+	for _, p := range segs {
+		if p.src.Port() == 44178 {
+			p.out = true
+		}
+		out = append(out, p)
+	}
+	return out
+}
+
+// TestFlowVerdictIPVSReplyMatch is the failure of a rollback run under
+// kube-proxy (2026-11-25 23:27:40, cycle 3 of TAKEOVER_CYCLES=3): the
+// client pod's request A from port 38208 to 10.96.176.26:80 went to pod-b;
+// 263 ms later, while A waited for its answer, request B of another loop
+// took the same source port to 10.96.68.4:80 and IPVS sent it to pod-b
+// too (conntrack moved B's port to 48161 on the backend's side, its reply
+// tuple being A's). pod-b's answer to A then left the node from
+// 10.96.68.4:80: IPVS found B's connection for it. The client's socket of
+// A never saw an answer; B's reset the strays.
+func TestFlowVerdictIPVSReplyMatch(t *testing.T) {
+	base := time.Date(2026, 11, 25, 23, 27, 40, 0, time.UTC)
+	cl, vipA, vipB, be := "10.244.0.4:38208", "10.96.176.26:80", "10.96.68.4:80", "10.244.0.2:8080"
+	var segs []packet
+	for _, s := range []struct {
+		us       int
+		ifName   string
+		out      bool
+		src, dst string
+		flags    uint8
+		seq, ack uint32
+		payload  int
+	}{
+		{275526, "veth4", false, cl, vipA, tcpSYN, 1440453278, 0, 0},
+		{275547, "veth2", true, cl, be, tcpSYN, 1440453278, 0, 0},
+		{275562, "veth2", false, be, cl, tcpSYN | tcpACK, 2051248634, 1440453279, 0},
+		{275577, "veth4", true, vipA, cl, tcpSYN | tcpACK, 2051248634, 1440453279, 0},
+		{275594, "veth4", false, cl, vipA, tcpACK, 1440453279, 2051248635, 0},
+		{275608, "veth2", true, cl, be, tcpACK, 1440453279, 2051248635, 0},
+		// B, same client port, another Service, the same real server.
+		{538512, "veth4", false, cl, vipB, tcpSYN, 307649706, 0, 0},
+		{538600, "veth2", true, "10.244.0.4:48161", be, tcpSYN, 307649706, 0, 0},
+		{538605, "veth2", false, be, "10.244.0.4:48161", tcpSYN | tcpACK, 3391302365, 307649707, 0},
+		{538615, "veth4", true, vipB, cl, tcpSYN | tcpACK, 3391302365, 307649707, 0},
+		// A's answer, forwarded from B's address.
+		{538761, "veth2", false, be, cl, tcpACK | 8, 2051248635, 1440453279, 17},
+		{538789, "veth4", true, vipB, cl, tcpACK | 8, 2051248635, 1440453279, 17},
+		{538814, "veth4", false, cl, vipB, tcpACK, 307649707, 3391302366, 0},
+	} {
+		segs = append(segs, packet{at: base.Add(time.Duration(s.us) * time.Microsecond), ifName: s.ifName, out: s.out,
+			src: netip.MustParseAddrPort(s.src), dst: netip.MustParseAddrPort(s.dst), flags: s.flags, seq: s.seq, ack: s.ack, payload: s.payload})
+	}
+	v := flowVerdict(segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vipA), base.Add(3231*time.Millisecond))
+	if v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 10.96.68.4:80, not from 10.96.176.26:80") {
+		t.Errorf("flowVerdict = %+v, want blameIPVSReplyMatch naming both addresses", v)
+	}
+}
