@@ -19,6 +19,16 @@ type capturedSegment struct {
 	payload  int
 }
 
+// replay turns captured segments into packets, at base plus their times
+// in unit.
+func replay(base time.Time, unit time.Duration, segs []capturedSegment) []packet {
+	out := make([]packet, 0, len(segs))
+	for _, s := range segs {
+		out = append(out, s.packet(base, unit))
+	}
+	return out
+}
+
 func (s capturedSegment) packet(base time.Time, unit time.Duration) packet {
 	return packet{at: base.Add(time.Duration(s.at) * unit), ifName: s.ifName, out: s.out,
 		src: netip.MustParseAddrPort(s.src), dst: netip.MustParseAddrPort(s.dst),
@@ -33,7 +43,7 @@ func capturedFlow(t *testing.T) (segs []packet, client netip.AddrPort) {
 	t.Helper()
 	base := time.Date(2026, 11, 25, 22, 42, 59, 0, time.UTC)
 	cl, vip, be := "10.244.0.4:44178", "10.96.26.104:80", "10.244.0.2:8080"
-	for _, s := range []capturedSegment{
+	segs = replay(base, time.Millisecond, []capturedSegment{
 		{928, "veth4", false, cl, vip, tcpSYN, 2203451986, 0, 0},
 		{928, "veth2", true, cl, be, tcpSYN, 2203451986, 0, 0},
 		{928, "veth2", false, be, cl, tcpSYN | tcpACK, 3167404236, 2203451987, 0},
@@ -44,9 +54,7 @@ func capturedFlow(t *testing.T) (segs []packet, client netip.AddrPort) {
 		{1618, "veth4", true, vip, cl, tcpACK | 8, 3167404237, 2203451987, 17},
 		{1619, "veth4", false, cl, vip, tcpACK, 2203451987, 3167404254, 0},
 		{1619, "veth2", true, cl, be, tcpACK, 2203451987, 3167404254, 0},
-	} {
-		segs = append(segs, s.packet(base, time.Millisecond))
-	}
+	})
 	return segs, netip.MustParseAddrPort(cl)
 }
 
@@ -107,8 +115,7 @@ func fromNode(segs []packet) []packet {
 func TestFlowVerdictIPVSReplyMatch(t *testing.T) {
 	base := time.Date(2026, 11, 25, 23, 27, 40, 0, time.UTC)
 	cl, vipA, vipB, be := "10.244.0.4:38208", "10.96.176.26:80", "10.96.68.4:80", "10.244.0.2:8080"
-	var segs []packet
-	for _, s := range []capturedSegment{
+	segs := replay(base, time.Microsecond, []capturedSegment{
 		{275526, "veth4", false, cl, vipA, tcpSYN, 1440453278, 0, 0},
 		{275547, "veth2", true, cl, be, tcpSYN, 1440453278, 0, 0},
 		{275562, "veth2", false, be, cl, tcpSYN | tcpACK, 2051248634, 1440453279, 0},
@@ -124,9 +131,7 @@ func TestFlowVerdictIPVSReplyMatch(t *testing.T) {
 		{538761, "veth2", false, be, cl, tcpACK | 8, 2051248635, 1440453279, 17},
 		{538789, "veth4", true, vipB, cl, tcpACK | 8, 2051248635, 1440453279, 17},
 		{538814, "veth4", false, cl, vipB, tcpACK, 307649707, 3391302366, 0},
-	} {
-		segs = append(segs, s.packet(base, time.Microsecond))
-	}
+	})
 	v := flowVerdict(segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vipA), base.Add(3231*time.Millisecond))
 	if v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 10.96.68.4:80, not from 10.96.176.26:80") {
 		t.Errorf("flowVerdict = %+v, want blameIPVSReplyMatch naming both addresses", v)
