@@ -142,6 +142,15 @@ func TestControllers(t *testing.T) {
 		got, ok, err := endpointOf(ctx, client, ns, "pnra", pnraIP)
 		return ok && got.ready, err
 	})
+	// The endpointslice controller re-reads a Pod only when its labels,
+	// IPs, deletionTimestamp or readiness change (podEndpointsChanged in
+	// k8s.io/endpointslice/util), not its phase: a never-ready Pod's
+	// eviction alone leaves its endpoint until the Service next syncs.
+	// That raced the controller's last sync (CI, 2026-11-26: still there
+	// after a minute). The Pod is made Ready first, so the eviction flips
+	// readiness, as a kubelet's eviction of a running, ready Pod does.
+	must(cluster.WritePodStatus(ctx, client, ns, "pnra-0", cluster.PodStatus{
+		PodIPs: []netip.Addr{netip.MustParseAddr(pnraIP)}, HostIP: netip.MustParseAddr("198.51.100.1"), Ready: true}))
 	must(cluster.WritePodFailed(ctx, client, ns, "pnra-0", "Evicted", "test"))
 	poll("evicted: no endpoint", func(ctx context.Context) (bool, error) {
 		_, ok, err := endpointOf(ctx, client, ns, "pnra", pnraIP)
