@@ -24,9 +24,11 @@
 //
 // A request that fails is judged from a packet capture of the node
 // namespace (flowVerdict): a segment the node did not forward counts; the
-// test's own backend or client being late, or IPVS matching a reply to
-// another connection of the same client port and real server, is printed
-// with its evidence and excused.
+// test's own backend or client being late, or IPVS matching a reply (an
+// answer or a SYN-ACK) to another connection of the same client port and
+// real server that the capture shows, is printed with its evidence and
+// excused. The TCP loops dial with dialTCP, which keeps the source port of
+// a dial that fails, so a dial timeout is judged the same way.
 //
 // Run:
 //

@@ -83,10 +83,10 @@ const explainMax = 8
 
 // explain returns the evidence about one failed request and whether it
 // puts the failure on the bed (see flowVerdict), or "" when the error
-// names no local TCP endpoint (a UDP or SCTP request, a failed dial) or
-// explainMax failures were explained already. One runs at a time.
+// names no local TCP endpoint (a UDP or SCTP request, a dial that sent no
+// SYN) or explainMax failures were explained already. One runs at a time.
 func (w *witness) explain(tg target, s span, err error) (string, bool) {
-	local, ok := tcpSource(err)
+	local, deadline, ok := failedEndpoint(err, s)
 	if !ok {
 		return "", false
 	}
@@ -121,19 +121,20 @@ func (w *witness) explain(tg target, s span, err error) (string, bool) {
 	segs, total := w.cap.since(s.from.Add(-time.Second), func(packet) bool { return true })
 	drops := w.cap.drops()
 	remote, _ := netip.ParseAddrPort(tg.addr)
-	v := flowVerdict(segs, local, remote, s.to)
+	v := flowVerdict(segs, local, remote, deadline)
 	if drops > 0 {
 		v = verdict{why: fmt.Sprintf("the capture dropped %d segments: no verdict (%s)", drops, v.why)}
 	}
 	fmt.Fprintf(&sb, "  verdict: %s; excused: %v\n", v.why, v.excused())
 	fmt.Fprintf(&sb, "  the test process' oversleeps over %v during the request (watchdog): %v in total\n", hiccupAfter, w.hiccups(s))
+	f := findFlow(segs, local, remote)
 	var mine []packet
 	for _, pk := range segs {
-		if pk.involves(local) {
+		if pk.involves(local) || f.syn && (f.fromClient(pk) || f.toClient(pk)) {
 			mine = append(mine, pk)
 		}
 	}
-	fmt.Fprintf(&sb, "  node namespace segments with the client's endpoint, from 1 s before the request (%d of %d TCP segments captured):\n", len(mine), total)
+	fmt.Fprintf(&sb, "  node namespace segments with the client's endpoint or of its flow, from 1 s before the request (%d of %d TCP segments captured):\n", len(mine), total)
 	for _, pk := range firstN2(mine, 40) {
 		fmt.Fprintf(&sb, "    %s\n", pk)
 	}
@@ -165,6 +166,18 @@ func indent(s string) string {
 		return "    (none)\n"
 	}
 	return "    " + strings.ReplaceAll(s, "\n", "\n    ") + "\n"
+}
+
+// failedEndpoint is the local endpoint of a failed TCP request and the
+// client's deadline: a loop's requestError (a dial's too), or a stream's
+// net error, whose deadline ended its span s.
+func failedEndpoint(err error, s span) (netip.AddrPort, time.Time, bool) {
+	var re *requestError
+	if errors.As(err, &re) {
+		return re.local, re.deadline, re.local.Port() != 0
+	}
+	local, ok := tcpSource(err)
+	return local, s.to, ok
 }
 
 // tcpSource is the local address of a TCP request's error ("read tcp

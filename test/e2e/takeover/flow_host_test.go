@@ -2,6 +2,7 @@ package takeover
 
 import (
 	"net/netip"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -80,7 +81,7 @@ func TestFlowVerdict(t *testing.T) {
 		{"the SYN-ACK not forwarded: the node dropped it", without(3), answer.Add(time.Second), blameProxies, "dropped in the node namespace"},
 		{"no answer at all, the handshake forwarded: the backend was late", segs[:6], answer.Add(time.Second), blameBed, "sent no answer"},
 		{"no answer, the handshake ACK not captured on the backend's side", append(segs[:5:5], segs[6:]...)[:5], answer.Add(time.Second), blameProxies, "dropped in the node namespace"},
-		{"nothing captured", nil, answer, blameProxies, "not both captured"},
+		{"nothing captured", nil, answer, blameProxies, "SYN not captured"},
 		{"the client's own segments only sent: the node is the client", fromNode(segs), answer.Add(time.Second), blameProxies, "the node itself"},
 	} {
 		v := flowVerdict(tc.segs, client, vip, tc.deadline)
@@ -136,4 +137,106 @@ func TestFlowVerdictIPVSReplyMatch(t *testing.T) {
 	if v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 10.96.68.4:80, not from 10.96.176.26:80") {
 		t.Errorf("flowVerdict = %+v, want blameIPVSReplyMatch naming both addresses", v)
 	}
+}
+
+// dialFlow is a ClusterIP dial from the client pod's port 40312 to a
+// ClientIP-affinity Service (10.96.170.131:80, sent to pod-b) whose
+// SYN-ACKs IPVS gives to another connection: 1 ms after the SYN, another
+// loop's dial took the same source port to `web` (10.96.26.104:80), IPVS
+// sent it to pod-b too and conntrack moved its port to 50001 on pod-b's
+// side. pod-b's SYN-ACK to the first dial, and its retransmission, then
+// leave the node from 10.96.26.104:80; the client's socket of the other
+// dial resets them (an unacceptable ACK in SYN-SENT) and the first dial
+// times out. Constructed from the mechanism TestFlowVerdictIPVSReplyMatch
+// replays, for an answer, from a real capture.
+func dialFlow() (segs []packet, client, remote netip.AddrPort, deadline time.Time) {
+	base := time.Date(2026, 11, 26, 0, 4, 56, 0, time.UTC)
+	cl, vip, web, be := "10.244.0.4:40312", "10.96.170.131:80", "10.96.26.104:80", "10.244.0.2:8080"
+	const a, b, sa, sb = 1804289383, 846930886, 1681692777, 3714636915 // the ISNs
+	segs = replay(base, time.Millisecond, []capturedSegment{
+		{0, "veth4", false, cl, vip, tcpSYN, a, 0, 0},
+		{0, "veth2", true, cl, be, tcpSYN, a, 0, 0},
+		{1, "veth4", false, cl, web, tcpSYN, b, 0, 0},
+		{1, "veth2", true, "10.244.0.4:50001", be, tcpSYN, b, 0, 0},
+		{2, "veth2", false, be, cl, tcpSYN | tcpACK, sa, a + 1, 0},
+		{2, "veth4", true, web, cl, tcpSYN | tcpACK, sa, a + 1, 0},
+		{2, "veth4", false, cl, web, tcpRST, a + 1, 0, 0},
+		{2, "veth2", true, "10.244.0.4:50001", be, tcpRST, a + 1, 0, 0},
+		{3, "veth2", false, be, "10.244.0.4:50001", tcpSYN | tcpACK, sb, b + 1, 0},
+		{3, "veth4", true, web, cl, tcpSYN | tcpACK, sb, b + 1, 0},
+		{1012, "veth4", false, cl, vip, tcpSYN, a, 0, 0},
+		{1012, "veth2", true, cl, be, tcpSYN, a, 0, 0},
+		{1013, "veth2", false, be, cl, tcpSYN | tcpACK, sa, a + 1, 0},
+		{1013, "veth4", true, web, cl, tcpSYN | tcpACK, sa, a + 1, 0},
+		{1013, "veth4", false, cl, web, tcpRST, a + 1, 0, 0},
+		{1013, "veth2", true, "10.244.0.4:50001", be, tcpRST, a + 1, 0, 0},
+	})
+	return segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vip), base.Add(3 * time.Second)
+}
+
+// TestFlowVerdictDial judges dial timeouts (a SYN, no handshake): IPVS's
+// reply matching excused only when the capture shows the other
+// connection; a SYN dropped in the node, or unanswered, counted.
+func TestFlowVerdictDial(t *testing.T) {
+	segs, client, remote, deadline := dialFlow()
+	keep := func(drop func(packet) bool) []packet {
+		var out []packet
+		for _, p := range segs {
+			if !drop(p) {
+				out = append(out, p)
+			}
+		}
+		return out
+	}
+	web := netip.MustParseAddrPort("10.96.26.104:80")
+	synACK := func(p packet) bool { return p.flags&tcpSYN != 0 && p.flags&tcpACK != 0 }
+	for _, tc := range []struct {
+		name  string
+		segs  []packet
+		blame blame
+		why   string
+	}{
+		{"the SYN-ACKs forwarded from the other dial's Service: IPVS's reply matching", segs, blameIPVSReplyMatch,
+			"the backend's SYN-ACK to 10.244.0.4:40312 from 10.96.26.104:80, not from 10.96.170.131:80, after the client's connection from the same port to 10.96.26.104:80 went to the same backend 10.244.0.2:8080"},
+		{"the same without the other dial in the capture: no proof", keep(func(p packet) bool { return p.seq == 846930886 || p.ack == 846930887 }), blameProxies,
+			"no connection of the client's port to 10.96.26.104:80 through the same backend was captured"},
+		{"the other dial went to another backend: no proof", toPodA(segs), blameProxies,
+			"no connection of the client's port"},
+		{"the SYNs not forwarded: dropped in the node", keep(func(p packet) bool { return p.dst.Port() == 8080 && p.flags == tcpSYN }), blameProxies,
+			"dropped in the node namespace"},
+		{"the retransmitted SYN not forwarded: dropped in the node", keep(func(p packet) bool { return p.at.After(deadline.Add(-2500*time.Millisecond)) && p.out }), blameProxies,
+			"[S] seq 1804289383 ack 0 len 0 and forwarded no copy: dropped in the node namespace"},
+		{"the SYNs forwarded, no SYN-ACK", keep(func(p packet) bool { return p.src.Port() == 8080 || p.flags == tcpRST || synACK(p) }), blameProxies,
+			"forwarded the client's 2 SYNs to 10.244.0.2:8080 and received no SYN-ACK before the client's deadline"},
+		{"only the client's SYN captured, not received by the node", keep(func(p packet) bool { return p.dst == remote && !p.out }), blameProxies,
+			"SYN not captured"},
+	} {
+		v := flowVerdict(tc.segs, client, remote, deadline)
+		if v.blame != tc.blame || !strings.Contains(v.why, tc.why) {
+			t.Errorf("%s: flowVerdict = %+v, want blame %v and %q", tc.name, v, tc.blame, tc.why)
+		}
+	}
+	// The SYN-ACK forwarded from the dialled address: the handshake and
+	// the answer are judged as for a request (TestFlowVerdict).
+	var fixed []packet
+	for _, p := range segs {
+		if p.src == web && p.dst == client && p.seq == 1681692777 {
+			p.src = remote
+		}
+		fixed = append(fixed, p)
+	}
+	if v := flowVerdict(fixed, client, remote, deadline); v.blame != blameProxies || !strings.Contains(v.why, "the client's handshake never reached the backend") {
+		t.Errorf("SYN-ACKs forwarded from the dialled address, never acknowledged: flowVerdict = %+v, want the failure counted", v)
+	}
+}
+
+// toPodA is segs with the other dial's SYN forwarded to pod-a instead.
+func toPodA(segs []packet) []packet {
+	out := slices.Clone(segs)
+	for i, p := range out {
+		if p.seq == 846930886 && p.out && p.flags == tcpSYN {
+			out[i].dst = netip.MustParseAddrPort("10.244.0.1:8080")
+		}
+	}
+	return out
 }

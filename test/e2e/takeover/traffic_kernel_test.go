@@ -114,6 +114,15 @@ type traffic struct {
 	wg      sync.WaitGroup
 }
 
+// request sends one request of tg's loop: TCP through requestTCP, whose
+// errors name the local endpoint, a failed dial's too (see explain).
+func (tg target) request() (string, error) {
+	if tg.proto == ktest.TCP {
+		return requestTCP(tg.from, tg.addr)
+	}
+	return tg.from.Request(tg.proto, tg.addr)
+}
+
 func answeredBy(out string, want []string) bool {
 	name, _, _ := strings.Cut(out, " ")
 	for _, w := range want {
@@ -152,7 +161,7 @@ func startTraffic(t *testing.T, loops, streams, controls []target, interval time
 				default:
 				}
 				from := time.Now()
-				out, err := tg.from.Request(tg.proto, tg.addr)
+				out, err := tg.request()
 				s := span{from, time.Now()}
 				switch {
 				case err != nil:
