@@ -127,6 +127,19 @@ func (w *witness) explain(tg target, s span, err error) (string, bool) {
 	}
 	fmt.Fprintf(&sb, "  verdict: %s; excused: %v\n", v.why, v.excused())
 	fmt.Fprintf(&sb, "  the test process' oversleeps over %v during the request (watchdog): %v in total\n", hiccupAfter, w.hiccups(s))
+	// What the client's and the pods' own kernels dropped or rejected
+	// (cumulative since the bed started).
+	counters := func(name string, ns *ktest.NS) {
+		d, err := tcpDrops(ns)
+		if err != nil {
+			d = err.Error()
+		}
+		fmt.Fprintf(&sb, "  TCP drop counters of %s: %s\n", name, d)
+	}
+	counters("the client "+tg.from.Name, tg.from)
+	for _, p := range []*ktest.Pod{w.b.pods.a, w.b.pods.b, w.b.pods.c} {
+		counters(p.Name, p.NS)
+	}
 	f := findFlow(segs, local, remote)
 	var mine []packet
 	for _, pk := range segs {
