@@ -86,16 +86,28 @@ func unwrapOp(err error) error {
 // then getsockname(2) at once (the port is chosen when the SYN is sent),
 // then a wait for the handshake until deadline.
 func dialTCP(remote netip.AddrPort, deadline time.Time) (net.Conn, netip.AddrPort, error) {
-	var family int
-	var sa unix.Sockaddr
-	if a := remote.Addr().Unmap(); a.Is4() {
-		family, sa = unix.AF_INET, &unix.SockaddrInet4{Port: int(remote.Port()), Addr: a.As4()}
-	} else {
-		family, sa = unix.AF_INET6, &unix.SockaddrInet6{Port: int(remote.Port()), Addr: a.As16()}
-	}
+	return dialFrom(netip.AddrPort{}, remote, deadline)
+}
+
+// dialFrom is dialTCP bound to bind first when it is valid, with
+// SO_REUSEADDR (`ncat --source-port`): how a kernel test makes two
+// connections share a source port on purpose.
+func dialFrom(bind, remote netip.AddrPort, deadline time.Time) (net.Conn, netip.AddrPort, error) {
+	family, sa := sockaddr(remote)
 	fd, err := unix.Socket(family, unix.SOCK_STREAM|unix.SOCK_NONBLOCK|unix.SOCK_CLOEXEC, unix.IPPROTO_TCP)
 	if err != nil {
 		return nil, netip.AddrPort{}, fmt.Errorf("socket: %w", err)
+	}
+	if bind.IsValid() {
+		_, bsa := sockaddr(bind)
+		if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_REUSEADDR, 1); err != nil {
+			unix.Close(fd)
+			return nil, netip.AddrPort{}, fmt.Errorf("SO_REUSEADDR: %w", err)
+		}
+		if err := unix.Bind(fd, bsa); err != nil {
+			unix.Close(fd)
+			return nil, netip.AddrPort{}, fmt.Errorf("bind %s: %w", bind, err)
+		}
 	}
 	err = unix.Connect(fd, sa)
 	local := sockname(fd)
@@ -146,6 +158,14 @@ func waitConnected(c net.Conn, deadline time.Time) error {
 		return unwrapOp(werr) // "raw-write" says nothing of the dial
 	}
 	return result
+}
+
+// sockaddr is ap as connect(2) and bind(2) take it, with its family.
+func sockaddr(ap netip.AddrPort) (int, unix.Sockaddr) {
+	if a := ap.Addr().Unmap(); a.Is4() {
+		return unix.AF_INET, &unix.SockaddrInet4{Port: int(ap.Port()), Addr: a.As4()}
+	}
+	return unix.AF_INET6, &unix.SockaddrInet6{Port: int(ap.Port()), Addr: ap.Addr().As16()}
 }
 
 // sockname is fd's local endpoint, or the zero AddrPort.

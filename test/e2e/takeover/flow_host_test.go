@@ -139,44 +139,62 @@ func TestFlowVerdictIPVSReplyMatch(t *testing.T) {
 	}
 }
 
-// dialFlow is a ClusterIP dial from the client pod's port 40312 to a
-// ClientIP-affinity Service (10.96.170.131:80, sent to pod-b) whose
-// SYN-ACKs IPVS gives to another connection: 1 ms after the SYN, another
-// loop's dial took the same source port to `web` (10.96.26.104:80), IPVS
-// sent it to pod-b too and conntrack moved its port to 50001 on pod-b's
-// side. pod-b's SYN-ACK to the first dial, and its retransmission, then
-// leave the node from 10.96.26.104:80; the client's socket of the other
-// dial resets them (an unacceptable ACK in SYN-SENT) and the first dial
-// times out. Constructed from the mechanism TestFlowVerdictIPVSReplyMatch
-// replays, for an answer, from a real capture.
+// dialFlow is the dial the first version of TestKernelDialReplyMatch made
+// time out in the VM (2026-11-26 02:30:09, the node's capture as it logged
+// it; pod-b's segments delayed 300 ms by netem, B started 50 ms after A,
+// no nat rule: the current version holds pod-b's SYN-ACKs until B's SYN
+// is through instead, and lets conntrack move B's port): the client pod's
+// port 40312 dials A to 10.96.170.131:80, and B from the same port to
+// 10.96.26.104:80, both sent by IPVS to pod-b (10.244.0.1:8080). pod-b's SYN-ACK to A leaves the
+// node from 10.96.26.104:80; the client's socket B resets it (an
+// unacceptable ACK in SYN-SENT), B connects on its second SYN, and A's
+// retransmitted SYN finds the backend's tuple taken by B: A times out.
 func dialFlow() (segs []packet, client, remote netip.AddrPort, deadline time.Time) {
-	base := time.Date(2026, 11, 26, 0, 4, 56, 0, time.UTC)
-	cl, vip, web, be := "10.244.0.4:40312", "10.96.170.131:80", "10.96.26.104:80", "10.244.0.2:8080"
-	const a, b, sa, sb = 1804289383, 846930886, 1681692777, 3714636915 // the ISNs
-	segs = replay(base, time.Millisecond, []capturedSegment{
-		{0, "veth4", false, cl, vip, tcpSYN, a, 0, 0},
-		{0, "veth2", true, cl, be, tcpSYN, a, 0, 0},
-		{1, "veth4", false, cl, web, tcpSYN, b, 0, 0},
-		{1, "veth2", true, "10.244.0.4:50001", be, tcpSYN, b, 0, 0},
-		{2, "veth2", false, be, cl, tcpSYN | tcpACK, sa, a + 1, 0},
-		{2, "veth4", true, web, cl, tcpSYN | tcpACK, sa, a + 1, 0},
-		{2, "veth4", false, cl, web, tcpRST, a + 1, 0, 0},
-		{2, "veth2", true, "10.244.0.4:50001", be, tcpRST, a + 1, 0, 0},
-		{3, "veth2", false, be, "10.244.0.4:50001", tcpSYN | tcpACK, sb, b + 1, 0},
-		{3, "veth4", true, web, cl, tcpSYN | tcpACK, sb, b + 1, 0},
-		{1012, "veth4", false, cl, vip, tcpSYN, a, 0, 0},
-		{1012, "veth2", true, cl, be, tcpSYN, a, 0, 0},
-		{1013, "veth2", false, be, cl, tcpSYN | tcpACK, sa, a + 1, 0},
-		{1013, "veth4", true, web, cl, tcpSYN | tcpACK, sa, a + 1, 0},
-		{1013, "veth4", false, cl, web, tcpRST, a + 1, 0, 0},
-		{1013, "veth2", true, "10.244.0.4:50001", be, tcpRST, a + 1, 0, 0},
+	base := time.Date(2026, 11, 26, 2, 30, 9, 0, time.UTC)
+	cl, vipA, vipB, be := "10.244.0.2:40312", "10.96.170.131:80", "10.96.26.104:80", "10.244.0.1:8080"
+	segs = replay(base, time.Microsecond, []capturedSegment{
+		{638702, "veth2", false, cl, vipA, tcpSYN, 103999236, 0, 0},
+		{677722, "veth2", false, cl, vipB, tcpSYN, 1858136593, 0, 0},
+		{960300, "veth1", true, cl, be, tcpSYN, 103999236, 0, 0},
+		{960365, "veth1", true, cl, be, tcpSYN, 1858136593, 0, 0},
+		{1256460, "veth1", false, be, cl, tcpSYN | tcpACK, 997233535, 103999237, 0},
+		{1256544, "veth2", true, vipB, cl, tcpSYN | tcpACK, 997233535, 103999237, 0},
+		{1256558, "veth2", false, cl, vipB, tcpRST, 103999237, 0, 0},
+		{1256569, "veth1", true, cl, be, tcpRST, 103999237, 0, 0},
+		{1265130, "veth1", false, be, cl, tcpACK, 997233536, 103999237, 0},
+		{1265212, "veth2", true, vipB, cl, tcpACK, 997233536, 103999237, 0},
+		{1265244, "veth2", false, cl, vipB, tcpRST, 103999237, 0, 0},
+		{1265272, "veth1", true, cl, be, tcpRST, 103999237, 0, 0},
+		{1275629, "veth2", false, cl, vipB, tcpSYN, 1858136593, 0, 0},
+		{1275714, "veth1", true, cl, be, tcpSYN, 1858136593, 0, 0},
+		{1591689, "veth1", false, be, cl, tcpSYN | tcpACK, 1002310310, 1858136594, 0},
+		{1591765, "veth2", true, vipB, cl, tcpSYN | tcpACK, 1002310310, 1858136594, 0},
+		{1591785, "veth2", false, cl, vipB, tcpACK, 1858136594, 1002310311, 0},
+		{1591803, "veth1", true, cl, be, tcpACK, 1858136594, 1002310311, 0},
+		{1604505, "veth2", false, cl, vipB, tcpFIN | tcpACK, 1858136594, 1002310311, 0},
+		{1604570, "veth1", true, cl, be, tcpFIN | tcpACK, 1858136594, 1002310311, 0},
+		{1669391, "veth2", false, cl, vipA, tcpSYN, 103999236, 0, 0},
+		{1669482, "veth1", true, cl, be, tcpSYN, 103999236, 0, 0},
+		{1911539, "veth1", false, be, cl, 8 | tcpACK, 1002310311, 1858136595, 17},
+		{1911617, "veth2", true, vipB, cl, 8 | tcpACK, 1002310311, 1858136595, 17},
+		{1915776, "veth2", false, cl, vipB, tcpRST, 1858136595, 0, 0},
+		{1915884, "veth1", true, cl, be, tcpRST, 1858136595, 0, 0},
+		{1915917, "veth1", false, be, cl, tcpFIN | tcpACK, 1002310328, 1858136595, 0},
+		{1922686, "veth2", true, vipB, cl, tcpFIN | tcpACK, 1002310328, 1858136595, 0},
+		{1922798, "veth2", false, cl, vipB, tcpRST, 1858136595, 0, 0},
+		{1922812, "veth1", true, cl, be, tcpRST, 1858136595, 0, 0},
+		{1970374, "veth1", false, be, cl, tcpACK, 1002310329, 1858136595, 0},
+		{1970429, "veth2", true, vipB, cl, tcpACK, 1002310329, 1858136595, 0},
+		{1970444, "veth2", false, cl, vipB, tcpRST, 1858136595, 0, 0},
+		{1970458, "veth1", true, cl, be, tcpRST, 1858136595, 0, 0},
 	})
-	return segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vip), base.Add(3 * time.Second)
+	return segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vipA), base.Add(3100 * time.Millisecond)
 }
 
-// TestFlowVerdictDial judges dial timeouts (a SYN, no handshake): IPVS's
-// reply matching excused only when the capture shows the other
-// connection; a SYN dropped in the node, or unanswered, counted.
+// TestFlowVerdictDial judges dial timeouts (a SYN, no handshake) on the
+// capture of TestKernelDialReplyMatch and variants of it: IPVS's reply
+// matching excused only when the capture shows the other connection; a
+// SYN dropped in the node, or unanswered, counted.
 func TestFlowVerdictDial(t *testing.T) {
 	segs, client, remote, deadline := dialFlow()
 	keep := func(drop func(packet) bool) []packet {
@@ -189,25 +207,25 @@ func TestFlowVerdictDial(t *testing.T) {
 		return out
 	}
 	web := netip.MustParseAddrPort("10.96.26.104:80")
-	synACK := func(p packet) bool { return p.flags&tcpSYN != 0 && p.flags&tcpACK != 0 }
+	const synA, synB = 103999236, 1858136593
 	for _, tc := range []struct {
 		name  string
 		segs  []packet
 		blame blame
 		why   string
 	}{
-		{"the SYN-ACKs forwarded from the other dial's Service: IPVS's reply matching", segs, blameIPVSReplyMatch,
-			"the backend's SYN-ACK to 10.244.0.4:40312 from 10.96.26.104:80, not from 10.96.170.131:80, after the client's connection from the same port to 10.96.26.104:80 went to the same backend 10.244.0.2:8080"},
-		{"the same without the other dial in the capture: no proof", keep(func(p packet) bool { return p.seq == 846930886 || p.ack == 846930887 }), blameProxies,
+		{"the SYN-ACK forwarded from the other dial's Service: IPVS's reply matching", segs, blameIPVSReplyMatch,
+			"the backend's SYN-ACK to 10.244.0.2:40312 from 10.96.26.104:80, not from 10.96.170.131:80, after the client's connection from the same port to 10.96.26.104:80 went to the same backend 10.244.0.1:8080"},
+		{"the same without the other dial's SYNs in the capture: no proof", keep(func(p packet) bool { return p.seq == synB && p.flags == tcpSYN }), blameProxies,
 			"no connection of the client's port to 10.96.26.104:80 through the same backend was captured"},
-		{"the other dial went to another backend: no proof", toPodA(segs), blameProxies,
+		{"the other dial sent to another backend: no proof", otherBackend(segs), blameProxies,
 			"no connection of the client's port"},
-		{"the SYNs not forwarded: dropped in the node", keep(func(p packet) bool { return p.dst.Port() == 8080 && p.flags == tcpSYN }), blameProxies,
+		{"the SYNs not forwarded: dropped in the node", keep(func(p packet) bool { return p.seq == synA && p.out }), blameProxies,
 			"dropped in the node namespace"},
-		{"the retransmitted SYN not forwarded: dropped in the node", keep(func(p packet) bool { return p.at.After(deadline.Add(-2500*time.Millisecond)) && p.out }), blameProxies,
-			"[S] seq 1804289383 ack 0 len 0 and forwarded no copy: dropped in the node namespace"},
-		{"the SYNs forwarded, no SYN-ACK", keep(func(p packet) bool { return p.src.Port() == 8080 || p.flags == tcpRST || synACK(p) }), blameProxies,
-			"forwarded the client's 2 SYNs to 10.244.0.2:8080 and received no SYN-ACK before the client's deadline"},
+		{"the retransmitted SYN not forwarded: dropped in the node", keep(func(p packet) bool { return p.seq == synA && p.out && p.at.After(deadline.Add(-2*time.Second)) }), blameProxies,
+			"[S] seq 103999236 ack 0 len 0 and forwarded no copy: dropped in the node namespace"},
+		{"the SYNs forwarded, no SYN-ACK", keep(func(p packet) bool { return p.seq != synA }), blameProxies,
+			"forwarded the client's 2 SYNs to 10.244.0.1:8080 and received no SYN-ACK before the client's deadline"},
 		{"only the client's SYN captured, not received by the node", keep(func(p packet) bool { return p.dst == remote && !p.out }), blameProxies,
 			"SYN not captured"},
 	} {
@@ -220,7 +238,7 @@ func TestFlowVerdictDial(t *testing.T) {
 	// the answer are judged as for a request (TestFlowVerdict).
 	var fixed []packet
 	for _, p := range segs {
-		if p.src == web && p.dst == client && p.seq == 1681692777 {
+		if p.src == web && p.dst == client && p.seq == 997233535 {
 			p.src = remote
 		}
 		fixed = append(fixed, p)
@@ -230,12 +248,12 @@ func TestFlowVerdictDial(t *testing.T) {
 	}
 }
 
-// toPodA is segs with the other dial's SYN forwarded to pod-a instead.
-func toPodA(segs []packet) []packet {
+// otherBackend is segs with the other dial's SYNs forwarded to another pod.
+func otherBackend(segs []packet) []packet {
 	out := slices.Clone(segs)
 	for i, p := range out {
-		if p.seq == 846930886 && p.out && p.flags == tcpSYN {
-			out[i].dst = netip.MustParseAddrPort("10.244.0.1:8080")
+		if p.seq == 1858136593 && p.out && p.flags == tcpSYN {
+			out[i].dst = netip.MustParseAddrPort("10.244.0.9:8080")
 		}
 	}
 	return out
