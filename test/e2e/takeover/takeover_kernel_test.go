@@ -210,9 +210,6 @@ func (b *bed) startKubeProxy(log string) (*kubeproxy.Process, time.Duration) {
 
 // TestTakeoverGuest is the VM half of TestTakeover.
 func TestTakeoverGuest(t *testing.T) {
-	// The verdict's excuse for IPVS's reply matching, made to happen on
-	// this kernel first (a node of its own, about 10 s).
-	t.Run("DialReplyMatch", TestKernelDialReplyMatch)
 	b := newBed(t)
 
 	// Why the bed's config.conf sets conntrack.maxPerCore 0 (see package
