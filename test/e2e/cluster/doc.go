@@ -8,6 +8,9 @@
 //     endpointslice-mirroring and serviceaccount controllers, from
 //     k8s.io/kubernetes v1.34.4, so EndpointSlices and their conditions
 //     (ready, serving, terminating) are written by Kubernetes itself.
+//   - scheduler.go: kube-scheduler (default profile), so Pods created
+//     without spec.nodeName are bound, as the upstream e2e tests expect.
+//   - node.go: the Node object a bed node registers, as kubelet would.
 //   - the guest half (build tag kernel): the nodes, the LAN, the agent,
 //     the netexec-compatible server, and the re-created upstream
 //     `[sig-network]` tests named after their `It`.

@@ -36,6 +36,11 @@ func TestClusterVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer ctrl.Stop()
+	sched, err := cluster.StartScheduler(ctx, srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sched.Stop()
 
 	dir := t.TempDir()
 	guestKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
