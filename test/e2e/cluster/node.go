@@ -71,3 +71,11 @@ func RegisterNode(ctx context.Context, client kubernetes.Interface, node *corev1
 	}
 	return updated, nil
 }
+
+// NodeNames are the bed's nodes, node-a first.
+var NodeNames = []string{"node-a", "node-b", "node-c"}
+
+// GuestKubeletPort is the port on which node i's agent serves its kubelet
+// API in the VM's root namespace, where qemu's host forward reaches it
+// (every Node announces KubeletPort; the KubeletTunnel maps the two).
+func GuestKubeletPort(i int) int { return KubeletPort + i }
