@@ -12,13 +12,16 @@ import (
 	"k8s.io/client-go/rest"
 	"k8s.io/kubernetes/pkg/controller/certificates/rootcacertpublisher"
 	"k8s.io/kubernetes/pkg/controller/deployment"
+	"k8s.io/kubernetes/pkg/controller/endpoint"
 	"k8s.io/kubernetes/pkg/controller/namespace"
 	"k8s.io/kubernetes/pkg/controller/replicaset"
 	"k8s.io/kubernetes/pkg/controller/replication"
 )
 
-// Workloads are kube-controller-manager's workload controllers the
-// upstream Service tests create their pods through: deployment,
+// Workloads are kube-controller-manager's controllers the upstream
+// Service tests need beyond the bed's own: the endpoints controller (the
+// legacy Endpoints some specs read), and the workload controllers they
+// create their pods through: deployment,
 // replicaset and replication (ReplicationControllers: the jig's
 // serve-hostname services), the root CA publisher (the kube-root-ca.crt
 // ConfigMap the e2e framework waits for in every test namespace) and
@@ -48,6 +51,7 @@ func StartWorkloads(ctx context.Context, cfg *rest.Config, rootCA []byte) (*Work
 		cancel()
 		return nil, fmt.Errorf("workload controllers: deployment: %w", err)
 	}
+	ep := endpoint.NewEndpointController(ctx, core.Pods(), core.Services(), core.Endpoints(), client, 0)
 	ca, err := rootcacertpublisher.NewPublisher(core.ConfigMaps(), core.Namespaces(), client, rootCA)
 	if err != nil {
 		cancel()
@@ -71,14 +75,15 @@ func StartWorkloads(ctx context.Context, cfg *rest.Config, rootCA []byte) (*Work
 	}
 	nsc := namespace.NewNamespaceController(ctx, client, meta, client.Discovery().ServerPreferredNamespacedResources,
 		core.Namespaces(), 5*time.Minute, corev1.FinalizerKubernetes)
-	running := make(chan struct{}, 5)
+	running := make(chan struct{}, 6)
+	go func() { ep.Run(ctx, workers); running <- struct{}{} }()
 	go func() { nsc.Run(ctx, workers); running <- struct{}{} }()
 	go func() { ca.Run(ctx, 1); running <- struct{}{} }()
 	go func() { rs.Run(ctx, workers); running <- struct{}{} }()
 	go func() { rc.Run(ctx, workers); running <- struct{}{} }()
 	go func() { dc.Run(ctx, workers); running <- struct{}{} }()
 	go func() {
-		for range 5 {
+		for range 6 {
 			<-running
 		}
 		factory.Shutdown()

@@ -21,7 +21,8 @@ import (
 // Pods, and a ReplicationController of 2 its 2 Pods, made by Kubernetes'
 // own controllers (the upstream tests' pause-pod Deployment and the jig's
 // serve-hostname ReplicationControllers); a new namespace gets its
-// kube-root-ca.crt ConfigMap; a deleted namespace goes, its pods first.
+// kube-root-ca.crt ConfigMap; a selector Service its Endpoints; a deleted
+// namespace goes, its pods first.
 func TestWorkloads(t *testing.T) {
 	srv := apiserver.Shared(t)
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
@@ -69,6 +70,18 @@ func TestWorkloads(t *testing.T) {
 			t.Fatalf("app=%s: 2 pods not made: %v", app, err)
 		}
 		t.Logf("app=%s: 2 pods made after %v", app, time.Since(start).Round(time.Millisecond))
+	}
+	// The endpoints controller writes a selector Service's Endpoints.
+	if _, err := client.CoreV1().Services(ns).Create(ctx, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "pause"},
+		Spec: corev1.ServiceSpec{Selector: map[string]string{"app": "pause"}, Ports: []corev1.ServicePort{{Port: 80}}}},
+		metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	if err := wait.PollUntilContextTimeout(ctx, 50*time.Millisecond, time.Minute, true, func(ctx context.Context) (bool, error) {
+		_, err := client.CoreV1().Endpoints(ns).Get(ctx, "pause", metav1.GetOptions{}) //nolint:staticcheck // the legacy API the spec reads
+		return err == nil, nil
+	}); err != nil {
+		t.Fatalf("no Endpoints for Service %s/pause: %v", ns, err)
 	}
 	if err := client.CoreV1().Namespaces().Delete(ctx, ns, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
