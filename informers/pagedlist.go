@@ -171,15 +171,17 @@ func (p *PagedList) IsWatchListSemanticsUnSupported() bool {
 }
 
 // pagedInformer is factory's informer of obj, listed by a PagedList of
-// list and watch, with client-go's namespace index (what the generated
-// informers and their listers have).
+// list and watch. It has no index: the generated informers' namespace
+// index (a set of every key per namespace) serves only a lister's List of
+// one namespace, which the Watcher never asks for (its lookups are by key,
+// its lists of everything), and held 0.8 MiB at 10,000 Services.
 func pagedInformer(factory informers.SharedInformerFactory, obj runtime.Object, client any, transform cache.TransformFunc, pageSize int64,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {
 	return factory.InformerFor(obj, func(_ kubernetes.Interface, resync time.Duration) cache.SharedIndexInformer {
 		lw := &PagedList{ListPage: list, WatchFunc: watchFn, Transform: transform, PageSize: pageSize, Client: client}
 		return cache.NewSharedIndexInformerWithOptions(lw, obj, cache.SharedIndexInformerOptions{ResyncPeriod: resync,
-			Indexers: cache.Indexers{cache.NamespaceIndex: cache.MetaNamespaceIndexFunc}})
+			Indexers: cache.Indexers{}})
 	})
 }
 

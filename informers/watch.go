@@ -34,12 +34,6 @@ const LabelHeadless = corev1.IsHeadlessService
 // latency is measured from it.
 const AnnotationTriggerTime = corev1.EndpointsLastChangeTriggerTime
 
-// Index of the EndpointSlice cache: the slices of each Service. Services
-// have no index by ClusterIP: IsServiceIP, asked a few times per full
-// sync, scans the cache rather than keep a set per Service (2.5 MiB at
-// 10,000 Services, docs/benchmarks.md).
-const sliceByService = "service"
-
 // Changes are what happened since the last TakeChanges.
 type Changes struct {
 	// Services are the Services whose Service object or EndpointSlices
@@ -87,6 +81,11 @@ type Watcher struct {
 	svcIPs   AddrSet
 	svcIPsOK bool
 	svcGen   uint64
+	// bySvc are the cached EndpointSlices of each Service. Services have
+	// no index by ClusterIP: IsServiceIP, asked a few times per full
+	// sync, scans the cache rather than keep a set per Service (2.5 MiB
+	// at 10,000 Services, docs/benchmarks.md).
+	bySvc    sliceIndex
 	dirty    map[types.NamespacedName]bool
 	triggers map[types.NamespacedName]time.Time
 	nodesChg bool
@@ -155,6 +154,7 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		triggers:  map[types.NamespacedName]time.Time{},
 		nodeView:  map[string][]netip.Addr{},
 		localView: map[string]string{},
+		bySvc:     sliceIndex{},
 		notify:    make(chan struct{}, 1),
 	}
 	svc := w.factory.Core().V1().Services()
@@ -169,31 +169,26 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 	}
 	w.svcInf, w.sliceInf, w.nodeInf = svc.Informer(), sl.Informer(), nd.Informer()
 	w.svcs, w.slices, w.nodeLister = svc.Lister(), sl.Lister(), nd.Lister()
-	if err := w.sliceInf.AddIndexers(cache.Indexers{sliceByService: func(obj any) ([]string, error) {
-		s, ok := obj.(*discoveryv1.EndpointSlice)
-		if !ok {
-			return nil, nil
-		}
-		// client-go's index values are strings: the edge of the cache.
-		if n, ok := SliceService(s); ok {
-			return []string{n.String()}, nil
-		}
-		return nil, nil
-	}}); err != nil {
-		return nil, fmt.Errorf("endpointslice index: %w", err)
-	}
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		fn  func(any)
-	}{{w.svcInf, w.onService}, {w.sliceInf, w.onSlice}, {w.nodeInf, w.onNode}} {
-		fn := h.fn
+		// file, if set, is called before fn with the object an event
+		// replaces (nil for an addition) and the new one (nil for a
+		// deletion).
+		file func(old, cur any)
+	}{{w.svcInf, w.onService, nil}, {w.sliceInf, w.onSlice, w.fileSlice}, {w.nodeInf, w.onNode, nil}} {
+		fn, file := h.fn, h.file
+		if file == nil {
+			file = func(_, _ any) {}
+		}
 		reg, err := h.inf.AddEventHandler(cache.ResourceEventHandlerFuncs{
-			AddFunc:    fn,
-			UpdateFunc: func(_, obj any) { fn(obj) },
+			AddFunc:    func(obj any) { file(nil, obj); fn(obj) },
+			UpdateFunc: func(old, obj any) { file(old, obj); fn(obj) },
 			DeleteFunc: func(obj any) {
 				if d, ok := obj.(cache.DeletedFinalStateUnknown); ok {
 					obj = d.Obj
 				}
+				file(obj, nil)
 				fn(obj)
 			},
 		})
@@ -464,18 +459,27 @@ func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[mo
 	return ports, eps, append(refusals, rs...)
 }
 
+// fileSlice files an EndpointSlice event in bySvc: cur instead of old. A
+// slice that leaves its Service (its service-name label changed) marks
+// that Service changed too; onSlice marks the new one.
+func (w *Watcher) fileSlice(old, cur any) {
+	o, _ := old.(*discoveryv1.EndpointSlice)
+	c, _ := cur.(*discoveryv1.EndpointSlice)
+	w.mu.Lock()
+	w.bySvc.move(o, c)
+	was, had := SliceService(o)
+	now, _ := SliceService(c)
+	w.mu.Unlock()
+	if had && c != nil && was != now {
+		w.markService(was)
+	}
+}
+
+// servicesSlices are the cached EndpointSlices of Service key, in no order.
 func (w *Watcher) servicesSlices(key types.NamespacedName) []*discoveryv1.EndpointSlice {
-	objs, err := w.sliceInf.GetIndexer().ByIndex(sliceByService, key.String())
-	if err != nil {
-		return nil
-	}
-	out := make([]*discoveryv1.EndpointSlice, 0, len(objs))
-	for _, o := range objs {
-		if s, ok := o.(*discoveryv1.EndpointSlice); ok {
-			out = append(out, s)
-		}
-	}
-	return out
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return slices.Clone(w.bySvc[key])
 }
 
 // ServiceObject returns the cached Service, or nil.

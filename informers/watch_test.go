@@ -198,3 +198,64 @@ func TestReadNodeAddressesMissing(t *testing.T) {
 
 // web is the test Service default/web.
 var web = types.NamespacedName{Namespace: "default", Name: "web"}
+
+// TestWatcherSliceIndex: the Watcher's own index of EndpointSlices by
+// Service follows additions, a slice moved to another Service (both marked
+// changed), a second slice and deletions.
+func TestWatcherSliceIndex(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	client := fake.NewClientset(testService("web"), testService("api"), testSlice("web", "web-1", "", "10.244.1.5"))
+	w, err := NewWatcher(client, "a", nil, 0, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.Start(ctx)
+	if !w.WaitForCacheSync(ctx) {
+		t.Fatal("caches did not sync")
+	}
+	api := types.NamespacedName{Namespace: "default", Name: "api"}
+	endpoints := func(svc types.NamespacedName) []string {
+		ports, eps, _ := w.Service(svc)
+		var out []string
+		for _, p := range ports {
+			for _, e := range eps[p.Name] {
+				out = append(out, e.Address.String())
+			}
+		}
+		return out
+	}
+	waitFor(t, "initial changes", func() bool { return w.Pending() == 2 })
+	w.TakeChanges()
+	if got := endpoints(web); !reflect.DeepEqual(got, []string{"10.244.1.5"}) {
+		t.Fatalf("web: %v", got)
+	}
+	slices := client.DiscoveryV1().EndpointSlices("default")
+	if _, err := slices.Update(ctx, testSlice("api", "web-1", "", "10.244.1.5"), metav1.UpdateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the moved slice", func() bool { return w.Pending() == 2 })
+	if c := w.TakeChanges(); !reflect.DeepEqual(c.Services, []types.NamespacedName{api, web}) {
+		t.Errorf("a slice moved from web to api changed %v", c.Services)
+	}
+	if got, got2 := endpoints(web), endpoints(api); got != nil || !reflect.DeepEqual(got2, []string{"10.244.1.5"}) {
+		t.Fatalf("after the move: web %v, api %v", got, got2)
+	}
+	if _, err := slices.Create(ctx, testSlice("api", "api-2", "", "10.244.2.6"), metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "a second slice", func() bool { return len(endpoints(api)) == 2 })
+	if err := slices.Delete(ctx, "web-1", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the deletion", func() bool { return reflect.DeepEqual(endpoints(api), []string{"10.244.2.6"}) })
+	if err := slices.Delete(ctx, "api-2", metav1.DeleteOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	waitFor(t, "the last deletion", func() bool { return endpoints(api) == nil })
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if len(w.bySvc) != 0 {
+		t.Errorf("index after every slice was deleted: %v", w.bySvc)
+	}
+}

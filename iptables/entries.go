@@ -119,6 +119,16 @@ func diffSet(typ string, have, want []Entry) (add, del, norm []Entry) {
 	ok := func() bool {
 		return Canonical(typ, want[j]) == want[j] && (j == 0 || CompareEntries(want[j-1], want[j]) < 0)
 	}
+	if len(have) == 0 {
+		// A set filled from nothing (a first sync) adds want itself,
+		// not a copy of it grown entry by entry.
+		for ; j < len(want); j++ {
+			if !ok() {
+				goto slow
+			}
+		}
+		return slices.Clip(want), nil, want
+	}
 	for i < len(have) && j < len(want) {
 		if have[i] == want[j] {
 			if prevAdded && CompareEntries(want[j-1], want[j]) >= 0 {

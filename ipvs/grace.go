@@ -90,6 +90,7 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 				n, ok := counts[netip.AddrPortFrom(g.Addr, g.Port)]
 				if !ok {
 					// Gone from the kernel already.
+					m.ownRS()
 					m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
 					delete(r.grace, g)
 					continue

@@ -53,6 +53,28 @@ type Options struct {
 type mirrorVS struct {
 	vs      VirtualServer // real servers with kernel weights
 	service model.ServicePortName
+	// shared is set while vs.RealServers is the list of a desired virtual
+	// server (the plan's, read-only: see Full), not the mirror's own copy:
+	// a sync that programmed exactly the desired list keeps that list
+	// rather than a copy of it. ownRS copies it before the mirror changes it.
+	shared bool
+}
+
+// ownRS makes m's real-server list its own before it is changed.
+func (m *mirrorVS) ownRS() {
+	if m.shared {
+		m.vs.RealServers = slices.Clone(m.vs.RealServers)
+		m.shared = false
+	}
+}
+
+// shareRS keeps want (a desired virtual server's real servers) as m's list
+// when m's own list is equal to it, element by element, in order.
+func (m *mirrorVS) shareRS(want []RealServer) {
+	if !m.shared && len(want) > 0 && slices.Equal(m.vs.RealServers, want) {
+		m.vs.RealServers = slices.Clip(want)
+		m.shared = true
+	}
 }
 
 // Reconciler makes the kernel's IPVS table hold the desired virtual
@@ -121,6 +143,11 @@ func (r *Reconciler) excluded(a netip.Addr) bool {
 // owned ones no longer desired, and runs the graceful-termination queue.
 // The error is non-nil only when the table could not be read; per-service
 // failures are in the Result.
+//
+// The mirror keeps the real-server lists of desired (Full's and
+// Partial's) that it programmed exactly, rather than copies: the caller
+// must not modify a desired virtual server's RealServers afterwards (the
+// planner's states are read-only; a new plan makes new lists).
 func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
 	r.loadJournal()
 	kernel, err := r.t.Services()
@@ -315,7 +342,10 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 	}
 	r.setService(d.Key, m, d.Service)
 	m.vs.Service = d.Service
-	r.retireRealServers(d, m, r.applyRealServers(d, m, res), res)
+	if want := r.applyRealServers(d, m, res); want != nil {
+		r.retireRealServers(d, m, want, res)
+	}
+	m.shareRS(d.RealServers)
 }
 
 // applyService creates or updates d's virtual server (`ipvsadm -A`/`-E`)
@@ -337,8 +367,8 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 			res.ServicesAdded++
 		}
 		vs := *d
-		// Filled below as the real servers are added: sized for them.
-		vs.RealServers = make([]RealServer, 0, len(d.RealServers))
+		// Filled below as the real servers are added: a prefix of d's.
+		vs.RealServers = nil
 		m = &mirrorVS{vs: vs}
 		r.mirror[d.Key] = m
 		r.touched[d.Key] = true
@@ -360,10 +390,16 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 
 // applyRealServers adds d's real servers m lacks and updates changed
 // weights (`ipvsadm -a`/`-e`), taking quiesced ones back; it returns the
-// wanted set.
+// wanted set, or nil when m's list is now d's own (nothing to retire).
+// While m had none and every one is added in order, m's list is a prefix
+// of d's, not a copy.
 func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result) map[netip.AddrPort]int {
+	prefix := len(m.vs.RealServers) == 0
+	if prefix {
+		m.vs.RealServers, m.shared = d.RealServers[:0:0], true
+	}
 	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
-	for _, rs := range d.RealServers {
+	for j, rs := range d.RealServers {
 		wantRS[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
 		i := m.findRS(rs.Address, rs.Port)
 		g := graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port}
@@ -377,17 +413,26 @@ func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result
 				res.fail(d.Service, d.Key, err)
 				continue
 			}
-			m.vs.RealServers = append(m.vs.RealServers, rs)
+			if prefix && len(m.vs.RealServers) == j {
+				m.vs.RealServers = d.RealServers[: j+1 : j+1]
+			} else {
+				m.ownRS()
+				m.vs.RealServers = append(m.vs.RealServers, rs)
+			}
 			res.RealServersAdded++
 		case m.vs.RealServers[i].Weight != rs.Weight:
 			if err := r.t.UpdateRealServer(d.Key, rs); err != nil {
 				res.fail(d.Service, d.Key, err)
 				continue
 			}
+			m.ownRS()
 			m.vs.RealServers[i].Weight = rs.Weight
 			res.RealServersUpdated++
 		}
 		delete(r.grace, g) // back in service, if it was quiesced
+	}
+	if m.shared && len(m.vs.RealServers) == len(d.RealServers) && (len(d.RealServers) == 0 || &m.vs.RealServers[0] == &d.RealServers[0]) {
+		return nil
 	}
 	return wantRS
 }
@@ -415,6 +460,7 @@ func (r *Reconciler) retireRealServers(d *VirtualServer, m *mirrorVS, wantRS map
 				res.fail(d.Service, d.Key, err)
 				continue
 			}
+			m.ownRS()
 			m.vs.RealServers[i].Weight = 0
 			res.RealServersUpdated++
 			res.Quiesced++
@@ -438,6 +484,7 @@ func (r *Reconciler) deleteRS(m *mirrorVS, i int, res *Result) bool {
 	if err == nil {
 		res.RealServersDeleted++
 	}
+	m.ownRS()
 	m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
 	delete(r.grace, graceKey{Key: m.vs.Key, Addr: rs.Address, Port: rs.Port})
 	if m.vs.Protocol != model.TCP && r.opts.Conntrack != nil {

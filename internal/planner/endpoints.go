@@ -65,10 +65,24 @@ func (p *portPlanner) endpoints(f int) *famEndpoints {
 			}
 		}
 	}
-	fe.cluster = sortRS(fe.cluster)
-	fe.local = sortRS(fe.local)
+	// Every claim of the port in the family shares these lists, and so
+	// does the IPVS mirror once it programmed them (ipvs.Reconciler.Full):
+	// read-only, each the size of its endpoints.
+	fe.cluster = exact(sortRS(fe.cluster))
+	fe.local = exact(sortRS(fe.local))
 	fe.loop = sortRS(fe.loop)
 	return fe
+}
+
+// exact is rs in an array of its length; empty, it holds no array.
+func exact(rs []ipvs.RealServer) []ipvs.RealServer {
+	if len(rs) == 0 && rs != nil {
+		return []ipvs.RealServer{}
+	}
+	if cap(rs) > len(rs) {
+		return slices.Clone(rs)
+	}
+	return rs
 }
 
 // topoMode is which topology hints a port's endpoints are filtered by.

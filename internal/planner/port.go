@@ -2,7 +2,6 @@ package planner
 
 import (
 	"net/netip"
-	"slices"
 	"strconv"
 	"strings"
 
@@ -281,7 +280,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 			}
 		}
 	}
-	c.vs.RealServers = slices.Clone(src)
+	c.vs.RealServers = src
 	p.out.claims = append(p.out.claims, c)
 
 	var es []setEntry
