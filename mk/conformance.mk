@@ -59,4 +59,21 @@ conformance-names: upstream-e2e
 
 OPT_IN += conformance-names(builds-upstream-e2e.test-about-15-min-of-CPU-cold)
 
+# make conformance-upstream: upstream's own e2e.test (v1.34.4, unmodified)
+# run in the bed's runner namespace against the three nodes, the agents
+# running the pods' containers as real processes (agnhost itself) and
+# serving exec through the API server (kube-scheduler in-process on the
+# host). UPSTREAM_FOCUS picks the specs (a ginkgo focus regexp); results
+# are in docs/conformance.md. Opt-in: one VM boot plus the specs' time.
+UPSTREAM_FOCUS ?= \[sig-network\] Networking Granular Checks: Services should function for pod-Service: http
+UPSTREAM_SKIP  ?=
+UPSTREAM_E2E_DIR := $(CURDIR)/.cache/upstream-e2e/$(UPSTREAM_E2E_VERSION)
+
+.PHONY: conformance-upstream
+conformance-upstream: deps build upstream-e2e
+	cd test/e2e && CLUSTER=1 CLUSTER_RUN='(bed:|upstream_e2e.test)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
+		CLUSTER_UPSTREAM_DIR=$(UPSTREAM_E2E_DIR) CLUSTER_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' CLUSTER_UPSTREAM_SKIP='$(UPSTREAM_SKIP)' \
+		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestClusterVM$$' ./cluster
+
+OPT_IN += conformance-upstream(upstream-e2e.test-on-the-bed)
 .DEFAULT_GOAL := $(conformance_default_goal)

@@ -77,6 +77,10 @@ type Config struct {
 	// ForwardPort, when non-zero, lets the guest reach host 127.0.0.1:PORT
 	// at 10.0.2.100:PORT and nothing else.
 	ForwardPort int
+	// HostForwards let the host reach guest ports: each is qemu's
+	// hostfwd, host 127.0.0.1:HostPort to the guest's 10.0.2.15:GuestPort
+	// in its root namespace. They need ForwardPort (its NIC).
+	HostForwards []HostForward
 	// Timeout bounds the whole run, boot included; zero means 30 minutes.
 	Timeout time.Duration
 	// CPUs and MemoryMiB size the VM; zero means 2 and 3072.
@@ -92,6 +96,9 @@ type Config struct {
 	// kernel test that skips is a test that did not run.
 	FailOnSkip bool
 }
+
+// HostForward is one host port forwarded into the guest.
+type HostForward struct{ HostPort, GuestPort int }
 
 // JobResult is one job's exit status as reported by the guest.
 type JobResult struct {
@@ -200,6 +207,9 @@ func (cfg *Config) setDefaults() error {
 	}
 	if cfg.QEMU == "" {
 		cfg.QEMU = "qemu-system-x86_64"
+	}
+	if len(cfg.HostForwards) > 0 && cfg.ForwardPort == 0 {
+		return errors.New("vmtest: HostForwards need ForwardPort (the guest's NIC)")
 	}
 	for _, e := range cfg.Env {
 		if k, _, ok := strings.Cut(e, "="); !ok || !validEnvName(k) {
@@ -332,8 +342,12 @@ func qemuArgs(k Kernel, initrd string, cfg Config) []string {
 	}
 	if cfg.ForwardPort != 0 {
 		p := strconv.Itoa(cfg.ForwardPort)
+		netdev := "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:" + p + "-cmd:busybox nc 127.0.0.1 " + p
+		for _, f := range cfg.HostForwards {
+			netdev += fmt.Sprintf(",hostfwd=tcp:127.0.0.1:%d-10.0.2.15:%d", f.HostPort, f.GuestPort)
+		}
 		args = append(args,
-			"-netdev", "user,id=n0,restrict=on,guestfwd=tcp:10.0.2.100:"+p+"-cmd:busybox nc 127.0.0.1 "+p,
+			"-netdev", netdev,
 			"-device", "virtio-net-pci,netdev=n0")
 	}
 	return args

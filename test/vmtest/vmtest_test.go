@@ -232,3 +232,24 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestQEMUHostForwards: each HostForward is one hostfwd on the forwarded
+// port's netdev, bound to the host's loopback only.
+func TestQEMUHostForwards(t *testing.T) {
+	args := qemuArgs(Kernel{}, "initrd", Config{ForwardPort: 6443,
+		HostForwards: []HostForward{{HostPort: 40001, GuestPort: 10250}, {HostPort: 40002, GuestPort: 10251}}})
+	var netdev string
+	for i, a := range args {
+		if a == "-netdev" && i+1 < len(args) {
+			netdev = args[i+1]
+		}
+	}
+	for _, want := range []string{"hostfwd=tcp:127.0.0.1:40001-10.0.2.15:10250", "hostfwd=tcp:127.0.0.1:40002-10.0.2.15:10251", "restrict=on"} {
+		if !strings.Contains(netdev, want) {
+			t.Errorf("-netdev %q lacks %q", netdev, want)
+		}
+	}
+	if err := (&Config{HostForwards: []HostForward{{1, 2}}}).setDefaults(); err == nil {
+		t.Error("HostForwards without ForwardPort accepted")
+	}
+}

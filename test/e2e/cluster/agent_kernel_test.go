@@ -5,9 +5,12 @@ package cluster_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
+	"os/exec"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -34,7 +37,7 @@ var podGateway = netip.MustParseAddr("169.254.1.1")
 const probePeriod = 500 * time.Millisecond
 
 // agent plays kubelet on one node: it turns the Pods bound to the node
-// (spec.nodeName, set by the test: there is no scheduler) into network
+// (spec.nodeName, set by the test or the scheduler) into network
 // namespaces joined to the node by a veth with an address from the node's
 // podCIDR (hostNetwork Pods use the node's namespace and address), serves
 // agnhost netexec's endpoints from them, writes their status (podIPs,
@@ -46,6 +49,13 @@ type agent struct {
 	client kubernetes.Interface
 	node   *bedNode
 	cancel context.CancelFunc
+
+	kubelet *cluster.KubeletServer
+	// upstream: the agent runs containers as real processes (agnhost
+	// itself), their logs in logDir, for the upstream e2e.test; otherwise
+	// it serves netexec in-process (the re-created tests).
+	upstream bool
+	logDir   string
 
 	mu   sync.Mutex
 	next int
@@ -65,12 +75,15 @@ type podRun struct {
 	// shutdown is closed when the pod starts terminating (SIGTERM): its
 	// netexec servers with --delay-shutdown turn unready.
 	shutdown chan struct{}
+	// procs are its container processes (the upstream bed), or nil.
+	procs *procs
 }
 
-func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode) *agent {
+func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream bool) *agent {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	a := &agent{t: t, client: client, node: n, cancel: cancel, next: 2, pods: map[types.UID]*podRun{}}
+	a := &agent{t: t, client: client, node: n, cancel: cancel, next: 2, pods: map[types.UID]*podRun{},
+		upstream: upstream, logDir: t.TempDir()}
 	factory := informers.NewSharedInformerFactoryWithOptions(client, 0, informers.WithTweakListOptions(func(o *metav1.ListOptions) {
 		o.FieldSelector = "spec.nodeName=" + n.name
 	}))
@@ -91,7 +104,17 @@ func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode) *agent {
 	}
 	factory.Start(ctx.Done())
 	factory.WaitForCacheSync(ctx.Done())
+	// The kubelet API, in the VM's root namespace where qemu forwards the
+	// host's port to it (the API server's exec comes that way).
+	l, err := net.Listen("tcp", fmt.Sprintf(":%d", cluster.GuestKubeletPort(n.index)))
+	if err != nil {
+		t.Fatalf("agent %s: kubelet API: %v", n.name, err)
+	}
+	if a.kubelet, err = cluster.ServeKubelet(l, n.name, a, a.logf); err != nil {
+		t.Fatal(err)
+	}
 	t.Cleanup(func() {
+		a.kubelet.Close()
 		cancel()
 		factory.Shutdown()
 		a.mu.Lock()
@@ -133,12 +156,18 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil && !run.terminating {
 		run.terminating = true
 		close(run.shutdown)
+		var exited <-chan struct{}
+		if run.procs != nil {
+			run.procs.signal(syscall.SIGTERM)
+			exited = run.procs.exited
+		}
 		grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
 		a.logf("pod %s/%s terminating, serving for its grace period %v", pod.Namespace, pod.Name, grace)
 		uid := pod.UID
 		go func() {
 			select {
 			case <-time.After(grace):
+			case <-exited: // every container exited on SIGTERM
 			case <-ctx.Done():
 				return
 			}
@@ -178,8 +207,17 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 		}
 	}
 	var probe *corev1.Probe
+	if a.upstream {
+		p, err := a.runContainers(run, pod, hostname, a.logDir)
+		if err != nil {
+			run.close()
+			return nil, err
+		}
+		run.procs = p
+		run.addStop(p.kill)
+	}
 	for _, c := range pod.Spec.Containers {
-		if len(c.Args) > 0 && c.Args[0] == "netexec" {
+		if !a.upstream && len(c.Args) > 0 && c.Args[0] == "netexec" {
 			srv, err := cluster.ParseNetexec(hostname, c.Args)
 			if err != nil {
 				run.close()
@@ -391,6 +429,24 @@ func (r *podRun) close() {
 	if r.own {
 		r.ns.Close()
 	}
+}
+
+// Exec is the container runtime's exec for the kubelet API: cmd runs in
+// the pod's network namespace (the node's for a hostNetwork pod) with the
+// VM's filesystem, as an exec probe's command does; container is not
+// looked at (a bed pod's containers share one namespace and filesystem).
+func (a *agent) Exec(ctx context.Context, namespace, pod, _ string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) error {
+	ns, _, ok := a.podNS(namespace, pod)
+	if !ok {
+		return fmt.Errorf("%w: %s/%s is not on %s", cluster.ErrNoPod, namespace, pod, a.node.name)
+	}
+	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
+	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr
+	// Started on a thread inside the namespace: the process is born there.
+	if err := ns.Do(c.Start); err != nil {
+		return fmt.Errorf("exec %q in pod %s/%s: %w", cmd, namespace, pod, err)
+	}
+	return cluster.ExitStatus(c.Wait())
 }
 
 // podNS is where a test "execs into" a pod: its namespace (the node's for

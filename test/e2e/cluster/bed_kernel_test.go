@@ -7,16 +7,18 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/vishvananda/netlink"
-	corev1 "k8s.io/api/core/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/rest"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -27,13 +29,14 @@ var (
 	lanPrefix   = netip.MustParsePrefix("192.168.50.0/24")
 	runnerIP    = netip.MustParseAddr("192.168.50.100")
 	clusterCIDR = netip.MustParsePrefix("10.244.0.0/16")
-	nodeNames   = []string{"node-a", "node-b", "node-c"}
+	nodeNames   = cluster.NodeNames
 )
 
 // bedNode is one node: its namespace on the LAN, its Node object, its
 // `ipvs-proxy run` and its agent.
 type bedNode struct {
 	name    string
+	index   int // in nodeNames: names its kubelet port (cluster.GuestKubeletPort)
 	ns      *ktest.Node
 	ip      netip.Addr
 	podCIDR netip.Prefix
@@ -49,6 +52,7 @@ type bedNode struct {
 // external client) on one LAN.
 type bed struct {
 	client kubernetes.Interface
+	cfg    *rest.Config // the admin's, for exec
 	lan    *ktest.NS
 	nodes  []*bedNode
 	runner *ktest.NS
@@ -57,6 +61,13 @@ type bed struct {
 	t *testing.T
 	// proxyBin and proxyKC are the proxies' binary and kubeconfig.
 	proxyBin, proxyKC string
+	// apiPort and apiHostPort: the API server as the nodes reach it
+	// (127.0.0.1:apiPort, relayed to apiHostPort).
+	apiPort, apiHostPort string
+	// upstreamDir, when set (CLUSTER_UPSTREAM_DIR), holds upstream's
+	// e2e.test, kubectl and agnhost: the agents run containers as real
+	// processes and the upstream e2e.test subtest runs.
+	upstreamDir string
 }
 
 // newBed builds the cluster in the VM from the host test's environment
@@ -72,7 +83,15 @@ func newBed(t *testing.T) *bed {
 	proxyBin, proxyKC := vmtest.GuestEnv(t, "CLUSTER_PROXY_BIN"), vmtest.GuestEnv(t, "CLUSTER_KUBECONFIG_PROXY")
 	apiHostPort := strings.TrimPrefix(cfg.Host, "https://")
 	_, apiPort, _ := net.SplitHostPort(apiHostPort)
-	b := &bed{client: kubernetes.NewForConfigOrDie(cfg), t: t, proxyBin: proxyBin, proxyKC: proxyKC}
+	b := &bed{client: kubernetes.NewForConfigOrDie(cfg), cfg: cfg, t: t, proxyBin: proxyBin, proxyKC: proxyKC,
+		apiPort: apiPort, apiHostPort: apiHostPort, upstreamDir: os.Getenv("CLUSTER_UPSTREAM_DIR")}
+	if b.upstreamDir != "" {
+		// The agnhost image's entrypoint, for containers and exec alike
+		// (the VM's root is a writable overlay).
+		if err := os.Symlink(filepath.Join(b.upstreamDir, "agnhost"), cluster.AgnhostEntrypoint); err != nil {
+			t.Fatalf("upstream bed: %v", err)
+		}
+	}
 
 	lan, err := ktest.NewNamespace("lan")
 	if err != nil {
@@ -90,7 +109,7 @@ func newBed(t *testing.T) *bed {
 	}
 
 	for i, name := range nodeNames {
-		n := &bedNode{name: name, ns: ktest.NewNode(t),
+		n := &bedNode{name: name, index: i, ns: ktest.NewNode(t),
 			ip:      netip.AddrFrom4([4]byte{192, 168, 50, byte(11 + i)}),
 			podCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(1 + i), 0}), 24)}
 		plugIntoLAN(t, lh, n.ns.NS, "lan-"+name, netip.PrefixFrom(n.ip, lanPrefix.Bits()))
@@ -113,19 +132,12 @@ func newBed(t *testing.T) *bed {
 	b.runner = runner
 
 	for _, n := range b.nodes {
-		if _, err := b.client.CoreV1().Nodes().Create(ctx, &corev1.Node{
-			ObjectMeta: metav1.ObjectMeta{Name: n.name, Labels: map[string]string{corev1.LabelHostname: n.name}},
-			Spec:       corev1.NodeSpec{PodCIDR: n.podCIDR.String(), PodCIDRs: []string{n.podCIDR.String()}},
-			Status: corev1.NodeStatus{
-				Addresses:  []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: n.ip.String()}, {Type: corev1.NodeHostName, Address: n.name}},
-				Conditions: []corev1.NodeCondition{{Type: corev1.NodeReady, Status: corev1.ConditionTrue}},
-			},
-		}, metav1.CreateOptions{}); err != nil {
+		if _, err := cluster.RegisterNode(ctx, b.client, cluster.NodeObject(n.name, n.ip.String(), n.podCIDR.String(), cluster.KubeletPort)); err != nil {
 			t.Fatal(err)
 		}
 		// The proxy dials the API server at 127.0.0.1:PORT in its node.
 		n.stopRelay = n.ns.Relay(t, "127.0.0.1:"+apiPort, apiHostPort)
-		n.agent = startAgent(t, b.client, n)
+		n.agent = startAgent(t, b.client, n, b.upstreamDir != "")
 		n.proxy = startProxy(t, n, proxyBin, proxyKC)
 	}
 	for _, n := range b.nodes {

@@ -8,11 +8,21 @@
 //     endpointslice-mirroring and serviceaccount controllers, from
 //     k8s.io/kubernetes v1.34.4, so EndpointSlices and their conditions
 //     (ready, serving, terminating) are written by Kubernetes itself.
+//   - scheduler.go: kube-scheduler (default profile), so Pods created
+//     without spec.nodeName are bound, as the upstream e2e tests expect.
+//   - node.go: the Node object a bed node registers, as kubelet would.
+//   - workloads.go: the deployment, replicaset, replication and root CA
+//     publisher controllers the upstream e2e.test needs (its run only).
+//   - kubelet.go, tunnel.go: the kubelet API a node agent serves (exec,
+//     kubelet's own streaming code) and the API server's way to it (its
+//     egress selector's HTTP CONNECT to a qemu host forward).
 //   - the guest half (build tag kernel): the nodes, the LAN, the agent,
 //     the netexec-compatible server, and the re-created upstream
 //     `[sig-network]` tests named after their `It`.
 //
 // It owns the namespaces, links and processes it creates and the API
 // objects of the test namespaces; it never touches the VM's root
-// namespace beyond what test/ktest does.
+// namespace beyond what test/ktest does, the agents' kubelet ports
+// (10250-10252, for qemu's host forwards) and, for the upstream run, the
+// /agnhost link in the VM's root filesystem.
 package cluster

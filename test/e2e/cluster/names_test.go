@@ -8,6 +8,7 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -50,6 +51,15 @@ func TestUpstreamNames(t *testing.T) {
 			t.Errorf("docs/conformance.md %s: `%s` is no [sig-network] spec of %s (a test of another version is noted %q)", r.sn, r.it, path, notInVersion)
 		}
 	}
+	// The upstream run's table names whole specs of the binary.
+	for _, l := range readLines(t, filepath.Join("..", "..", "..", "docs", "conformance.md")) {
+		if name, ok := strings.CutPrefix(l, "| `[sig-network] "); ok {
+			name = "[sig-network] " + strings.SplitN(name, "`", 2)[0]
+			if !slices.ContainsFunc(specs, func(s string) bool { return strings.HasPrefix(s, name+" [") }) {
+				t.Errorf("docs/conformance.md: upstream spec `%s` is no [sig-network] spec of %s", name, path)
+			}
+		}
+	}
 	subtests := subtestNames(t, ".")
 	for _, s := range subtests {
 		if !known(s.name) && !ownScenarios[filepath.Base(strings.Split(s.pos, ":")[0])] {
@@ -86,7 +96,7 @@ const notInVersion = "not in v1.34.4"
 
 // ownScenarios are the bed's files of the project's own scenarios (issue
 // 17's item 4 and the mixed fleet), not re-created upstream tests.
-var ownScenarios = map[string]bool{"fleet_kernel_test.go": true, "disaster_kernel_test.go": true}
+var ownScenarios = map[string]bool{"fleet_kernel_test.go": true, "disaster_kernel_test.go": true, "upstream_kernel_test.go": true}
 
 // row is one test of docs/conformance.md's table: its checklist number,
 // upstream `It` and notes.

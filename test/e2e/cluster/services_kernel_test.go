@@ -26,6 +26,7 @@ import (
 func TestClusterGuest(t *testing.T) {
 	b := newBed(t)
 	t.Log(b)
+	b.upstreamTests(t)
 	t.Run("Granular Checks: Services", b.granularChecks)
 	t.Run("should preserve source pod IP for traffic thru service cluster IP [LinuxOnly]", b.sourcePodIP)
 	t.Run("should allow pods to hairpin back to themselves through services", b.hairpin)

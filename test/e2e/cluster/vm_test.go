@@ -4,8 +4,10 @@ package cluster_test
 
 import (
 	"context"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"testing"
 	"time"
 
@@ -30,12 +32,43 @@ func TestClusterVM(t *testing.T) {
 	timeout := 32 * time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
-	srv := apiserver.Start(t)
+	// The API server reaches each node's kubelet API (exec) through its
+	// egress selector, the KubeletTunnel, and a qemu host forward.
+	kubelets, forwards := kubeletForwards(t)
+	sockDir, err := os.MkdirTemp("", "kt") // a Unix socket's path is short
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
+	sock, egress := filepath.Join(sockDir, "tunnel.sock"), filepath.Join(sockDir, "egress.yaml")
+	if err := os.WriteFile(egress, cluster.EgressSelectorConfig(sock), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	tunnel, err := cluster.StartKubeletTunnel(sock, kubelets, t.Logf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer tunnel.Close()
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--egress-selector-config-file=" + egress}})
 	ctrl, err := cluster.StartControllers(ctx, srv.Config())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer ctrl.Stop()
+	sched, err := cluster.StartScheduler(ctx, srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sched.Stop()
+	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
+		// The upstream tests make pods through Deployments and
+		// ReplicationControllers; the re-created ones do not.
+		work, err := cluster.StartWorkloads(ctx, srv.Config(), srv.CAData)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer work.Stop()
+	}
 
 	dir := t.TempDir()
 	guestKC, proxyKC := filepath.Join(dir, "admin.kubeconfig"), filepath.Join(dir, "proxy.kubeconfig")
@@ -65,16 +98,45 @@ func TestClusterVM(t *testing.T) {
 	if skip := os.Getenv("CLUSTER_SKIP"); skip != "" {
 		args = append(args, "-test.skip", skip)
 	}
+	env := []string{"CLUSTER_KUBECONFIG_ADMIN=" + guestKC, "CLUSTER_KUBECONFIG_PROXY=" + proxyKC,
+		"CLUSTER_PROXY_BIN=" + proxyBin}
+	// `make conformance-upstream`: upstream's e2e.test on the bed.
+	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
 	res, err := vmtest.Run(ctx, vmtest.Config{
-		Jobs: []vmtest.Job{{Bin: guestBin, Args: args, Dir: wd}},
-		Env: []string{"CLUSTER_KUBECONFIG_ADMIN=" + guestKC, "CLUSTER_KUBECONFIG_PROXY=" + proxyKC,
-			"CLUSTER_PROXY_BIN=" + proxyBin},
-		ForwardPort: srv.Port,
-		Timeout:     timeout + 2*time.Minute,
-		FailOnSkip:  true,
+		Jobs:         []vmtest.Job{{Bin: guestBin, Args: args, Dir: wd}},
+		Env:          env,
+		ForwardPort:  srv.Port,
+		HostForwards: forwards,
+		Timeout:      timeout + 2*time.Minute,
+		FailOnSkip:   true,
 	})
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
+}
+
+// kubeletForwards picks a free host port for each bed node's kubelet API:
+// the tunnel's routes (NODE:10250, as the API server names the kubelet by
+// the Node's Hostname address and kubelet port, to 127.0.0.1:HOSTPORT)
+// and qemu's host forwards (HOSTPORT to the agent's port in the guest).
+func kubeletForwards(t *testing.T) (map[string]string, []vmtest.HostForward) {
+	t.Helper()
+	routes := map[string]string{}
+	var forwards []vmtest.HostForward
+	for i, name := range cluster.NodeNames {
+		l, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		port := l.Addr().(*net.TCPAddr).Port
+		_ = l.Close()
+		routes[net.JoinHostPort(name, strconv.Itoa(cluster.KubeletPort))] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		forwards = append(forwards, vmtest.HostForward{HostPort: port, GuestPort: cluster.GuestKubeletPort(i)})
+	}
+	return routes, forwards
 }

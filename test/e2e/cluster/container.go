@@ -1,0 +1,64 @@
+package cluster
+
+import (
+	"net/netip"
+	"strings"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/kubernetes/third_party/forked/golang/expansion"
+)
+
+// AgnhostEntrypoint is the agnhost image's entrypoint; the upstream bed
+// links it to the real agnhost binary in the VM's root filesystem, so
+// both a container and an exec'd command find it.
+const AgnhostEntrypoint = "/agnhost"
+
+// ContainerArgv is what a container runs, as kubelet builds it: command
+// (or the image's entrypoint) then args, $(VAR) expanded from env. An
+// image the bed has no entrypoint for (pause) runs nothing: nil.
+func ContainerArgv(c corev1.Container, env map[string]string) []string {
+	argv := c.Command
+	if len(argv) == 0 {
+		if !strings.Contains(c.Image, "agnhost") {
+			return nil
+		}
+		argv = []string{AgnhostEntrypoint}
+	}
+	mapping := expansion.MappingFuncFor(env)
+	var out []string
+	for _, a := range append(append([]string(nil), argv...), c.Args...) {
+		out = append(out, expansion.Expand(a, mapping))
+	}
+	return out
+}
+
+// ContainerEnv is a container's environment as kubelet gives it: literal
+// values ($(VAR) expanded from the ones before) and the downward API's
+// fields the upstream tests use. A field the bed does not know is left
+// out and named in the returned list.
+func ContainerEnv(pod *corev1.Pod, c corev1.Container, podIP, hostIP netip.Addr, node string) (map[string]string, []string) {
+	fields := map[string]string{
+		"metadata.name": pod.Name, "metadata.namespace": pod.Namespace, "metadata.uid": string(pod.UID),
+		"spec.nodeName": node, "spec.serviceAccountName": pod.Spec.ServiceAccountName,
+		"status.podIP": podIP.String(), "status.podIPs": podIP.String(),
+		"status.hostIP": hostIP.String(), "status.hostIPs": hostIP.String(),
+	}
+	env := map[string]string{}
+	var unknown []string
+	for _, e := range c.Env {
+		switch {
+		case e.ValueFrom == nil:
+			env[e.Name] = expansion.Expand(e.Value, expansion.MappingFuncFor(env))
+		case e.ValueFrom.FieldRef != nil:
+			v, ok := fields[e.ValueFrom.FieldRef.FieldPath]
+			if !ok {
+				unknown = append(unknown, e.Name+" (fieldRef "+e.ValueFrom.FieldRef.FieldPath+")")
+				continue
+			}
+			env[e.Name] = v
+		default:
+			unknown = append(unknown, e.Name)
+		}
+	}
+	return env, unknown
+}

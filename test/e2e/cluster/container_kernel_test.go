@@ -1,0 +1,94 @@
+//go:build kernel
+
+package cluster_test
+
+import (
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+)
+
+// procs are a pod's container processes in the upstream bed.
+type procs struct {
+	mu   sync.Mutex
+	cmds []*exec.Cmd
+	wg   sync.WaitGroup
+	// exited is closed once every process has exited.
+	exited chan struct{}
+}
+
+// runContainers starts the pod's containers as processes in its network
+// namespace, each in a UTS namespace of its own named after the pod (the
+// node for a hostNetwork pod: agnhost answers its hostname), their output
+// in dir/NAMESPACE_POD_CONTAINER.log.
+func (a *agent) runContainers(run *podRun, pod *corev1.Pod, hostname, dir string) (*procs, error) {
+	p := &procs{exited: make(chan struct{})}
+	for _, c := range pod.Spec.Containers {
+		env, unknown := cluster.ContainerEnv(pod, c, run.ip, a.node.ip, a.node.name)
+		if len(unknown) > 0 {
+			a.logf("pod %s/%s container %s: environment the bed does not give: %s", pod.Namespace, pod.Name, c.Name, strings.Join(unknown, ", "))
+		}
+		argv := cluster.ContainerArgv(c, env)
+		if argv == nil {
+			continue
+		}
+		logPath := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.Name))
+		logFile, err := os.Create(logPath)
+		if err != nil {
+			p.signal(syscall.SIGKILL)
+			return nil, err
+		}
+		// unshare execs sh in a new UTS namespace; sh sets the hostname and
+		// execs the container's program: one process, SIGTERM reaches it.
+		args := append([]string{"--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
+		cmd := exec.Command("unshare", args...)
+		cmd.Stdout, cmd.Stderr = logFile, logFile
+		cmd.Env = os.Environ()
+		for k, v := range env {
+			cmd.Env = append(cmd.Env, k+"="+v)
+		}
+		if err := run.ns.Do(cmd.Start); err != nil {
+			logFile.Close()
+			p.signal(syscall.SIGKILL)
+			return nil, fmt.Errorf("container %s: start %q: %w", c.Name, argv, err)
+		}
+		a.logf("pod %s/%s container %s: pid %d runs %q (log %s)", pod.Namespace, pod.Name, c.Name, cmd.Process.Pid, argv, logPath)
+		p.cmds = append(p.cmds, cmd)
+		p.wg.Add(1)
+		go func() {
+			defer p.wg.Done()
+			err := cmd.Wait()
+			logFile.Close()
+			a.logf("pod %s/%s container %s exited: %v", pod.Namespace, pod.Name, c.Name, err)
+		}()
+	}
+	go func() { p.wg.Wait(); close(p.exited) }()
+	return p, nil
+}
+
+// signal sends sig to every process: SIGTERM starts a graceful stop.
+func (p *procs) signal(sig syscall.Signal) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	for _, c := range p.cmds {
+		_ = c.Process.Signal(sig)
+	}
+}
+
+// kill ends a stop: SIGKILL to what is left, and wait for them.
+func (p *procs) kill() {
+	p.signal(syscall.SIGKILL)
+	select {
+	case <-p.exited:
+	case <-time.After(10 * time.Second):
+	}
+}

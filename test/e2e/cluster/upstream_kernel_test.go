@@ -1,0 +1,177 @@
+//go:build kernel
+
+package cluster_test
+
+import (
+	"context"
+	"encoding/xml"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/wait"
+	utilexec "k8s.io/utils/exec"
+)
+
+// upstreamTests are what the real e2e.test needs of the bed (issue 17,
+// item 3), checked on their own: kube-scheduler binds a Pod that names no
+// node, and exec through the API server reaches the pod's namespace.
+func (b *bed) upstreamTests(t *testing.T) {
+	t.Run("bed: a scheduled pod is exec'd into through the API server", b.execThroughAPIServer)
+	if b.upstreamDir != "" {
+		t.Run("upstream e2e.test", b.runUpstreamE2E)
+	}
+}
+
+// execThroughAPIServer: a Pod with no nodeName (a node selector for
+// node-b) is bound by the scheduler on the host and run by node-b's
+// agent; `kubectl exec -i` into it, through the API server, its egress
+// tunnel and the host forward to node-b's kubelet API, runs `ip addr` in
+// the pod's network namespace (its eth0 has the pod's IP), passes stdin
+// and brings back stdout and the exit code.
+func (b *bed) execThroughAPIServer(t *testing.T) {
+	ns := b.testNamespace(t, "upstream-exec")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	p := &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "execpod"}, Spec: corev1.PodSpec{
+		NodeSelector: map[string]string{corev1.LabelHostname: "node-b"},
+		Containers:   []corev1.Container{{Name: "agnhost", Image: agnhost, Args: []string{"pause"}}}}}
+	if _, err := b.client.CoreV1().Pods(ns).Create(ctx, p, metav1.CreateOptions{}); err != nil {
+		t.Fatal(err)
+	}
+	var got *corev1.Pod
+	start := time.Now()
+	if err := wait.PollUntilContextTimeout(ctx, 100*time.Millisecond, podStartTimeout, true, func(ctx context.Context) (bool, error) {
+		var err error
+		got, err = b.client.CoreV1().Pods(ns).Get(ctx, p.Name, metav1.GetOptions{})
+		return err == nil && got.Status.PodIP != "" && got.Status.Phase == corev1.PodRunning, err
+	}); err != nil {
+		t.Fatalf("pod %s/%s not scheduled and running: %v (node %q)", ns, p.Name, err, got.Spec.NodeName)
+	}
+	if got.Spec.NodeName != "node-b" {
+		t.Fatalf("pod bound to %q, want node-b (its node selector)", got.Spec.NodeName)
+	}
+	t.Logf("pod bound to %s and running at %s after %v", got.Spec.NodeName, got.Status.PodIP, time.Since(start).Round(time.Millisecond))
+
+	start = time.Now()
+	stdout, stderr, err := podExec(ctx, b.cfg, b.client, "websocket", ns, p.Name, "from stdin\n",
+		"sh", "-c", "ip -4 -o addr show dev eth0; cat; exit 7")
+	t.Logf("exec in %v: stdout %q stderr %q err %v", time.Since(start).Round(time.Millisecond), stdout, stderr, err)
+	if !strings.Contains(stdout, " "+got.Status.PodIP+"/32 ") {
+		t.Errorf("exec's `ip addr show dev eth0` does not show the pod's %s/32: not run in the pod's namespace", got.Status.PodIP)
+	}
+	if !strings.Contains(stdout, "from stdin\n") {
+		t.Errorf("exec's stdin did not come back through `cat`")
+	}
+	var exitErr utilexec.ExitError
+	if !asExit(err, &exitErr) || exitErr.ExitStatus() != 7 {
+		t.Errorf("exec: %v, want exit code 7", err)
+	}
+}
+
+// runUpstreamE2E runs upstream's e2e.test, unmodified, in the runner
+// namespace (the upstream tests' "external client": its NodePort and
+// LoadBalancer requests come from there) against the bed, focused by
+// CLUSTER_UPSTREAM_FOCUS, and reports each spec's result from its JUnit
+// report as a line "upstream: RESULT NAME".
+func (b *bed) runUpstreamE2E(t *testing.T) {
+	focus := os.Getenv("CLUSTER_UPSTREAM_FOCUS")
+	if focus == "" {
+		t.Fatal("CLUSTER_UPSTREAM_FOCUS is empty: say which upstream specs to run")
+	}
+	// e2e.test and the kubectl it runs dial 127.0.0.1:PORT in the runner.
+	stop := b.runner.Relay(t, "127.0.0.1:"+b.apiPort, b.apiHostPort)
+	defer stop()
+	report := t.TempDir()
+	args := []string{
+		"--kubeconfig=" + b.proxyKC,
+		"--provider=skeleton",
+		"--kubectl-path=" + filepath.Join(b.upstreamDir, "kubectl"),
+		"--report-dir=" + report,
+		"--allowed-not-ready-nodes=0",
+		"--dump-logs-on-failure=false",
+		"--ginkgo.focus=" + focus,
+		"--ginkgo.no-color", "--ginkgo.v",
+		"--ginkgo.timeout=" + upstreamTimeout.String(),
+	}
+	if skip := os.Getenv("CLUSTER_UPSTREAM_SKIP"); skip != "" {
+		args = append(args, "--ginkgo.skip="+skip)
+	}
+	cmd := exec.Command(filepath.Join(b.upstreamDir, "e2e.test"), args...)
+	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	cmd.Env = append(os.Environ(), "HOME="+report)
+	start := time.Now()
+	t.Logf("upstream: e2e.test %s", strings.Join(args, " "))
+	if err := b.runner.Do(cmd.Start); err != nil {
+		t.Fatal(err)
+	}
+	runErr := cmd.Wait()
+	t.Logf("upstream: e2e.test ended after %v: %v", time.Since(start).Round(time.Second), runErr)
+	results, err := junitResults(filepath.Join(report, "junit_01.xml"))
+	if err != nil {
+		t.Fatalf("upstream: %v", err)
+	}
+	failed := 0
+	for _, r := range results {
+		t.Logf("upstream: %s %s (%.1f s)", r.result, r.name, r.seconds)
+		if r.result == "failed" {
+			failed++
+		}
+	}
+	if failed > 0 || runErr != nil {
+		t.Errorf("upstream: %d of %d specs failed; e2e.test: %v", failed, len(results), runErr)
+	}
+}
+
+// upstreamTimeout bounds the upstream run (ginkgo's --ginkgo.timeout).
+const upstreamTimeout = 25 * time.Minute
+
+// specResult is one spec of a JUnit report.
+type specResult struct {
+	name, result string
+	seconds      float64
+}
+
+// junitResults reads ginkgo's JUnit report: every spec that ran, passed
+// or failed (skipped specs are left out: the focus chose them out).
+func junitResults(path string) ([]specResult, error) {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		return nil, fmt.Errorf("JUnit report: %w", err)
+	}
+	var doc struct {
+		Suites []struct {
+			Cases []struct {
+				Name    string    `xml:"name,attr"`
+				Status  string    `xml:"status,attr"`
+				Time    float64   `xml:"time,attr"`
+				Skipped *struct{} `xml:"skipped"`
+				Failure *struct{} `xml:"failure"`
+				Error   *struct{} `xml:"error"`
+			} `xml:"testcase"`
+		} `xml:"testsuite"`
+	}
+	if err := xml.Unmarshal(data, &doc); err != nil {
+		return nil, fmt.Errorf("JUnit report %s: %w", path, err)
+	}
+	var out []specResult
+	for _, s := range doc.Suites {
+		for _, c := range s.Cases {
+			switch {
+			case c.Skipped != nil:
+				continue
+			case c.Failure != nil || c.Error != nil:
+				out = append(out, specResult{c.Name, "failed", c.Time})
+			default:
+				out = append(out, specResult{c.Name, "passed", c.Time})
+			}
+		}
+	}
+	return out, nil
+}
