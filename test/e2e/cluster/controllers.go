@@ -3,7 +3,6 @@ package cluster
 import (
 	"context"
 	"fmt"
-	"time"
 
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
@@ -30,10 +29,7 @@ const (
 // and terminating conditions and the node name), endpointslice-mirroring
 // (custom Endpoints to EndpointSlices) and serviceaccount (the default
 // ServiceAccount in every namespace).
-type Controllers struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+type Controllers struct{ *inProcess }
 
 // StartControllers starts the controllers with cfg (an admin's: they write
 // EndpointSlices and ServiceAccounts in every namespace) and returns once
@@ -58,34 +54,13 @@ func StartControllers(ctx context.Context, cfg *rest.Config) (*Controllers, erro
 		return nil, fmt.Errorf("controllers: serviceaccount: %w", err)
 	}
 
-	factory.Start(ctx.Done())
-	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
-	defer syncCancel()
-	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			cancel()
-			factory.Shutdown()
-			return nil, fmt.Errorf("controllers: %v informer did not sync in a minute", typ)
-		}
+	if err := startInformers(ctx, factory, "controllers"); err != nil {
+		cancel()
+		return nil, err
 	}
-
-	c := &Controllers{cancel: cancel, done: make(chan struct{})}
-	running := make(chan struct{}, 3)
-	go func() { slices.Run(ctx, workers); running <- struct{}{} }()
-	go func() { mirroring.Run(ctx, workers); running <- struct{}{} }()
-	go func() { accounts.Run(ctx, workers); running <- struct{}{} }()
-	go func() {
-		for range 3 {
-			<-running
-		}
-		factory.Shutdown()
-		close(c.done)
-	}()
-	return c, nil
-}
-
-// Stop ends the controllers and waits for their workers and informers.
-func (c *Controllers) Stop() {
-	c.cancel()
-	<-c.done
+	return &Controllers{runLoops(ctx, cancel, factory, []func(context.Context){
+		func(ctx context.Context) { slices.Run(ctx, workers) },
+		func(ctx context.Context) { mirroring.Run(ctx, workers) },
+		func(ctx context.Context) { accounts.Run(ctx, workers) },
+	})}, nil
 }

@@ -17,10 +17,7 @@ import (
 // profile and plugins) running in this process against one API server: a
 // Pod created without spec.nodeName is bound to a node, as the upstream
 // e2e tests expect (their pods name no node unless a test pins them).
-type Scheduler struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+type Scheduler struct{ *inProcess }
 
 // StartScheduler starts the scheduler with cfg (an admin's: it binds Pods
 // and writes Events in every namespace) and returns once its informers
@@ -50,35 +47,18 @@ func StartScheduler(ctx context.Context, cfg *rest.Config) (*Scheduler, error) {
 		broadcaster.Shutdown()
 		return nil, fmt.Errorf("scheduler: %w", err)
 	}
-	factory.Start(ctx.Done())
+	if err := startInformers(ctx, factory, "scheduler"); err != nil {
+		cancel()
+		broadcaster.Shutdown()
+		return nil, err
+	}
 	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
 	defer syncCancel()
-	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			cancel()
-			factory.Shutdown()
-			broadcaster.Shutdown()
-			return nil, fmt.Errorf("scheduler: %v informer did not sync in a minute", typ)
-		}
-	}
 	if err := sched.WaitForHandlersSync(syncCtx); err != nil {
 		cancel()
 		factory.Shutdown()
 		broadcaster.Shutdown()
 		return nil, fmt.Errorf("scheduler: event handlers did not sync in a minute: %w", err)
 	}
-	s := &Scheduler{cancel: cancel, done: make(chan struct{})}
-	go func() {
-		sched.Run(ctx)
-		factory.Shutdown()
-		broadcaster.Shutdown()
-		close(s.done)
-	}()
-	return s, nil
-}
-
-// Stop ends the scheduler and waits for it and its informers.
-func (s *Scheduler) Stop() {
-	s.cancel()
-	<-s.done
+	return &Scheduler{runLoops(ctx, cancel, factory, []func(context.Context){sched.Run}, broadcaster.Shutdown)}, nil
 }

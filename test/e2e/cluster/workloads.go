@@ -28,10 +28,7 @@ import (
 // the namespace controller (a deleted test namespace's pods go, so the
 // agents stop their processes). The re-created tests make their pods themselves and do not
 // need them.
-type Workloads struct {
-	cancel context.CancelFunc
-	done   chan struct{}
-}
+type Workloads struct{ *inProcess }
 
 // StartWorkloads starts them with cfg (an admin's) and rootCA (the API
 // server's CA, PEM, published as kube-root-ca.crt) and returns once their
@@ -57,17 +54,6 @@ func StartWorkloads(ctx context.Context, cfg *rest.Config, rootCA []byte) (*Work
 		cancel()
 		return nil, fmt.Errorf("workload controllers: root CA publisher: %w", err)
 	}
-	factory.Start(ctx.Done())
-	syncCtx, syncCancel := context.WithTimeout(ctx, time.Minute)
-	defer syncCancel()
-	for typ, ok := range factory.WaitForCacheSync(syncCtx.Done()) {
-		if !ok {
-			cancel()
-			factory.Shutdown()
-			return nil, fmt.Errorf("workload controllers: %v informer did not sync in a minute", typ)
-		}
-	}
-	w := &Workloads{cancel: cancel, done: make(chan struct{})}
 	meta, err := metadata.NewForConfig(rest.CopyConfig(cfg))
 	if err != nil {
 		cancel()
@@ -75,25 +61,16 @@ func StartWorkloads(ctx context.Context, cfg *rest.Config, rootCA []byte) (*Work
 	}
 	nsc := namespace.NewNamespaceController(ctx, client, meta, client.Discovery().ServerPreferredNamespacedResources,
 		core.Namespaces(), 5*time.Minute, corev1.FinalizerKubernetes)
-	running := make(chan struct{}, 6)
-	go func() { ep.Run(ctx, workers); running <- struct{}{} }()
-	go func() { nsc.Run(ctx, workers); running <- struct{}{} }()
-	go func() { ca.Run(ctx, 1); running <- struct{}{} }()
-	go func() { rs.Run(ctx, workers); running <- struct{}{} }()
-	go func() { rc.Run(ctx, workers); running <- struct{}{} }()
-	go func() { dc.Run(ctx, workers); running <- struct{}{} }()
-	go func() {
-		for range 6 {
-			<-running
-		}
-		factory.Shutdown()
-		close(w.done)
-	}()
-	return w, nil
-}
-
-// Stop ends the controllers and waits for their workers and informers.
-func (w *Workloads) Stop() {
-	w.cancel()
-	<-w.done
+	if err := startInformers(ctx, factory, "workload controllers"); err != nil {
+		cancel()
+		return nil, err
+	}
+	return &Workloads{runLoops(ctx, cancel, factory, []func(context.Context){
+		func(ctx context.Context) { ep.Run(ctx, workers) },
+		func(ctx context.Context) { nsc.Run(ctx, workers) },
+		func(ctx context.Context) { ca.Run(ctx, 1) },
+		func(ctx context.Context) { rs.Run(ctx, workers) },
+		func(ctx context.Context) { rc.Run(ctx, workers) },
+		func(ctx context.Context) { dc.Run(ctx, workers) },
+	})}, nil
 }
