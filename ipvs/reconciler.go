@@ -342,9 +342,7 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) {
 	}
 	r.setService(d.Key, m, d.Service)
 	m.vs.Service = d.Service
-	if want := r.applyRealServers(d, m, res); want != nil {
-		r.retireRealServers(d, m, want, res)
-	}
+	r.retireRealServers(d, m, r.applyRealServers(d, m, res), res)
 	m.shareRS(d.RealServers)
 }
 
@@ -390,8 +388,7 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 
 // applyRealServers adds d's real servers m lacks and updates changed
 // weights (`ipvsadm -a`/`-e`), taking quiesced ones back; it returns the
-// wanted set, or nil when m's list is now d's own (nothing to retire).
-// While m had none and every one is added in order, m's list is a prefix
+// wanted set. While m had none and every one is added in order, m's list is a prefix
 // of d's, not a copy.
 func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result) map[netip.AddrPort]int {
 	prefix := len(m.vs.RealServers) == 0
@@ -430,9 +427,6 @@ func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result
 			res.RealServersUpdated++
 		}
 		delete(r.grace, g) // back in service, if it was quiesced
-	}
-	if m.shared && len(m.vs.RealServers) == len(d.RealServers) && (len(d.RealServers) == 0 || &m.vs.RealServers[0] == &d.RealServers[0]) {
-		return nil
 	}
 	return wantRS
 }
