@@ -77,6 +77,9 @@ type podRun struct {
 	shutdown chan struct{}
 	// procs are its container processes (the upstream bed), or nil.
 	procs *procs
+	// recheck asks the probe loop to write the status again: a readiness
+	// gate's condition changed (recheckGates).
+	recheck chan struct{}
 }
 
 func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream bool) *agent {
@@ -152,6 +155,8 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 		a.mu.Lock()
 		a.pods[pod.UID] = run
 		a.mu.Unlock()
+	} else {
+		run.recheckGates(pod)
 	}
 	if pod.DeletionTimestamp != nil && !run.terminating {
 		run.terminating = true
@@ -184,7 +189,7 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 // start makes the pod's namespace, runs its server and its readiness
 // probe; the probe writes the status.
 func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
-	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{})}
+	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{}), recheck: make(chan struct{}, 1)}
 	hostname := pod.Name
 	if pod.Spec.HostNetwork {
 		run.ns, run.ip, hostname = a.node.ns.NS, a.node.ip, a.node.name
@@ -269,6 +274,8 @@ func (a *agent) probe(ctx context.Context, run *podRun, p *corev1.Probe) {
 		select {
 		case <-ctx.Done():
 			return
+		case <-run.recheck:
+			written = false
 		case <-time.After(probePeriod):
 		}
 	}

@@ -32,6 +32,9 @@ var (
 	nodeNames   = cluster.NodeNames
 )
 
+// hostRootMount is where upstream's hostexec pods mount the node's root.
+const hostRootMount = "/rootfs"
+
 // bedNode is one node: its namespace on the LAN, its Node object, its
 // `ipvs-proxy run` and its agent.
 type bedNode struct {
@@ -89,6 +92,12 @@ func newBed(t *testing.T) *bed {
 		// The agnhost image's entrypoint, for containers and exec alike
 		// (the VM's root is a writable overlay).
 		if err := os.Symlink(filepath.Join(b.upstreamDir, "agnhost"), cluster.AgnhostEntrypoint); err != nil {
+			t.Fatalf("upstream bed: %v", err)
+		}
+		// A hostexec pod's hostPath volume "/" at /rootfs (its exec runs
+		// `nsenter --mount=/rootfs/proc/1/ns/mnt`): the VM's root is the
+		// node's.
+		if err := os.Symlink("/", hostRootMount); err != nil {
 			t.Fatalf("upstream bed: %v", err)
 		}
 	}

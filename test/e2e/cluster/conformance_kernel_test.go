@@ -18,7 +18,7 @@ import (
 // their own files: conformance_kernel_test.go, terminating_kernel_test.go,
 // conntrack_kernel_test.go,
 // services_more_kernel_test.go, lb_kernel_test.go,
-// lbchange_kernel_test.go, endpoints_more_kernel_test.go,
+// lbchange_kernel_test.go, checklist_rest_kernel_test.go, endpoints_more_kernel_test.go,
 // topology_kernel_test.go, disruptive_kernel_test.go (and
 // granular_more_kernel_test.go, from granularChecks).
 func (b *bed) laterTests(t *testing.T) {
@@ -28,6 +28,7 @@ func (b *bed) laterTests(t *testing.T) {
 	b.servicesMore(t)
 	b.lbTests(t)
 	b.lbChangeTests(t)
+	b.restTests(t)
 	b.endpointTests(t)
 	b.topologyTests(t)   // it labels the nodes with zones
 	b.disruptiveTests(t) // last: they restart and rewrite the proxies

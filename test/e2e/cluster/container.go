@@ -32,6 +32,20 @@ func ContainerArgv(c corev1.Container, env map[string]string) []string {
 	return out
 }
 
+// RunningContainers are the containers kubelet keeps running for pod, in
+// the order it starts them: the restartable init containers (sidecars,
+// restartPolicy Always) first, then the app containers. Init containers
+// that run to completion are not among them (the bed runs none).
+func RunningContainers(pod *corev1.Pod) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy != nil && *c.RestartPolicy == corev1.ContainerRestartPolicyAlways {
+			out = append(out, c)
+		}
+	}
+	return append(out, pod.Spec.Containers...)
+}
+
 // ContainerEnv is a container's environment as kubelet gives it: literal
 // values ($(VAR) expanded from the ones before) and the downward API's
 // fields the upstream tests use. A field the bed does not know is left

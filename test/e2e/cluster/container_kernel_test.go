@@ -26,13 +26,14 @@ type procs struct {
 	exited chan struct{}
 }
 
-// runContainers starts the pod's containers as processes in its network
+// runContainers starts the pod's running containers (its sidecars first:
+// cluster.RunningContainers) as processes in its network
 // namespace, each in a UTS namespace of its own named after the pod (the
 // node for a hostNetwork pod: agnhost answers its hostname), their output
 // in dir/NAMESPACE_POD_CONTAINER.log.
 func (a *agent) runContainers(run *podRun, pod *corev1.Pod, hostname, dir string) (*procs, error) {
 	p := &procs{exited: make(chan struct{})}
-	for _, c := range pod.Spec.Containers {
+	for _, c := range cluster.RunningContainers(pod) {
 		env, unknown := cluster.ContainerEnv(pod, c, run.ip, a.node.ip, a.node.name)
 		if len(unknown) > 0 {
 			a.logf("pod %s/%s container %s: environment the bed does not give: %s", pod.Namespace, pod.Name, c.Name, strings.Join(unknown, ", "))

@@ -45,3 +45,20 @@ func TestContainerArgv(t *testing.T) {
 		t.Errorf("pause image: argv %q, want nothing to run", got)
 	}
 }
+
+// TestRunningContainers: a restartable init container (a sidecar,
+// restartPolicy Always) runs, before the app containers; an init
+// container that runs to completion does not.
+func TestRunningContainers(t *testing.T) {
+	always := corev1.ContainerRestartPolicyAlways
+	pod := &corev1.Pod{Spec: corev1.PodSpec{
+		InitContainers: []corev1.Container{{Name: "setup"}, {Name: "sidecar-port", RestartPolicy: &always}},
+		Containers:     []corev1.Container{{Name: "agnhost-container"}}}}
+	var got []string
+	for _, c := range cluster.RunningContainers(pod) {
+		got = append(got, c.Name)
+	}
+	if want := []string{"sidecar-port", "agnhost-container"}; !slices.Equal(got, want) {
+		t.Errorf("running containers %q, want %q", got, want)
+	}
+}

@@ -10,6 +10,8 @@
 //     (ready, serving, terminating) are written by Kubernetes itself.
 //   - scheduler.go: kube-scheduler (default profile), so Pods created
 //     without spec.nodeName are bound, as the upstream e2e tests expect.
+//   - servicecidrs.go: the servicecidr controller (extra ServiceCIDRs
+//     turn Ready, so cluster IPs come from more than one range).
 //   - node.go: the Node object a bed node registers, as kubelet would.
 //   - workloads.go: the deployment, replicaset, replication and root CA
 //     publisher controllers the upstream e2e.test needs (its run only).
@@ -24,5 +26,5 @@
 // objects of the test namespaces; it never touches the VM's root
 // namespace beyond what test/ktest does, the agents' kubelet ports
 // (10250-10252, for qemu's host forwards) and, for the upstream run, the
-// /agnhost link in the VM's root filesystem.
+// /agnhost and /rootfs links in the VM's root filesystem.
 package cluster

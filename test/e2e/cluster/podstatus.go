@@ -6,6 +6,7 @@ import (
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/api/equality"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/util/retry"
@@ -20,8 +21,9 @@ type PodStatus struct {
 }
 
 // apply writes s into pod's status as kubelet does: phase Running, podIP
-// and podIPs, hostIP and hostIPs, and the Ready and ContainersReady
-// conditions (the endpointslice controller reads Ready).
+// and podIPs, hostIP and hostIPs, and the ContainersReady and Ready
+// conditions (the endpointslice controller reads Ready, which also needs
+// every readiness gate's condition True).
 func (s PodStatus) apply(pod *corev1.Pod) {
 	st := &pod.Status
 	st.Phase = corev1.PodRunning
@@ -39,13 +41,33 @@ func (s PodStatus) apply(pod *corev1.Pod) {
 		now := metav1.Now()
 		st.StartTime = &now
 	}
-	ready := corev1.ConditionFalse
-	if s.Ready {
-		ready = corev1.ConditionTrue
+	setCondition(st, corev1.ContainersReady, conditionStatus(s.Ready))
+	setCondition(st, corev1.PodReady, conditionStatus(s.Ready && gatesPass(pod)))
+}
+
+// gatesPass tells whether every readiness gate of pod has its condition
+// True in the pod's status, as kubelet requires before the pod is Ready
+// (a gate whose condition is missing holds the pod unready).
+func gatesPass(pod *corev1.Pod) bool {
+	for _, g := range pod.Spec.ReadinessGates {
+		ok := false
+		for _, c := range pod.Status.Conditions {
+			if c.Type == g.ConditionType {
+				ok = c.Status == corev1.ConditionTrue
+			}
+		}
+		if !ok {
+			return false
+		}
 	}
-	for _, typ := range []corev1.PodConditionType{corev1.PodReady, corev1.ContainersReady} {
-		setCondition(st, typ, ready)
+	return true
+}
+
+func conditionStatus(b bool) corev1.ConditionStatus {
+	if b {
+		return corev1.ConditionTrue
 	}
+	return corev1.ConditionFalse
 }
 
 func setCondition(st *corev1.PodStatus, typ corev1.PodConditionType, v corev1.ConditionStatus) {
@@ -61,7 +83,8 @@ func setCondition(st *corev1.PodStatus, typ corev1.PodConditionType, v corev1.Co
 }
 
 // WritePodStatus is `kubelet`'s status update for one pod: it reads the
-// Pod and writes s into its status subresource.
+// Pod and writes s into its status subresource (Ready also waits for the
+// pod's readiness gates); a status that would not change is not written.
 func WritePodStatus(ctx context.Context, client kubernetes.Interface, namespace, name string, s PodStatus) (*corev1.Pod, error) {
 	var out *corev1.Pod
 	err := retry.RetryOnConflict(retry.DefaultBackoff, func() error {
@@ -69,7 +92,12 @@ func WritePodStatus(ctx context.Context, client kubernetes.Interface, namespace,
 		if err != nil {
 			return err
 		}
+		before := pod.Status.DeepCopy()
 		s.apply(pod)
+		if equality.Semantic.DeepEqual(before, &pod.Status) {
+			out = pod
+			return nil
+		}
 		out, err = client.CoreV1().Pods(namespace).UpdateStatus(ctx, pod, metav1.UpdateOptions{})
 		return err
 	})

@@ -60,6 +60,11 @@ func TestClusterVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sched.Stop()
+	cidrs, err := cluster.StartServiceCIDRs(ctx, srv.Config())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer cidrs.Stop()
 	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
 		// The upstream tests make pods through Deployments and
 		// ReplicationControllers; the re-created ones do not.
