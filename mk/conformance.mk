@@ -30,13 +30,18 @@ CONFORMANCE_CI_SKIP ?= TestClusterGuest/(should_fallback_to_terminating_endpoint
 # [Conformance] nor among the ten (SN-32, 33, 45, 63, 64, 113, 114).
 CONFORMANCE_CI_SKIP_LATER ?= TestClusterGuest/(should_be_able_to_change_the_type_and_ports_of_a|should_only_target_nodes_with_endpoints|terminating_and_unready_endpoints_if_PublishNotReadyAddresses|should_recreate_its_iptables_rules|should_work_after_restarting_kube-proxy)
 
+# And the checklist's rest, re-created later (SN-24, 46, 52, 55, 71): SN-52
+# and SN-55 wait out a 125 s affinity timeout; none [Conformance] nor
+# among the ten.
+CONFORMANCE_CI_SKIP_REST ?= TestClusterGuest/(should_create_Services_and_serve_on_different_Service_CIDRs|should_target_all_nodes_with_endpoints|should_have_session_affinity_timeout_work|should_distribute_endpoints_evenly)
+
 .PHONY: conformance test-conformance
 conformance: deps build
 	cd test/e2e && CLUSTER=1 CLUSTER_RUN='$(CONFORMANCE_RUN)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestClusterVM$$' ./cluster
 
 test-conformance: deps build
-	cd test/e2e && CLUSTER=1 CLUSTER_SKIP='$(CONFORMANCE_CI_SKIP)|$(CONFORMANCE_CI_SKIP_LATER)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
+	cd test/e2e && CLUSTER=1 CLUSTER_SKIP='$(CONFORMANCE_CI_SKIP)|$(CONFORMANCE_CI_SKIP_LATER)|$(CONFORMANCE_CI_SKIP_REST)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestClusterVM$$' ./cluster
 
 TEST_TARGETS += test-conformance
