@@ -18,12 +18,14 @@ import (
 )
 
 // restTests are the checklist's tests the bed could not run before it had
-// the servicecidr controller and an ECMP route for the fake load
-// balancer, and the session affinity timeouts, which only cost time:
-// SN-24, SN-46, SN-52 and SN-55.
+// the servicecidr controller, an ECMP route for the fake load balancer
+// and upstream's boom-server, and the session affinity timeouts, which
+// only cost time: SN-24, SN-46, SN-95 (invalidstate_kernel_test.go),
+// SN-52 and SN-55.
 func (b *bed) restTests(t *testing.T) {
 	t.Run("should create Services and serve on different Service CIDRs", b.serviceCIDRs)
 	t.Run("should target all nodes with endpoints", b.lbAllEndpointNodes)
+	t.Run("proxy implementation should not be vulnerable to the invalid conntrack state bug [Privileged]", b.invalidConntrackState)
 	t.Run("should have session affinity timeout work", b.affinityTimeoutTests)
 }
 

@@ -104,7 +104,7 @@ func TestClusterVM(t *testing.T) {
 		args = append(args, "-test.skip", skip)
 	}
 	env := []string{"CLUSTER_KUBECONFIG_ADMIN=" + guestKC, "CLUSTER_KUBECONFIG_PROXY=" + proxyKC,
-		"CLUSTER_PROXY_BIN=" + proxyBin}
+		"CLUSTER_PROXY_BIN=" + proxyBin, boomServer(t, dir)}
 	// `make conformance-upstream`: upstream's e2e.test on the bed.
 	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP"} {
 		if v := os.Getenv(k); v != "" {

@@ -1,0 +1,120 @@
+//go:build kernel
+
+package cluster_test
+
+import (
+	"bytes"
+	"io"
+	"net"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+)
+
+// invalidConntrackState is SN-95 (Conntrack, regression
+// kubernetes#74839): upstream's boom-server (built on the host,
+// CLUSTER_BOOM_SERVER) runs in a pod on node-b behind the ClusterIP
+// Service boom-server:9000; a pod on node-a opens a connection to the VIP
+// every 2 s and keeps it until the server closes it (upstream: `nc
+// boom-server 9000 &`). The server answers every completed handshake with
+// a segment 100000 bytes before the window. If the client's node lets it
+// through without undoing the Service's NAT (conntrack calls it INVALID),
+// the client's kernel, which knows no such connection, resets it, and the
+// server logs "ERROR". For a minute it must not; it must have logged
+// "connection established" (the traffic did flow).
+func (b *bed) invalidConntrackState(t *testing.T) {
+	bin := vmtest.GuestEnv(t, "CLUSTER_BOOM_SERVER")
+	ns := b.testNamespace(t, "conntrack-invalid")
+	sel := map[string]string{"app": "boom-server"}
+	server := b.runPod(t, ns, podSpec{name: "boom-server", node: "node-b", labels: sel,
+		ports: []corev1.ContainerPort{{ContainerPort: 9000}}})
+	var log lockedBuffer
+	cmd := exec.Command(bin)
+	cmd.Env = append(os.Environ(), "POD_IP="+server.ip.String(), "POD_IPS="+server.ip.String())
+	cmd.Stdout, cmd.Stderr = &log, &log
+	if err := server.ns.Do(cmd.Start); err != nil {
+		t.Fatalf("boom-server: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+	})
+	svc := b.createService(t, ns, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "boom-server"},
+		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{tcpPort("", 9000, intstr.FromInt(9000))}}})
+	client := b.runPod(t, ns, podSpec{name: "startup-script", node: "node-a"})
+	target := vip(svc, 9000).String()
+
+	done := make(chan struct{})
+	var wg sync.WaitGroup
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		tick := time.NewTicker(2 * time.Second)
+		defer tick.Stop()
+		for {
+			var c net.Conn
+			_ = client.ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", target, 2*time.Second); return err })
+			if c != nil {
+				wg.Add(1)
+				go func() { // as nc: read until the server closes (10 s)
+					defer wg.Done()
+					_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
+					_, _ = io.Copy(io.Discard, c)
+					c.Close()
+				}()
+			}
+			select {
+			case <-done:
+				return
+			case <-tick.C:
+			}
+		}
+	}()
+	deadline := time.Now().Add(time.Minute)
+	for time.Now().Before(deadline) && !strings.Contains(log.String(), "ERROR") {
+		time.Sleep(5 * time.Second)
+	}
+	close(done)
+	wg.Wait()
+	out := log.String()
+	established, injected := strings.Count(out, "connection established"), strings.Count(out, "boom packet injected")
+	t.Logf("boom-server: %d connections established, %d out-of-window segments injected", established, injected)
+	if i := strings.Index(out, "ERROR"); i >= 0 {
+		t.Errorf("boom-server logged %q: the client reset a connection after the out-of-window segment (it reached the client un-NATed)", firstLine(out[i:]))
+	}
+	if established == 0 {
+		t.Errorf("boom-server saw no connection established through %s; its log:\n%s", target, out)
+	}
+}
+
+func firstLine(s string) string {
+	line, _, _ := strings.Cut(s, "\n")
+	return line
+}
+
+// lockedBuffer is a process's output, read while it runs.
+type lockedBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *lockedBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *lockedBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
