@@ -6,6 +6,7 @@ import (
 	"bytes"
 	"io"
 	"net"
+	"net/netip"
 	"os"
 	"os/exec"
 	"strings"
@@ -30,7 +31,8 @@ import (
 // through without undoing the Service's NAT (conntrack calls it INVALID),
 // the client's kernel, which knows no such connection, resets it, and the
 // server logs "ERROR". For a minute it must not; it must have logged
-// "connection established" (the traffic did flow).
+// "connection established" (the traffic did flow). A control run first
+// shows the server does log ERROR when the NAT is conntrack's.
 func (b *bed) invalidConntrackState(t *testing.T) {
 	bin := vmtest.GuestEnv(t, "CLUSTER_BOOM_SERVER")
 	ns := b.testNamespace(t, "conntrack-invalid")
@@ -51,8 +53,45 @@ func (b *bed) invalidConntrackState(t *testing.T) {
 	svc := b.createService(t, ns, &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "boom-server"},
 		Spec: corev1.ServiceSpec{Selector: sel, Ports: []corev1.ServicePort{tcpPort("", 9000, intstr.FromInt(9000))}}})
 	client := b.runPod(t, ns, podSpec{name: "startup-script", node: "node-a"})
-	target := vip(svc, 9000).String()
 
+	// The control: the same client through a conntrack DNAT on node-a
+	// (kube-proxy's iptables mode without its INVALID drop) to an address
+	// no Service has: the segment reaches the client un-NATed and the
+	// client resets. The server must log ERROR, or the check below could
+	// not fail.
+	nodeA := b.node(t, "node-a")
+	rule := []string{"-t", "nat", "PREROUTING", "-s", client.ip.String(), "-d", "192.0.2.95", "-p", "tcp", "--dport", "9000",
+		"-j", "DNAT", "--to-destination", netip.AddrPortFrom(server.ip, 9000).String()}
+	nodeA.ns.Run(t, "iptables", append([]string{"-I"}, rule...)...)
+	stop := connectEvery2s(client, "192.0.2.95:9000")
+	controlErr := waitLog(&log, "ERROR", 0, 30*time.Second)
+	stop()
+	nodeA.ns.Run(t, "iptables", append([]string{"-D"}, rule...)...)
+	if !controlErr {
+		t.Fatalf("control: through a conntrack DNAT the client never reset (no ERROR in 30 s): the boom-server check is blind; its log:\n%s", log.String())
+	}
+	t.Logf("control: through a conntrack DNAT, boom-server logged %q", firstLine(log.String()[strings.Index(log.String(), "ERROR"):]))
+
+	from := len(log.String())
+	stop = connectEvery2s(client, vip(svc, 9000).String())
+	waitLog(&log, "ERROR", from, time.Minute)
+	stop()
+	out := log.String()[from:]
+	established, injected := strings.Count(out, "connection established"), strings.Count(out, "boom packet injected")
+	t.Logf("boom-server through the Service: %d connections established, %d out-of-window segments injected", established, injected)
+	if i := strings.Index(out, "ERROR"); i >= 0 {
+		t.Errorf("boom-server logged %q: the client reset a connection after the out-of-window segment (it reached the client un-NATed)", firstLine(out[i:]))
+	}
+	if established == 0 {
+		t.Errorf("boom-server saw no connection established through %s; its log:\n%s", vip(svc, 9000), out)
+	}
+}
+
+// connectEvery2s is the client's `while true; do sleep 2; nc ADDR 9000 &
+// done`: a connection every 2 s from the pod, each kept until the server
+// closes it (the boom-server: after 10 s); stop ends the loop and waits
+// for the connections.
+func connectEvery2s(from pod, target string) (stop func()) {
 	done := make(chan struct{})
 	var wg sync.WaitGroup
 	wg.Add(1)
@@ -62,10 +101,10 @@ func (b *bed) invalidConntrackState(t *testing.T) {
 		defer tick.Stop()
 		for {
 			var c net.Conn
-			_ = client.ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", target, 2*time.Second); return err })
+			_ = from.ns.Do(func() (err error) { c, err = net.DialTimeout("tcp", target, 2*time.Second); return err })
 			if c != nil {
 				wg.Add(1)
-				go func() { // as nc: read until the server closes (10 s)
+				go func() {
 					defer wg.Done()
 					_ = c.SetReadDeadline(time.Now().Add(15 * time.Second))
 					_, _ = io.Copy(io.Discard, c)
@@ -79,20 +118,19 @@ func (b *bed) invalidConntrackState(t *testing.T) {
 			}
 		}
 	}()
-	deadline := time.Now().Add(time.Minute)
-	for time.Now().Before(deadline) && !strings.Contains(log.String(), "ERROR") {
-		time.Sleep(5 * time.Second)
-	}
-	close(done)
-	wg.Wait()
-	out := log.String()
-	established, injected := strings.Count(out, "connection established"), strings.Count(out, "boom packet injected")
-	t.Logf("boom-server: %d connections established, %d out-of-window segments injected", established, injected)
-	if i := strings.Index(out, "ERROR"); i >= 0 {
-		t.Errorf("boom-server logged %q: the client reset a connection after the out-of-window segment (it reached the client un-NATed)", firstLine(out[i:]))
-	}
-	if established == 0 {
-		t.Errorf("boom-server saw no connection established through %s; its log:\n%s", target, out)
+	return func() { close(done); wg.Wait() }
+}
+
+// waitLog polls log (from byte from on) every second until it holds text
+// or timeout passes, and tells whether it does.
+func waitLog(log *lockedBuffer, text string, from int, timeout time.Duration) bool {
+	for deadline := time.Now().Add(timeout); ; time.Sleep(time.Second) {
+		if strings.Contains(log.String()[from:], text) {
+			return true
+		}
+		if time.Now().After(deadline) {
+			return false
+		}
 	}
 }
 
