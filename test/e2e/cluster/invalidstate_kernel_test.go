@@ -60,13 +60,13 @@ func (b *bed) invalidConntrackState(t *testing.T) {
 	// client resets. The server must log ERROR, or the check below could
 	// not fail.
 	nodeA := b.node(t, "node-a")
-	rule := []string{"-t", "nat", "PREROUTING", "-s", client.ip.String(), "-d", "192.0.2.95", "-p", "tcp", "--dport", "9000",
+	rule := []string{"PREROUTING", "-s", client.ip.String(), "-d", "192.0.2.95", "-p", "tcp", "--dport", "9000",
 		"-j", "DNAT", "--to-destination", netip.AddrPortFrom(server.ip, 9000).String()}
-	nodeA.ns.Run(t, "iptables", append([]string{"-I"}, rule...)...)
+	nodeA.ns.Run(t, "iptables", append([]string{"-t", "nat", "-I"}, rule...)...)
 	stop := connectEvery2s(client, "192.0.2.95:9000")
 	controlErr := waitLog(&log, "ERROR", 0, 30*time.Second)
 	stop()
-	nodeA.ns.Run(t, "iptables", append([]string{"-D"}, rule...)...)
+	nodeA.ns.Run(t, "iptables", append([]string{"-t", "nat", "-D"}, rule...)...)
 	if !controlErr {
 		t.Fatalf("control: through a conntrack DNAT the client never reset (no ERROR in 30 s): the boom-server check is blind; its log:\n%s", log.String())
 	}
