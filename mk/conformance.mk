@@ -30,10 +30,11 @@ CONFORMANCE_CI_SKIP ?= TestClusterGuest/(should_fallback_to_terminating_endpoint
 # [Conformance] nor among the ten (SN-32, 33, 45, 63, 64, 113, 114).
 CONFORMANCE_CI_SKIP_LATER ?= TestClusterGuest/(should_be_able_to_change_the_type_and_ports_of_a|should_only_target_nodes_with_endpoints|terminating_and_unready_endpoints_if_PublishNotReadyAddresses|should_recreate_its_iptables_rules|should_work_after_restarting_kube-proxy)
 
-# And the checklist's rest, re-created later (SN-24, 46, 52, 55, 71): SN-52
-# and SN-55 wait out a 125 s affinity timeout; none [Conformance] nor
-# among the ten.
-CONFORMANCE_CI_SKIP_REST ?= TestClusterGuest/(should_create_Services_and_serve_on_different_Service_CIDRs|should_target_all_nodes_with_endpoints|should_have_session_affinity_timeout_work|should_distribute_endpoints_evenly)
+# And the checklist's rest, re-created later (SN-24, 46, 52, 55, 71, 95):
+# SN-52 and SN-55 wait out a 125 s affinity timeout; none [Conformance]
+# nor among the ten but SN-95, which the VM's kernel makes blind
+# (docs/conformance.md).
+CONFORMANCE_CI_SKIP_REST ?= TestClusterGuest/(should_create_Services_and_serve_on_different_Service_CIDRs|should_target_all_nodes_with_endpoints|should_have_session_affinity_timeout_work|should_distribute_endpoints_evenly|proxy_implementation_should_not_be_vulnerable_to_the_invalid_conntrack_state_bug)
 
 .PHONY: conformance test-conformance
 conformance: deps build
