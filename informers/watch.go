@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -65,7 +64,6 @@ type Watcher struct {
 
 	svcInf, sliceInf, nodeInf cache.SharedIndexInformer
 	svcs                      corelisters.ServiceLister
-	slices                    discoverylisters.EndpointSliceLister
 	nodeLister                corelisters.NodeLister
 
 	addrs *NodeAddressCache
@@ -168,7 +166,9 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		pagedInformer(w.nodes, &corev1.Node{}, client, transform, pageSize, listOf(nodes.List, ""), watchOf(nodes.Watch, ""))
 	}
 	w.svcInf, w.sliceInf, w.nodeInf = svc.Informer(), sl.Informer(), nd.Informer()
-	w.svcs, w.slices, w.nodeLister = svc.Lister(), sl.Lister(), nd.Lister()
+	// The EndpointSlice cache holds cachedSlices (StripUnused): read
+	// through bySvc, never a generated lister.
+	w.svcs, w.nodeLister = svc.Lister(), nd.Lister()
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		fn  func(any)
@@ -281,11 +281,8 @@ func (w *Watcher) onService(obj any) {
 }
 
 func (w *Watcher) onSlice(obj any) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	key, ok := SliceService(s)
+	s := cachedSliceOf(obj)
+	key, ok := s.serviceName()
 	if !ok {
 		return
 	}
@@ -304,7 +301,7 @@ func (w *Watcher) onSlice(obj any) {
 		w.apiView = api
 		w.nodesChg = true
 	}
-	if v, ok := s.Annotations[AnnotationTriggerTime]; ok {
+	if v := s.trigger; v != "" {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			if old, ok := w.triggers[key]; !ok || t.Before(old) {
 				w.triggers[key] = t
@@ -463,23 +460,28 @@ func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[mo
 // slice that leaves its Service (its service-name label changed) marks
 // that Service changed too; onSlice marks the new one.
 func (w *Watcher) fileSlice(old, cur any) {
-	o, _ := old.(*discoveryv1.EndpointSlice)
-	c, _ := cur.(*discoveryv1.EndpointSlice)
+	o, c := cachedSliceOf(old), cachedSliceOf(cur)
 	w.mu.Lock()
 	w.bySvc.move(o, c)
-	was, had := SliceService(o)
-	now, _ := SliceService(c)
+	was, had := o.serviceName()
+	now, _ := c.serviceName()
 	w.mu.Unlock()
 	if had && c != nil && was != now {
 		w.markService(was)
 	}
 }
 
-// servicesSlices are the cached EndpointSlices of Service key, in no order.
+// servicesSlices are the cached EndpointSlices of Service key, in no
+// order, rebuilt for the conversion (cachedSlice.api).
 func (w *Watcher) servicesSlices(key types.NamespacedName) []*discoveryv1.EndpointSlice {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.bySvc[key])
+	cached := slices.Clone(w.bySvc[key])
+	w.mu.Unlock()
+	out := make([]*discoveryv1.EndpointSlice, len(cached))
+	for i, c := range cached {
+		out[i] = c.api()
+	}
+	return out
 }
 
 // ServiceObject returns the cached Service, or nil.
@@ -549,7 +551,14 @@ func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 // same objects.
 func (w *Watcher) Cluster() model.Cluster {
 	svcs, _ := w.svcs.List(labels.Everything())
-	eps, _ := w.slices.List(labels.Everything())
 	nodes, _ := w.nodeLister.List(labels.Everything())
+	var eps []*discoveryv1.EndpointSlice
+	w.mu.Lock()
+	for _, ss := range w.bySvc {
+		for _, s := range ss {
+			eps = append(eps, s.api())
+		}
+	}
+	w.mu.Unlock()
 	return Convert(svcs, eps, nodes)
 }
