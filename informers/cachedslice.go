@@ -2,7 +2,6 @@ package informers
 
 import (
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -24,9 +23,8 @@ import (
 // a sync converts the Service. Like every informer cache entry it is
 // read-only: the rebuilt object shares its ports and strings.
 type cachedSlice struct {
-	// ObjectMeta is the lean copy's (leaner.meta): the store's key, the
-	// names a refusal gives, the UID.
-	metav1.ObjectMeta
+	// objectID is the store's key, the names a refusal gives, the UID.
+	objectID
 	service     string
 	trigger     string
 	addressType discoveryv1.AddressType
@@ -83,9 +81,8 @@ func (f endpointFlags) cond(set, val endpointFlags) *bool {
 // references, hostnames, deprecated topology, app protocols, every label
 // but the Service's name and every annotation but the trigger time go.
 func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
-	out := &cachedSlice{ObjectMeta: l.meta(&s.ObjectMeta), service: s.Labels[LabelServiceName],
+	out := &cachedSlice{objectID: l.idOf(&s.ObjectMeta), service: s.Labels[LabelServiceName],
 		trigger: s.Annotations[AnnotationTriggerTime], addressType: discoveryv1.AddressType(l.str(string(s.AddressType)))}
-	out.ManagedFields = nil
 	if len(s.Ports) > 0 {
 		out.ports = make([]discoveryv1.EndpointPort, len(s.Ports))
 		for i, p := range s.Ports {
@@ -109,11 +106,12 @@ func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
 	return out
 }
 
-// api rebuilds the EndpointSlice the conversion reads: the identity, the
+// api rebuilds the EndpointSlice the conversion reads: the identity (name,
+// namespace, UID, resourceVersion), the
 // service-name label, the address type, the ports and every endpoint with
 // its first address. It shares the ports, strings and hints of c.
 func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
-	out := &discoveryv1.EndpointSlice{ObjectMeta: c.ObjectMeta, AddressType: c.addressType, Ports: c.ports}
+	out := &discoveryv1.EndpointSlice{ObjectMeta: c.objectMeta(), AddressType: c.addressType, Ports: c.ports}
 	if c.service != "" {
 		out.Labels = map[string]string{LabelServiceName: c.service}
 	}
@@ -164,7 +162,6 @@ func (c *cachedSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObj
 // PagedList's list need one).
 func (c *cachedSlice) DeepCopyObject() runtime.Object {
 	out := *c
-	c.ObjectMeta.DeepCopyInto(&out.ObjectMeta)
 	if c.ports != nil {
 		out.ports = make([]discoveryv1.EndpointPort, len(c.ports))
 		for i := range c.ports {
@@ -196,5 +193,5 @@ func (c *cachedSlice) serviceName() (types.NamespacedName, bool) {
 	if c == nil || c.service == "" {
 		return types.NamespacedName{}, false
 	}
-	return types.NamespacedName{Namespace: c.Namespace, Name: c.service}, true
+	return types.NamespacedName{Namespace: c.namespace, Name: c.service}, true
 }

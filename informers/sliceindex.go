@@ -21,7 +21,7 @@ type sliceIndex map[types.NamespacedName][]*cachedSlice
 func (x sliceIndex) move(old, cur *cachedSlice) {
 	if old != nil {
 		if n, ok := old.serviceName(); ok {
-			ss := slices.DeleteFunc(x[n], func(s *cachedSlice) bool { return s.Name == old.Name })
+			ss := slices.DeleteFunc(x[n], func(s *cachedSlice) bool { return s.name == old.name })
 			if len(ss) == 0 {
 				delete(x, n)
 			} else {
@@ -32,7 +32,7 @@ func (x sliceIndex) move(old, cur *cachedSlice) {
 	if cur != nil {
 		if n, ok := cur.serviceName(); ok {
 			ss := x[n]
-			if i := slices.IndexFunc(ss, func(s *cachedSlice) bool { return s.Name == cur.Name }); i >= 0 {
+			if i := slices.IndexFunc(ss, func(s *cachedSlice) bool { return s.name == cur.name }); i >= 0 {
 				ss[i] = cur
 			} else {
 				x[n] = append(ss, cur)

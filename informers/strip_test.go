@@ -182,8 +182,8 @@ func TestStripUnused(t *testing.T) {
 	}
 	e0 := lsl.Endpoints[0]
 	if e0.TargetRef != nil || e0.Hostname != nil || e0.DeprecatedTopology != nil || len(e0.Addresses) != 1 ||
-		lsl.OwnerReferences != nil || lsl.Ports[0].AppProtocol != nil || csl.Labels != nil || csl.Annotations != nil ||
-		csl.ManagedFields != nil {
+		lsl.OwnerReferences != nil || lsl.Ports[0].AppProtocol != nil || csl.GetLabels() != nil || csl.GetAnnotations() != nil ||
+		lsl.Annotations != nil || lsl.ManagedFields != nil {
 		t.Errorf("unread EndpointSlice fields kept: %+v", csl)
 	}
 	if want := map[string]string{LabelServiceName: "web"}; !reflect.DeepEqual(lsl.Labels, want) {
