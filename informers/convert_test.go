@@ -535,7 +535,7 @@ func TestPrimaryIPs(t *testing.T) {
 func BenchmarkServiceEndpoints(b *testing.B) {
 	svc, _ := StripUnused(memService(7, memShapes[0]))
 	sl, _ := StripUnused(memSlice(7, 10, memShapes[0]))
-	ports, _ := Converter{}.ServicePorts(svc.(*corev1.Service))
+	ports, _ := Converter{}.ServicePorts(svc.(*cachedService).api())
 	cached := sl.(*cachedSlice)
 	for b.Loop() {
 		// As Watcher.Service: the cache entry rebuilt, then converted.

@@ -25,9 +25,9 @@ var (
 	// labels are compared as a whole) and no annotation.
 )
 
-// StripUnused is the informers' transform: it replaces each Service and
-// Node by a lean copy holding only what the proxy reads (see
-// leaner.service, leaner.node), and each EndpointSlice by the proxy's own
+// StripUnused is the informers' transform: it replaces each Node by a lean
+// copy holding only what the proxy reads (see leaner.node), and each
+// Service and EndpointSlice by the proxy's own cachedService and
 // cachedSlice, before the cache keeps it, so
 // that the decoded original — managedFields, last-applied-configuration,
 // selectors, targetRefs, a Node's images and conditions, and the spare
@@ -36,7 +36,7 @@ var (
 // zones, namespaces and label keys are interned): like every informer
 // cache, they are read-only. The original is never modified. Other objects
 // and tombstones pass unchanged. A lean copy passes unchanged too (see
-// leanMark; a cachedSlice is no EndpointSlice): client-go applies the
+// leanMark; a cachedService or cachedSlice is no API object): client-go applies the
 // transform twice to every object of an initial list — watch-list's temporary store or the paged list
 // (PagedList), then the informer's FIFO — and a second copy would double
 // the caches for as long as the first is not yet garbage.
@@ -77,7 +77,7 @@ func newLeaner(intern bool) *leaner {
 func (l *leaner) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		if o != nil && !isLean(&o.ObjectMeta) {
+		if o != nil {
 			return l.service(o), nil
 		}
 	case *discoveryv1.EndpointSlice:
@@ -187,48 +187,6 @@ func (l *leaner) meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 		CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
 	}
-}
-
-// service keeps what ServicePorts and SkipReason read: type, cluster IPs,
-// external IPs, source ranges, traffic policies, health check node port,
-// session affinity, traffic distribution, each port's name, protocol, port
-// and node port, the load balancer ingress IPs and IP modes. The selector,
-// IP family fields, target ports, app protocols, ingress hostnames and
-// ports, and status conditions go.
-func (l *leaner) service(s *corev1.Service) *corev1.Service {
-	sp := &s.Spec
-	out := &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: l.meta(&s.ObjectMeta)}
-	out.Labels = keep(s.Labels, serviceLabels)
-	out.Annotations = keep(s.Annotations, serviceAnnotations)
-	out.Spec = corev1.ServiceSpec{
-		Type:                     sp.Type,
-		ClusterIP:                sp.ClusterIP,
-		ClusterIPs:               sp.ClusterIPs,
-		ExternalIPs:              sp.ExternalIPs,
-		LoadBalancerSourceRanges: sp.LoadBalancerSourceRanges,
-		ExternalTrafficPolicy:    sp.ExternalTrafficPolicy,
-		InternalTrafficPolicy:    sp.InternalTrafficPolicy,
-		HealthCheckNodePort:      sp.HealthCheckNodePort,
-		SessionAffinity:          sp.SessionAffinity,
-		SessionAffinityConfig:    sp.SessionAffinityConfig,
-		TrafficDistribution:      sp.TrafficDistribution,
-	}
-	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
-		out.Spec.ClusterIP = sp.ClusterIPs[0] // one string, not two equal ones
-	}
-	if len(sp.Ports) > 0 {
-		out.Spec.Ports = make([]corev1.ServicePort, len(sp.Ports))
-		for i, p := range sp.Ports {
-			out.Spec.Ports[i] = corev1.ServicePort{Name: l.str(p.Name), Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort}
-		}
-	}
-	if ing := s.Status.LoadBalancer.Ingress; len(ing) > 0 {
-		out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, len(ing))
-		for i, in := range ing {
-			out.Status.LoadBalancer.Ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode}
-		}
-	}
-	return out
 }
 
 // node keeps what NodeFromObject and the health server read: every label,

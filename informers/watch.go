@@ -63,7 +63,6 @@ type Watcher struct {
 	nodes    informers.SharedInformerFactory
 
 	svcInf, sliceInf, nodeInf cache.SharedIndexInformer
-	svcs                      corelisters.ServiceLister
 	nodeLister                corelisters.NodeLister
 
 	addrs *NodeAddressCache
@@ -166,9 +165,10 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		pagedInformer(w.nodes, &corev1.Node{}, client, transform, pageSize, listOf(nodes.List, ""), watchOf(nodes.Watch, ""))
 	}
 	w.svcInf, w.sliceInf, w.nodeInf = svc.Informer(), sl.Informer(), nd.Informer()
-	// The EndpointSlice cache holds cachedSlices (StripUnused): read
-	// through bySvc, never a generated lister.
-	w.svcs, w.nodeLister = svc.Lister(), nd.Lister()
+	// The Service and EndpointSlice caches hold cachedServices and
+	// cachedSlices (StripUnused): read through the store and bySvc, never
+	// a generated lister.
+	w.nodeLister = nd.Lister()
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		fn  func(any)
@@ -268,15 +268,15 @@ func (w *Watcher) markService(key types.NamespacedName) {
 }
 
 func (w *Watcher) onService(obj any) {
-	if svc, ok := obj.(*corev1.Service); ok {
+	if svc := cachedServiceOf(obj); svc != nil {
 		w.mu.Lock()
 		w.svcGen++
 		w.svcIPs, w.svcIPsOK = nil, false
 		w.mu.Unlock()
 		if w.OnServiceChange != nil {
-			w.OnServiceChange(ServiceName(svc))
+			w.OnServiceChange(svc.serviceName())
 		}
-		w.markService(ServiceName(svc))
+		w.markService(svc.serviceName())
 	}
 }
 
@@ -391,13 +391,13 @@ func (w *Watcher) IsServiceIP(a netip.Addr) bool {
 	ips, ok, gen := w.svcIPs, w.svcIPsOK, w.svcGen
 	w.mu.Unlock()
 	if !ok {
-		var svcs []*corev1.Service
+		var all []netip.Addr
 		for _, o := range w.svcInf.GetStore().List() {
-			if svc, ok := o.(*corev1.Service); ok {
-				svcs = append(svcs, svc)
+			if svc := cachedServiceOf(o); svc != nil {
+				all = append(all, svc.serviceIPs()...)
 			}
 		}
-		ips = ServiceIPs(svcs)
+		ips = sortAddrs(all)
 		w.mu.Lock()
 		if w.svcGen == gen {
 			// No Service changed during the scan.
@@ -444,8 +444,8 @@ func (w *Watcher) Pending() int {
 // from the caches. A Service that is gone or skipped (headless,
 // ExternalName, another proxy's) gives no ports.
 func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
-	svc, err := w.svcs.Services(key.Namespace).Get(key.Name)
-	if err != nil || SkipReason(svc) != "" {
+	svc := w.ServiceObject(key.Namespace, key.Name)
+	if svc == nil || SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
 	ports, refusals := w.Converter.ServicePorts(svc)
@@ -484,13 +484,26 @@ func (w *Watcher) servicesSlices(key types.NamespacedName) []*discoveryv1.Endpoi
 	return out
 }
 
-// ServiceObject returns the cached Service, or nil.
+// ServiceObject returns the cached Service, rebuilt (cachedService.api),
+// or nil.
 func (w *Watcher) ServiceObject(namespace, name string) *corev1.Service {
-	svc, err := w.svcs.Services(namespace).Get(name)
-	if err != nil {
-		return nil
+	o, ok, err := w.svcInf.GetStore().GetByKey(cache.ObjectName{Namespace: namespace, Name: name}.String())
+	if svc := cachedServiceOf(o); ok && err == nil && svc != nil {
+		return svc.api()
 	}
-	return svc
+	return nil
+}
+
+// cachedServices are the cached Services.
+func (w *Watcher) cachedServices() []*cachedService {
+	objs := w.svcInf.GetStore().List()
+	out := make([]*cachedService, 0, len(objs))
+	for _, o := range objs {
+		if svc := cachedServiceOf(o); svc != nil {
+			out = append(out, svc)
+		}
+	}
+	return out
 }
 
 // NodeObject returns the cached Node, or nil.
@@ -504,10 +517,10 @@ func (w *Watcher) NodeObject(name string) *corev1.Node {
 
 // ServiceNames lists every cached Service, sorted by namespace and name.
 func (w *Watcher) ServiceNames() []types.NamespacedName {
-	svcs, _ := w.svcs.List(labels.Everything())
+	svcs := w.cachedServices()
 	out := make([]types.NamespacedName, 0, len(svcs))
 	for _, s := range svcs {
-		out = append(out, ServiceName(s))
+		out = append(out, s.serviceName())
 	}
 	slices.SortFunc(out, model.CompareServices)
 	return out
@@ -550,7 +563,10 @@ func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 // Cluster converts the whole cache at once, as `plan` would convert the
 // same objects.
 func (w *Watcher) Cluster() model.Cluster {
-	svcs, _ := w.svcs.List(labels.Everything())
+	var svcs []*corev1.Service
+	for _, s := range w.cachedServices() {
+		svcs = append(svcs, s.api())
+	}
 	nodes, _ := w.nodeLister.List(labels.Everything())
 	var eps []*discoveryv1.EndpointSlice
 	w.mu.Lock()
