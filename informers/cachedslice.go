@@ -12,11 +12,12 @@ import (
 // conversion reads): the identity, the Service it belongs to (label
 // kubernetes.io/service-name), the trigger-time annotation, the address
 // type, the ports and, of every endpoint in order, its first address, its
-// conditions in one byte, its interned node name and zone, and its hints.
-// It replaces the lean discoveryv1.EndpointSlice: an endpoint costs 48 B
-// here against 96 B and a one-element address list there, and the Service's
-// name a string against a label map (about 1 KiB less per slice of 10
-// endpoints, docs/benchmarks.md).
+// conditions in one byte, and its node name, zone and hints (one shared
+// endpointTopology per node and zone). It replaces the lean
+// discoveryv1.EndpointSlice: an endpoint costs 32 B here against 96 B and a
+// one-element address list there, and the Service's name a string against
+// a label map (about 1 KiB less per slice of 10 endpoints,
+// docs/benchmarks.md).
 //
 // The conversion (EndpointsFromSlice, ServiceEndpoints, Convert) reads API
 // objects; api rebuilds one, holding every field it reads, for as long as
@@ -35,10 +36,52 @@ type cachedSlice struct {
 // cachedEndpoint is one endpoint of a cachedSlice.
 type cachedEndpoint struct {
 	// address is the first of the endpoint's addresses (hasAddress set).
-	address        string
+	address string
+	topo    *endpointTopology
+	flags   endpointFlags
+}
+
+// endpointTopology is where an endpoint runs and which zones and nodes it
+// serves: the endpoints of one node and zone without hints share one.
+type endpointTopology struct {
 	nodeName, zone *string
 	hints          *discoveryv1.EndpointHints
-	flags          endpointFlags
+}
+
+// topoKey is what an interned endpointTopology is found by.
+type topoKey struct {
+	nodeName, zone string
+	hasNode        bool
+	hasZone        bool
+}
+
+// topology returns an endpointTopology of e's node, zone and hints: shared
+// between endpoints without hints, a new one for an endpoint with hints.
+func (l *leaner) topology(e *discoveryv1.Endpoint) *endpointTopology {
+	if e.Hints != nil || !l.intern {
+		return &endpointTopology{nodeName: l.ptr(e.NodeName), zone: l.ptr(e.Zone), hints: e.Hints}
+	}
+	k := topoKey{hasNode: e.NodeName != nil, hasZone: e.Zone != nil}
+	if k.hasNode {
+		k.nodeName = *e.NodeName
+	}
+	if k.hasZone {
+		k.zone = *e.Zone
+	}
+	l.mu.Lock()
+	t, ok := l.topos[k]
+	l.mu.Unlock()
+	if ok {
+		return t
+	}
+	t = &endpointTopology{nodeName: l.ptr(e.NodeName), zone: l.ptr(e.Zone)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.topos) >= maxInterned {
+		clear(l.topos)
+	}
+	l.topos[k] = t
+	return t
 }
 
 // endpointFlags are an endpoint's conditions, each unset, true or false as
@@ -93,7 +136,7 @@ func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
 		out.endpoints = make([]cachedEndpoint, len(s.Endpoints))
 		for i := range s.Endpoints {
 			e := &s.Endpoints[i]
-			c := cachedEndpoint{nodeName: l.ptr(e.NodeName), zone: l.ptr(e.Zone), hints: e.Hints,
+			c := cachedEndpoint{topo: l.topology(e),
 				flags: condFlags(e.Conditions.Ready, readySet, ready) |
 					condFlags(e.Conditions.Serving, servingSet, serving) |
 					condFlags(e.Conditions.Terminating, terminatingSet, terminating)}
@@ -127,9 +170,9 @@ func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
 				Serving:     e.flags.cond(servingSet, serving),
 				Terminating: e.flags.cond(terminatingSet, terminating),
 			},
-			NodeName: e.nodeName,
-			Zone:     e.zone,
-			Hints:    e.hints,
+			NodeName: e.topo.nodeName,
+			Zone:     e.topo.zone,
+			Hints:    e.topo.hints,
 		}
 		if e.flags&hasAddress != 0 {
 			addrs[i] = e.address
@@ -171,15 +214,17 @@ func (c *cachedSlice) DeepCopyObject() runtime.Object {
 	if c.endpoints != nil {
 		out.endpoints = make([]cachedEndpoint, len(c.endpoints))
 		for i, e := range c.endpoints {
-			if e.nodeName != nil {
-				n := *e.nodeName
-				e.nodeName = &n
+			t := *e.topo
+			if t.nodeName != nil {
+				n := *t.nodeName
+				t.nodeName = &n
 			}
-			if e.zone != nil {
-				z := *e.zone
-				e.zone = &z
+			if t.zone != nil {
+				z := *t.zone
+				t.zone = &z
 			}
-			e.hints = e.hints.DeepCopy()
+			t.hints = t.hints.DeepCopy()
+			e.topo = &t
 			out.endpoints[i] = e
 		}
 	}

@@ -61,8 +61,9 @@ var defaultLeaner = newLeaner(true)
 type leaner struct {
 	intern bool
 
-	mu   sync.Mutex
-	ptrs map[string]*string
+	mu    sync.Mutex
+	ptrs  map[string]*string
+	topos map[topoKey]*endpointTopology
 }
 
 // maxInterned bounds the table of shared pointers: past it the table starts
@@ -71,7 +72,7 @@ type leaner struct {
 const maxInterned = 1 << 14
 
 func newLeaner(intern bool) *leaner {
-	return &leaner{intern: intern, ptrs: map[string]*string{}}
+	return &leaner{intern: intern, ptrs: map[string]*string{}, topos: map[topoKey]*endpointTopology{}}
 }
 
 func (l *leaner) transform(obj any) (any, error) {

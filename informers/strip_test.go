@@ -247,7 +247,8 @@ func TestStripUnused(t *testing.T) {
 
 	// Interning: equal node names and zones share one pointer.
 	a, b := cached(t, fullSlice()), cached(t, fullSlice())
-	if a.endpoints[0].nodeName != b.endpoints[0].nodeName || a.endpoints[0].zone != b.endpoints[0].zone {
+	if a.endpoints[1].topo != b.endpoints[1].topo || a.endpoints[0].topo.nodeName != b.endpoints[0].topo.nodeName ||
+		a.endpoints[0].topo.zone != b.endpoints[0].topo.zone {
 		t.Error("node names and zones of two slices are not shared")
 	}
 
