@@ -29,7 +29,7 @@ kube-proxy:
 
 test-takeover: deps build kube-proxy
 	cd test/e2e && TAKEOVER=1 TAKEOVER_CYCLES=$(TAKEOVER_CYCLES) KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -count=1 -vet=off -v -timeout 50m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
+		$(GO) test -count=1 -vet=off -v -timeout 90m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
 
 # In `make test` (about 6 min warm at a host load of ~3: `go test` 379 s;
 # 3 cycles 784 s). Every failed TCP request, a dial's too, is judged from a
