@@ -13,6 +13,8 @@
 //   - node.go: the Node object a bed node registers, as kubelet would.
 //   - workloads.go: the deployment, replicaset, replication and root CA
 //     publisher controllers the upstream e2e.test needs (its run only).
+//   - gc.go: the garbage collector (a deleted Service's EndpointSlices,
+//     a deleted ReplicaSet's Pods), for the upstream e2e.test.
 //   - kubelet.go, tunnel.go: the kubelet API a node agent serves (exec,
 //     kubelet's own streaming code) and the API server's way to it (its
 //     egress selector's HTTP CONNECT to a qemu host forward).

@@ -62,12 +62,18 @@ func TestClusterVM(t *testing.T) {
 	defer sched.Stop()
 	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
 		// The upstream tests make pods through Deployments and
-		// ReplicationControllers; the re-created ones do not.
+		// ReplicationControllers and expect a deleted object's dependents
+		// to go; the re-created ones do not.
 		work, err := cluster.StartWorkloads(ctx, srv.Config(), srv.CAData)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer work.Stop()
+		gc, err := cluster.StartGarbageCollector(ctx, srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gc.Stop()
 	}
 
 	dir := t.TempDir()
