@@ -106,8 +106,9 @@ func TestClusterVM(t *testing.T) {
 	}
 	env := []string{"CLUSTER_KUBECONFIG_ADMIN=" + guestKC, "CLUSTER_KUBECONFIG_PROXY=" + proxyKC,
 		"CLUSTER_PROXY_BIN=" + proxyBin}
-	// `make conformance-upstream`: upstream's e2e.test on the bed.
-	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP"} {
+	// `make conformance-upstream`: upstream's e2e.test on the bed, with
+	// cluster DNS (tools/coredns).
+	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
