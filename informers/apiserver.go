@@ -76,9 +76,15 @@ func clusterIPsOf(svc *corev1.Service) []netip.Addr {
 	if svc == nil {
 		return nil
 	}
-	raw := svc.Spec.ClusterIPs
-	if len(raw) == 0 && svc.Spec.ClusterIP != "" {
-		raw = []string{svc.Spec.ClusterIP}
+	return parseClusterIPs(svc.Spec.ClusterIP, svc.Spec.ClusterIPs)
+}
+
+// parseClusterIPs are the addresses of spec.clusterIPs, or of
+// spec.clusterIP when the list is empty, that parse.
+func parseClusterIPs(clusterIP string, clusterIPs []string) []netip.Addr {
+	raw := clusterIPs
+	if len(raw) == 0 && clusterIP != "" {
+		raw = []string{clusterIP}
 	}
 	var out []netip.Addr
 	for _, s := range raw {

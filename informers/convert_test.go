@@ -527,7 +527,7 @@ func TestPrimaryIPs(t *testing.T) {
 	}
 }
 
-// BenchmarkServiceEndpoints is one Service's conversion of its
+// BenchmarkServiceEndpoints is one Service's conversion of its cached
 // EndpointSlice of 10 endpoints, as a full sync converts every Service
 // (Watcher.Service): what it allocates is the full sync's garbage.
 //
@@ -535,10 +535,11 @@ func TestPrimaryIPs(t *testing.T) {
 func BenchmarkServiceEndpoints(b *testing.B) {
 	svc, _ := StripUnused(memService(7, memShapes[0]))
 	sl, _ := StripUnused(memSlice(7, 10, memShapes[0]))
-	ports, _ := Converter{}.ServicePorts(svc.(*corev1.Service))
-	eps := []*discoveryv1.EndpointSlice{sl.(*discoveryv1.EndpointSlice)}
+	ports, _ := Converter{}.ServicePorts(svc.(*cachedService).api())
+	cached := sl.(*cachedSlice)
 	for b.Loop() {
-		if got, _ := ServiceEndpoints(ports, eps); len(got) != 1 {
+		// As Watcher.Service: the cache entry rebuilt, then converted.
+		if got, _ := ServiceEndpoints(ports, []*discoveryv1.EndpointSlice{cached.api()}); len(got) != 1 {
 			b.Fatal(got)
 		}
 	}

@@ -1,8 +1,11 @@
 // Package informers is the proxy's view of the API server. It owns:
 //
-//   - the client-go shared informers and listers of Services and
-//     EndpointSlices (kube-proxy's label selector) and Nodes, with the
-//     transform that keeps only the fields the proxy reads (strip.go),
+//   - the client-go shared informers of Services and EndpointSlices
+//     (kube-proxy's label selector) and Nodes, with the transform that
+//     keeps only the fields the proxy reads (strip.go): Services and
+//     EndpointSlices in cache entries of the proxy's own type
+//     (cachedservice.go, cachedslice.go), rebuilt as API objects only
+//     while they are converted,
 //     listed in pages transformed as they arrive when the API server
 //     serves no watch-list (PagedList, pagedlist.go);
 //   - the change tracker: which Services changed, whether Node addresses or

@@ -264,7 +264,8 @@ func FuzzConvertObjects(f *testing.F) {
 }
 
 // checkStripped asserts that the informers' transform keeps everything the
-// conversion reads: the objects' lean copies convert to c too.
+// conversion reads: the Nodes' lean copies, and the Services and
+// EndpointSlices rebuilt from their cache entries, convert to c too.
 func checkStripped(t *testing.T, svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node, c model.Cluster) {
 	t.Helper()
 	lean := func(o any) any {
@@ -278,10 +279,10 @@ func checkStripped(t *testing.T, svcs []*corev1.Service, eps []*discoveryv1.Endp
 	var le []*discoveryv1.EndpointSlice
 	var ln []*corev1.Node
 	for _, o := range svcs {
-		ls = append(ls, lean(o).(*corev1.Service))
+		ls = append(ls, informers.ConvertedService(lean(o)))
 	}
 	for _, o := range eps {
-		le = append(le, lean(o).(*discoveryv1.EndpointSlice))
+		le = append(le, informers.ConvertedSlice(lean(o)))
 	}
 	for _, o := range nodes {
 		ln = append(ln, lean(o).(*corev1.Node))

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"reflect"
 	"strconv"
 	"sync"
 	"testing"
@@ -88,12 +89,12 @@ func listed(t *testing.T, obj runtime.Object, snap, want int) {
 		t.Fatalf("%d items, want %d", len(l.Items), want)
 	}
 	for i, it := range l.Items {
-		svc, ok := it.Object.(*corev1.Service)
-		if !ok || !isLean(&svc.ObjectMeta) {
-			t.Fatalf("item %d is %T, not a lean Service", i, it.Object)
+		svc, ok := it.Object.(*cachedService)
+		if !ok {
+			t.Fatalf("item %d is %T, not a cachedService", i, it.Object)
 		}
-		if name := fmt.Sprintf("s%d-%03d", snap, i); svc.Name != name {
-			t.Errorf("item %d is %s, want %s", i, svc.Name, name)
+		if name := fmt.Sprintf("s%d-%03d", snap, i); svc.name != name {
+			t.Errorf("item %d is %s, want %s", i, svc.name, name)
 		}
 	}
 }
@@ -237,8 +238,8 @@ func TestWatcherPagedRelist(t *testing.T) {
 	added.ManagedFields = []metav1.ManagedFieldsEntry{{Manager: "kubectl"}}
 	first.Add(added)
 	waitFor(t, "the added Service", func() bool { return w.ServiceObject("default", "added") != nil })
-	if got := w.ServiceObject("default", "added"); got == added || !isLean(&got.ObjectMeta) {
-		t.Errorf("the watched Service is cached as decoded, not as a lean copy")
+	if got, _, _ := w.svcInf.GetStore().GetByKey("default/added"); reflect.TypeOf(got) != reflect.TypeFor[*cachedService]() {
+		t.Errorf("the watched Service is cached as %T, not as a cachedService", got)
 	}
 
 	// The watch expires: the reflector lists again, in pages.
@@ -250,9 +251,9 @@ func TestWatcherPagedRelist(t *testing.T) {
 	})
 	checkPages(2)
 	waitFor(t, "the relisted cache", func() bool { return w.ServiceObject("default", "added") == nil })
-	for _, k := range w.ServiceNames() {
-		if svc := w.ServiceObject(k.Namespace, k.Name); !isLean(&svc.ObjectMeta) {
-			t.Fatalf("%s cached as decoded after the relist", k)
+	for _, o := range w.svcInf.GetStore().List() {
+		if _, ok := o.(*cachedService); !ok {
+			t.Fatalf("%T cached after the relist, not a cachedService", o)
 		}
 	}
 }

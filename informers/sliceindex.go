@@ -3,7 +3,6 @@ package informers
 import (
 	"slices"
 
-	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/types"
 )
 
@@ -16,13 +15,13 @@ import (
 // docs/benchmarks.md); here a Service costs a map entry and a one-pointer
 // array. Slices are filed by namespace and name: an update replaces the
 // slice it follows.
-type sliceIndex map[types.NamespacedName][]*discoveryv1.EndpointSlice
+type sliceIndex map[types.NamespacedName][]*cachedSlice
 
 // move files cur (nil: a deletion) instead of old (nil: an addition).
-func (x sliceIndex) move(old, cur *discoveryv1.EndpointSlice) {
+func (x sliceIndex) move(old, cur *cachedSlice) {
 	if old != nil {
-		if n, ok := SliceService(old); ok {
-			ss := slices.DeleteFunc(x[n], func(s *discoveryv1.EndpointSlice) bool { return s.Name == old.Name })
+		if n, ok := old.serviceName(); ok {
+			ss := slices.DeleteFunc(x[n], func(s *cachedSlice) bool { return s.name == old.name })
 			if len(ss) == 0 {
 				delete(x, n)
 			} else {
@@ -31,9 +30,9 @@ func (x sliceIndex) move(old, cur *discoveryv1.EndpointSlice) {
 		}
 	}
 	if cur != nil {
-		if n, ok := SliceService(cur); ok {
+		if n, ok := cur.serviceName(); ok {
 			ss := x[n]
-			if i := slices.IndexFunc(ss, func(s *discoveryv1.EndpointSlice) bool { return s.Name == cur.Name }); i >= 0 {
+			if i := slices.IndexFunc(ss, func(s *cachedSlice) bool { return s.name == cur.name }); i >= 0 {
 				ss[i] = cur
 			} else {
 				x[n] = append(ss, cur)

@@ -18,17 +18,17 @@ var (
 	// is the other half of the informers' selector.
 	serviceLabels      = []string{LabelServiceProxyName, LabelHeadless}
 	serviceAnnotations = []string{AnnotationScheduler, AnnotationSourceRanges}
-	// EndpointSlices: the service-name label ties a slice to its Service
-	// (SliceServiceKey, the slice index); onSlice reads the trigger time.
-	sliceLabels      = []string{LabelServiceName, LabelServiceProxyName, LabelHeadless}
-	sliceAnnotations = []string{AnnotationTriggerTime}
+	// EndpointSlices are cachedSlices: of their labels the Service's name
+	// (SliceService, the slice index), of their annotations the trigger
+	// time (onSlice).
 	// Nodes keep every label (the planner reads the zone, the local node's
 	// labels are compared as a whole) and no annotation.
 )
 
-// StripUnused is the informers' transform: it replaces each Service,
-// EndpointSlice and Node by a lean copy holding only what the proxy reads
-// (see leanService, leanSlice, leanNode), before the cache keeps it, so
+// StripUnused is the informers' transform: it replaces each Node by a lean
+// copy holding only what the proxy reads (see leaner.node), and each
+// Service and EndpointSlice by the proxy's own cachedService and
+// cachedSlice, before the cache keeps it, so
 // that the decoded original — managedFields, last-applied-configuration,
 // selectors, targetRefs, a Node's images and conditions, and the spare
 // capacity of decoded lists — can be freed. The copies share their strings
@@ -36,8 +36,8 @@ var (
 // zones, namespaces and label keys are interned): like every informer
 // cache, they are read-only. The original is never modified. Other objects
 // and tombstones pass unchanged. A lean copy passes unchanged too (see
-// leanMark): client-go applies the transform twice to every object of an
-// initial list — watch-list's temporary store or the paged list
+// leanMark; a cachedService or cachedSlice is no API object): client-go applies the
+// transform twice to every object of an initial list — watch-list's temporary store or the paged list
 // (PagedList), then the informer's FIFO — and a second copy would double
 // the caches for as long as the first is not yet garbage.
 func StripUnused(obj any) (any, error) { return defaultLeaner.transform(obj) }
@@ -61,8 +61,9 @@ var defaultLeaner = newLeaner(true)
 type leaner struct {
 	intern bool
 
-	mu   sync.Mutex
-	ptrs map[string]*string
+	mu    sync.Mutex
+	ptrs  map[string]*string
+	topos map[topoKey]*endpointTopology
 }
 
 // maxInterned bounds the table of shared pointers: past it the table starts
@@ -71,17 +72,17 @@ type leaner struct {
 const maxInterned = 1 << 14
 
 func newLeaner(intern bool) *leaner {
-	return &leaner{intern: intern, ptrs: map[string]*string{}}
+	return &leaner{intern: intern, ptrs: map[string]*string{}, topos: map[topoKey]*endpointTopology{}}
 }
 
 func (l *leaner) transform(obj any) (any, error) {
 	switch o := obj.(type) {
 	case *corev1.Service:
-		if o != nil && !isLean(&o.ObjectMeta) {
+		if o != nil {
 			return l.service(o), nil
 		}
 	case *discoveryv1.EndpointSlice:
-		if o != nil && !isLean(&o.ObjectMeta) {
+		if o != nil {
 			return l.slice(o), nil
 		}
 	case *corev1.Node:
@@ -187,87 +188,6 @@ func (l *leaner) meta(m *metav1.ObjectMeta) metav1.ObjectMeta {
 		CreationTimestamp: m.CreationTimestamp,
 		DeletionTimestamp: m.DeletionTimestamp,
 	}
-}
-
-// service keeps what ServicePorts and SkipReason read: type, cluster IPs,
-// external IPs, source ranges, traffic policies, health check node port,
-// session affinity, traffic distribution, each port's name, protocol, port
-// and node port, the load balancer ingress IPs and IP modes. The selector,
-// IP family fields, target ports, app protocols, ingress hostnames and
-// ports, and status conditions go.
-func (l *leaner) service(s *corev1.Service) *corev1.Service {
-	sp := &s.Spec
-	out := &corev1.Service{TypeMeta: s.TypeMeta, ObjectMeta: l.meta(&s.ObjectMeta)}
-	out.Labels = keep(s.Labels, serviceLabels)
-	out.Annotations = keep(s.Annotations, serviceAnnotations)
-	out.Spec = corev1.ServiceSpec{
-		Type:                     sp.Type,
-		ClusterIP:                sp.ClusterIP,
-		ClusterIPs:               sp.ClusterIPs,
-		ExternalIPs:              sp.ExternalIPs,
-		LoadBalancerSourceRanges: sp.LoadBalancerSourceRanges,
-		ExternalTrafficPolicy:    sp.ExternalTrafficPolicy,
-		InternalTrafficPolicy:    sp.InternalTrafficPolicy,
-		HealthCheckNodePort:      sp.HealthCheckNodePort,
-		SessionAffinity:          sp.SessionAffinity,
-		SessionAffinityConfig:    sp.SessionAffinityConfig,
-		TrafficDistribution:      sp.TrafficDistribution,
-	}
-	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
-		out.Spec.ClusterIP = sp.ClusterIPs[0] // one string, not two equal ones
-	}
-	if len(sp.Ports) > 0 {
-		out.Spec.Ports = make([]corev1.ServicePort, len(sp.Ports))
-		for i, p := range sp.Ports {
-			out.Spec.Ports[i] = corev1.ServicePort{Name: l.str(p.Name), Protocol: p.Protocol, Port: p.Port, NodePort: p.NodePort}
-		}
-	}
-	if ing := s.Status.LoadBalancer.Ingress; len(ing) > 0 {
-		out.Status.LoadBalancer.Ingress = make([]corev1.LoadBalancerIngress, len(ing))
-		for i, in := range ing {
-			out.Status.LoadBalancer.Ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode}
-		}
-	}
-	return out
-}
-
-// slice keeps what EndpointsFromSlice reads: the address type, every port's
-// name, protocol and number, and of every endpoint (all of them, in order:
-// refusals name them by index) the first address, the conditions, node
-// name, zone and hints. Target references, hostnames, deprecated topology
-// and app protocols go.
-func (l *leaner) slice(s *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
-	out := &discoveryv1.EndpointSlice{TypeMeta: s.TypeMeta, ObjectMeta: l.meta(&s.ObjectMeta), AddressType: s.AddressType}
-	out.Labels = keep(s.Labels, sliceLabels)
-	out.Annotations = keep(s.Annotations, sliceAnnotations)
-	if len(s.Ports) > 0 {
-		out.Ports = make([]discoveryv1.EndpointPort, len(s.Ports))
-		for i, p := range s.Ports {
-			out.Ports[i] = discoveryv1.EndpointPort{Name: l.ptr(p.Name), Protocol: protoPtr(p.Protocol), Port: p.Port}
-		}
-	}
-	if len(s.Endpoints) > 0 {
-		out.Endpoints = make([]discoveryv1.Endpoint, len(s.Endpoints))
-		for i := range s.Endpoints {
-			e := &s.Endpoints[i]
-			addrs := e.Addresses
-			if len(addrs) > 1 {
-				addrs = []string{addrs[0]}
-			}
-			out.Endpoints[i] = discoveryv1.Endpoint{
-				Addresses: addrs,
-				Conditions: discoveryv1.EndpointConditions{
-					Ready:       boolPtr(e.Conditions.Ready),
-					Serving:     boolPtr(e.Conditions.Serving),
-					Terminating: boolPtr(e.Conditions.Terminating),
-				},
-				NodeName: l.ptr(e.NodeName),
-				Zone:     l.ptr(e.Zone),
-				Hints:    e.Hints,
-			}
-		}
-	}
-	return out
 }
 
 // node keeps what NodeFromObject and the health server read: every label,

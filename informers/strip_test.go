@@ -120,10 +120,45 @@ func strip[T any](t *testing.T, obj T) T {
 	return o
 }
 
+// cached is what the transform makes of an EndpointSlice.
+func cached(t *testing.T, sl *discoveryv1.EndpointSlice) *cachedSlice {
+	t.Helper()
+	out, err := StripUnused(sl)
+	if err != nil {
+		t.Fatalf("StripUnused: %v", err)
+	}
+	c, ok := out.(*cachedSlice)
+	if !ok {
+		t.Fatalf("StripUnused returned %T for an EndpointSlice, want *cachedSlice", out)
+	}
+	return c
+}
+
+// cachedSvc is what the transform makes of a Service.
+func cachedSvc(t *testing.T, svc *corev1.Service) *cachedService {
+	t.Helper()
+	out, err := StripUnused(svc)
+	if err != nil {
+		t.Fatalf("StripUnused: %v", err)
+	}
+	c, ok := out.(*cachedService)
+	if !ok {
+		t.Fatalf("StripUnused returned %T for a Service, want *cachedService", out)
+	}
+	return c
+}
+
+// apiSlice is what the conversion reads of an EndpointSlice's cache entry.
+func apiSlice(t *testing.T, sl *discoveryv1.EndpointSlice) *discoveryv1.EndpointSlice {
+	t.Helper()
+	return cached(t, sl).api()
+}
+
 func TestStripUnused(t *testing.T) {
 	svc, sl, node := fullService(), fullSlice(), fullNode("n1")
 	svc0, sl0, node0 := svc.DeepCopy(), sl.DeepCopy(), node.DeepCopy()
-	ls, lsl, ln := strip(t, svc), strip(t, sl), strip(t, node)
+	csvc, csl, ln := cachedSvc(t, svc), cached(t, sl), strip(t, node)
+	ls, lsl := csvc.api(), csl.api()
 
 	// The originals are untouched: the cache gets a copy.
 	if !reflect.DeepEqual(svc, svc0) || !reflect.DeepEqual(sl, sl0) || !reflect.DeepEqual(node, node0) {
@@ -139,10 +174,15 @@ func TestStripUnused(t *testing.T) {
 	}
 	// A lean copy passes the transform again unchanged (client-go applies
 	// it twice to a listed object); a deep copy of it is no lean copy.
-	if strip(t, ls) != ls || strip(t, lsl) != lsl || strip(t, ln) != ln {
+	if strip(t, ln) != ln {
 		t.Error("StripUnused copied a lean copy again")
 	}
-	if c := ls.DeepCopy(); strip(t, c) == c {
+	for _, c := range []any{csvc, csl} {
+		if again, err := StripUnused(c); err != nil || again != c {
+			t.Errorf("StripUnused copied a cache entry (%T) again", c)
+		}
+	}
+	if c := ln.DeepCopy(); strip(t, c) == c {
 		t.Error("StripUnused took a deep copy of a lean copy for its own")
 	}
 	if ls.Spec.Selector != nil || ls.Spec.IPFamilies != nil || ls.Spec.Ports[0].TargetPort != (intstr.IntOrString{}) ||
@@ -158,14 +198,21 @@ func TestStripUnused(t *testing.T) {
 	}
 	e0 := lsl.Endpoints[0]
 	if e0.TargetRef != nil || e0.Hostname != nil || e0.DeprecatedTopology != nil || len(e0.Addresses) != 1 ||
-		lsl.OwnerReferences != nil || lsl.Ports[0].AppProtocol != nil {
-		t.Errorf("unread EndpointSlice fields kept: %+v", lsl)
+		lsl.OwnerReferences != nil || lsl.Ports[0].AppProtocol != nil || csl.GetLabels() != nil || csl.GetAnnotations() != nil ||
+		lsl.Annotations != nil || lsl.ManagedFields != nil {
+		t.Errorf("unread EndpointSlice fields kept: %+v", csl)
 	}
 	if want := map[string]string{LabelServiceName: "web"}; !reflect.DeepEqual(lsl.Labels, want) {
 		t.Errorf("EndpointSlice labels %v, want %v", lsl.Labels, want)
 	}
-	if want := map[string]string{AnnotationTriggerTime: "2026-11-24T10:00:00Z"}; !reflect.DeepEqual(lsl.Annotations, want) {
-		t.Errorf("EndpointSlice annotations %v, want %v", lsl.Annotations, want)
+	if csl.trigger != "2026-11-24T10:00:00Z" {
+		t.Errorf("EndpointSlice trigger time %q", csl.trigger)
+	}
+	if c, ok := csl.DeepCopyObject().(*cachedSlice); !ok || !reflect.DeepEqual(c, csl) || &c.endpoints[0] == &csl.endpoints[0] {
+		t.Errorf("DeepCopyObject: %+v", c)
+	}
+	if c, ok := csvc.DeepCopyObject().(*cachedService); !ok || !reflect.DeepEqual(c, csvc) || &c.ports[0] == &csvc.ports[0] {
+		t.Errorf("DeepCopyObject: %+v", c)
 	}
 	if ln.Spec.PodCIDR != node.Spec.PodCIDR || !slices.Equal(ln.Spec.PodCIDRs, node.Spec.PodCIDRs) {
 		t.Errorf("Node pod CIDRs %q %q, want %q %q", ln.Spec.PodCIDR, ln.Spec.PodCIDRs, node.Spec.PodCIDR, node.Spec.PodCIDRs)
@@ -175,19 +222,23 @@ func TestStripUnused(t *testing.T) {
 		t.Errorf("unread Node fields kept: %+v", ln)
 	}
 
-	// What stays: identity, what health and Events read.
-	for _, c := range []struct{ got, want metav1.Object }{{ls, svc}, {lsl, sl}, {ln, node}} {
+	// What stays: identity, what health (a Node's deletion) and Events
+	// (the UID) read, in the cache entries and in what they rebuild.
+	for _, c := range []struct{ got, want metav1.Object }{{ls, svc}, {csvc, svc}, {lsl, sl}, {csl, sl}, {ln, node}} {
 		if c.got.GetName() != c.want.GetName() || c.got.GetNamespace() != c.want.GetNamespace() || c.got.GetUID() != c.want.GetUID() ||
-			c.got.GetResourceVersion() != c.want.GetResourceVersion() || !reflect.DeepEqual(c.got.GetDeletionTimestamp(), c.want.GetDeletionTimestamp()) {
-			t.Errorf("%s: identity not kept", c.want.GetName())
+			c.got.GetResourceVersion() != c.want.GetResourceVersion() {
+			t.Errorf("%s (%T): identity not kept", c.want.GetName(), c.got)
 		}
+	}
+	if !reflect.DeepEqual(ln.DeletionTimestamp, node.DeletionTimestamp) {
+		t.Errorf("Node deletion timestamp %v, want %v", ln.DeletionTimestamp, node.DeletionTimestamp)
 	}
 	if !reflect.DeepEqual(ln.Labels, node.Labels) || !reflect.DeepEqual(ln.Spec.Taints, node.Spec.Taints) || !ln.Spec.Unschedulable {
 		t.Errorf("Node labels, taints or unschedulable not kept: %+v", ln)
 	}
 
 	// Idempotent: client-go may transform an object twice.
-	for _, o := range []any{ls, lsl, ln} {
+	for _, o := range []any{csvc, csl, ln} {
 		again, err := StripUnused(o)
 		if err != nil || !reflect.DeepEqual(again, o) {
 			t.Errorf("StripUnused not idempotent on %T: %+v", o, again)
@@ -195,8 +246,9 @@ func TestStripUnused(t *testing.T) {
 	}
 
 	// Interning: equal node names and zones share one pointer.
-	a, b := strip(t, fullSlice()), strip(t, fullSlice())
-	if a.Endpoints[0].NodeName != b.Endpoints[0].NodeName || a.Endpoints[0].Zone != b.Endpoints[0].Zone {
+	a, b := cached(t, fullSlice()), cached(t, fullSlice())
+	if a.endpoints[1].topo != b.endpoints[1].topo || a.endpoints[0].topo.nodeName != b.endpoints[0].topo.nodeName ||
+		a.endpoints[0].topo.zone != b.endpoints[0].topo.zone {
 		t.Error("node names and zones of two slices are not shared")
 	}
 
@@ -240,10 +292,10 @@ func TestStripUnusedConverts(t *testing.T) {
 	var leps []*discoveryv1.EndpointSlice
 	var lnodes []*corev1.Node
 	for _, s := range svcs {
-		lsvcs = append(lsvcs, strip(t, s))
+		lsvcs = append(lsvcs, cachedSvc(t, s).api())
 	}
 	for _, s := range eps {
-		leps = append(leps, strip(t, s))
+		leps = append(leps, apiSlice(t, s))
 	}
 	for _, n := range nodes {
 		lnodes = append(lnodes, strip(t, n))
@@ -259,7 +311,7 @@ func TestStripUnusedConverts(t *testing.T) {
 	for i := range eps {
 		n, _ := SliceService(eps[i])
 		ln, _ := SliceService(leps[i])
-		if n != ln || eps[i].Annotations[AnnotationTriggerTime] != leps[i].Annotations[AnnotationTriggerTime] {
+		if n != ln || eps[i].Annotations[AnnotationTriggerTime] != cached(t, eps[i]).trigger {
 			t.Errorf("slice %s: service key or trigger time differs", eps[i].Name)
 		}
 	}
@@ -343,7 +395,7 @@ func mustCreate(t *testing.T, err error) {
 func TestStripUnusedKeepsTriggerTime(t *testing.T) {
 	sl := fullSlice()
 	w := &Watcher{dirty: map[types.NamespacedName]bool{}, triggers: map[types.NamespacedName]time.Time{}, notify: make(chan struct{}, 1)}
-	w.onSlice(strip(t, sl))
+	w.onSlice(cached(t, sl))
 	if got := w.TakeChanges().Triggers[types.NamespacedName{Namespace: "default", Name: "web"}]; !got.Equal(time.Date(2026, 11, 24, 10, 0, 0, 0, time.UTC)) {
 		t.Errorf("trigger time %v", got)
 	}

@@ -19,7 +19,6 @@ import (
 	"k8s.io/client-go/informers"
 	"k8s.io/client-go/kubernetes"
 	corelisters "k8s.io/client-go/listers/core/v1"
-	discoverylisters "k8s.io/client-go/listers/discovery/v1"
 	"k8s.io/client-go/tools/cache"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -64,8 +63,6 @@ type Watcher struct {
 	nodes    informers.SharedInformerFactory
 
 	svcInf, sliceInf, nodeInf cache.SharedIndexInformer
-	svcs                      corelisters.ServiceLister
-	slices                    discoverylisters.EndpointSliceLister
 	nodeLister                corelisters.NodeLister
 
 	addrs *NodeAddressCache
@@ -168,7 +165,10 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		pagedInformer(w.nodes, &corev1.Node{}, client, transform, pageSize, listOf(nodes.List, ""), watchOf(nodes.Watch, ""))
 	}
 	w.svcInf, w.sliceInf, w.nodeInf = svc.Informer(), sl.Informer(), nd.Informer()
-	w.svcs, w.slices, w.nodeLister = svc.Lister(), sl.Lister(), nd.Lister()
+	// The Service and EndpointSlice caches hold cachedServices and
+	// cachedSlices (StripUnused): read through the store and bySvc, never
+	// a generated lister.
+	w.nodeLister = nd.Lister()
 	for _, h := range []struct {
 		inf cache.SharedIndexInformer
 		fn  func(any)
@@ -268,24 +268,21 @@ func (w *Watcher) markService(key types.NamespacedName) {
 }
 
 func (w *Watcher) onService(obj any) {
-	if svc, ok := obj.(*corev1.Service); ok {
+	if svc := cachedServiceOf(obj); svc != nil {
 		w.mu.Lock()
 		w.svcGen++
 		w.svcIPs, w.svcIPsOK = nil, false
 		w.mu.Unlock()
 		if w.OnServiceChange != nil {
-			w.OnServiceChange(ServiceName(svc))
+			w.OnServiceChange(svc.serviceName())
 		}
-		w.markService(ServiceName(svc))
+		w.markService(svc.serviceName())
 	}
 }
 
 func (w *Watcher) onSlice(obj any) {
-	s, ok := obj.(*discoveryv1.EndpointSlice)
-	if !ok {
-		return
-	}
-	key, ok := SliceService(s)
+	s := cachedSliceOf(obj)
+	key, ok := s.serviceName()
 	if !ok {
 		return
 	}
@@ -304,7 +301,7 @@ func (w *Watcher) onSlice(obj any) {
 		w.apiView = api
 		w.nodesChg = true
 	}
-	if v, ok := s.Annotations[AnnotationTriggerTime]; ok {
+	if v := s.trigger; v != "" {
 		if t, err := time.Parse(time.RFC3339Nano, v); err == nil {
 			if old, ok := w.triggers[key]; !ok || t.Before(old) {
 				w.triggers[key] = t
@@ -394,13 +391,13 @@ func (w *Watcher) IsServiceIP(a netip.Addr) bool {
 	ips, ok, gen := w.svcIPs, w.svcIPsOK, w.svcGen
 	w.mu.Unlock()
 	if !ok {
-		var svcs []*corev1.Service
+		var all []netip.Addr
 		for _, o := range w.svcInf.GetStore().List() {
-			if svc, ok := o.(*corev1.Service); ok {
-				svcs = append(svcs, svc)
+			if svc := cachedServiceOf(o); svc != nil {
+				all = append(all, svc.serviceIPs()...)
 			}
 		}
-		ips = ServiceIPs(svcs)
+		ips = sortAddrs(all)
 		w.mu.Lock()
 		if w.svcGen == gen {
 			// No Service changed during the scan.
@@ -447,8 +444,8 @@ func (w *Watcher) Pending() int {
 // from the caches. A Service that is gone or skipped (headless,
 // ExternalName, another proxy's) gives no ports.
 func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
-	svc, err := w.svcs.Services(key.Namespace).Get(key.Name)
-	if err != nil || SkipReason(svc) != "" {
+	svc := w.ServiceObject(key.Namespace, key.Name)
+	if svc == nil || SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
 	ports, refusals := w.Converter.ServicePorts(svc)
@@ -463,32 +460,50 @@ func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[mo
 // slice that leaves its Service (its service-name label changed) marks
 // that Service changed too; onSlice marks the new one.
 func (w *Watcher) fileSlice(old, cur any) {
-	o, _ := old.(*discoveryv1.EndpointSlice)
-	c, _ := cur.(*discoveryv1.EndpointSlice)
+	o, c := cachedSliceOf(old), cachedSliceOf(cur)
 	w.mu.Lock()
 	w.bySvc.move(o, c)
-	was, had := SliceService(o)
-	now, _ := SliceService(c)
+	was, had := o.serviceName()
+	now, _ := c.serviceName()
 	w.mu.Unlock()
 	if had && c != nil && was != now {
 		w.markService(was)
 	}
 }
 
-// servicesSlices are the cached EndpointSlices of Service key, in no order.
+// servicesSlices are the cached EndpointSlices of Service key, in no
+// order, rebuilt for the conversion (cachedSlice.api).
 func (w *Watcher) servicesSlices(key types.NamespacedName) []*discoveryv1.EndpointSlice {
 	w.mu.Lock()
-	defer w.mu.Unlock()
-	return slices.Clone(w.bySvc[key])
+	cached := slices.Clone(w.bySvc[key])
+	w.mu.Unlock()
+	out := make([]*discoveryv1.EndpointSlice, len(cached))
+	for i, c := range cached {
+		out[i] = c.api()
+	}
+	return out
 }
 
-// ServiceObject returns the cached Service, or nil.
+// ServiceObject returns the cached Service, rebuilt (cachedService.api),
+// or nil.
 func (w *Watcher) ServiceObject(namespace, name string) *corev1.Service {
-	svc, err := w.svcs.Services(namespace).Get(name)
-	if err != nil {
-		return nil
+	o, ok, err := w.svcInf.GetStore().GetByKey(cache.ObjectName{Namespace: namespace, Name: name}.String())
+	if svc := cachedServiceOf(o); ok && err == nil && svc != nil {
+		return svc.api()
 	}
-	return svc
+	return nil
+}
+
+// cachedServices are the cached Services.
+func (w *Watcher) cachedServices() []*cachedService {
+	objs := w.svcInf.GetStore().List()
+	out := make([]*cachedService, 0, len(objs))
+	for _, o := range objs {
+		if svc := cachedServiceOf(o); svc != nil {
+			out = append(out, svc)
+		}
+	}
+	return out
 }
 
 // NodeObject returns the cached Node, or nil.
@@ -502,10 +517,10 @@ func (w *Watcher) NodeObject(name string) *corev1.Node {
 
 // ServiceNames lists every cached Service, sorted by namespace and name.
 func (w *Watcher) ServiceNames() []types.NamespacedName {
-	svcs, _ := w.svcs.List(labels.Everything())
+	svcs := w.cachedServices()
 	out := make([]types.NamespacedName, 0, len(svcs))
 	for _, s := range svcs {
-		out = append(out, ServiceName(s))
+		out = append(out, s.serviceName())
 	}
 	slices.SortFunc(out, model.CompareServices)
 	return out
@@ -548,8 +563,18 @@ func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 // Cluster converts the whole cache at once, as `plan` would convert the
 // same objects.
 func (w *Watcher) Cluster() model.Cluster {
-	svcs, _ := w.svcs.List(labels.Everything())
-	eps, _ := w.slices.List(labels.Everything())
+	var svcs []*corev1.Service
+	for _, s := range w.cachedServices() {
+		svcs = append(svcs, s.api())
+	}
 	nodes, _ := w.nodeLister.List(labels.Everything())
+	var eps []*discoveryv1.EndpointSlice
+	w.mu.Lock()
+	for _, ss := range w.bySvc {
+		for _, s := range ss {
+			eps = append(eps, s.api())
+		}
+	}
+	w.mu.Unlock()
 	return Convert(svcs, eps, nodes)
 }

@@ -29,13 +29,15 @@ kube-proxy:
 
 test-takeover: deps build kube-proxy
 	cd test/e2e && TAKEOVER=1 TAKEOVER_CYCLES=$(TAKEOVER_CYCLES) KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
-		$(GO) test -count=1 -vet=off -v -timeout 50m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
+		$(GO) test -count=1 -vet=off -v -timeout 90m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
 
 # In `make test` (about 6 min warm at a host load of ~3: `go test` 379 s;
 # 3 cycles 784 s). Every failed TCP request, a dial's too, is judged from a
 # packet capture of the node namespace; only the bed's own lateness and
 # IPVS's reply matching proven by the capture are excused (docs/testing.md).
-# Green since dials are judged: 3 cycles 2026-11-26 02:00, 1 cycle 02:23.
+# Green since dials are judged: 3 cycles 2026-11-26 02:00, 1 cycle 02:23,
+# 2 cycles 05:35 (load ~7); red once in CI (stop 22: 2 failures in the
+# rollback, not kept by the CI log; docs/testing.md).
 TEST_TARGETS += test-takeover
 
 .DEFAULT_GOAL := $(takeover_default_goal)

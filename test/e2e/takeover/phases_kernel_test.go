@@ -184,7 +184,7 @@ func (b *bed) takeover(kp *kubeproxy.Process) string {
 	fmt.Fprintf(&rep, "kernel before and after (ipset, iptables, ip6tables lines that differ):\n%s", changedLines(before, after, 80))
 
 	if failed > 0 {
-		t.Errorf("%d requests or stream answers failed through the takeover:\n%s", failed, traffic)
+		t.Errorf("%d requests or stream answers failed through the takeover (%s):\n%s", failed, tr.failedTargets(), traffic)
 	}
 	if monErr != nil {
 		t.Errorf("IPVS monitor: %v", monErr)

@@ -52,11 +52,11 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	late := b.addService(fmt.Sprintf("late-%d", b.cycle))
 	created := time.Now()
 	var lateServed time.Duration
-	synced, err := kp.WaitSync(families, created, 2*syncPeriod+time.Minute)
+	synced, err := kp.WaitSync(families, created, kubeProxySyncWait)
 	if err == nil {
 		// now is after every family's sync that ended after the creation:
 		// the next one of each started after that one ended.
-		synced, err = kp.WaitSync(families, time.Now(), 2*syncPeriod+time.Minute)
+		synced, err = kp.WaitSync(families, time.Now(), kubeProxySyncWait)
 	}
 	if err != nil {
 		t.Errorf("kube-proxy did not sync twice after a Service was created: %v", err)
@@ -68,7 +68,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		}
 	}
 	// A periodic sync after it: the timestamp advances.
-	second, err := kp.WaitSync(families, first, 2*syncPeriod+time.Minute)
+	second, err := kp.WaitSync(families, first, kubeProxySyncWait)
 	if err != nil {
 		t.Errorf("kube-proxy's sync timestamp did not advance after its first sync: %v", err)
 	}
@@ -107,7 +107,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	fmt.Fprintf(&rep, "kernel before and after:\n%s", changedLines(before, after, 80))
 
 	if failed > 0 {
-		t.Errorf("%d requests or stream answers failed through the rollback:\n%s", failed, traffic)
+		t.Errorf("%d requests or stream answers failed through the rollback (%s):\n%s", failed, tr.failedTargets(), traffic)
 	}
 	if monErr != nil {
 		t.Errorf("IPVS monitor: %v", monErr)
@@ -161,7 +161,7 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	if d := changedLines(stripCounters(before), stripCounters(after), 40); d != "  (none)\n" {
 		t.Errorf("ipvs-proxy cleanup changed kube-proxy's kernel state:\n%s", d)
 	}
-	next, err := kp.WaitSync(families, lastSync, 2*syncPeriod+time.Minute)
+	next, err := kp.WaitSync(families, lastSync, kubeProxySyncWait)
 	if err != nil {
 		t.Errorf("kube-proxy's sync after the cleanup attempt: %v", err)
 	}
@@ -169,7 +169,7 @@ func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	tr.end()
 	ok, failed, stalled, traffic := tr.snapshot()
 	if failed > 0 {
-		t.Errorf("%d requests failed around ipvs-proxy cleanup:\n%s", failed, traffic)
+		t.Errorf("%d requests failed around ipvs-proxy cleanup (%s):\n%s", failed, tr.failedTargets(), traffic)
 	}
 	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
 		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed, stalled)

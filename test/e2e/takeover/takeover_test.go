@@ -41,7 +41,7 @@ func TestTakeover(t *testing.T) {
 	}
 	timeout := 35 * time.Minute
 	if n, err := strconv.Atoi(os.Getenv("TAKEOVER_CYCLES")); err == nil && n > 1 {
-		timeout = time.Duration(10+6*n) * time.Minute // a cycle is about 3 minutes under TCG
+		timeout = time.Duration(10+10*n) * time.Minute // a cycle is 5 (idle host) to 9 (loaded) minutes under TCG
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()

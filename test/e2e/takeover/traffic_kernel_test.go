@@ -289,6 +289,36 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 	return ok, failed, stalled, b.String()
 }
 
+// failedTargets is one line naming every target with a failure not
+// excused, with its count and first error: the line the VM's failure
+// digest repeats, so that a CI log cut to its tail still says what failed.
+func (tr *traffic) failedTargets() string {
+	stalls := tr.stallSpans()
+	tr.mu.Lock()
+	bed := slices.Clone(tr.bedFailures)
+	tr.mu.Unlock()
+	var parts []string
+	for _, m := range []map[string]*counter{tr.loops, tr.streams, tr.controls} {
+		for _, name := range slices.Sorted(maps.Keys(m)) {
+			c := m[name]
+			c.mu.Lock()
+			n := c.failed.Load()
+			if _, control := tr.controls[name]; !control {
+				n -= int64(duringStalls(c.failures, stalls) + bedFailures(c.failures, stalls, bed))
+			}
+			if n > 0 {
+				first := ""
+				if len(c.errs) > 0 {
+					first = ", first " + c.errs[0]
+				}
+				parts = append(parts, fmt.Sprintf("%s: %d%s", name, n, first))
+			}
+			c.mu.Unlock()
+		}
+	}
+	return strings.Join(parts, "; ")
+}
+
 // stallSpans are the spans in which the bed itself stalled: the
 // watchdog's oversleeps and the control requests that took over
 // stallAfter.

@@ -1,0 +1,152 @@
+package informers
+
+import (
+	"net/netip"
+
+	corev1 "k8s.io/api/core/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// cachedService is what the Service informer's cache keeps of one Service
+// (`kubectl get service -o yaml`, reduced to what ServicePorts and
+// SkipReason read): the identity, the labels and annotations the proxy
+// reads, type, cluster IPs, external IPs, source ranges, traffic policies,
+// health check node port, session affinity, traffic distribution, each
+// port's name, protocol, port and node port, the load balancer ingress IPs
+// and IP modes. The selector, IP family fields, target ports, app
+// protocols, ingress hostnames and ports, and status conditions go. About
+// 320 B against the 592 B corev1.Service and its 80 B ports
+// (docs/benchmarks.md).
+//
+// The conversion reads API objects; api rebuilds one for as long as a sync
+// converts the Service or an Event names it. Like every informer cache
+// entry it is read-only: the rebuilt object shares its lists and strings.
+type cachedService struct {
+	objectID
+	labels, annotations map[string]string
+	typ                 corev1.ServiceType
+	clusterIP           string
+	clusterIPs          []string
+	externalIPs         []string
+	sourceRanges        []string
+	etp                 corev1.ServiceExternalTrafficPolicy
+	itp                 *corev1.ServiceInternalTrafficPolicy
+	affinity            corev1.ServiceAffinity
+	affinityConfig      *corev1.SessionAffinityConfig
+	trafficDistribution *string
+	ports               []cachedServicePort
+	ingress             []corev1.LoadBalancerIngress
+	healthCheckNodePort int32
+}
+
+// cachedServicePort is one port of a cachedService.
+type cachedServicePort struct {
+	name           string
+	protocol       corev1.Protocol
+	port, nodePort int32
+}
+
+// service keeps what ServicePorts and SkipReason read (see cachedService);
+// the strings every Service repeats (type, policies, protocols, port
+// names, namespace) are interned.
+func (l *leaner) service(s *corev1.Service) *cachedService {
+	sp := &s.Spec
+	out := &cachedService{
+		objectID:            l.idOf(&s.ObjectMeta),
+		labels:              keep(s.Labels, serviceLabels),
+		annotations:         keep(s.Annotations, serviceAnnotations),
+		typ:                 corev1.ServiceType(l.str(string(sp.Type))),
+		clusterIP:           sp.ClusterIP,
+		clusterIPs:          sp.ClusterIPs,
+		externalIPs:         sp.ExternalIPs,
+		sourceRanges:        sp.LoadBalancerSourceRanges,
+		etp:                 corev1.ServiceExternalTrafficPolicy(l.str(string(sp.ExternalTrafficPolicy))),
+		itp:                 sp.InternalTrafficPolicy,
+		affinity:            corev1.ServiceAffinity(l.str(string(sp.SessionAffinity))),
+		affinityConfig:      sp.SessionAffinityConfig,
+		trafficDistribution: sp.TrafficDistribution,
+		healthCheckNodePort: sp.HealthCheckNodePort,
+	}
+	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
+		out.clusterIP = sp.ClusterIPs[0] // one string, not two equal ones
+	}
+	if len(sp.Ports) > 0 {
+		out.ports = make([]cachedServicePort, len(sp.Ports))
+		for i, p := range sp.Ports {
+			out.ports[i] = cachedServicePort{name: l.str(p.Name), protocol: corev1.Protocol(l.str(string(p.Protocol))), port: p.Port, nodePort: p.NodePort}
+		}
+	}
+	if ing := s.Status.LoadBalancer.Ingress; len(ing) > 0 {
+		out.ingress = make([]corev1.LoadBalancerIngress, len(ing))
+		for i, in := range ing {
+			out.ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode}
+		}
+	}
+	return out
+}
+
+// api rebuilds the Service the conversion reads, and Events (its UID). It
+// shares the lists, maps and strings of c.
+func (c *cachedService) api() *corev1.Service {
+	out := &corev1.Service{ObjectMeta: c.objectMeta()}
+	out.Labels, out.Annotations = c.labels, c.annotations
+	out.Spec = corev1.ServiceSpec{
+		Type:                     c.typ,
+		ClusterIP:                c.clusterIP,
+		ClusterIPs:               c.clusterIPs,
+		ExternalIPs:              c.externalIPs,
+		LoadBalancerSourceRanges: c.sourceRanges,
+		ExternalTrafficPolicy:    c.etp,
+		InternalTrafficPolicy:    c.itp,
+		HealthCheckNodePort:      c.healthCheckNodePort,
+		SessionAffinity:          c.affinity,
+		SessionAffinityConfig:    c.affinityConfig,
+		TrafficDistribution:      c.trafficDistribution,
+	}
+	if len(c.ports) > 0 {
+		out.Spec.Ports = make([]corev1.ServicePort, len(c.ports))
+		for i, p := range c.ports {
+			out.Spec.Ports[i] = corev1.ServicePort{Name: p.name, Protocol: p.protocol, Port: p.port, NodePort: p.nodePort}
+		}
+	}
+	out.Status.LoadBalancer.Ingress = c.ingress
+	return out
+}
+
+// serviceName is the Service's namespace and name (ServiceName).
+func (c *cachedService) serviceName() types.NamespacedName {
+	return types.NamespacedName{Namespace: c.namespace, Name: c.name}
+}
+
+// serviceIPs are the Service's ClusterIPs that parse (clusterIPsOf).
+func (c *cachedService) serviceIPs() []netip.Addr {
+	return parseClusterIPs(c.clusterIP, c.clusterIPs)
+}
+
+// cachedServiceOf is the cachedService of an informer's object: the
+// transform's own, or a new one of an API object (an informer without the
+// transform), or nil.
+func cachedServiceOf(obj any) *cachedService {
+	switch o := obj.(type) {
+	case *cachedService:
+		return o
+	case *corev1.Service:
+		if o != nil {
+			return defaultLeaner.service(o)
+		}
+	}
+	return nil
+}
+
+// GetObjectKind is runtime.Object's: a cachedService carries no type meta.
+func (c *cachedService) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject is runtime.Object's (client-go's mutation detector and
+// PagedList's list need one): the rebuilt Service's deep copy, cached again.
+func (c *cachedService) DeepCopyObject() runtime.Object {
+	return (&leaner{}).service(c.api().DeepCopy())
+}
+
+var _ runtime.Object = (*cachedService)(nil)

@@ -1,0 +1,242 @@
+package informers
+
+import (
+	discoveryv1 "k8s.io/api/discovery/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/types"
+)
+
+// cachedSlice is what the EndpointSlice informer's cache keeps of one
+// EndpointSlice (`kubectl get endpointslice -o yaml`, reduced to what the
+// conversion reads): the identity, the Service it belongs to (label
+// kubernetes.io/service-name), the trigger-time annotation, the address
+// type, the ports and, of every endpoint in order, its first address, its
+// conditions in one byte, and its node name, zone and hints (one shared
+// endpointTopology per node and zone). It replaces the lean
+// discoveryv1.EndpointSlice: an endpoint costs 32 B here against 96 B and a
+// one-element address list there, and the Service's name a string against
+// a label map (about 1 KiB less per slice of 10 endpoints,
+// docs/benchmarks.md).
+//
+// The conversion (EndpointsFromSlice, ServiceEndpoints, Convert) reads API
+// objects; api rebuilds one, holding every field it reads, for as long as
+// a sync converts the Service. Like every informer cache entry it is
+// read-only: the rebuilt object shares its ports and strings.
+type cachedSlice struct {
+	// objectID is the store's key, the names a refusal gives, the UID.
+	objectID
+	service     string
+	trigger     string
+	addressType discoveryv1.AddressType
+	ports       []discoveryv1.EndpointPort
+	endpoints   []cachedEndpoint
+}
+
+// cachedEndpoint is one endpoint of a cachedSlice.
+type cachedEndpoint struct {
+	// address is the first of the endpoint's addresses (hasAddress set).
+	address string
+	topo    *endpointTopology
+	flags   endpointFlags
+}
+
+// endpointTopology is where an endpoint runs and which zones and nodes it
+// serves: the endpoints of one node and zone without hints share one.
+type endpointTopology struct {
+	nodeName, zone *string
+	hints          *discoveryv1.EndpointHints
+}
+
+// topoKey is what an interned endpointTopology is found by.
+type topoKey struct {
+	nodeName, zone string
+	hasNode        bool
+	hasZone        bool
+}
+
+// topology returns an endpointTopology of e's node, zone and hints: shared
+// between endpoints without hints, a new one for an endpoint with hints.
+func (l *leaner) topology(e *discoveryv1.Endpoint) *endpointTopology {
+	if e.Hints != nil || !l.intern {
+		return &endpointTopology{nodeName: l.ptr(e.NodeName), zone: l.ptr(e.Zone), hints: e.Hints}
+	}
+	k := topoKey{hasNode: e.NodeName != nil, hasZone: e.Zone != nil}
+	if k.hasNode {
+		k.nodeName = *e.NodeName
+	}
+	if k.hasZone {
+		k.zone = *e.Zone
+	}
+	l.mu.Lock()
+	t, ok := l.topos[k]
+	l.mu.Unlock()
+	if ok {
+		return t
+	}
+	t = &endpointTopology{nodeName: l.ptr(e.NodeName), zone: l.ptr(e.Zone)}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.topos) >= maxInterned {
+		clear(l.topos)
+	}
+	l.topos[k] = t
+	return t
+}
+
+// endpointFlags are an endpoint's conditions, each unset, true or false as
+// the API carries it, and whether it has an address.
+type endpointFlags uint8
+
+const (
+	hasAddress endpointFlags = 1 << iota
+	readySet
+	ready
+	servingSet
+	serving
+	terminatingSet
+	terminating
+)
+
+// condFlags packs one condition: set when p is not nil, val when *p.
+func condFlags(p *bool, set, val endpointFlags) endpointFlags {
+	switch {
+	case p == nil:
+		return 0
+	case *p:
+		return set | val
+	}
+	return set
+}
+
+// cond unpacks one condition as the shared pointers boolPtr gives.
+func (f endpointFlags) cond(set, val endpointFlags) *bool {
+	switch {
+	case f&set == 0:
+		return nil
+	case f&val != 0:
+		return &boolTrue
+	}
+	return &boolFalse
+}
+
+// slice keeps what EndpointsFromSlice reads (see cachedSlice). Target
+// references, hostnames, deprecated topology, app protocols, every label
+// but the Service's name and every annotation but the trigger time go.
+func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
+	out := &cachedSlice{objectID: l.idOf(&s.ObjectMeta), service: s.Labels[LabelServiceName],
+		trigger: s.Annotations[AnnotationTriggerTime], addressType: discoveryv1.AddressType(l.str(string(s.AddressType)))}
+	if len(s.Ports) > 0 {
+		out.ports = make([]discoveryv1.EndpointPort, len(s.Ports))
+		for i, p := range s.Ports {
+			out.ports[i] = discoveryv1.EndpointPort{Name: l.ptr(p.Name), Protocol: protoPtr(p.Protocol), Port: p.Port}
+		}
+	}
+	if len(s.Endpoints) > 0 {
+		out.endpoints = make([]cachedEndpoint, len(s.Endpoints))
+		for i := range s.Endpoints {
+			e := &s.Endpoints[i]
+			c := cachedEndpoint{topo: l.topology(e),
+				flags: condFlags(e.Conditions.Ready, readySet, ready) |
+					condFlags(e.Conditions.Serving, servingSet, serving) |
+					condFlags(e.Conditions.Terminating, terminatingSet, terminating)}
+			if len(e.Addresses) > 0 {
+				c.address, c.flags = e.Addresses[0], c.flags|hasAddress
+			}
+			out.endpoints[i] = c
+		}
+	}
+	return out
+}
+
+// api rebuilds the EndpointSlice the conversion reads: the identity (name,
+// namespace, UID, resourceVersion), the
+// service-name label, the address type, the ports and every endpoint with
+// its first address. It shares the ports, strings and hints of c.
+func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
+	out := &discoveryv1.EndpointSlice{ObjectMeta: c.objectMeta(), AddressType: c.addressType, Ports: c.ports}
+	if c.service != "" {
+		out.Labels = map[string]string{LabelServiceName: c.service}
+	}
+	if len(c.endpoints) == 0 {
+		return out
+	}
+	out.Endpoints = make([]discoveryv1.Endpoint, len(c.endpoints))
+	addrs := make([]string, len(c.endpoints)) // one array for the one-element lists
+	for i, e := range c.endpoints {
+		ep := discoveryv1.Endpoint{
+			Conditions: discoveryv1.EndpointConditions{
+				Ready:       e.flags.cond(readySet, ready),
+				Serving:     e.flags.cond(servingSet, serving),
+				Terminating: e.flags.cond(terminatingSet, terminating),
+			},
+			NodeName: e.topo.nodeName,
+			Zone:     e.topo.zone,
+			Hints:    e.topo.hints,
+		}
+		if e.flags&hasAddress != 0 {
+			addrs[i] = e.address
+			ep.Addresses = addrs[i : i+1 : i+1]
+		}
+		out.Endpoints[i] = ep
+	}
+	return out
+}
+
+// cachedSliceOf is the cachedSlice of an informer's object: the
+// transform's own, or a new one of an API object (an informer without the
+// transform), or nil.
+func cachedSliceOf(obj any) *cachedSlice {
+	switch o := obj.(type) {
+	case *cachedSlice:
+		return o
+	case *discoveryv1.EndpointSlice:
+		if o != nil {
+			return defaultLeaner.slice(o)
+		}
+	}
+	return nil
+}
+
+// GetObjectKind is runtime.Object's: a cachedSlice carries no type meta.
+func (c *cachedSlice) GetObjectKind() schema.ObjectKind { return schema.EmptyObjectKind }
+
+// DeepCopyObject is runtime.Object's (client-go's mutation detector and
+// PagedList's list need one).
+func (c *cachedSlice) DeepCopyObject() runtime.Object {
+	out := *c
+	if c.ports != nil {
+		out.ports = make([]discoveryv1.EndpointPort, len(c.ports))
+		for i := range c.ports {
+			c.ports[i].DeepCopyInto(&out.ports[i])
+		}
+	}
+	if c.endpoints != nil {
+		out.endpoints = make([]cachedEndpoint, len(c.endpoints))
+		for i, e := range c.endpoints {
+			t := *e.topo
+			if t.nodeName != nil {
+				n := *t.nodeName
+				t.nodeName = &n
+			}
+			if t.zone != nil {
+				z := *t.zone
+				t.zone = &z
+			}
+			t.hints = t.hints.DeepCopy()
+			e.topo = &t
+			out.endpoints[i] = e
+		}
+	}
+	return &out
+}
+
+var _ runtime.Object = (*cachedSlice)(nil)
+
+// serviceName is SliceService of the slice c was made of; false for nil.
+func (c *cachedSlice) serviceName() (types.NamespacedName, bool) {
+	if c == nil || c.service == "" {
+		return types.NamespacedName{}, false
+	}
+	return types.NamespacedName{Namespace: c.namespace, Name: c.service}, true
+}
