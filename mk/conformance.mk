@@ -69,15 +69,17 @@ OPT_IN += conformance-names(builds-upstream-e2e.test-about-15-min-of-CPU-cold)
 # run in the bed's runner namespace against the three nodes, the agents
 # running the pods' containers as real processes (agnhost itself) and
 # serving exec through the API server (kube-scheduler in-process on the
-# host). UPSTREAM_FOCUS picks the specs (a ginkgo focus regexp); results
+# host, with the garbage collector and cluster DNS: CoreDNS from
+# mk/coredns.mk behind kube-dns). UPSTREAM_FOCUS picks the specs (a
+# ginkgo focus regexp); results
 # are in docs/conformance.md. Opt-in: one VM boot plus the specs' time.
 UPSTREAM_FOCUS ?= \[sig-network\] Networking Granular Checks: Services should function for pod-Service: http
 UPSTREAM_SKIP  ?=
 UPSTREAM_E2E_DIR := $(CURDIR)/.cache/upstream-e2e/$(UPSTREAM_E2E_VERSION)
 
 .PHONY: conformance-upstream
-conformance-upstream: deps build upstream-e2e
-	cd test/e2e && CLUSTER=1 CLUSTER_RUN='(bed:|upstream_e2e.test)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
+conformance-upstream: deps build upstream-e2e coredns
+	cd test/e2e && CLUSTER=1 CLUSTER_RUN='(bed:|upstream_e2e.test)' IPVS_PROXY_BIN=$(CURDIR)/$(BIN) CLUSTER_COREDNS_BIN=$(COREDNS_BIN) \
 		CLUSTER_UPSTREAM_DIR=$(UPSTREAM_E2E_DIR) CLUSTER_UPSTREAM_FOCUS='$(UPSTREAM_FOCUS)' CLUSTER_UPSTREAM_SKIP='$(UPSTREAM_SKIP)' \
 		$(GO) test -p 1 -count=1 -vet=off -v -timeout 40m -run '^TestClusterVM$$' ./cluster
 

@@ -56,6 +56,9 @@ type agent struct {
 	// it serves netexec in-process (the re-created tests).
 	upstream bool
 	logDir   string
+	// clusterDNS, once the bed's cluster DNS runs (startClusterDNS), is
+	// the nameserver of the pods it starts after (their resolv.conf).
+	clusterDNS netip.Addr
 
 	mu   sync.Mutex
 	next int
@@ -80,6 +83,8 @@ type podRun struct {
 	// recheck asks the probe loop to write the status again: a readiness
 	// gate's condition changed (recheckGates).
 	recheck chan struct{}
+	// resolvConf is the pod's /etc/resolv.conf (writeResolvConf), or "".
+	resolvConf string
 }
 
 func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream bool) *agent {
@@ -213,6 +218,11 @@ func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
 	}
 	var probe *corev1.Probe
 	if a.upstream {
+		var err error
+		if run.resolvConf, err = a.writeResolvConf(pod); err != nil {
+			run.close()
+			return nil, err
+		}
 		p, err := a.runContainers(run, pod, hostname, a.logDir)
 		if err != nil {
 			run.close()
@@ -441,11 +451,15 @@ func (r *podRun) close() {
 // Exec is the container runtime's exec for the kubelet API: cmd runs in
 // the pod's network namespace (the node's for a hostNetwork pod) with the
 // VM's filesystem, as an exec probe's command does; container is not
-// looked at (a bed pod's containers share one namespace and filesystem).
+// looked at (a bed pod's containers share one namespace and filesystem);
+// with cluster DNS it sees the pod's resolv.conf (inPod).
 func (a *agent) Exec(ctx context.Context, namespace, pod, _ string, cmd []string, stdin io.Reader, stdout, stderr io.Writer) error {
 	ns, _, ok := a.podNS(namespace, pod)
 	if !ok {
 		return fmt.Errorf("%w: %s/%s is not on %s", cluster.ErrNoPod, namespace, pod, a.node.name)
+	}
+	if conf := a.podResolvConf(namespace, pod); conf != "" {
+		cmd = append([]string{"unshare"}, inPod("", conf, cmd)...)
 	}
 	c := exec.CommandContext(ctx, cmd[0], cmd[1:]...)
 	c.Stdin, c.Stdout, c.Stderr = stdin, stdout, stderr

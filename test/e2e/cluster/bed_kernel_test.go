@@ -72,6 +72,8 @@ type bed struct {
 	// e2e.test, kubectl and agnhost: the agents run containers as real
 	// processes and the upstream e2e.test subtest runs.
 	upstreamDir string
+	// dns: the bed runs cluster DNS (CLUSTER_COREDNS_BIN, startClusterDNS).
+	dns bool
 }
 
 // newBed builds the cluster in the VM from the host test's environment
@@ -156,6 +158,9 @@ func newBed(t *testing.T) *bed {
 	}
 	for _, n := range b.nodes {
 		n.proxy.waitSynced(t, 3*time.Minute)
+	}
+	if bin := os.Getenv("CLUSTER_COREDNS_BIN"); bin != "" {
+		b.startClusterDNS(t, bin)
 	}
 	t.Logf("bed up: 3 nodes, their proxies synced, in %v", time.Since(start).Round(time.Millisecond))
 	return b

@@ -29,7 +29,8 @@ type procs struct {
 // runContainers starts the pod's running containers (its sidecars first:
 // cluster.RunningContainers) as processes in its network
 // namespace, each in a UTS namespace of its own named after the pod (the
-// node for a hostNetwork pod: agnhost answers its hostname), their output
+// node for a hostNetwork pod: agnhost answers its hostname) and with the
+// pod's resolv.conf when it has one (inPod), their output
 // in dir/NAMESPACE_POD_CONTAINER.log.
 func (a *agent) runContainers(run *podRun, pod *corev1.Pod, hostname, dir string) (*procs, error) {
 	p := &procs{exited: make(chan struct{})}
@@ -48,10 +49,10 @@ func (a *agent) runContainers(run *podRun, pod *corev1.Pod, hostname, dir string
 			p.signal(syscall.SIGKILL)
 			return nil, err
 		}
-		// unshare execs sh in a new UTS namespace; sh sets the hostname and
-		// execs the container's program: one process, SIGTERM reaches it.
-		args := append([]string{"--uts", "--", "sh", "-c", `hostname "$0" && exec "$@"`, hostname}, argv...)
-		cmd := exec.Command("unshare", args...)
+		// unshare execs sh in a new UTS (and mount) namespace; sh sets the
+		// hostname (and resolv.conf) and execs the container's program:
+		// one process, SIGTERM reaches it.
+		cmd := exec.Command("unshare", inPod(hostname, run.resolvConf, argv)...)
 		cmd.Stdout, cmd.Stderr = logFile, logFile
 		cmd.Env = os.Environ()
 		for k, v := range env {

@@ -15,6 +15,11 @@
 //   - node.go: the Node object a bed node registers, as kubelet would.
 //   - workloads.go: the deployment, replicaset, replication and root CA
 //     publisher controllers the upstream e2e.test needs (its run only).
+//   - gc.go: the garbage collector (a deleted Service's EndpointSlices,
+//     a deleted ReplicaSet's Pods), for the upstream e2e.test.
+//   - dns.go: the cluster DNS of the upstream bed (CoreDNS from
+//     tools/coredns behind kube-system/kube-dns) and the resolv.conf
+//     kubelet gives a pod.
 //   - kubelet.go, tunnel.go: the kubelet API a node agent serves (exec,
 //     kubelet's own streaming code) and the API server's way to it (its
 //     egress selector's HTTP CONNECT to a qemu host forward).
@@ -26,5 +31,7 @@
 // objects of the test namespaces; it never touches the VM's root
 // namespace beyond what test/ktest does, the agents' kubelet ports
 // (10250-10252, for qemu's host forwards) and, for the upstream run, the
-// /agnhost and /rootfs links in the VM's root filesystem.
+// /agnhost and /rootfs links in the VM's root filesystem (and, with
+// cluster DNS, a /usr/local/bin/nslookup link to busybox when the VM has
+// none).
 package cluster

@@ -96,7 +96,8 @@ const notInVersion = "not in v1.34.4"
 
 // ownScenarios are the bed's files of the project's own scenarios (issue
 // 17's item 4 and the mixed fleet), not re-created upstream tests.
-var ownScenarios = map[string]bool{"fleet_kernel_test.go": true, "disaster_kernel_test.go": true, "upstream_kernel_test.go": true}
+var ownScenarios = map[string]bool{"fleet_kernel_test.go": true, "disaster_kernel_test.go": true, "upstream_kernel_test.go": true,
+	"dns_kernel_test.go": true}
 
 // row is one test of docs/conformance.md's table: its checklist number,
 // upstream `It` and notes.

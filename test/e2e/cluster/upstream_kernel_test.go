@@ -24,6 +24,9 @@ import (
 // node, and exec through the API server reaches the pod's namespace.
 func (b *bed) upstreamTests(t *testing.T) {
 	t.Run("bed: a scheduled pod is exec'd into through the API server", b.execThroughAPIServer)
+	if b.dns {
+		b.clusterDNSTests(t)
+	}
 	if b.upstreamDir != "" {
 		t.Run("upstream e2e.test", b.runUpstreamE2E)
 	}

@@ -67,12 +67,18 @@ func TestClusterVM(t *testing.T) {
 	defer cidrs.Stop()
 	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
 		// The upstream tests make pods through Deployments and
-		// ReplicationControllers; the re-created ones do not.
+		// ReplicationControllers and expect a deleted object's dependents
+		// to go; the re-created ones do not.
 		work, err := cluster.StartWorkloads(ctx, srv.Config(), srv.CAData)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer work.Stop()
+		gc, err := cluster.StartGarbageCollector(ctx, srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer gc.Stop()
 	}
 
 	dir := t.TempDir()
@@ -105,8 +111,9 @@ func TestClusterVM(t *testing.T) {
 	}
 	env := []string{"CLUSTER_KUBECONFIG_ADMIN=" + guestKC, "CLUSTER_KUBECONFIG_PROXY=" + proxyKC,
 		"CLUSTER_PROXY_BIN=" + proxyBin, boomServer(t, dir)}
-	// `make conformance-upstream`: upstream's e2e.test on the bed.
-	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP"} {
+	// `make conformance-upstream`: upstream's e2e.test on the bed, with
+	// cluster DNS (tools/coredns).
+	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
