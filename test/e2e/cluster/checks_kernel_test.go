@@ -269,37 +269,57 @@ func refused(ns *ktest.NS, addr netip.AddrPort) error {
 // udpLoop is conntrack.go's client, `while true; do echo hostname | nc -u
 // -w 1 -p PORT ADDR PORT; done`: one socket bound to a fixed source port
 // in the client's namespace, one datagram a second to target, every answer
-// kept in order.
+// kept in order. Like nc in that loop it tries again when it cannot even
+// connect: a client in a node's own namespace, which has no default route,
+// gets ENETUNREACH for a ClusterIP until the node's proxy has bound it to
+// kube-ipvs0 (the CI run of 2026-11-26 06:44 failed SN-93 so, 0.76 s after
+// the Service was created).
 type udpLoop struct {
-	mu   sync.Mutex
-	log  []string
-	stop chan struct{}
-	done chan struct{}
+	mu  sync.Mutex
+	log []string
+	// dialErrs counts the failed connects, lastDialErr the last one's
+	// error.
+	dialErrs    int
+	lastDialErr error
+	stop        chan struct{}
+	done        chan struct{}
 }
 
 // startUDPLoop starts the client; it stops at the end of the test.
 func startUDPLoop(t *testing.T, ns *ktest.NS, local uint16, target netip.AddrPort) *udpLoop {
 	t.Helper()
-	var conn *net.UDPConn
-	if err := ns.Do(func() error {
-		var err error
-		conn, err = net.DialUDP("udp", &net.UDPAddr{Port: int(local)}, net.UDPAddrFromAddrPort(target))
-		return err
-	}); err != nil {
-		t.Fatalf("udp client :%d -> %s: %v", local, target, err)
-	}
 	l := &udpLoop{stop: make(chan struct{}), done: make(chan struct{})}
 	go func() {
 		defer close(l.done)
-		defer conn.Close()
+		var conn *net.UDPConn
+		defer func() {
+			if conn != nil {
+				conn.Close()
+			}
+		}()
 		buf := make([]byte, 1500)
 		for {
-			_ = conn.SetDeadline(time.Now().Add(time.Second))
-			if _, err := conn.Write([]byte("hostname\n")); err == nil {
-				if n, err := conn.Read(buf); err == nil {
+			if conn == nil {
+				if err := ns.Do(func() error {
+					var err error
+					conn, err = net.DialUDP("udp", &net.UDPAddr{Port: int(local)}, net.UDPAddrFromAddrPort(target))
+					return err
+				}); err != nil {
+					conn = nil
 					l.mu.Lock()
-					l.log = append(l.log, strings.TrimSpace(string(buf[:n])))
+					l.dialErrs++
+					l.lastDialErr = fmt.Errorf("udp client :%d -> %s: %w", local, target, err)
 					l.mu.Unlock()
+				}
+			}
+			if conn != nil {
+				_ = conn.SetDeadline(time.Now().Add(time.Second))
+				if _, err := conn.Write([]byte("hostname\n")); err == nil {
+					if n, err := conn.Read(buf); err == nil {
+						l.mu.Lock()
+						l.log = append(l.log, strings.TrimSpace(string(buf[:n])))
+						l.mu.Unlock()
+					}
 				}
 			}
 			select {
@@ -338,8 +358,9 @@ func (l *udpLoop) waitFor(t *testing.T, name string, from int, timeout time.Dura
 	}); err != nil {
 		l.mu.Lock()
 		tail := l.log[max(0, len(l.log)-10):]
+		dialErrs, lastDialErr := l.dialErrs, l.lastDialErr
 		l.mu.Unlock()
-		t.Fatalf("the UDP client never heard %s within %v (its last answers: %q)", name, timeout, tail)
+		t.Fatalf("the UDP client never heard %s within %v (its last answers: %q; failed connects: %d, the last: %v)", name, timeout, tail, dialErrs, lastDialErr)
 	}
 	t.Logf("the UDP client heard %s", name)
 	return n
