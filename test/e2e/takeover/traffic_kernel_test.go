@@ -241,10 +241,7 @@ func startTraffic(t *testing.T, loops, streams, controls []target, interval time
 // traffic is the worst failure, not an excuse.
 func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 	var b strings.Builder
-	stalls := tr.stallSpans()
-	tr.mu.Lock()
-	bed := slices.Clone(tr.bedFailures)
-	tr.mu.Unlock()
+	stalls, bed := tr.excuses()
 	for _, set := range []struct {
 		kind string
 		m    map[string]*counter
@@ -254,8 +251,7 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 			c.mu.Lock()
 			var st, bedOnly int64
 			if set.kind != "control" {
-				bedOnly = int64(bedFailures(c.failures, stalls, bed))
-				st = int64(duringStalls(c.failures, stalls)) + bedOnly
+				st, bedOnly = excused(c.failures, stalls, bed)
 			}
 			o, f := c.ok.Load(), c.failed.Load()
 			ok += o
@@ -293,10 +289,7 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 // excused, with its count and first error: the line the VM's failure
 // digest repeats, so that a CI log cut to its tail still says what failed.
 func (tr *traffic) failedTargets() string {
-	stalls := tr.stallSpans()
-	tr.mu.Lock()
-	bed := slices.Clone(tr.bedFailures)
-	tr.mu.Unlock()
+	stalls, bed := tr.excuses()
 	var parts []string
 	for _, m := range []map[string]*counter{tr.loops, tr.streams, tr.controls} {
 		for _, name := range slices.Sorted(maps.Keys(m)) {
@@ -304,7 +297,8 @@ func (tr *traffic) failedTargets() string {
 			c.mu.Lock()
 			n := c.failed.Load()
 			if _, control := tr.controls[name]; !control {
-				n -= int64(duringStalls(c.failures, stalls) + bedFailures(c.failures, stalls, bed))
+				st, _ := excused(c.failures, stalls, bed)
+				n -= st
 			}
 			if n > 0 {
 				first := ""
@@ -317,6 +311,23 @@ func (tr *traffic) failedTargets() string {
 		}
 	}
 	return strings.Join(parts, "; ")
+}
+
+// excuses are what a proxied failure is excused by: the bed's stalls
+// (stallSpans) and the failures the capture's verdict put on the bed.
+func (tr *traffic) excuses() (stalls, bed []span) {
+	stalls = tr.stallSpans()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	return stalls, slices.Clone(tr.bedFailures)
+}
+
+// excused counts the failures of one proxied target that are excused: all
+// of them (st), and of those the ones the capture's verdict put on the
+// bed (bedOnly).
+func excused(failures, stalls, bed []span) (st, bedOnly int64) {
+	bedOnly = int64(bedFailures(failures, stalls, bed))
+	return int64(duringStalls(failures, stalls)) + bedOnly, bedOnly
 }
 
 // stallSpans are the spans in which the bed itself stalled: the
