@@ -4,10 +4,13 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -118,7 +121,7 @@ func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream 
 	if err != nil {
 		t.Fatalf("agent %s: kubelet API: %v", n.name, err)
 	}
-	if a.kubelet, err = cluster.ServeKubelet(l, n.name, a, a.logf); err != nil {
+	if a.kubelet, err = cluster.ServeKubelet(l, n.name, cluster.NodeRuntime{Exec: a, Logs: a, Dial: a}, a.logf); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -481,4 +484,34 @@ func (a *agent) podNS(namespace, name string) (*ktest.NS, netip.Addr, bool) {
 		}
 	}
 	return nil, netip.Addr{}, false
+}
+
+// DialPod is the node's network path to its pods for the API server's pod
+// proxy (cluster.PodDialer): a TCP connection to addr made from the node's
+// namespace, addr in the node's pod CIDR or the node's own IP (a
+// hostNetwork pod's).
+func (a *agent) DialPod(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	if !a.node.podCIDR.Contains(addr.Addr()) && addr.Addr() != a.node.ip {
+		return nil, fmt.Errorf("%w: %s is outside %s's pod CIDR %s and node IP %s", cluster.ErrNotNodePod, addr, a.node.name, a.node.podCIDR, a.node.ip)
+	}
+	var c net.Conn
+	err := a.node.ns.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s from %s: %w", addr, a.node.name, err)
+	}
+	return c, nil
+}
+
+// ContainerLog opens a container's output as runContainers writes it (the
+// upstream bed; the re-created tests' pods have none).
+func (a *agent) ContainerLog(namespace, pod, container string) (io.ReadCloser, error) {
+	f, err := os.Open(containerLogPath(a.logDir, namespace, pod, container))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no container %s of pod %s/%s ran on %s", cluster.ErrNoPod, container, namespace, pod, a.node.name)
+	}
+	return f, err
 }

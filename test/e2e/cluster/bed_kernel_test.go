@@ -126,8 +126,7 @@ func newBed(t *testing.T) *bed {
 
 	for i, name := range nodeNames {
 		n := &bedNode{name: name, index: i, ns: ktest.NewNode(t),
-			ip:      netip.AddrFrom4([4]byte{192, 168, 50, byte(11 + i)}),
-			podCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(1 + i), 0}), 24)}
+			ip: cluster.NodeIP(i), podCIDR: cluster.NodePodCIDR(i)}
 		plugIntoLAN(t, lh, n.ns.NS, "lan-"+name, netip.PrefixFrom(n.ip, lanPrefix.Bits()))
 		b.nodes = append(b.nodes, n)
 	}

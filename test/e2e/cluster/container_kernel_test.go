@@ -43,7 +43,7 @@ func (a *agent) runContainers(run *podRun, pod *corev1.Pod, hostname, dir string
 		if argv == nil {
 			continue
 		}
-		logPath := filepath.Join(dir, fmt.Sprintf("%s_%s_%s.log", pod.Namespace, pod.Name, c.Name))
+		logPath := containerLogPath(dir, pod.Namespace, pod.Name, c.Name)
 		logFile, err := os.Create(logPath)
 		if err != nil {
 			p.signal(syscall.SIGKILL)
@@ -75,6 +75,11 @@ func (a *agent) runContainers(run *podRun, pod *corev1.Pod, hostname, dir string
 	}
 	go func() { p.wg.Wait(); close(p.exited) }()
 	return p, nil
+}
+
+// containerLogPath is where runContainers writes a container's output.
+func containerLogPath(dir, namespace, pod, container string) string {
+	return filepath.Join(dir, fmt.Sprintf("%s_%s_%s.log", namespace, pod, container))
 }
 
 // signal sends sig to every process: SIGTERM starts a graceful stop.

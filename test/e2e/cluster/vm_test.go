@@ -5,6 +5,7 @@ package cluster_test
 import (
 	"context"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -134,11 +135,13 @@ func TestClusterVM(t *testing.T) {
 
 // kubeletForwards picks a free host port for each bed node's kubelet API:
 // the tunnel's routes (NODE:10250, as the API server names the kubelet by
-// the Node's Hostname address and kubelet port, to 127.0.0.1:HOSTPORT)
-// and qemu's host forwards (HOSTPORT to the agent's port in the guest).
-func kubeletForwards(t *testing.T) (map[string]string, []vmtest.HostForward) {
+// the Node's Hostname address and kubelet port, to 127.0.0.1:HOSTPORT;
+// the node's pod CIDR and node IP, for the API server's pod proxy, to the
+// same) and qemu's host forwards (HOSTPORT to the agent's port in the
+// guest).
+func kubeletForwards(t *testing.T) (cluster.TunnelRoutes, []vmtest.HostForward) {
 	t.Helper()
-	routes := map[string]string{}
+	routes := cluster.TunnelRoutes{Kubelets: map[string]string{}}
 	var forwards []vmtest.HostForward
 	for i, name := range cluster.NodeNames {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -147,7 +150,10 @@ func kubeletForwards(t *testing.T) (map[string]string, []vmtest.HostForward) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		routes[net.JoinHostPort(name, strconv.Itoa(cluster.KubeletPort))] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		kubelet := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		routes.Kubelets[net.JoinHostPort(name, strconv.Itoa(cluster.KubeletPort))] = kubelet
+		routes.Pods = append(routes.Pods, cluster.PodRoute{Prefix: cluster.NodePodCIDR(i), Kubelet: kubelet},
+			cluster.PodRoute{Prefix: netip.PrefixFrom(cluster.NodeIP(i), 32), Kubelet: kubelet})
 		forwards = append(forwards, vmtest.HostForward{HostPort: port, GuestPort: cluster.GuestKubeletPort(i)})
 	}
 	return routes, forwards
