@@ -88,6 +88,9 @@ type podRun struct {
 	recheck chan struct{}
 	// resolvConf is the pod's /etc/resolv.conf (writeResolvConf), or "".
 	resolvConf string
+	// gone is closed when the pod is removed (close): its preStop hooks
+	// still running end.
+	gone chan struct{}
 }
 
 func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream bool) *agent {
@@ -169,17 +172,21 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil && !run.terminating {
 		run.terminating = true
 		close(run.shutdown)
-		var exited <-chan struct{}
-		if run.procs != nil {
-			run.procs.signal(syscall.SIGTERM)
-			exited = run.procs.exited
-		}
 		grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
 		a.logf("pod %s/%s terminating, serving for its grace period %v", pod.Namespace, pod.Name, grace)
 		uid := pod.UID
+		deadline := time.Now().Add(grace)
 		go func() {
+			// As kubelet: the preStop hooks first, within the grace
+			// period, then SIGTERM.
+			a.preStop(ctx, run, pod, deadline)
+			var exited <-chan struct{}
+			if run.procs != nil {
+				run.procs.signal(syscall.SIGTERM)
+				exited = run.procs.exited
+			}
 			select {
-			case <-time.After(grace):
+			case <-time.After(time.Until(deadline)):
 			case <-exited: // every container exited on SIGTERM
 			case <-ctx.Done():
 				return
@@ -197,7 +204,8 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 // start makes the pod's namespace, runs its server and its readiness
 // probe; the probe writes the status.
 func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
-	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{}), recheck: make(chan struct{}, 1)}
+	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{}), recheck: make(chan struct{}, 1),
+		gone: make(chan struct{})}
 	hostname := pod.Name
 	if pod.Spec.HostNetwork {
 		run.ns, run.ip, hostname = a.node.ns.NS, a.node.ip, a.node.name
@@ -440,6 +448,7 @@ func (r *podRun) addStop(stop func()) {
 }
 
 func (r *podRun) close() {
+	close(r.gone)
 	if r.stopProbe != nil {
 		r.stopProbe()
 	}

@@ -3,7 +3,9 @@
 package cluster_test
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -98,4 +100,50 @@ func (p *procs) kill() {
 	case <-p.exited:
 	case <-time.After(10 * time.Second):
 	}
+}
+
+// preStop runs the pod's containers' preStop hooks as kubelet does before
+// it sends SIGTERM, all at once, and returns when they have ended, at the
+// deadline (the end of the grace period) or when the pod is removed: an
+// exec hook runs its command in the pod as Exec does (`sleep 100` holding
+// a terminating pod up), a sleep hook waits. An HTTP hook is not run
+// (logged): no upstream Service test uses one.
+func (a *agent) preStop(ctx context.Context, run *podRun, pod *corev1.Pod, deadline time.Time) {
+	ctx, cancel := context.WithDeadline(ctx, deadline)
+	defer cancel()
+	go func() {
+		select {
+		case <-run.gone:
+			cancel()
+		case <-ctx.Done():
+		}
+	}()
+	var wg sync.WaitGroup
+	for _, c := range pod.Spec.Containers {
+		if c.Lifecycle == nil || c.Lifecycle.PreStop == nil {
+			continue
+		}
+		h := c.Lifecycle.PreStop
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			start := time.Now()
+			var err error
+			switch {
+			case h.Exec != nil && len(h.Exec.Command) > 0:
+				err = a.Exec(ctx, pod.Namespace, pod.Name, c.Name, h.Exec.Command, nil, io.Discard, io.Discard)
+			case h.Sleep != nil:
+				select {
+				case <-time.After(time.Duration(h.Sleep.Seconds) * time.Second):
+				case <-ctx.Done():
+					err = ctx.Err()
+				}
+			default:
+				a.logf("pod %s/%s container %s: preStop hook not run: the bed runs exec and sleep hooks only", pod.Namespace, pod.Name, c.Name)
+				return
+			}
+			a.logf("pod %s/%s container %s: preStop hook ended after %v: %v", pod.Namespace, pod.Name, c.Name, time.Since(start).Round(time.Millisecond), err)
+		}()
+	}
+	wg.Wait()
 }
