@@ -91,6 +91,9 @@ type podRun struct {
 	// gone is closed when the pod is removed (close): its preStop hooks
 	// still running end.
 	gone chan struct{}
+	// initDone, when not nil, is closed once the pod's init containers
+	// have run (runContainers): the pod is not Ready before.
+	initDone chan struct{}
 }
 
 func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream bool) *agent {
@@ -275,9 +278,22 @@ func (a *agent) probe(ctx context.Context, run *podRun, p *corev1.Probe) {
 	check := readinessCheck(a.node.ns.NS, run, p)
 	st := cluster.PodStatus{PodIPs: []netip.Addr{run.ip}, HostIP: a.node.ip, Ready: check == nil}
 	written := false
+	initialized := func() bool {
+		if run.initDone == nil {
+			return true
+		}
+		select {
+		case <-run.initDone:
+			return true
+		default:
+			return false
+		}
+	}
+	st.Ready = st.Ready && initialized()
 	for {
-		if check != nil {
-			if ready := check() == nil; ready != st.Ready || !written {
+		if check != nil || !st.Ready {
+			ready := initialized() && (check == nil || check() == nil)
+			if ready != st.Ready || !written {
 				st.Ready = ready
 				written = false
 			}
