@@ -89,3 +89,9 @@ func NodeIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 168, 50, byt
 func NodePodCIDR(i int) netip.Prefix {
 	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(1 + i), 0}), 24)
 }
+
+// APIServerIP is the address the upstream bed's API server advertises
+// (--advertise-address, the lease endpoint reconciler's address for the
+// kubernetes Service): a namespace on the LAN relays it to the API server
+// on the host, so pods reach it through the Service as in a cluster.
+var APIServerIP = netip.MustParseAddr("192.168.50.1")

@@ -17,6 +17,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/util/wait"
 	utilexec "k8s.io/utils/exec"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 )
 
 // upstreamTests are what the real e2e.test needs of the bed (issue 17,
@@ -28,8 +30,50 @@ func (b *bed) upstreamTests(t *testing.T) {
 		b.clusterDNSTests(t)
 	}
 	if b.upstreamDir != "" {
+		t.Run("bed: a pod reaches the API server through the kubernetes Service", b.apiServerFromPod)
 		t.Run("upstream e2e.test", b.runUpstreamE2E)
 	}
+}
+
+// apiServerFromPod: the kubernetes Service's endpoint is the address the
+// API server advertises (the lease reconciler's, cluster.APIServerIP), and
+// a pod on node-c gets an HTTP answer to /healthz from the API server
+// through the Service's ClusterIP (TLS, the server's certificate not
+// checked: the bed's names neither the ClusterIP nor that address; 200,
+// or 401/403 if anonymous requests are refused).
+func (b *bed) apiServerFromPod(t *testing.T) {
+	ns := b.testNamespace(t, "apiserver-from-pod")
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	eventually(t, "the kubernetes EndpointSlice lists the advertised address", time.Minute, func() error {
+		slices, err := b.client.DiscoveryV1().EndpointSlices("default").List(ctx, metav1.ListOptions{LabelSelector: "kubernetes.io/service-name=kubernetes"})
+		if err != nil {
+			return err
+		}
+		for _, s := range slices.Items {
+			for _, e := range s.Endpoints {
+				if len(e.Addresses) > 0 && e.Addresses[0] == cluster.APIServerIP.String() {
+					return nil
+				}
+			}
+		}
+		return fmt.Errorf("no endpoint %s in %d slices", cluster.APIServerIP, len(slices.Items))
+	})
+	svc, err := b.client.CoreV1().Services("default").Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.runPod(t, ns, podSpec{name: "client", node: "node-c"})
+	url := fmt.Sprintf("https://%s:443/healthz", svc.Spec.ClusterIP)
+	eventually(t, "curl -k "+url+" from a pod on node-c", time.Minute, func() error {
+		out, stderr, err := podExec(ctx, b.cfg, b.client, "websocket", ns, "client", "",
+			"curl", "-sSk", "-m", "5", "-o", "/dev/null", "-w", "%{http_code}", url)
+		if err != nil || (out != "200" && out != "401" && out != "403") {
+			return fmt.Errorf("HTTP status %q, stderr %q: %v", out, stderr, err)
+		}
+		t.Logf("curl -k %s from a pod on node-c: HTTP %s", url, out)
+		return nil
+	})
 }
 
 // execThroughAPIServer: a Pod with no nodeName (a node selector for

@@ -50,7 +50,14 @@ func TestClusterVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tunnel.Close()
-	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--egress-selector-config-file=" + egress}})
+	flags := []string{"--egress-selector-config-file=" + egress}
+	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
+		// The kubernetes Service gets its endpoint, as upstream's
+		// `EndpointSlice ... pointing to API Server` expects: the API
+		// server's secure port at an address the guest relays to it.
+		flags = append(flags, "--endpoint-reconciler-type=lease", "--advertise-address="+cluster.APIServerIP.String())
+	}
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: flags})
 	ctrl, err := cluster.StartControllers(ctx, srv.Config())
 	if err != nil {
 		t.Fatal(err)
