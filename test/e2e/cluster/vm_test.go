@@ -79,6 +79,12 @@ func TestClusterVM(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer gc.Stop()
+		// SN-42/43 roll a DaemonSet's pods through a load balancer.
+		dsc, err := cluster.StartDaemonSets(ctx, srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dsc.Stop()
 	}
 
 	dir := t.TempDir()
