@@ -119,7 +119,7 @@ func TestClusterVM(t *testing.T) {
 		"CLUSTER_PROXY_BIN=" + proxyBin, boomServer(t, dir)}
 	// `make conformance-upstream`: upstream's e2e.test on the bed, with
 	// cluster DNS (tools/coredns).
-	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
+	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_FOCUS_2", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
