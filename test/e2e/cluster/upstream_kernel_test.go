@@ -3,13 +3,16 @@
 package cluster_test
 
 import (
+	"bufio"
 	"context"
 	"encoding/xml"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -126,15 +129,64 @@ func (b *bed) execThroughAPIServer(t *testing.T) {
 // namespace (the upstream tests' "external client": its NodePort and
 // LoadBalancer requests come from there) against the bed, focused by
 // CLUSTER_UPSTREAM_FOCUS, and reports each spec's result from its JUnit
-// report as a line "upstream: RESULT NAME".
+// report as a line "upstream: RESULT NAME". CLUSTER_UPSTREAM_FOCUS_2, when
+// set, is a second focus run at the same time in a second e2e.test (its
+// output lines prefixed "[2] "): specs that mostly wait, as SN-42 and
+// SN-43's rolling updates, share the VM's time. The bed's cloud
+// (startCloudLB) serves their LoadBalancer Services.
 func (b *bed) runUpstreamE2E(t *testing.T) {
 	focus := os.Getenv("CLUSTER_UPSTREAM_FOCUS")
 	if focus == "" {
 		t.Fatal("CLUSTER_UPSTREAM_FOCUS is empty: say which upstream specs to run")
 	}
+	foci := []string{focus}
+	if f := os.Getenv("CLUSTER_UPSTREAM_FOCUS_2"); f != "" {
+		foci = append(foci, f)
+	}
 	// e2e.test and the kubectl it runs dial 127.0.0.1:PORT in the runner.
 	stop := b.runner.Relay(t, "127.0.0.1:"+b.apiPort, b.apiHostPort)
 	defer stop()
+	stopLB := b.startCloudLB(t)
+	defer stopLB()
+	runs := make([]upstreamRun, len(foci))
+	var wg sync.WaitGroup
+	for i, f := range foci {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			runs[i] = b.runE2ETest(t, i+1, f)
+		}()
+	}
+	wg.Wait()
+	failed, total := 0, 0
+	for i, r := range runs {
+		if r.err != nil {
+			t.Errorf("upstream: e2e.test %d: %v", i+1, r.err)
+		}
+		for _, s := range r.specs {
+			t.Logf("upstream: %s %s (%.1f s)", s.result, s.name, s.seconds)
+			total++
+			if s.result == "failed" {
+				failed++
+			}
+		}
+	}
+	if failed > 0 {
+		t.Errorf("upstream: %d of %d specs failed", failed, total)
+	}
+}
+
+// upstreamRun is one e2e.test's outcome: its specs' results, and its
+// error (its exit, or its JUnit report missing).
+type upstreamRun struct {
+	specs []specResult
+	err   error
+}
+
+// runE2ETest runs e2e.test number n with focus in the runner and reads
+// its JUnit report. Its output goes to the test's, each line prefixed
+// "[n] " when n > 1.
+func (b *bed) runE2ETest(t *testing.T, n int, focus string) upstreamRun {
 	report := t.TempDir()
 	args := []string{
 		"--kubeconfig=" + b.proxyKC,
@@ -152,28 +204,35 @@ func (b *bed) runUpstreamE2E(t *testing.T) {
 	}
 	cmd := exec.Command(filepath.Join(b.upstreamDir, "e2e.test"), args...)
 	cmd.Stdout, cmd.Stderr = os.Stdout, os.Stderr
+	var prefixed sync.WaitGroup
+	if n > 1 {
+		pr, pw := io.Pipe()
+		cmd.Stdout, cmd.Stderr = pw, pw
+		prefixed.Add(1)
+		go func() {
+			defer prefixed.Done()
+			sc := bufio.NewScanner(pr)
+			sc.Buffer(make([]byte, 64<<10), 1<<20)
+			for sc.Scan() {
+				fmt.Printf("[%d] %s\n", n, sc.Text())
+			}
+			_, _ = io.Copy(io.Discard, pr)
+		}()
+		defer func() { _ = pw.Close(); prefixed.Wait() }()
+	}
 	cmd.Env = append(os.Environ(), "HOME="+report)
 	start := time.Now()
-	t.Logf("upstream: e2e.test %s", strings.Join(args, " "))
+	t.Logf("upstream: e2e.test %d: %s", n, strings.Join(args, " "))
 	if err := b.runner.Do(cmd.Start); err != nil {
-		t.Fatal(err)
+		return upstreamRun{err: err}
 	}
 	runErr := cmd.Wait()
-	t.Logf("upstream: e2e.test ended after %v: %v", time.Since(start).Round(time.Second), runErr)
-	results, err := junitResults(filepath.Join(report, "junit_01.xml"))
-	if err != nil {
-		t.Fatalf("upstream: %v", err)
+	t.Logf("upstream: e2e.test %d ended after %v: %v", n, time.Since(start).Round(time.Second), runErr)
+	specs, err := junitResults(filepath.Join(report, "junit_01.xml"))
+	if err == nil {
+		err = runErr
 	}
-	failed := 0
-	for _, r := range results {
-		t.Logf("upstream: %s %s (%.1f s)", r.result, r.name, r.seconds)
-		if r.result == "failed" {
-			failed++
-		}
-	}
-	if failed > 0 || runErr != nil {
-		t.Errorf("upstream: %d of %d specs failed; e2e.test: %v", failed, len(results), runErr)
-	}
+	return upstreamRun{specs: specs, err: err}
 }
 
 // upstreamTimeout bounds the upstream run (ginkgo's --ginkgo.timeout).

@@ -87,6 +87,12 @@ func TestClusterVM(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer gc.Stop()
+		// SN-42/43 roll a DaemonSet's pods through a load balancer.
+		dsc, err := cluster.StartDaemonSets(ctx, srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dsc.Stop()
 	}
 
 	dir := t.TempDir()
@@ -121,7 +127,7 @@ func TestClusterVM(t *testing.T) {
 		"CLUSTER_PROXY_BIN=" + proxyBin, boomServer(t, dir)}
 	// `make conformance-upstream`: upstream's e2e.test on the bed, with
 	// cluster DNS (tools/coredns).
-	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
+	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_FOCUS_2", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
