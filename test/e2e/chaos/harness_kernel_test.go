@@ -27,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -177,6 +178,15 @@ func (c *cluster) fakeEndpoints(i, n int) []string {
 	return out
 }
 
+// externalIP is churned service i's own externalIP: 203.0.113.(100+i) for
+// the first 156, then from 100.64.0.0/10 (no two services share one).
+func externalIP(i int) string {
+	if i < 156 {
+		return fmt.Sprintf("203.0.113.%d", 100+i)
+	}
+	return fmt.Sprintf("100.%d.%d.1", 64+i/256, i%256)
+}
+
 // churnOnce changes one random churned service: its endpoints, its port,
 // its externalIPs (node addresses included) or its session affinity.
 func (c *cluster) churnOnce() error {
@@ -205,7 +215,7 @@ func (c *cluster) churnOnce() error {
 	case 1:
 		svc.Spec.ExternalIPs = nil
 		if c.rng.IntN(2) == 0 {
-			svc.Spec.ExternalIPs = []string{fmt.Sprintf("203.0.113.%d", 100+i), hostileIPs[c.rng.IntN(len(hostileIPs))]}
+			svc.Spec.ExternalIPs = []string{externalIP(i), hostileIPs[c.rng.IntN(len(hostileIPs))]}
 		}
 	case 2:
 		if svc.Spec.SessionAffinity == corev1.ServiceAffinityClientIP {
@@ -347,6 +357,11 @@ func proxyRules(table, save string) []string {
 
 func sorted(s []string) []string { slices.Sort(s); return s }
 
+func fileExists(path string) bool {
+	_, err := os.Stat(path)
+	return err == nil
+}
+
 // nodeIPs are the node's addresses on every interface but kube-ipvs0, as
 // `run` reads them: plan gets the same as --node-ip.
 func (e *env) nodeIPs() (string, error) {
@@ -371,8 +386,15 @@ func (e *env) plan(file string) (snapshot, string, error) {
 	if err != nil {
 		return nil, "", err
 	}
-	out, err := exec.Command(e.bin, "plan", "-f", file, "--node-name", thisNode, "--node-ip", ips,
-		"--cluster-cidr", clusterCIDR, "--api-server-address", "127.0.0.1").Output()
+	args := []string{"plan", "-f", file, "--node-name", thisNode, "--node-ip", ips,
+		"--cluster-cidr", clusterCIDR, "--api-server-address", "127.0.0.1"}
+	// The proxy's node address cache, once written: a Node deleted from
+	// the API stays protected for --deleted-node-grace-period (24 h), and
+	// plan honours the same history with it.
+	if cache := filepath.Join(e.stateDir, informers.NodeAddressFile); fileExists(cache) {
+		args = append(args, "--node-cache", cache)
+	}
+	out, err := exec.Command(e.bin, args...).Output()
 	if err != nil {
 		return nil, "", fmt.Errorf("ipvs-proxy plan: %w", err)
 	}
