@@ -103,6 +103,25 @@ chaos:
 
 reliability: chaos
 
+# --- daemon soak (test/e2e/chaos: `ipvs-proxy run` under API churn) ---
+# make daemon-soak                                   1,000 services, 3 min
+# make daemon-soak DSOAK_SERVICES=10000 DSOAK_DURATION=30m DSOAK_CHECK=5m
+DSOAK_SERVICES  ?= 1000
+DSOAK_ENDPOINTS ?= 10
+DSOAK_DURATION  ?= 3m
+DSOAK_CHECK     ?= 1m
+DSOAK_SEED      ?= 1
+
+.PHONY: daemon-soak
+daemon-soak:
+	bash scripts/install-deps.sh
+	@mkdir -p $(RELIABILITY_DIR)
+	$(GO) build -o $(RELIABILITY_DIR)/ipvs-proxy ./cmd/ipvs-proxy
+	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/chaos-guest.test ./chaos
+	cd test/e2e && DSOAK=1 DSOAK_SERVICES=$(DSOAK_SERVICES) DSOAK_ENDPOINTS=$(DSOAK_ENDPOINTS) DSOAK_DURATION=$(DSOAK_DURATION) \
+		DSOAK_CHECK=$(DSOAK_CHECK) DSOAK_SEED=$(DSOAK_SEED) CHAOS_PROXY_BIN=$(RELIABILITY_DIR)/ipvs-proxy \
+		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/chaos-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestDaemonSoak$$' ./chaos
+
 # `make test` runs the short fuzz (about 10 s of fuzzing plus the
 # instrumented build of addrmgr and the planner).
 TEST_TARGETS += fuzz-short
@@ -111,4 +130,4 @@ TEST_TARGETS += fuzz-short
 
 # The long runs; `make test` has fuzz-short and soak-short, and the chaos
 # test's three kills in test-e2e.
-OPT_IN += fuzz(long-fuzzing) soak(1,000-service-soak) chaos(kill-loop)
+OPT_IN += fuzz(long-fuzzing) soak(1,000-service-soak) chaos(kill-loop) daemon-soak(run-under-churn)

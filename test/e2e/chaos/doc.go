@@ -11,6 +11,13 @@
 // kube-ipvs0, a chain flushed, an ipset entry deleted — and each must be
 // repaired by the next full resync.
 //
+// The package also holds the daemon soak (TestDaemonSoak, `make
+// daemon-soak`, docs/reliability.md): the same proxy, harness and
+// comparison, without kills, against thousands of Services churned for
+// minutes (Services deleted and re-created, a Node created and deleted),
+// with requests to a steady Service throughout and the proxy's memory and
+// goroutines sampled at every check. It runs only with DSOAK=1.
+//
 // Two halves, one package:
 //
 //   - TestChaos (host, no build tag) starts the API server, writes two

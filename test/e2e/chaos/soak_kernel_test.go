@@ -1,0 +1,337 @@
+//go:build kernel
+
+package chaos
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"math/rand/v2"
+	"net"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	corev1 "k8s.io/api/core/v1"
+	apierrors "k8s.io/apimachinery/pkg/api/errors"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/tools/clientcmd"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
+)
+
+// churnNode is the Node the soak's churner creates and deletes; its
+// address, 198.51.100.3, is among the hostile externalIPs the churner
+// writes: protected while n3 exists, an ordinary externalIP while not.
+const churnNode = "n3"
+
+// churnSoak is one change of the daemon soak: most are churnOnce's
+// (endpoints, port, externalIPs with node addresses, affinity); one in ten
+// deletes a churned Service with its slice and creates it again (a new
+// ClusterIP), one in twenty creates or deletes Node n3.
+func (c *cluster) churnSoak(eps int) error {
+	switch r := c.rng.IntN(20); {
+	case r == 0:
+		return c.toggleNode()
+	case r <= 2:
+		return c.recreate(eps)
+	}
+	return c.churnOnce()
+}
+
+func (c *cluster) recreate(eps int) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	i := c.rng.IntN(c.n)
+	name := churnedName(i)
+	err := c.client.CoreV1().Services(ns).Delete(c.ctx(), name, metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete service %s: %w", name, err)
+	}
+	err = c.client.DiscoveryV1().EndpointSlices(ns).Delete(c.ctx(), name+"-1", metav1.DeleteOptions{})
+	if err != nil && !apierrors.IsNotFound(err) {
+		return fmt.Errorf("delete endpointslice %s-1: %w", name, err)
+	}
+	return c.createChurned(i, eps)
+}
+
+func (c *cluster) toggleNode() error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	nodes := c.client.CoreV1().Nodes()
+	err := nodes.Delete(c.ctx(), churnNode, metav1.DeleteOptions{})
+	if err == nil || !apierrors.IsNotFound(err) {
+		return err
+	}
+	created, err := nodes.Create(c.ctx(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: churnNode}}, metav1.CreateOptions{})
+	if err != nil {
+		return fmt.Errorf("create node %s: %w", churnNode, err)
+	}
+	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.3"}}
+	_, err = nodes.UpdateStatus(c.ctx(), created, metav1.UpdateOptions{})
+	return err
+}
+
+// loop sends requests to one steady address until stop, counting answers
+// from the steady service's pods and everything else as failures.
+type loop struct {
+	name     string
+	from     *ktest.NS
+	addr     string
+	ok, fail atomic.Int64
+	mu       sync.Mutex
+	first    []string // the first failures, with their time
+}
+
+func (l *loop) run(stop <-chan struct{}, start time.Time) {
+	for {
+		select {
+		case <-stop:
+			return
+		default:
+		}
+		out, err := l.from.Request(ktest.TCP, l.addr)
+		if err == nil && (strings.HasPrefix(out, "pod-a ") || strings.HasPrefix(out, "pod-b ")) {
+			l.ok.Add(1)
+		} else {
+			l.fail.Add(1)
+			l.mu.Lock()
+			if len(l.first) < 5 {
+				l.first = append(l.first, fmt.Sprintf("at %v: %q %v", time.Since(start).Round(time.Second), out, err))
+			}
+			l.mu.Unlock()
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// sample is the proxy's state at one check of the soak.
+type sample struct {
+	at                 time.Duration
+	converged          time.Duration
+	rss, hwm           float64 // MiB, /proc/PID/status
+	goroutines         float64
+	heap               float64 // MiB, go_memstats_heap_inuse_bytes
+	full, partial, err float64 // syncs_total by mode; apply_errors_total
+}
+
+// procStatusMiB reads a "VmRSS:  1234 kB" line of /proc/PID/status in MiB.
+func procStatusMiB(pid int, key string) float64 {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "status"))
+	if err != nil {
+		return -1
+	}
+	for l := range strings.Lines(string(b)) {
+		if rest, ok := strings.CutPrefix(l, key+":"); ok {
+			kb, _ := strconv.ParseFloat(strings.TrimSuffix(strings.TrimSpace(rest), " kB"), 64)
+			return kb / 1024
+		}
+	}
+	return -1
+}
+
+// notDebug keeps the lines of a JSON log that are not at debug level.
+func notDebug(log string) string {
+	var b strings.Builder
+	for l := range strings.Lines(log) {
+		if !strings.Contains(l, `"level":"debug"`) {
+			b.WriteString(l)
+		}
+	}
+	return b.String()
+}
+
+// metric reads one sample of an unlabelled metric, or the sum of a metric's
+// samples with a label, from a /metrics text ("name" or `name{mode="full"}`).
+func metric(text, name string) float64 {
+	sum := 0.0
+	for l := range strings.Lines(text) {
+		if rest, ok := strings.CutPrefix(l, name+" "); ok {
+			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
+			return v
+		}
+		if strings.HasPrefix(l, strings.TrimSuffix(name, "}")) && strings.Contains(name, "{") {
+			if i := strings.LastIndexByte(l, ' '); i > 0 {
+				v, _ := strconv.ParseFloat(strings.TrimSpace(l[i+1:]), 64)
+				sum += v
+			}
+		}
+	}
+	return sum
+}
+
+// TestDaemonSoakGuest is the VM half of TestDaemonSoak: `ipvs-proxy run`
+// with its default sync period against DSOAK_SERVICES Services of
+// DSOAK_ENDPOINTS endpoints, churned continuously for DSOAK_DURATION, with
+// requests to a steady Service throughout; every DSOAK_CHECK the churn
+// pauses, the kernel must equal `ipvs-proxy plan` and the proxy's memory and
+// goroutines are sampled.
+func TestDaemonSoakGuest(t *testing.T) {
+	nsvc := envInt(t, "DSOAK_SERVICES", 1000)
+	eps := envInt(t, "DSOAK_ENDPOINTS", 10)
+	seed := envInt(t, "DSOAK_SEED", 1)
+	duration, err := time.ParseDuration(vmtest.GuestEnv(t, "DSOAK_DURATION"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	every, err := time.ParseDuration(vmtest.GuestEnv(t, "DSOAK_CHECK"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// A request fails without a right answer within 10 s, as in package
+	// soak: under TCG on a loaded host answers took up to 4.3 s.
+	ktest.RequestTimeout = 10 * time.Second
+	apiAddr := vmtest.GuestEnv(t, "VMTEST_API_ADDR")
+	cfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_GUEST"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.QPS, cfg.Burst = 200, 400
+	client := kubernetes.NewForConfigOrDie(cfg)
+
+	node := ktest.NewNode(t)
+	node.AddPod(t, "pod-a", podA)
+	node.AddPod(t, "pod-b", podB)
+	client1 := node.AddPod(t, "client", podClient)
+	lan := node.AddClient(t, "lan")
+	_, apiPort, err := net.SplitHostPort(apiAddr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	node.Relay(t, "127.0.0.1:"+apiPort, apiAddr)
+
+	// The proxy's defaults: full syncs every 30 s run during the churn.
+	e := &env{t: t, node: node, bin: vmtest.GuestEnv(t, "CHAOS_PROXY_BIN"), kc: vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_PROXY"),
+		dir: t.TempDir(), syncPeriod: 30 * time.Second, convergeTimeout: 10 * time.Minute}
+	e.stateDir = filepath.Join(e.dir, "state")
+	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 13)), n: nsvc, eps: eps}
+	began := time.Now()
+	c.setup()
+	web, err := client.CoreV1().Services(ns).Get(context.Background(), "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	e.webAddr = net.JoinHostPort(web.Spec.ClusterIP, "80")
+	t.Logf("%d services × %d endpoints created in %v", nsvc, eps, time.Since(began).Round(time.Second))
+
+	p := e.start()
+	var findings []string
+	var samples []sample
+	start := time.Now()
+	logMark := 0
+	check := func() {
+		d, bad := e.converge(c, p)
+		s := sample{at: time.Since(start), converged: d}
+		if d > 2*e.syncPeriod && bad == "" {
+			t.Logf("check at %v: slow convergence (%v); the last difference before it:\n%s\nthe proxy's log since the last check, above debug:\n%s",
+				s.at.Round(time.Second), d, firstLines(e.lastDiff, 30), firstLines(notDebug(p.Output()[logMark:]), 60))
+		}
+		logMark = len(p.Output())
+		if bad != "" {
+			findings = append(findings, fmt.Sprintf("check at %v: %s", s.at.Round(time.Second), firstLines(bad, 12)))
+			t.Logf("check at %v: %s", s.at.Round(time.Second), bad)
+		}
+		pid := p.Cmd.Process.Pid
+		s.rss, s.hwm = procStatusMiB(pid, "VmRSS"), procStatusMiB(pid, "VmHWM")
+		_, m, err := node.HTTPGet("127.0.0.1:10249", "/metrics", 30*time.Second)
+		if err != nil {
+			findings = append(findings, fmt.Sprintf("check at %v: /metrics: %v", s.at.Round(time.Second), err))
+		}
+		s.goroutines = metric(m, "go_goroutines")
+		s.heap = metric(m, "go_memstats_heap_inuse_bytes") / (1 << 20)
+		s.full = metric(m, `ipvs_proxy_syncs_total{mode="full"}`)
+		s.partial = metric(m, `ipvs_proxy_syncs_total{mode="partial"}`)
+		s.err = metric(m, `ipvs_proxy_apply_errors_total{`)
+		samples = append(samples, s)
+		t.Logf("check at %v: converged in %v, RSS %.1f MiB (peak %.1f), heap %.1f MiB, goroutines %.0f, syncs full %.0f partial %.0f, apply errors %.0f",
+			s.at.Round(time.Second), d.Round(10*time.Millisecond), s.rss, s.hwm, s.heap, s.goroutines, s.full, s.partial, s.err)
+	}
+	check() // the first full sync: the baseline
+	start = time.Now()
+
+	loops := []*loop{
+		{name: "ClusterIP from a pod", from: client1.NS, addr: e.webAddr},
+		{name: "NodePort from the LAN", from: lan.NS, addr: "198.51.100.1:30080"},
+		{name: "externalIP from the LAN", from: lan.NS, addr: "203.0.113.10:80"},
+	}
+	stopLoops := make(chan struct{})
+	var lwg sync.WaitGroup
+	for _, l := range loops {
+		lwg.Add(1)
+		go func() { defer lwg.Done(); l.run(stopLoops, start) }()
+	}
+
+	changes, churnErrs := 0, 0
+	for time.Since(start) < duration {
+		ctx, stop := context.WithTimeout(context.Background(), min(every, duration-time.Since(start)))
+		for ctx.Err() == nil {
+			if err := c.churnSoak(eps); err != nil && !apierrors.IsConflict(err) {
+				churnErrs++
+				if churnErrs <= 3 {
+					t.Logf("churn: %v", err)
+				}
+			}
+			changes++
+			time.Sleep(time.Duration(50+c.rng.IntN(200)) * time.Millisecond)
+		}
+		stop()
+		if !p.Alive() {
+			findings = append(findings, "proxy exited: "+p.Tail(20))
+			break
+		}
+		check()
+	}
+	close(stopLoops)
+	lwg.Wait()
+	_, _ = p.Stop(30 * time.Second)
+
+	// Flat: every later sample within the first's RSS × 1.25 + 8 MiB and
+	// its goroutines + 2 (the metrics scrape's own connection may be open).
+	base := samples[0]
+	if len(samples) > 1 {
+		base = samples[1] // after the first churn: the informers' and mirrors' working size
+	}
+	for _, s := range samples[1:] {
+		if s.rss > base.rss*1.25+8 {
+			findings = append(findings, fmt.Sprintf("RSS at %v: %.1f MiB, above %.1f × 1.25 + 8", s.at.Round(time.Second), s.rss, base.rss))
+		}
+		if s.goroutines > base.goroutines+2 {
+			findings = append(findings, fmt.Sprintf("goroutines at %v: %.0f, above %.0f + 2", s.at.Round(time.Second), s.goroutines, base.goroutines))
+		}
+	}
+	last := samples[len(samples)-1]
+	if last.err > 0 {
+		findings = append(findings, fmt.Sprintf("apply errors: %.0f", last.err))
+	}
+	var b bytes.Buffer
+	fmt.Fprintf(&b, "DSOAK-REPORT-BEGIN\nservices %d × %d endpoints, seed %d, churn %v (%d changes, %d errors), checks every %v\n",
+		nsvc, eps, seed, duration, changes, churnErrs, every)
+	for _, l := range loops {
+		ok, fail := l.ok.Load(), l.fail.Load()
+		if fail > 0 {
+			findings = append(findings, fmt.Sprintf("%s %s: %d of %d requests failed: %s", l.name, l.addr, fail, ok+fail, strings.Join(l.first, "; ")))
+		}
+		fmt.Fprintf(&b, "%s (%s): %d answered, %d failed\n", l.name, l.addr, ok, fail)
+	}
+	fmt.Fprintln(&b, "check | converged | RSS MiB | peak MiB | heap MiB | goroutines | full syncs | partial syncs | apply errors")
+	for _, s := range samples {
+		fmt.Fprintf(&b, "%v | %v | %.1f | %.1f | %.1f | %.0f | %.0f | %.0f | %.0f\n", s.at.Round(time.Second),
+			s.converged.Round(10*time.Millisecond), s.rss, s.hwm, s.heap, s.goroutines, s.full, s.partial, s.err)
+	}
+	fmt.Fprintf(&b, "findings: %d\n", len(findings))
+	for _, f := range findings {
+		fmt.Fprintln(&b, "  "+f)
+	}
+	fmt.Fprintln(&b, "DSOAK-REPORT-END")
+	t.Log("\n" + b.String())
+	if len(findings) > 0 {
+		t.Errorf("daemon soak: %d findings; first: %s", len(findings), firstLines(findings[0], 1))
+	}
+}

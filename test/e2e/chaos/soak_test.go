@@ -1,0 +1,49 @@
+//go:build !kernel
+
+package chaos
+
+import (
+	"cmp"
+	"context"
+	"os"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+)
+
+// TestDaemonSoak starts the API server on the host and runs
+// TestDaemonSoakGuest in the VM against it (see the package doc). It runs
+// only with DSOAK=1 (`make daemon-soak`).
+func TestDaemonSoak(t *testing.T) {
+	if os.Getenv("DSOAK") == "" {
+		t.Skip("the daemon soak runs with DSOAK=1: make daemon-soak")
+	}
+	duration, err := time.ParseDuration(cmp.Or(os.Getenv("DSOAK_DURATION"), "3m"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv := apiserver.Shared(t)
+	dir := t.TempDir()
+	guestKC, proxyKC := srv.WriteGuestKubeconfigs(t, dir, srv.Config())
+	proxyBin := os.Getenv("CHAOS_PROXY_BIN")
+	if proxyBin == "" {
+		proxyBin = gobuild.Proxy(t, dir)
+	}
+	// Creating the objects and the first full sync take minutes at 10,000
+	// services under TCG; each check waits for a convergence (at most 10 min).
+	timeout := 30*time.Minute + 2*duration
+	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
+	defer cancel()
+	env := []string{"CHAOS_KUBECONFIG_GUEST=" + guestKC, "CHAOS_KUBECONFIG_PROXY=" + proxyKC, "CHAOS_PROXY_BIN=" + proxyBin,
+		"DSOAK_DURATION=" + duration.String(), "DSOAK_CHECK=" + cmp.Or(os.Getenv("DSOAK_CHECK"), "1m")}
+	for _, k := range []string{"DSOAK_SERVICES", "DSOAK_ENDPOINTS", "DSOAK_SEED"} {
+		if v := os.Getenv(k); v != "" {
+			env = append(env, k+"="+v)
+		}
+	}
+	guest.Run(ctx, t, dir, guest.Suite{Test: "TestDaemonSoakGuest", Bin: os.Getenv("CHAOS_GUEST_BIN"), Timeout: timeout,
+		Env: env, Port: srv.Port})
+}
