@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -35,6 +36,8 @@ import (
 // and which gauge of its /metrics holds the Unix time its last complete
 // sync ended.
 type contender struct {
+	// key names it in BENCHVS_PROXIES.
+	key        string
 	name       string
 	syncMetric string
 	// durMetric is the histogram of its syncs' durations.
@@ -53,13 +56,18 @@ type process interface {
 // node's identity and the addresses kube-proxy uses too.
 type ipvsProxy struct{ *ktest.Process }
 
-func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) process {
+// With debug, it logs at debug level: each sync's stages (the breakdown).
+func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool) process {
 	t.Helper()
 	dir := t.TempDir()
-	return ipvsProxy{node.Start(t, filepath.Join(dir, "ipvs-proxy.log"), bin, "run",
+	args := []string{"run",
 		"--kubeconfig", kubeconfig, "--hostname-override", thisNode, "--cluster-cidr", "10.244.0.0/16",
 		"--healthz-bind-address", kubeproxy.HealthzAddress, "--metrics-bind-address", kubeproxy.MetricsAddress,
-		"--state-dir", filepath.Join(dir, "state"))}
+		"--state-dir", filepath.Join(dir, "state")}
+	if debug {
+		args = append(args, "--log-level", "debug")
+	}
+	return ipvsProxy{node.Start(t, filepath.Join(dir, "ipvs-proxy.log"), bin, args...)}
 }
 
 func (p ipvsProxy) Pid() int { return p.Cmd.Process.Pid }
@@ -144,7 +152,10 @@ type vsResult struct {
 	changeCPU    time.Duration
 	changeWall   time.Duration
 	lat, floor   []time.Duration // sorted
-	kernel       string
+	// breakdown is ipvs-proxy's one change stage by stage
+	// (BENCHVS_BREAKDOWN=1), empty otherwise.
+	breakdown string
+	kernel    string
 	// The contender's own sync histogram: at the first sync, and over
 	// the changes.
 	firstSyncs, changeSyncs     int
@@ -175,20 +186,27 @@ func TestVsKubeProxyGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyKC := vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
+	breakdown := os.Getenv("BENCHVS_BREAKDOWN") == "1"
 	contenders := []contender{
-		{name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
+		{key: "kube-proxy", name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
 			durMetric: "kubeproxy_sync_proxy_rules_duration_seconds",
 			start: func(t *testing.T, node *ktest.Node) process {
 				return kubeproxy.Start(t, node.NS, kubeproxy.Options{Bin: kpBin, NodeName: thisNode, ConfigFile: kpConfig})
 			}},
-		{name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
+		{key: "ipvs-proxy", name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
 			durMetric: "ipvs_proxy_sync_duration_seconds",
-			start:     func(t *testing.T, node *ktest.Node) process { return startIPVSProxy(t, node, proxyBin, proxyKC) }},
+			start: func(t *testing.T, node *ktest.Node) process {
+				return startIPVSProxy(t, node, proxyBin, proxyKC, breakdown)
+			}},
 	}
+	which := envProxies(t)
 	var results []vsResult
 	for i, c := range contenders {
+		if !which[c.key] {
+			continue
+		}
 		b := &vsBench{t: t, ctx: ctx, client: client, adminCfg: adminCfg, apiPort: apiPort, services: services,
-			changes: changes, budget: budget, idle: idle, ipBase: 250 * (2*run + i)}
+			changes: changes, budget: budget, idle: idle, ipBase: 250 * (2*run + i), breakdown: breakdown}
 		results = append(results, b.measure(c))
 	}
 	fmt.Print(vsReport(services, endpoints, changes, results))
@@ -206,6 +224,9 @@ type vsBench struct {
 	budget   time.Duration
 	idle     time.Duration
 	ipBase   int // the first changeIP index of this contender's changes
+	// breakdown: ipvs-proxy runs at debug level and its one change is
+	// reported stage by stage.
+	breakdown bool
 }
 
 func (b *vsBench) measure(c contender) vsResult {
@@ -310,6 +331,13 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 			Address: net.IP(vip.AsSlice()), Port: servicePort}
 		fl.expect(sl.Name, ip.String())
 		w := time.Now()
+		// As the EndpointSlice controller sets it: the time of the change,
+		// here the write's. Either proxy's network programming latency
+		// runs from it.
+		if sl.Annotations == nil {
+			sl.Annotations = map[string]string{}
+		}
+		sl.Annotations[corev1.EndpointsLastChangeTriggerTime] = w.Format(time.RFC3339Nano)
 		if _, err := b.client.DiscoveryV1().EndpointSlices(benchNS).Update(b.ctx, sl, metav1.UpdateOptions{}); err != nil {
 			t.Fatal(err)
 		}
@@ -350,6 +378,9 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 	r.changeCPU, r.changeWall = cpuTime(t, p.Pid())-cpu0, time.Since(wall0)
 	n1, sum1 := syncStats(node, c.durMetric)
 	r.changeSyncs, r.changeSyncSum = n1-n0, sum1-sum0
+	if ours, ok := p.(ipvsProxy); ok && b.breakdown {
+		r.breakdown = breakdownReport(readBreakdown(t, ours.Log), r.lat, r.floor)
+	}
 	slices.Sort(r.lat)
 	slices.Sort(r.floor)
 }
