@@ -36,14 +36,16 @@ var stages = []stage{
 	{"kube-ipvs0 check or dump", "applied", "dumpTook"},
 	{"ownership journal", "applied", "journalTook"},
 	{"unbind", "applied", "unbindTook"},
-	{"IPVS (the change's netlink writes)", "applied", "ipvsTook"},
+	{"IPVS step (the change's real server, then the old one quiesced, graceful ends)", "applied", "ipvsTook"},
 	{"after the IPVS write: ipsets and iptables", "applied", "rulesTook"},
 	{"after the IPVS write: bind", "applied", "bindTook"},
 }
 
-// untilIPVS is the number of stages up to the IPVS write included: what
-// the harness's poll can see.
-const untilIPVS = 9
+// beforeIPVS is the number of stages before the IPVS step. That step
+// writes the change's new real server first, then quiesces the old one and
+// ends graceful terminations due: the time from its start to the poll
+// seeing the change is the harness's figure less these stages.
+const beforeIPVS = 8
 
 // breakdown is the per-change time of each stage, in the changes' order.
 type breakdown struct {
@@ -102,11 +104,11 @@ func readBreakdown(t *testing.T, path string) breakdown {
 }
 
 // breakdownReport is the table of the stages' p50 and mean next to the
-// harness's figures for the same changes: lat (write → the poll saw it)
-// and floor (write → the bare informer's handler), unsorted, in the
-// changes' order. The rest, after the IPVS write until the poll saw it,
-// is lat minus the stages up to the IPVS write, change by change.
-func breakdownReport(b breakdown, lat, floor []time.Duration) string {
+// harness's figures for the same changes, unsorted, in the changes' order:
+// lat (write → the poll saw it), floor (write → the bare informer's
+// handler) and answered (write → the API server's answer). The rest, after the IPVS write until the poll saw it,
+// is lat minus the stages before the IPVS step, change by change.
+func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 	var out strings.Builder
 	n := len(b.took)
 	fmt.Fprintf(&out, "BENCHVS-BREAKDOWN-BEGIN\nipvs-proxy one change, stage by stage (%d partial syncs matched to %d changes)\n", n, len(lat))
@@ -126,6 +128,7 @@ func breakdownReport(b breakdown, lat, floor []time.Duration) string {
 		slices.Sort(s)
 		fmt.Fprintf(&out, "| %s | %s | %s |\n", name, us(quantile(s, 0.5)), us(sum/time.Duration(len(d))))
 	}
+	row("write → the API server's answer to the harness", answered)
 	row("floor: write → bare informer's handler", floor)
 	for i, s := range stages {
 		row(s.name, b.per[i])
@@ -135,11 +138,11 @@ func breakdownReport(b breakdown, lat, floor []time.Duration) string {
 		rest := make([]time.Duration, n)
 		for k := range rest {
 			rest[k] = lat[k]
-			for i := 0; i < untilIPVS; i++ {
+			for i := 0; i < beforeIPVS; i++ {
 				rest[k] -= b.per[i][k]
 			}
 		}
-		row("IPVS write → the harness's poll saw it", rest)
+		row("IPVS step's start → the harness's poll saw it", rest)
 	}
 	row("end to end: write → the poll saw it", lat)
 	out.WriteString("BENCHVS-BREAKDOWN-END\n")

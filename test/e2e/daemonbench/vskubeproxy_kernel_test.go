@@ -4,6 +4,7 @@ package daemonbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -152,6 +153,9 @@ type vsResult struct {
 	changeCPU    time.Duration
 	changeWall   time.Duration
 	lat, floor   []time.Duration // sorted
+	// answered is each write's round trip (the API server's answer), in
+	// the changes' order.
+	answered []time.Duration
 	// breakdown is ipvs-proxy's one change stage by stage
 	// (BENCHVS_BREAKDOWN=1), empty otherwise.
 	breakdown string
@@ -301,7 +305,8 @@ func (b *vsBench) measure(c contender) vsResult {
 // changeLoop makes b.changes EndpointSlice updates, one at a time, each
 // replacing the first endpoint of one slice. Each one's latency runs
 // from just before the API write to the first IPVS_CMD_GET_DEST poll
-// (every pollEvery) that shows the new real server; the floor is when
+// (every vsPollEvery, from before the write on, beside it) that shows the
+// new real server; the floor is when
 // the bare informer in the same namespace received the update. The next
 // change waits until the contender's sync gauge passes the write.
 func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wanted, r *vsResult) {
@@ -330,6 +335,12 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 		vs := &ipvs.Service{AddressFamily: syscall.AF_INET, Protocol: syscall.IPPROTO_TCP,
 			Address: net.IP(vip.AsSlice()), Port: servicePort}
 		fl.expect(sl.Name, ip.String())
+		// The poll runs from before the write, beside it: the change is
+		// timed to when the kernel shows it, whenever the API server's
+		// answer to the write comes back.
+		seen := make(chan pollResult, 1)
+		stop := make(chan struct{})
+		go func() { seen <- pollDest(h, vs, ip, p, stop) }()
 		w := time.Now()
 		// As the EndpointSlice controller sets it: the time of the change,
 		// here the write's. Either proxy's network programming latency
@@ -339,26 +350,22 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 		}
 		sl.Annotations[corev1.EndpointsLastChangeTriggerTime] = w.Format(time.RFC3339Nano)
 		if _, err := b.client.DiscoveryV1().EndpointSlices(benchNS).Update(b.ctx, sl, metav1.UpdateOptions{}); err != nil {
+			close(stop)
 			t.Fatal(err)
 		}
+		r.answered = append(r.answered, time.Since(w))
 		deadline := w.Add(10 * time.Minute)
-		for {
-			dests, err := h.GetDestinations(vs)
-			if err != nil {
-				t.Fatalf("change %d: GET_DEST %s: %v", k, vip, err)
-			}
-			if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
-				a, _ := netip.AddrFromSlice(d.Address)
-				return a.Unmap() == ip && d.Weight > 0
-			}) {
-				break
-			}
-			if time.Now().After(deadline) || !p.Alive() {
-				t.Fatalf("change %d: %s: real server %s not in %s:%d after %v", k, c.name, ip, vip, servicePort, time.Since(w))
-			}
-			time.Sleep(pollEvery)
+		var got pollResult
+		select {
+		case got = <-seen:
+		case <-time.After(10 * time.Minute):
+			close(stop)
+			got = <-seen
 		}
-		r.lat = append(r.lat, time.Since(w))
+		if got.err != nil {
+			t.Fatalf("change %d: %s: real server %s in %s:%d: %v after %v", k, c.name, ip, vip, servicePort, got.err, time.Since(w))
+		}
+		r.lat = append(r.lat, got.at.Sub(w))
 		r.floor = append(r.floor, fl.wait(t, w))
 		// Let that sync end before the next change.
 		for {
@@ -379,10 +386,44 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 	n1, sum1 := syncStats(node, c.durMetric)
 	r.changeSyncs, r.changeSyncSum = n1-n0, sum1-sum0
 	if ours, ok := p.(ipvsProxy); ok && b.breakdown {
-		r.breakdown = breakdownReport(readBreakdown(t, ours.Log), r.lat, r.floor)
+		r.breakdown = breakdownReport(readBreakdown(t, ours.Log), r.lat, r.floor, r.answered)
 	}
 	slices.Sort(r.lat)
 	slices.Sort(r.floor)
+}
+
+// vsPollEvery is the interval of the change loop's IPVS_CMD_GET_DEST poll.
+const vsPollEvery = 5 * time.Millisecond
+
+// pollResult is when the poll saw the change, or why it stopped.
+type pollResult struct {
+	at  time.Time
+	err error
+}
+
+// pollDest asks the kernel for vs's real servers every vsPollEvery until
+// ip is one of them with a weight, p exits, or stop is closed.
+func pollDest(h *ipvs.Handle, vs *ipvs.Service, ip netip.Addr, p process, stop <-chan struct{}) pollResult {
+	for {
+		dests, err := h.GetDestinations(vs)
+		if err != nil {
+			return pollResult{err: fmt.Errorf("GET_DEST: %w", err)}
+		}
+		if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
+			a, _ := netip.AddrFromSlice(d.Address)
+			return a.Unmap() == ip && d.Weight > 0
+		}) {
+			return pollResult{at: time.Now()}
+		}
+		if !p.Alive() {
+			return pollResult{err: errors.New("the proxy exited")}
+		}
+		select {
+		case <-stop:
+			return pollResult{err: errors.New("not there")}
+		case <-time.After(vsPollEvery):
+		}
+	}
 }
 
 // floor is a bare client-go informer of the benchmark's EndpointSlices,
