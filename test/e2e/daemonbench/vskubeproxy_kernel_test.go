@@ -392,7 +392,10 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 	slices.Sort(r.floor)
 }
 
-// vsPollEvery is the interval of the change loop's IPVS_CMD_GET_DEST poll.
+// vsPollEvery is the interval of the change loop's IPVS_CMD_GET_DEST poll
+// for its first second; after it the interval is 1 % of the time since
+// the poll started, so that a change that takes seconds (kube-proxy's) is
+// still timed to 1 % and the poll does not load the VM while it waits.
 const vsPollEvery = 5 * time.Millisecond
 
 // pollResult is when the poll saw the change, or why it stopped.
@@ -401,9 +404,11 @@ type pollResult struct {
 	err error
 }
 
-// pollDest asks the kernel for vs's real servers every vsPollEvery until
-// ip is one of them with a weight, p exits, or stop is closed.
+// pollDest asks the kernel for vs's real servers (every vsPollEvery, see
+// there) until ip is one of them with a weight, p exits, or stop is
+// closed.
 func pollDest(h *ipvs.Handle, vs *ipvs.Service, ip netip.Addr, p process, stop <-chan struct{}) pollResult {
+	start := time.Now()
 	for {
 		dests, err := h.GetDestinations(vs)
 		if err != nil {
@@ -421,7 +426,7 @@ func pollDest(h *ipvs.Handle, vs *ipvs.Service, ip netip.Addr, p process, stop <
 		select {
 		case <-stop:
 			return pollResult{err: errors.New("not there")}
-		case <-time.After(vsPollEvery):
+		case <-time.After(max(vsPollEvery, time.Since(start)/100)):
 		}
 	}
 }
