@@ -4,10 +4,13 @@ package cluster_test
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"net"
 	"net/netip"
+	"os"
 	"os/exec"
 	"sync"
 	"syscall"
@@ -85,6 +88,12 @@ type podRun struct {
 	recheck chan struct{}
 	// resolvConf is the pod's /etc/resolv.conf (writeResolvConf), or "".
 	resolvConf string
+	// gone is closed when the pod is removed (close): its preStop hooks
+	// still running end.
+	gone chan struct{}
+	// initDone, when not nil, is closed once the pod's init containers
+	// have run (runContainers): the pod is not Ready before.
+	initDone chan struct{}
 }
 
 func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream bool) *agent {
@@ -118,7 +127,7 @@ func startAgent(t *testing.T, client kubernetes.Interface, n *bedNode, upstream 
 	if err != nil {
 		t.Fatalf("agent %s: kubelet API: %v", n.name, err)
 	}
-	if a.kubelet, err = cluster.ServeKubelet(l, n.name, a, a.logf); err != nil {
+	if a.kubelet, err = cluster.ServeKubelet(l, n.name, cluster.NodeRuntime{Exec: a, Logs: a, Dial: a}, a.logf); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() {
@@ -166,17 +175,21 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 	if pod.DeletionTimestamp != nil && !run.terminating {
 		run.terminating = true
 		close(run.shutdown)
-		var exited <-chan struct{}
-		if run.procs != nil {
-			run.procs.signal(syscall.SIGTERM)
-			exited = run.procs.exited
-		}
 		grace := time.Duration(ptr.Deref(pod.DeletionGracePeriodSeconds, 0)) * time.Second
 		a.logf("pod %s/%s terminating, serving for its grace period %v", pod.Namespace, pod.Name, grace)
 		uid := pod.UID
+		deadline := time.Now().Add(grace)
 		go func() {
+			// As kubelet: the preStop hooks first, within the grace
+			// period, then SIGTERM.
+			a.preStop(ctx, run, pod, deadline)
+			var exited <-chan struct{}
+			if run.procs != nil {
+				run.procs.signal(syscall.SIGTERM)
+				exited = run.procs.exited
+			}
 			select {
-			case <-time.After(grace):
+			case <-time.After(time.Until(deadline)):
 			case <-exited: // every container exited on SIGTERM
 			case <-ctx.Done():
 				return
@@ -194,7 +207,8 @@ func (a *agent) sync(ctx context.Context, pod *corev1.Pod) {
 // start makes the pod's namespace, runs its server and its readiness
 // probe; the probe writes the status.
 func (a *agent) start(ctx context.Context, pod *corev1.Pod) (*podRun, error) {
-	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{}), recheck: make(chan struct{}, 1)}
+	run := &podRun{namespace: pod.Namespace, name: pod.Name, shutdown: make(chan struct{}), recheck: make(chan struct{}, 1),
+		gone: make(chan struct{})}
 	hostname := pod.Name
 	if pod.Spec.HostNetwork {
 		run.ns, run.ip, hostname = a.node.ns.NS, a.node.ip, a.node.name
@@ -264,9 +278,22 @@ func (a *agent) probe(ctx context.Context, run *podRun, p *corev1.Probe) {
 	check := readinessCheck(a.node.ns.NS, run, p)
 	st := cluster.PodStatus{PodIPs: []netip.Addr{run.ip}, HostIP: a.node.ip, Ready: check == nil}
 	written := false
+	initialized := func() bool {
+		if run.initDone == nil {
+			return true
+		}
+		select {
+		case <-run.initDone:
+			return true
+		default:
+			return false
+		}
+	}
+	st.Ready = st.Ready && initialized()
 	for {
-		if check != nil {
-			if ready := check() == nil; ready != st.Ready || !written {
+		if check != nil || !st.Ready {
+			ready := initialized() && (check == nil || check() == nil)
+			if ready != st.Ready || !written {
 				st.Ready = ready
 				written = false
 			}
@@ -437,6 +464,7 @@ func (r *podRun) addStop(stop func()) {
 }
 
 func (r *podRun) close() {
+	close(r.gone)
 	if r.stopProbe != nil {
 		r.stopProbe()
 	}
@@ -481,4 +509,34 @@ func (a *agent) podNS(namespace, name string) (*ktest.NS, netip.Addr, bool) {
 		}
 	}
 	return nil, netip.Addr{}, false
+}
+
+// DialPod is the node's network path to its pods for the API server's pod
+// proxy (cluster.PodDialer): a TCP connection to addr made from the node's
+// namespace, addr in the node's pod CIDR or the node's own IP (a
+// hostNetwork pod's).
+func (a *agent) DialPod(ctx context.Context, addr netip.AddrPort) (net.Conn, error) {
+	if !a.node.podCIDR.Contains(addr.Addr()) && addr.Addr() != a.node.ip {
+		return nil, fmt.Errorf("%w: %s is outside %s's pod CIDR %s and node IP %s", cluster.ErrNotNodePod, addr, a.node.name, a.node.podCIDR, a.node.ip)
+	}
+	var c net.Conn
+	err := a.node.ns.Do(func() error {
+		var err error
+		c, err = (&net.Dialer{}).DialContext(ctx, "tcp", addr.String())
+		return err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("dial %s from %s: %w", addr, a.node.name, err)
+	}
+	return c, nil
+}
+
+// ContainerLog opens a container's output as runContainers writes it (the
+// upstream bed; the re-created tests' pods have none).
+func (a *agent) ContainerLog(namespace, pod, container string) (io.ReadCloser, error) {
+	f, err := os.Open(containerLogPath(a.logDir, namespace, pod, container))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil, fmt.Errorf("%w: no container %s of pod %s/%s ran on %s", cluster.ErrNoPod, container, namespace, pod, a.node.name)
+	}
+	return f, err
 }

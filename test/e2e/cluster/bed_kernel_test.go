@@ -126,8 +126,7 @@ func newBed(t *testing.T) *bed {
 
 	for i, name := range nodeNames {
 		n := &bedNode{name: name, index: i, ns: ktest.NewNode(t),
-			ip:      netip.AddrFrom4([4]byte{192, 168, 50, byte(11 + i)}),
-			podCIDR: netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(1 + i), 0}), 24)}
+			ip: cluster.NodeIP(i), podCIDR: cluster.NodePodCIDR(i)}
 		plugIntoLAN(t, lh, n.ns.NS, "lan-"+name, netip.PrefixFrom(n.ip, lanPrefix.Bits()))
 		b.nodes = append(b.nodes, n)
 	}
@@ -146,6 +145,9 @@ func newBed(t *testing.T) *bed {
 	t.Cleanup(runner.Close)
 	plugIntoLAN(t, lh, runner, "lan-runner", netip.PrefixFrom(runnerIP, lanPrefix.Bits()))
 	b.runner = runner
+	if b.upstreamDir != "" {
+		b.plugAPIServer(t, lh)
+	}
 
 	for _, n := range b.nodes {
 		if _, err := cluster.RegisterNode(ctx, b.client, cluster.NodeObject(n.name, n.ip.String(), n.podCIDR.String(), cluster.KubeletPort)); err != nil {
@@ -230,4 +232,23 @@ func (b *bed) String() string {
 		s = append(s, fmt.Sprintf("%s %s pods %s", n.name, n.ip, n.podCIDR))
 	}
 	return strings.Join(s, "; ")
+}
+
+// plugAPIServer puts the API server on the LAN at the address it
+// advertises (cluster.APIServerIP, its secure port): a namespace relaying
+// that address to the host, with routes back to the pod CIDRs via their
+// nodes, so the kubernetes Service's endpoint answers pods as a control
+// plane node's would.
+func (b *bed) plugAPIServer(t *testing.T, lh *netlink.Handle) {
+	t.Helper()
+	api, err := ktest.NewNamespace("apiserver")
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(api.Close)
+	plugIntoLAN(t, lh, api, "lan-api", netip.PrefixFrom(cluster.APIServerIP, lanPrefix.Bits()))
+	for _, n := range b.nodes {
+		api.Run(t, "ip", "route", "add", n.podCIDR.String(), "via", n.ip.String(), "dev", "eth0")
+	}
+	api.Relay(t, net.JoinHostPort(cluster.APIServerIP.String(), b.apiPort), b.apiHostPort)
 }

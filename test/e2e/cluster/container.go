@@ -32,10 +32,23 @@ func ContainerArgv(c corev1.Container, env map[string]string) []string {
 	return out
 }
 
+// InitContainers are pod's init containers that run to completion, in
+// order, before kubelet starts its running containers (not the
+// restartable ones: RunningContainers has those).
+func InitContainers(pod *corev1.Pod) []corev1.Container {
+	var out []corev1.Container
+	for _, c := range pod.Spec.InitContainers {
+		if c.RestartPolicy == nil || *c.RestartPolicy != corev1.ContainerRestartPolicyAlways {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
 // RunningContainers are the containers kubelet keeps running for pod, in
 // the order it starts them: the restartable init containers (sidecars,
 // restartPolicy Always) first, then the app containers. Init containers
-// that run to completion are not among them (the bed runs none).
+// that run to completion are not among them (InitContainers).
 func RunningContainers(pod *corev1.Pod) []corev1.Container {
 	var out []corev1.Container
 	for _, c := range pod.Spec.InitContainers {

@@ -47,18 +47,24 @@ func TestContainerArgv(t *testing.T) {
 }
 
 // TestRunningContainers: a restartable init container (a sidecar,
-// restartPolicy Always) runs, before the app containers; an init
-// container that runs to completion does not.
+// restartPolicy Always) runs, before the app containers; the init
+// containers that run to completion are the others, in order.
 func TestRunningContainers(t *testing.T) {
 	always := corev1.ContainerRestartPolicyAlways
 	pod := &corev1.Pod{Spec: corev1.PodSpec{
-		InitContainers: []corev1.Container{{Name: "setup"}, {Name: "sidecar-port", RestartPolicy: &always}},
+		InitContainers: []corev1.Container{{Name: "setup"}, {Name: "sidecar-port", RestartPolicy: &always}, {Name: "wait"}},
 		Containers:     []corev1.Container{{Name: "agnhost-container"}}}}
-	var got []string
-	for _, c := range cluster.RunningContainers(pod) {
-		got = append(got, c.Name)
+	names := func(cs []corev1.Container) []string {
+		var out []string
+		for _, c := range cs {
+			out = append(out, c.Name)
+		}
+		return out
 	}
-	if want := []string{"sidecar-port", "agnhost-container"}; !slices.Equal(got, want) {
+	if got, want := names(cluster.RunningContainers(pod)), []string{"sidecar-port", "agnhost-container"}; !slices.Equal(got, want) {
 		t.Errorf("running containers %q, want %q", got, want)
+	}
+	if got, want := names(cluster.InitContainers(pod)), []string{"setup", "wait"}; !slices.Equal(got, want) {
+		t.Errorf("init containers %q, want %q", got, want)
 	}
 }

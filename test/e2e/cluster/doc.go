@@ -17,6 +17,8 @@
 //     publisher controllers the upstream e2e.test needs (its run only).
 //   - gc.go: the garbage collector (a deleted Service's EndpointSlices,
 //     a deleted ReplicaSet's Pods), for the upstream e2e.test.
+//   - daemonset.go: the DaemonSet controller (a pod per node, rolling
+//     updates within maxUnavailable), for the upstream e2e.test.
 //   - dns.go: the cluster DNS of the upstream bed (CoreDNS from
 //     tools/coredns behind kube-system/kube-dns) and the resolv.conf
 //     kubelet gives a pod.

@@ -42,14 +42,28 @@ type PodExecutor interface {
 // ErrNoPod is returned by a PodExecutor for a pod its node does not run.
 var ErrNoPod = errors.New("pod not run on this node")
 
+// NodeRuntime is what a node agent gives its kubelet API: a nil field's
+// requests are refused with 501 and a message naming what is missing.
+type NodeRuntime struct {
+	// Exec runs commands in pods (pods/exec).
+	Exec PodExecutor
+	// Logs reads containers' output (pods/log).
+	Logs ContainerLogs
+	// Dial reaches the node's pods over the network: the API server's pod
+	// proxy, through the KubeletTunnel's pod routes (podconnect.go).
+	Dial PodDialer
+}
+
 // KubeletServer is the part of kubelet's API the API server calls on a
 // node for the upstream e2e tests: exec (pods/exec, over SPDY or
-// websockets, kubelet's own streaming code) and healthz. Logs, attach and
-// port-forward are refused with 501 and a message naming what the bed
-// lacks, never an empty answer.
+// websockets, kubelet's own streaming code), container logs (pods/log),
+// healthz, and HTTP CONNECT to the node's pods (a kubelet has none: it
+// stands in for the network between the API server and the pods, see
+// podconnect.go). Attach and port-forward are refused with 501 and a
+// message naming what the bed lacks, never an empty answer.
 type KubeletServer struct {
 	node string
-	exec PodExecutor
+	rt   NodeRuntime
 	logf func(format string, args ...any)
 	srv  *http.Server
 }
@@ -58,7 +72,7 @@ type KubeletServer struct {
 // certificate (the API server has no --kubelet-certificate-authority, so
 // it does not verify it, as a kubeadm cluster's default) and returns at
 // once; Close stops it. logf gets one line per request refused or failed.
-func ServeKubelet(l net.Listener, node string, exec PodExecutor, logf func(format string, args ...any)) (*KubeletServer, error) {
+func ServeKubelet(l net.Listener, node string, rt NodeRuntime, logf func(format string, args ...any)) (*KubeletServer, error) {
 	certPEM, keyPEM, err := cert.GenerateSelfSignedCertKey(node, nil, nil)
 	if err != nil {
 		return nil, fmt.Errorf("kubelet %s: serving certificate: %w", node, err)
@@ -67,12 +81,21 @@ func ServeKubelet(l net.Listener, node string, exec PodExecutor, logf func(forma
 	if err != nil {
 		return nil, fmt.Errorf("kubelet %s: serving certificate: %w", node, err)
 	}
-	k := &KubeletServer{node: node, exec: exec, logf: logf}
+	k := &KubeletServer{node: node, rt: rt, logf: logf}
 	mux := http.NewServeMux()
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, _ *http.Request) { _, _ = io.WriteString(w, "ok") })
 	mux.HandleFunc("/exec/", k.serveExec)
+	mux.HandleFunc("/containerLogs/", k.serveLogs)
 	mux.HandleFunc("/", k.refuse)
-	k.srv = &http.Server{Handler: mux, ReadHeaderTimeout: 30 * time.Second}
+	// CONNECT's target is an authority, not a path: it bypasses the mux.
+	handler := http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if req.Method == http.MethodConnect {
+			k.serveConnect(w, req)
+			return
+		}
+		mux.ServeHTTP(w, req)
+	})
+	k.srv = &http.Server{Handler: handler, ReadHeaderTimeout: 30 * time.Second}
 	go func() {
 		_ = k.srv.Serve(tls.NewListener(l, &tls.Config{Certificates: []tls.Certificate{pair}, MinVersion: tls.VersionTLS12}))
 	}()
@@ -114,6 +137,10 @@ func (k *KubeletServer) serveExec(w http.ResponseWriter, req *http.Request) {
 		http.Error(w, "want GET or POST /exec/NAMESPACE/POD[/UID]/CONTAINER", http.StatusBadRequest)
 		return
 	}
+	if k.rt.Exec == nil {
+		k.refuse(w, req)
+		return
+	}
 	cmd := req.URL.Query()["command"]
 	if len(cmd) == 0 {
 		http.Error(w, "exec: no command given", http.StatusBadRequest)
@@ -137,9 +164,25 @@ func (k *KubeletServer) serveExec(w http.ResponseWriter, req *http.Request) {
 
 // refuse answers what the bed's kubelet does not serve.
 func (k *KubeletServer) refuse(w http.ResponseWriter, req *http.Request) {
-	k.logf("kubelet %s: %s %s refused: the bed's node agent serves only /exec and /healthz", k.node, req.Method, req.URL.Path)
-	http.Error(w, fmt.Sprintf("%s is not served by the bed's node agent (it serves /exec and /healthz only: no logs, attach or port-forward)", req.URL.Path),
+	served := k.served()
+	k.logf("kubelet %s: %s %s refused: the bed's node agent serves only %s", k.node, req.Method, req.URL.Path, served)
+	http.Error(w, fmt.Sprintf("%s %s is not served by the bed's node agent (it serves %s only: no attach or port-forward)", req.Method, req.URL.Path, served),
 		http.StatusNotImplemented)
+}
+
+// served names what this kubelet API answers, for refusals.
+func (k *KubeletServer) served() string {
+	s := []string{"/healthz"}
+	if k.rt.Exec != nil {
+		s = append(s, "/exec")
+	}
+	if k.rt.Logs != nil {
+		s = append(s, "/containerLogs")
+	}
+	if k.rt.Dial != nil {
+		s = append(s, "CONNECT to its pods")
+	}
+	return strings.Join(s, ", ")
 }
 
 // podExec adapts a PodExecutor to kubelet's streaming Executor for one
@@ -161,7 +204,7 @@ func (e *podExec) ExecInContainer(ctx context.Context, pod string, _ types.UID, 
 	if errOut == nil {
 		errOut = nopWriteCloser{io.Discard}
 	}
-	err := e.k.exec.Exec(ctx, e.namespace, pod, container, cmd, in, out, errOut)
+	err := e.k.rt.Exec.Exec(ctx, e.namespace, pod, container, cmd, in, out, errOut)
 	if err != nil && !isExitError(err) {
 		e.k.logf("kubelet %s: exec %s/%s %q: %v", e.k.node, e.namespace, pod, cmd, err)
 	}

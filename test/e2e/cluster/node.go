@@ -3,6 +3,7 @@ package cluster
 import (
 	"context"
 	"fmt"
+	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/api/resource"
@@ -79,3 +80,18 @@ var NodeNames = []string{"node-a", "node-b", "node-c"}
 // API in the VM's root namespace, where qemu's host forward reaches it
 // (every Node announces KubeletPort; the KubeletTunnel maps the two).
 func GuestKubeletPort(i int) int { return KubeletPort + i }
+
+// NodeIP is node i's address on the bed's LAN (192.168.50.11 for node-a).
+func NodeIP(i int) netip.Addr { return netip.AddrFrom4([4]byte{192, 168, 50, byte(11 + i)}) }
+
+// NodePodCIDR is node i's pod CIDR (10.244.1.0/24 for node-a), routed
+// host-gw style by the other nodes.
+func NodePodCIDR(i int) netip.Prefix {
+	return netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 244, byte(1 + i), 0}), 24)
+}
+
+// APIServerIP is the address the upstream bed's API server advertises
+// (--advertise-address, the lease endpoint reconciler's address for the
+// kubernetes Service): a namespace on the LAN relays it to the API server
+// on the host, so pods reach it through the Service as in a cluster.
+var APIServerIP = netip.MustParseAddr("192.168.50.1")

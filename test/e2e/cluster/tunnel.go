@@ -6,28 +6,67 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"sync"
 	"time"
 )
 
-// KubeletTunnel carries the API server's connections to the nodes'
-// kubelets (exec) from the host into the VM: the API server's egress
-// selector for "cluster" (--egress-selector-config-file, the mechanism
-// konnectivity uses) sends `CONNECT node-a:10250` over a Unix socket, and
-// the tunnel dials the host port qemu forwards to that node's kubelet in
-// the guest. A target it has no route for is answered 502 and logged.
+// KubeletTunnel carries the API server's connections into the cluster
+// from the host into the VM: the API server's egress selector for
+// "cluster" (--egress-selector-config-file, the mechanism konnectivity
+// uses) sends `CONNECT node-a:10250` (exec, logs) or `CONNECT
+// 10.244.1.4:80` (the pod proxy) over a Unix socket. The tunnel dials the
+// host port qemu forwards to that node's kubelet in the guest; for a pod,
+// it asks the kubelet API of the node owning the address to CONNECT on
+// (podconnect.go). A target it has no route for is answered 502 and
+// logged.
 type KubeletTunnel struct {
 	l      net.Listener
-	routes map[string]string
+	routes TunnelRoutes
 	logf   func(format string, args ...any)
 	wg     sync.WaitGroup
 }
 
-// StartKubeletTunnel listens on the Unix socket sock; routes maps a
-// CONNECT target (HOST:PORT, as the API server names a node's kubelet:
-// its preferred address and kubelet port) to the TCP address to dial.
-func StartKubeletTunnel(sock string, routes map[string]string, logf func(format string, args ...any)) (*KubeletTunnel, error) {
+// TunnelRoutes are where a KubeletTunnel sends each CONNECT target.
+type TunnelRoutes struct {
+	// Kubelets maps a kubelet's HOST:PORT, as the API server names it (a
+	// Node's preferred address and kubelet port), to the TCP address to
+	// dial.
+	Kubelets map[string]string
+	// Pods sends an IP in a node's pod addresses to that node's kubelet.
+	Pods []PodRoute
+}
+
+// PodRoute is one node's pod addresses, as `ip route add PREFIX via NODE`
+// on a control plane host would route them: its pod CIDR, or its node IP
+// as a /32 for its hostNetwork pods.
+type PodRoute struct {
+	Prefix netip.Prefix
+	// Kubelet is the TCP address to dial for that node's kubelet API.
+	Kubelet string
+}
+
+// podKubelet is the kubelet to ask for a CONNECT to target, if target is
+// an IP:PORT in one of the pod routes (the longest prefix wins).
+func (r TunnelRoutes) podKubelet(target string) (netip.AddrPort, string, bool) {
+	addr, err := netip.ParseAddrPort(target)
+	if err != nil {
+		return netip.AddrPort{}, "", false
+	}
+	best := -1
+	kubelet := ""
+	for _, p := range r.Pods {
+		if p.Prefix.Contains(addr.Addr()) && p.Prefix.Bits() > best {
+			best, kubelet = p.Prefix.Bits(), p.Kubelet
+		}
+	}
+	return addr, kubelet, best >= 0
+}
+
+// StartKubeletTunnel listens on the Unix socket sock and sends each
+// CONNECT by routes.
+func StartKubeletTunnel(sock string, routes TunnelRoutes, logf func(format string, args ...any)) (*KubeletTunnel, error) {
 	_ = os.Remove(sock)
 	l, err := net.Listen("unix", sock)
 	if err != nil {
@@ -70,15 +109,25 @@ func (t *KubeletTunnel) serve(c net.Conn) {
 		_, _ = io.WriteString(c, "HTTP/1.1 405 Method Not Allowed\r\n\r\n")
 		return
 	}
-	target, ok := t.routes[req.Host]
-	if !ok {
-		t.logf("kubelet tunnel: CONNECT %s refused: no node's kubelet is at that address", req.Host)
+	var (
+		up   net.Conn
+		upR  io.Reader
+		dErr error
+	)
+	if kubelet, ok := t.routes.Kubelets[req.Host]; ok {
+		up, dErr = net.DialTimeout("tcp", kubelet, connectTimeout)
+		upR = up
+	} else if pod, kubelet, ok := t.routes.podKubelet(req.Host); ok {
+		var r *bufio.Reader
+		up, r, dErr = dialThroughKubelet(kubelet, pod)
+		upR = r
+	} else {
+		t.logf("kubelet tunnel: CONNECT %s refused: no node's kubelet or pod addresses are there", req.Host)
 		_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
 	}
-	up, err := net.DialTimeout("tcp", target, 10*time.Second)
-	if err != nil {
-		t.logf("kubelet tunnel: CONNECT %s: dial %s: %v", req.Host, target, err)
+	if dErr != nil {
+		t.logf("kubelet tunnel: CONNECT %s: %v", req.Host, dErr)
 		_, _ = io.WriteString(c, "HTTP/1.1 502 Bad Gateway\r\n\r\n")
 		return
 	}
@@ -87,11 +136,7 @@ func (t *KubeletTunnel) serve(c net.Conn) {
 	if _, err := io.WriteString(c, "HTTP/1.1 200 Connection established\r\n\r\n"); err != nil {
 		return
 	}
-	done := make(chan struct{}, 2)
-	go func() { _, _ = io.Copy(up, br); closeWrite(up); done <- struct{}{} }()
-	go func() { _, _ = io.Copy(c, up); closeWrite(c); done <- struct{}{} }()
-	<-done
-	<-done
+	splice(c, br, up, upR)
 }
 
 // closeWrite half-closes a connection that supports it, so the peer sees

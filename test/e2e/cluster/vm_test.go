@@ -5,6 +5,7 @@ package cluster_test
 import (
 	"context"
 	"net"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -49,7 +50,14 @@ func TestClusterVM(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer tunnel.Close()
-	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--egress-selector-config-file=" + egress}})
+	flags := []string{"--egress-selector-config-file=" + egress}
+	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
+		// The kubernetes Service gets its endpoint, as upstream's
+		// `EndpointSlice ... pointing to API Server` expects: the API
+		// server's secure port at an address the guest relays to it.
+		flags = append(flags, "--endpoint-reconciler-type=lease", "--advertise-address="+cluster.APIServerIP.String())
+	}
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: flags})
 	ctrl, err := cluster.StartControllers(ctx, srv.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -79,6 +87,12 @@ func TestClusterVM(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer gc.Stop()
+		// SN-42/43 roll a DaemonSet's pods through a load balancer.
+		dsc, err := cluster.StartDaemonSets(ctx, srv.Config())
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer dsc.Stop()
 	}
 
 	dir := t.TempDir()
@@ -113,7 +127,7 @@ func TestClusterVM(t *testing.T) {
 		"CLUSTER_PROXY_BIN=" + proxyBin, boomServer(t, dir)}
 	// `make conformance-upstream`: upstream's e2e.test on the bed, with
 	// cluster DNS (tools/coredns).
-	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
+	for _, k := range []string{"CLUSTER_UPSTREAM_DIR", "CLUSTER_UPSTREAM_FOCUS", "CLUSTER_UPSTREAM_FOCUS_2", "CLUSTER_UPSTREAM_SKIP", "CLUSTER_COREDNS_BIN"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
@@ -134,11 +148,13 @@ func TestClusterVM(t *testing.T) {
 
 // kubeletForwards picks a free host port for each bed node's kubelet API:
 // the tunnel's routes (NODE:10250, as the API server names the kubelet by
-// the Node's Hostname address and kubelet port, to 127.0.0.1:HOSTPORT)
-// and qemu's host forwards (HOSTPORT to the agent's port in the guest).
-func kubeletForwards(t *testing.T) (map[string]string, []vmtest.HostForward) {
+// the Node's Hostname address and kubelet port, to 127.0.0.1:HOSTPORT;
+// the node's pod CIDR and node IP, for the API server's pod proxy, to the
+// same) and qemu's host forwards (HOSTPORT to the agent's port in the
+// guest).
+func kubeletForwards(t *testing.T) (cluster.TunnelRoutes, []vmtest.HostForward) {
 	t.Helper()
-	routes := map[string]string{}
+	routes := cluster.TunnelRoutes{Kubelets: map[string]string{}}
 	var forwards []vmtest.HostForward
 	for i, name := range cluster.NodeNames {
 		l, err := net.Listen("tcp", "127.0.0.1:0")
@@ -147,7 +163,10 @@ func kubeletForwards(t *testing.T) (map[string]string, []vmtest.HostForward) {
 		}
 		port := l.Addr().(*net.TCPAddr).Port
 		_ = l.Close()
-		routes[net.JoinHostPort(name, strconv.Itoa(cluster.KubeletPort))] = net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		kubelet := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
+		routes.Kubelets[net.JoinHostPort(name, strconv.Itoa(cluster.KubeletPort))] = kubelet
+		routes.Pods = append(routes.Pods, cluster.PodRoute{Prefix: cluster.NodePodCIDR(i), Kubelet: kubelet},
+			cluster.PodRoute{Prefix: netip.PrefixFrom(cluster.NodeIP(i), 32), Kubelet: kubelet})
 		forwards = append(forwards, vmtest.HostForward{HostPort: port, GuestPort: cluster.GuestKubeletPort(i)})
 	}
 	return routes, forwards
