@@ -400,3 +400,21 @@ func TestStripUnusedKeepsTriggerTime(t *testing.T) {
 		t.Errorf("trigger time %v", got)
 	}
 }
+
+// Changes.Seen is when the handler recorded the first change not yet
+// taken: later events keep it, TakeChanges clears it.
+func TestChangesSeen(t *testing.T) {
+	w := &Watcher{dirty: map[types.NamespacedName]bool{}, triggers: map[types.NamespacedName]time.Time{}, notify: make(chan struct{}, 1)}
+	before := time.Now()
+	w.onSlice(cached(t, fullSlice()))
+	after := time.Now()
+	time.Sleep(time.Millisecond)
+	w.onSlice(cached(t, fullSlice()))
+	c := w.TakeChanges()
+	if c.Seen.Before(before) || c.Seen.After(after) {
+		t.Errorf("Seen %v, want the first event's time, between %v and %v", c.Seen, before, after)
+	}
+	if c := w.TakeChanges(); !c.Seen.IsZero() {
+		t.Errorf("Seen %v after a take with nothing new, want zero", c.Seen)
+	}
+}

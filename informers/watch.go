@@ -46,6 +46,10 @@ type Changes struct {
 	// Triggers maps a Service to the oldest EndpointSlice change trigger
 	// time among its changes (only slices that carry the annotation).
 	Triggers map[types.NamespacedName]time.Time
+	// Seen is when the Watcher's event handler recorded the first of
+	// these changes (zero for none, or for a Requeue alone): the sync
+	// loop logs how long they waited for it.
+	Seen time.Time
 }
 
 // Empty reports whether nothing changed.
@@ -86,6 +90,9 @@ type Watcher struct {
 	dirty    map[types.NamespacedName]bool
 	triggers map[types.NamespacedName]time.Time
 	nodesChg bool
+	// seen is when the first change not yet taken was recorded
+	// (Changes.Seen).
+	seen time.Time
 	// nodeView is what of the Nodes matters to planning, to tell a real
 	// change from a heartbeat.
 	nodeView  map[string][]netip.Addr
@@ -263,6 +270,7 @@ func (w *Watcher) signal() {
 func (w *Watcher) markService(key types.NamespacedName) {
 	w.mu.Lock()
 	w.dirty[key] = true
+	w.noteSeen()
 	w.mu.Unlock()
 	w.signal()
 }
@@ -295,6 +303,7 @@ func (w *Watcher) onSlice(obj any) {
 	}
 	w.mu.Lock()
 	w.dirty[key] = true
+	w.noteSeen()
 	apiChanged := key == APIServerService && !slices.Equal(api, w.apiView)
 	if apiChanged {
 		// The guard protects them: every service is planned again.
@@ -349,6 +358,7 @@ func (w *Watcher) onNode(obj any) {
 	}
 	if addrsChanged || labelsChanged {
 		w.nodesChg = true
+		w.noteSeen()
 	}
 	view := w.nodeViewCopy()
 	w.mu.Unlock()
@@ -408,11 +418,20 @@ func (w *Watcher) IsServiceIP(a netip.Addr) bool {
 	return ips.Contains(a)
 }
 
+// noteSeen records the time of the first change not yet taken; w.mu is
+// held.
+func (w *Watcher) noteSeen() {
+	if w.seen.IsZero() {
+		w.seen = time.Now()
+	}
+}
+
 // TakeChanges returns and clears what changed since the last call.
 func (w *Watcher) TakeChanges() Changes {
 	w.mu.Lock()
 	defer w.mu.Unlock()
-	c := Changes{Nodes: w.nodesChg, Triggers: w.triggers}
+	c := Changes{Nodes: w.nodesChg, Triggers: w.triggers, Seen: w.seen}
+	w.seen = time.Time{}
 	c.Services = slices.SortedFunc(maps.Keys(w.dirty), model.CompareServices)
 	w.dirty = map[types.NamespacedName]bool{}
 	w.triggers = map[types.NamespacedName]time.Time{}

@@ -8,6 +8,9 @@
 #
 #   make bench-vs-kube-proxy                               1,000 and 3,000 services
 #   make bench-vs-kube-proxy BENCHVS_SIZES=10000,20000 BENCHVS_BUDGET=30m
+#   make bench-vs-kube-proxy BENCHVS_SIZES=1000 BENCHVS_PROXIES=ipvs-proxy BENCHVS_BREAKDOWN=1
+#       ours alone (a development run: no side-by-side line), its one
+#       change stage by stage from its debug log
 
 benchvs_default_goal := $(.DEFAULT_GOAL)
 
@@ -19,11 +22,16 @@ BENCHVS_CHANGES ?= 50
 BENCHVS_BUDGET ?= 15m
 BENCHVS_IDLE   ?= 60s
 BENCHVS_MEM    ?= 4096
+# Which proxies run (kube-proxy, ipvs-proxy; both by default), and whether
+# ipvs-proxy logs at debug level for the stage-by-stage breakdown.
+BENCHVS_PROXIES ?= kube-proxy,ipvs-proxy
+BENCHVS_BREAKDOWN ?=
 
 .PHONY: bench-vs-kube-proxy
 bench-vs-kube-proxy: deps kube-proxy
 	cd test/e2e && BENCHVS=1 BENCHVS_SIZES=$(BENCHVS_SIZES) BENCHVS_CHANGES=$(BENCHVS_CHANGES) \
 		BENCHVS_BUDGET=$(BENCHVS_BUDGET) BENCHVS_IDLE=$(BENCHVS_IDLE) DAEMONBENCH_MEM=$(BENCHVS_MEM) \
+		BENCHVS_PROXIES=$(BENCHVS_PROXIES) BENCHVS_BREAKDOWN=$(BENCHVS_BREAKDOWN) \
 		KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
 		$(GO) test -p 2 -vet=off -count=1 -v -timeout 600m -run '^TestVsKubeProxy$$' ./daemonbench
 

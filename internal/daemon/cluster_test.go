@@ -69,7 +69,7 @@ func TestIncrementalPlanEqualsPlan(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // let the rest of a burst arrive
 		ch := w.TakeChanges()
-		got, _, err := l.apply(full, testOpts, ch.Services)
+		got, _, err := l.apply(full, testOpts, ch.Services, nil, new(Stages))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -119,7 +119,8 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 }
 
 // watch follows kube-ipvs0's addresses (`ip monitor address dev
-// kube-ipvs0`) and the node's other links for the node-address cache.
+// kube-ipvs0`), the node's other links and its main routing table for the
+// node-address cache.
 func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.Logger) error {
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
@@ -137,6 +138,11 @@ func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.
 		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table")
 	}
 	k.env = nodeenv.NewCache(k.envNL)
+	// `ip monitor route`: partial syncs then read the routes only after
+	// the main table changed.
+	if err := k.env.WatchRoutes(watchCtx, log.Named("nodeenv")); err != nil {
+		log.Warn("not following the routes: every sync reads them", zap.Error(err))
+	}
 	// The same watch tells the node-address cache about the other links.
 	link.OtherLinks = k.env.Changed
 	if err := mgr.Watch(watchCtx, func() {

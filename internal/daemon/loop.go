@@ -158,7 +158,9 @@ type SyncReport struct {
 	Full     bool
 	Services []types.NamespacedName // the changed services a partial sync applied
 	Duration time.Duration
-	Err      error // nil when everything was applied
+	// Stages split Duration, and say how long the changes waited for it.
+	Stages Stages
+	Err    error // nil when everything was applied
 }
 
 func (l *Loop) defaults() {
@@ -276,7 +278,11 @@ func (l *Loop) syncOnce() {
 	}
 	start := l.Clock.Now()
 	l.lastStart = start
+	rep := SyncReport{Full: full, Services: changes.Services}
+	rep.Stages.waited(changes, start)
+	sw := newStopwatch(l.Clock)
 	o, env, err := l.options(full || l.plan == nil)
+	sw.lap(&rep.Stages.Env)
 	if err == nil && !full && (l.plan == nil || !sameEnv(&env, &l.env)) {
 		// Every service's NodePorts and guard decisions may change with
 		// the node's addresses: plan and apply everything.
@@ -298,11 +304,11 @@ func (l *Loop) syncOnce() {
 		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
 	}
 
-	rep := SyncReport{Full: full, Services: changes.Services}
+	rep.Full = full
 	var st *planner.State
 	var res *applier.Result
 	if err == nil {
-		st, res, err = l.apply(full, o, changes.Services)
+		st, res, err = l.apply(full, o, changes.Services, &sw, &rep.Stages)
 	}
 	rep.Duration = l.Clock.Since(start)
 	if err == nil {
@@ -357,7 +363,8 @@ func sameEnv(a, b *nodeenv.Env) bool {
 
 // apply plans with o and applies: a full sync plans every service again
 // into a new plan, a partial one only the changed services.
-func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedName) (*planner.State, *applier.Result, error) {
+// sw (nil: none) times its steps into stages.
+func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedName, sw *stopwatch, stages *Stages) (*planner.State, *applier.Result, error) {
 	if full {
 		var nodeRefusals []model.Refusal
 		l.nodes, nodeRefusals = l.Source.Nodes()
@@ -380,11 +387,13 @@ func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedNam
 	if l.OnPlan != nil && full {
 		l.OnPlan(l.plan.Guard(), &st)
 	}
+	sw.lap(&stages.Plan)
 	if l.Services != nil {
 		for _, err := range l.Services.Sync(mergeHealth(l.health)) {
 			l.Log.Warn("health check node port", zap.Error(err))
 		}
 	}
+	sw.lap(&stages.Health)
 	var res *applier.Result
 	var err error
 	if full {
@@ -395,6 +404,7 @@ func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedNam
 	} else {
 		res, err = l.Applier.Partial(&st, l.plan, changed...)
 	}
+	sw.lap(&stages.Apply)
 	if err != nil {
 		return &st, nil, err
 	}
@@ -445,8 +455,8 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 	} else {
 		l.backoff = 0
 		l.retryAt = time.Time{}
-		l.Log.Debug("sync done", zap.String("mode", mode), zap.Duration("took", rep.Duration),
-			zap.Int("services", len(changes.Services)))
+		l.Log.Debug("sync done", append([]zap.Field{zap.String("mode", mode), zap.Duration("took", rep.Duration),
+			zap.Int("services", len(changes.Services))}, rep.Stages.fields()...)...)
 	}
 	if rep.Full && rep.Err == nil && !l.firstFullDone && st != nil {
 		l.firstFullDone = true

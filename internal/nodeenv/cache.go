@@ -12,14 +12,17 @@ import (
 )
 
 // Cache reads the node's Env before every sync of `run`, caching the
-// addresses: with 10,000 service addresses on kube-ipvs0 an address dump
-// is most of a partial sync's own work, and the node's addresses rarely
-// change. A partial sync reads them again only after Changed says an
-// address of another link came or went, and only while someone follows
-// them (Changed(false) was called, not yet Changed(true)); a full sync
-// always reads them, and the resolvers and the listening sockets too (a
-// partial sync uses the last ones). The routes are read every time. Safe
-// for concurrent use.
+// addresses and the routes: with 10,000 service addresses on kube-ipvs0 an
+// address dump is most of a partial sync's own work, the two route dumps
+// (`ip route show table main`, each family) a quarter of the time from a
+// change's arrival to its IPVS write under TCG (docs/benchmarks.md), and
+// the node's addresses and routes rarely change. A partial sync reads the
+// addresses again only after Changed says an address of another link came
+// or went, the routes only after RoutesChanged says a route of the main
+// table did, and each only while someone follows them (Changed(false),
+// RoutesChanged(false) was called, not yet with true); a full sync always
+// reads them, and the resolvers and the listening sockets too (a partial
+// sync uses the last ones). Safe for concurrent use.
 type Cache struct {
 	// readAddrs, readRoutes and readResolvers are the dumps (netlink and
 	// files; fakes in tests).
@@ -36,6 +39,11 @@ type Cache struct {
 	addrs     []netip.Addr
 	prefixes  []netip.Prefix
 	linkLocal []netip.Addr
+	// routeGen, routesFollowed and routesCached are gen, followed and
+	// cached for the routes: gateways and nextHops.
+	routeGen                     uint64
+	routesFollowed, routesCached bool
+	gateways, nextHops           []netip.Addr
 	// resolvers and listeners are the last read; read is true once they
 	// were.
 	resolvers []netip.Addr
@@ -63,8 +71,19 @@ func (e *Cache) Changed(lost bool) {
 	e.mu.Unlock()
 }
 
-// Read returns the node's Env; full reads the addresses and the resolvers
-// again even if they are cached.
+// RoutesChanged tells the cache that the main routing table may have
+// changed; lost says that changes may go unreported until the next
+// RoutesChanged(false). WatchRoutes calls it.
+func (e *Cache) RoutesChanged(lost bool) {
+	e.mu.Lock()
+	e.routeGen++
+	e.routesFollowed = !lost
+	e.routesCached = false
+	e.mu.Unlock()
+}
+
+// Read returns the node's Env; full reads the addresses, the routes and
+// the resolvers again even if they are cached.
 func (e *Cache) Read(full bool) (Env, error) {
 	var env Env
 	e.mu.Lock()
@@ -88,7 +107,7 @@ func (e *Cache) Read(full bool) (Env, error) {
 		e.mu.Unlock()
 	}
 	var err error
-	if env.Gateways, env.NextHops, err = e.readRoutes(); err != nil {
+	if env.Gateways, env.NextHops, err = e.routes(full); err != nil {
 		return env, err
 	}
 	e.mu.Lock()
@@ -107,4 +126,26 @@ func (e *Cache) Read(full bool) (Env, error) {
 		e.mu.Unlock()
 	}
 	return env, nil
+}
+
+// routes are the gateways and next hops: cached unless full, or dumped
+// (and cached, when no report overtook the dump and they are followed).
+func (e *Cache) routes(full bool) (gateways, nextHops []netip.Addr, err error) {
+	e.mu.Lock()
+	hit := !full && e.routesCached && e.routesFollowed
+	gen := e.routeGen
+	gateways, nextHops = e.gateways, e.nextHops
+	e.mu.Unlock()
+	if hit {
+		return gateways, nextHops, nil
+	}
+	if gateways, nextHops, err = e.readRoutes(); err != nil {
+		return nil, nil, err
+	}
+	e.mu.Lock()
+	if e.routeGen == gen && e.routesFollowed {
+		e.gateways, e.nextHops, e.routesCached = gateways, nextHops, true
+	}
+	e.mu.Unlock()
+	return gateways, nextHops, nil
 }

@@ -63,6 +63,57 @@ func TestCache(t *testing.T) {
 	read(false, 9)
 }
 
+// TestRouteCache: the routes are cached as the addresses are, under
+// RoutesChanged: only while followed and unchanged, never by a full read,
+// never from a dump a change overtook; and the cached ones are returned.
+func TestRouteCache(t *testing.T) {
+	dumps := 0
+	during := func() {}
+	gw := netip.MustParseAddr("192.168.0.254")
+	e := &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error) { return nil, nil, nil, nil },
+		readResolvers: func() ([]netip.Addr, error) { return nil, nil },
+		readListeners: func() ([]guard.Listener, error) { return nil, nil }}
+	e.readRoutes = func() ([]netip.Addr, []netip.Addr, error) {
+		dumps++
+		during()
+		return []netip.Addr{gw}, nil, nil
+	}
+	read := func(full bool, want int) {
+		t.Helper()
+		env, err := e.Read(full)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if dumps != want {
+			t.Fatalf("after Read(full=%v): %d route dumps, want %d", full, dumps, want)
+		}
+		if !slices.Equal(env.Gateways, []netip.Addr{gw}) {
+			t.Fatalf("gateways %v, want %v", env.Gateways, gw)
+		}
+	}
+	read(false, 1) // not followed: no cache
+	read(false, 2)
+	e.RoutesChanged(false) // followed from now on
+	read(false, 3)
+	read(false, 3) // cached
+	read(true, 4)  // a full sync dumps
+	read(false, 4)
+	e.Changed(false) // an address changed: not a route
+	read(false, 4)
+	e.RoutesChanged(false) // a route of the main table changed
+	read(false, 5)
+	read(false, 5)
+	e.RoutesChanged(true) // events lost: every read dumps
+	read(false, 6)
+	read(false, 7)
+	e.RoutesChanged(false)
+	during = func() { e.RoutesChanged(false) } // a change while dumping
+	read(false, 8)
+	during = func() {}
+	read(false, 9) // the overtaken dump was not cached
+	read(false, 9)
+}
+
 func TestDialedAddrs(t *testing.T) {
 	ctx := context.Background()
 	for in, want := range map[string]string{

@@ -3,11 +3,17 @@
 package nodeenv
 
 import (
+	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/netip"
 	"slices"
+	"sync/atomic"
 	"testing"
+	"time"
+
+	"go.uber.org/zap/zaptest"
 
 	"golang.org/x/sys/unix"
 
@@ -153,4 +159,85 @@ func sctpListen(port int) (int, error) {
 		return -1, err
 	}
 	return fd, nil
+}
+
+// TestKernelRouteWatch follows a node namespace's routes as `run` does
+// (Cache.WatchRoutes): while nothing changes, reads that are not full do
+// not dump the routes again, nor after kube-ipvs0 gains addresses (routes
+// of the local table); a new default gateway in the main table is seen by
+// the next read once the watch reported it.
+func TestKernelRouteWatch(t *testing.T) {
+	node := ktest.NewNode(t)
+	node.AddClient(t, "cli")
+	node.Run(t, "ip", "route", "add", "default", "via", "198.51.100.254")
+	node.Run(t, "ip", "link", "add", "kube-ipvs0", "type", "dummy")
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	var c *Cache
+	var dumps atomic.Int32
+	err := node.Do(func() error {
+		h, _, err := NewHandle()
+		if err != nil {
+			return err
+		}
+		t.Cleanup(h.Close)
+		c = NewCache(h)
+		read := c.readRoutes
+		c.readRoutes = func() ([]netip.Addr, []netip.Addr, error) {
+			dumps.Add(1)
+			return read()
+		}
+		return c.WatchRoutes(ctx, zaptest.NewLogger(t))
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	gateways := func() []netip.Addr {
+		t.Helper()
+		var env Env
+		if err := node.Do(func() error {
+			var err error
+			env, err = c.Read(false)
+			return err
+		}); err != nil {
+			t.Fatal(err)
+		}
+		return env.Gateways
+	}
+	first := netip.MustParseAddr("198.51.100.254")
+	for range 3 {
+		if g := gateways(); !slices.Equal(g, []netip.Addr{first}) {
+			t.Fatalf("gateways %v, want %s", g, first)
+		}
+	}
+	if n := dumps.Load(); n != 1 {
+		t.Fatalf("%d route dumps for 3 reads with nothing changed, want 1", n)
+	}
+	for i := 1; i <= 50; i++ {
+		node.Run(t, "ip", "addr", "add", fmt.Sprintf("10.96.0.%d/32", i), "dev", "kube-ipvs0")
+	}
+	node.Run(t, "ip", "route", "replace", "default", "via", "198.51.100.253")
+	next := netip.MustParseAddr("198.51.100.253")
+	deadline := time.Now().Add(30 * time.Second)
+	for g := gateways(); !slices.Equal(g, []netip.Addr{next}); g = gateways() {
+		if time.Now().After(deadline) {
+			t.Fatalf("gateways still %v 30 s after the default route moved to %s: the watch did not report it", g, next)
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	// The subscription delivers in order: the 50 local-table routes of
+	// kube-ipvs0's addresses came before the main table's, so they were
+	// read and dropped. RoutesChanged counted the watch's start and the
+	// replace (one event; two would be a delete and an add).
+	c.mu.Lock()
+	gen := c.routeGen
+	c.mu.Unlock()
+	if gen > 3 {
+		t.Errorf("RoutesChanged called %d times: the local table's events were taken for changes of the main table", gen)
+	}
+	n := dumps.Load()
+	if g := gateways(); !slices.Equal(g, []netip.Addr{next}) || dumps.Load() != n {
+		t.Errorf("a read after the change: gateways %v, %d route dumps after %d: want %s from the cache", g, dumps.Load(), n, next)
+	}
+	t.Logf("%d route dumps, RoutesChanged %d times", n, gen)
 }

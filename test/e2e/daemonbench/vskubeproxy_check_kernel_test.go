@@ -35,6 +35,26 @@ func envIntZero(t *testing.T, key string) int {
 	return n
 }
 
+// envProxies reads BENCHVS_PROXIES: which contenders run, by key
+// (kube-proxy, ipvs-proxy), comma-separated; unset, both.
+func envProxies(t *testing.T) map[string]bool {
+	t.Helper()
+	v := os.Getenv("BENCHVS_PROXIES")
+	if v == "" {
+		return map[string]bool{"kube-proxy": true, "ipvs-proxy": true}
+	}
+	out := map[string]bool{}
+	for _, f := range strings.Split(v, ",") {
+		switch k := strings.TrimSpace(f); k {
+		case "kube-proxy", "ipvs-proxy":
+			out[k] = true
+		default:
+			t.Fatalf("BENCHVS_PROXIES=%q: want kube-proxy, ipvs-proxy or both, comma-separated", v)
+		}
+	}
+	return out
+}
+
 // wanted is what either proxy must program for the API's ClusterIP TCP
 // Services: per virtual server ("IP:PORT") the ready endpoints
 // ("IP:PORT"); every ClusterIP on kube-ipvs0 and in KUBE-CLUSTER-IP.
@@ -212,9 +232,17 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 	mib := func(kib int) string { return fmt.Sprintf("%.1f MiB", float64(kib)/1024) }
 	var b strings.Builder
 	fmt.Fprintf(&b, "BENCHVS-REPORT-BEGIN\n%d Services × %d endpoints, %d EndpointSlice changes per proxy\n", services, endpoints, changes)
-	fmt.Fprintf(&b, "| Figure | %s | %s |\n|---|---|---|\n", rs[0].name, rs[1].name)
+	b.WriteString("| Figure |")
+	for _, r := range rs {
+		fmt.Fprintf(&b, " %s |", r.name)
+	}
+	b.WriteString("\n|---|" + strings.Repeat("---|", len(rs)) + "\n")
 	row := func(name string, f func(r vsResult) string) {
-		fmt.Fprintf(&b, "| %s | %s | %s |\n", name, f(rs[0]), f(rs[1]))
+		fmt.Fprintf(&b, "| %s |", name)
+		for _, r := range rs {
+			fmt.Fprintf(&b, " %s |", f(r))
+		}
+		b.WriteString("\n")
 	}
 	row("first full sync complete (start → IPVS, addresses, ipsets, rules)", func(r vsResult) string {
 		if r.overBudget {
@@ -246,14 +274,21 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 		return fmt.Sprintf("%d, %s", r.changeSyncs, ms(r.changeSyncSum/time.Duration(r.changeSyncs)))
 	})
 	row("kernel at first sync", func(r vsResult) string { return r.kernel })
-	kp, ours := rs[0], rs[1]
-	lower := ""
-	if kp.overBudget {
-		lower = " (kube-proxy over its budget: a lower bound)"
+	if len(rs) == 2 {
+		kp, ours := rs[0], rs[1]
+		lower := ""
+		if kp.overBudget {
+			lower = " (kube-proxy over its budget: a lower bound)"
+		}
+		fmt.Fprintf(&b, "vs kube-proxy at %d services: one change %s faster, full sync %s sooner, peak RSS %s smaller%s\n", services,
+			ratio(q(kp.lat, 0.5).Seconds(), q(ours.lat, 0.5).Seconds()), ratio(kp.fullSync.Seconds(), ours.fullSync.Seconds()),
+			ratio(float64(kp.hwm), float64(ours.hwm)), lower)
+	} else {
+		b.WriteString("(one proxy alone, BENCHVS_PROXIES: no side-by-side line)\n")
 	}
-	fmt.Fprintf(&b, "vs kube-proxy at %d services: one change %s faster, full sync %s sooner, peak RSS %s smaller%s\n", services,
-		ratio(q(kp.lat, 0.5).Seconds(), q(ours.lat, 0.5).Seconds()), ratio(kp.fullSync.Seconds(), ours.fullSync.Seconds()),
-		ratio(float64(kp.hwm), float64(ours.hwm)), lower)
+	for _, r := range rs {
+		b.WriteString(r.breakdown)
+	}
 	b.WriteString("BENCHVS-REPORT-END\n")
 	return b.String()
 }

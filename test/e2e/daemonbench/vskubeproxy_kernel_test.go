@@ -4,6 +4,7 @@ package daemonbench
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
@@ -18,6 +19,7 @@ import (
 	"time"
 
 	"github.com/moby/ipvs"
+	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/informers"
@@ -35,6 +37,8 @@ import (
 // and which gauge of its /metrics holds the Unix time its last complete
 // sync ended.
 type contender struct {
+	// key names it in BENCHVS_PROXIES.
+	key        string
 	name       string
 	syncMetric string
 	// durMetric is the histogram of its syncs' durations.
@@ -53,13 +57,18 @@ type process interface {
 // node's identity and the addresses kube-proxy uses too.
 type ipvsProxy struct{ *ktest.Process }
 
-func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) process {
+// With debug, it logs at debug level: each sync's stages (the breakdown).
+func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool) process {
 	t.Helper()
 	dir := t.TempDir()
-	return ipvsProxy{node.Start(t, filepath.Join(dir, "ipvs-proxy.log"), bin, "run",
+	args := []string{"run",
 		"--kubeconfig", kubeconfig, "--hostname-override", thisNode, "--cluster-cidr", "10.244.0.0/16",
 		"--healthz-bind-address", kubeproxy.HealthzAddress, "--metrics-bind-address", kubeproxy.MetricsAddress,
-		"--state-dir", filepath.Join(dir, "state"))}
+		"--state-dir", filepath.Join(dir, "state")}
+	if debug {
+		args = append(args, "--log-level", "debug")
+	}
+	return ipvsProxy{node.Start(t, filepath.Join(dir, "ipvs-proxy.log"), bin, args...)}
 }
 
 func (p ipvsProxy) Pid() int { return p.Cmd.Process.Pid }
@@ -144,7 +153,13 @@ type vsResult struct {
 	changeCPU    time.Duration
 	changeWall   time.Duration
 	lat, floor   []time.Duration // sorted
-	kernel       string
+	// answered is each write's round trip (the API server's answer), in
+	// the changes' order.
+	answered []time.Duration
+	// breakdown is ipvs-proxy's one change stage by stage
+	// (BENCHVS_BREAKDOWN=1), empty otherwise.
+	breakdown string
+	kernel    string
 	// The contender's own sync histogram: at the first sync, and over
 	// the changes.
 	firstSyncs, changeSyncs     int
@@ -175,20 +190,27 @@ func TestVsKubeProxyGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	proxyKC := vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
+	breakdown := os.Getenv("BENCHVS_BREAKDOWN") == "1"
 	contenders := []contender{
-		{name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
+		{key: "kube-proxy", name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
 			durMetric: "kubeproxy_sync_proxy_rules_duration_seconds",
 			start: func(t *testing.T, node *ktest.Node) process {
 				return kubeproxy.Start(t, node.NS, kubeproxy.Options{Bin: kpBin, NodeName: thisNode, ConfigFile: kpConfig})
 			}},
-		{name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
+		{key: "ipvs-proxy", name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
 			durMetric: "ipvs_proxy_sync_duration_seconds",
-			start:     func(t *testing.T, node *ktest.Node) process { return startIPVSProxy(t, node, proxyBin, proxyKC) }},
+			start: func(t *testing.T, node *ktest.Node) process {
+				return startIPVSProxy(t, node, proxyBin, proxyKC, breakdown)
+			}},
 	}
+	which := envProxies(t)
 	var results []vsResult
 	for i, c := range contenders {
+		if !which[c.key] {
+			continue
+		}
 		b := &vsBench{t: t, ctx: ctx, client: client, adminCfg: adminCfg, apiPort: apiPort, services: services,
-			changes: changes, budget: budget, idle: idle, ipBase: 250 * (2*run + i)}
+			changes: changes, budget: budget, idle: idle, ipBase: 250 * (2*run + i), breakdown: breakdown}
 		results = append(results, b.measure(c))
 	}
 	fmt.Print(vsReport(services, endpoints, changes, results))
@@ -206,6 +228,9 @@ type vsBench struct {
 	budget   time.Duration
 	idle     time.Duration
 	ipBase   int // the first changeIP index of this contender's changes
+	// breakdown: ipvs-proxy runs at debug level and its one change is
+	// reported stage by stage.
+	breakdown bool
 }
 
 func (b *vsBench) measure(c contender) vsResult {
@@ -280,7 +305,8 @@ func (b *vsBench) measure(c contender) vsResult {
 // changeLoop makes b.changes EndpointSlice updates, one at a time, each
 // replacing the first endpoint of one slice. Each one's latency runs
 // from just before the API write to the first IPVS_CMD_GET_DEST poll
-// (every pollEvery) that shows the new real server; the floor is when
+// (every vsPollEvery, from before the write on, beside it) that shows the
+// new real server; the floor is when
 // the bare informer in the same namespace received the update. The next
 // change waits until the contender's sync gauge passes the write.
 func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wanted, r *vsResult) {
@@ -309,28 +335,37 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 		vs := &ipvs.Service{AddressFamily: syscall.AF_INET, Protocol: syscall.IPPROTO_TCP,
 			Address: net.IP(vip.AsSlice()), Port: servicePort}
 		fl.expect(sl.Name, ip.String())
+		// The poll runs from before the write, beside it: the change is
+		// timed to when the kernel shows it, whenever the API server's
+		// answer to the write comes back.
+		seen := make(chan pollResult, 1)
+		stop := make(chan struct{})
+		go func() { seen <- pollDest(h, vs, ip, p, stop) }()
 		w := time.Now()
+		// As the EndpointSlice controller sets it: the time of the change,
+		// here the write's. Either proxy's network programming latency
+		// runs from it.
+		if sl.Annotations == nil {
+			sl.Annotations = map[string]string{}
+		}
+		sl.Annotations[corev1.EndpointsLastChangeTriggerTime] = w.Format(time.RFC3339Nano)
 		if _, err := b.client.DiscoveryV1().EndpointSlices(benchNS).Update(b.ctx, sl, metav1.UpdateOptions{}); err != nil {
+			close(stop)
 			t.Fatal(err)
 		}
+		r.answered = append(r.answered, time.Since(w))
 		deadline := w.Add(10 * time.Minute)
-		for {
-			dests, err := h.GetDestinations(vs)
-			if err != nil {
-				t.Fatalf("change %d: GET_DEST %s: %v", k, vip, err)
-			}
-			if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
-				a, _ := netip.AddrFromSlice(d.Address)
-				return a.Unmap() == ip && d.Weight > 0
-			}) {
-				break
-			}
-			if time.Now().After(deadline) || !p.Alive() {
-				t.Fatalf("change %d: %s: real server %s not in %s:%d after %v", k, c.name, ip, vip, servicePort, time.Since(w))
-			}
-			time.Sleep(pollEvery)
+		var got pollResult
+		select {
+		case got = <-seen:
+		case <-time.After(10 * time.Minute):
+			close(stop)
+			got = <-seen
 		}
-		r.lat = append(r.lat, time.Since(w))
+		if got.err != nil {
+			t.Fatalf("change %d: %s: real server %s in %s:%d: %v after %v", k, c.name, ip, vip, servicePort, got.err, time.Since(w))
+		}
+		r.lat = append(r.lat, got.at.Sub(w))
 		r.floor = append(r.floor, fl.wait(t, w))
 		// Let that sync end before the next change.
 		for {
@@ -350,8 +385,50 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 	r.changeCPU, r.changeWall = cpuTime(t, p.Pid())-cpu0, time.Since(wall0)
 	n1, sum1 := syncStats(node, c.durMetric)
 	r.changeSyncs, r.changeSyncSum = n1-n0, sum1-sum0
+	if ours, ok := p.(ipvsProxy); ok && b.breakdown {
+		r.breakdown = breakdownReport(readBreakdown(t, ours.Log), r.lat, r.floor, r.answered)
+	}
 	slices.Sort(r.lat)
 	slices.Sort(r.floor)
+}
+
+// vsPollEvery is the interval of the change loop's IPVS_CMD_GET_DEST poll
+// for its first second; after it the interval is 1 % of the time since
+// the poll started, so that a change that takes seconds (kube-proxy's) is
+// still timed to 1 % and the poll does not load the VM while it waits.
+const vsPollEvery = 5 * time.Millisecond
+
+// pollResult is when the poll saw the change, or why it stopped.
+type pollResult struct {
+	at  time.Time
+	err error
+}
+
+// pollDest asks the kernel for vs's real servers (every vsPollEvery, see
+// there) until ip is one of them with a weight, p exits, or stop is
+// closed.
+func pollDest(h *ipvs.Handle, vs *ipvs.Service, ip netip.Addr, p process, stop <-chan struct{}) pollResult {
+	start := time.Now()
+	for {
+		dests, err := h.GetDestinations(vs)
+		if err != nil {
+			return pollResult{err: fmt.Errorf("GET_DEST: %w", err)}
+		}
+		if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
+			a, _ := netip.AddrFromSlice(d.Address)
+			return a.Unmap() == ip && d.Weight > 0
+		}) {
+			return pollResult{at: time.Now()}
+		}
+		if !p.Alive() {
+			return pollResult{err: errors.New("the proxy exited")}
+		}
+		select {
+		case <-stop:
+			return pollResult{err: errors.New("not there")}
+		case <-time.After(max(vsPollEvery, time.Since(start)/100)):
+		}
+	}
 }
 
 // floor is a bare client-go informer of the benchmark's EndpointSlices,

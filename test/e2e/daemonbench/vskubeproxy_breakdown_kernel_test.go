@@ -1,0 +1,152 @@
+//go:build kernel
+
+package daemonbench
+
+import (
+	"bufio"
+	"encoding/json"
+	"fmt"
+	"os"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+)
+
+// stage is one step of ipvs-proxy's one-change path, as its debug lines
+// time it (BENCHVS_BREAKDOWN=1): "sync done" of the sync loop, "sync
+// applied" of the applier, both of the partial sync that applied the
+// change.
+type stage struct {
+	name  string
+	line  string // "done" or "applied"
+	field string // the zap field, a duration in seconds
+}
+
+// stages are in the order of the path: the API write to the Watcher's
+// handler (the trigger annotation the harness sets to the write's time),
+// the loop's wake-up, the sync's steps up to the IPVS write, then those
+// after it.
+var stages = []stage{
+	{"write → ipvs-proxy's informer handler", "done", "deliveredIn"},
+	{"handler → sync start (loop wake-up)", "done", "waited"},
+	{"node addresses and routes read", "done", "envTook"},
+	{"planning (the changed service, the state)", "done", "planTook"},
+	{"healthCheckNodePort servers", "done", "healthTook"},
+	{"kube-ipvs0 check or dump", "applied", "dumpTook"},
+	{"ownership journal", "applied", "journalTook"},
+	{"unbind", "applied", "unbindTook"},
+	{"IPVS step (the change's real server, then the old one quiesced, graceful ends)", "applied", "ipvsTook"},
+	{"after the IPVS write: ipsets and iptables", "applied", "rulesTook"},
+	{"after the IPVS write: bind", "applied", "bindTook"},
+}
+
+// beforeIPVS is the number of stages before the IPVS step. That step
+// writes the change's new real server first, then quiesces the old one and
+// ends graceful terminations due: the time from its start to the poll
+// seeing the change is the harness's figure less these stages.
+const beforeIPVS = 8
+
+// breakdown is the per-change time of each stage, in the changes' order.
+type breakdown struct {
+	// per[i][k] is stage i of change k.
+	per [][]time.Duration
+	// took is the loop's own duration of each change's sync.
+	took []time.Duration
+}
+
+// readBreakdown reads ipvs-proxy's JSON log (at debug level) and returns
+// the stages of the partial syncs that applied one of the harness's
+// changes (their deliveredIn is set: the changes carry the trigger
+// annotation, the objects as created do not), in order.
+func readBreakdown(t *testing.T, path string) breakdown {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var b breakdown
+	b.per = make([][]time.Duration, len(stages))
+	var applied map[string]any
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() {
+		line := sc.Bytes()
+		if !strings.Contains(string(line), `"mode":"partial"`) {
+			continue
+		}
+		var m map[string]any
+		if json.Unmarshal(line, &m) != nil {
+			continue
+		}
+		switch m["msg"] {
+		case "sync applied":
+			applied = m
+		case "sync done":
+			if d, _ := m["deliveredIn"].(float64); d > 0 && applied != nil {
+				for i, s := range stages {
+					src := m
+					if s.line == "applied" {
+						src = applied
+					}
+					b.per[i] = append(b.per[i], seconds(src, s.field))
+				}
+				b.took = append(b.took, seconds(m, "took"))
+			}
+			applied = nil
+		}
+	}
+	if err := sc.Err(); err != nil {
+		t.Fatal(err)
+	}
+	return b
+}
+
+// breakdownReport is the table of the stages' p50 and mean next to the
+// harness's figures for the same changes, unsorted, in the changes' order:
+// lat (write → the poll saw it), floor (write → the bare informer's
+// handler) and answered (write → the API server's answer). The rest, after the IPVS write until the poll saw it,
+// is lat minus the stages before the IPVS step, change by change.
+func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
+	var out strings.Builder
+	n := len(b.took)
+	fmt.Fprintf(&out, "BENCHVS-BREAKDOWN-BEGIN\nipvs-proxy one change, stage by stage (%d partial syncs matched to %d changes)\n", n, len(lat))
+	if n != len(lat) {
+		fmt.Fprintf(&out, "(the counts differ: a change applied by a sync without its trigger, or a retry; the rest row is left out)\n")
+	}
+	out.WriteString("| Stage | p50 | mean |\n|---|---|---|\n")
+	row := func(name string, d []time.Duration) {
+		if len(d) == 0 {
+			return
+		}
+		var sum time.Duration
+		for _, x := range d {
+			sum += x
+		}
+		s := slices.Clone(d)
+		slices.Sort(s)
+		fmt.Fprintf(&out, "| %s | %s | %s |\n", name, us(quantile(s, 0.5)), us(sum/time.Duration(len(d))))
+	}
+	row("write → the API server's answer to the harness", answered)
+	row("floor: write → bare informer's handler", floor)
+	for i, s := range stages {
+		row(s.name, b.per[i])
+	}
+	row("the sync's own duration (its histogram)", b.took)
+	if n == len(lat) {
+		rest := make([]time.Duration, n)
+		for k := range rest {
+			rest[k] = lat[k]
+			for i := 0; i < beforeIPVS; i++ {
+				rest[k] -= b.per[i][k]
+			}
+		}
+		row("IPVS step's start → the harness's poll saw it", rest)
+	}
+	row("end to end: write → the poll saw it", lat)
+	out.WriteString("BENCHVS-BREAKDOWN-END\n")
+	return out.String()
+}
+
+func us(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
