@@ -7,8 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
-	"path/filepath"
 	"slices"
 	"strconv"
 	"strings"
@@ -17,12 +15,8 @@ import (
 	"time"
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
-	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // removeLeakedVS deletes the virtual servers a convergence diff lists as
@@ -72,36 +66,12 @@ func TestChaosGuest(t *testing.T) {
 	kills := envInt(t, "CHAOS_KILLS", 3)
 	seed := envInt(t, "CHAOS_SEED", 1)
 	nsvc := envInt(t, "CHAOS_SERVICES", 20)
-	apiAddr := vmtest.GuestEnv(t, "VMTEST_API_ADDR")
-	cfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_GUEST"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	client := kubernetes.NewForConfigOrDie(cfg)
-
-	node := ktest.NewNode(t)
-	node.AddPod(t, "pod-a", podA)
-	node.AddPod(t, "pod-b", podB)
-	client1 := node.AddPod(t, "client", podClient)
-	// The LAN client also gives the node its addresses (198.51.100.1 on the
-	// bridge eth0): without them the node has no family to plan.
-	lan := node.AddClient(t, "lan")
-	_, apiPort, err := net.SplitHostPort(apiAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Relay(t, "127.0.0.1:"+apiPort, apiAddr)
-
-	e := &env{t: t, node: node, bin: vmtest.GuestEnv(t, "CHAOS_PROXY_BIN"), kc: vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_PROXY"), dir: t.TempDir()}
-	e.stateDir = filepath.Join(e.dir, "state")
+	bd := newBed(t, 0)
+	client, client1, lan, e := bd.client, bd.pod, bd.lan, bd.env
 	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 11)), n: nsvc}
 	c.setup()
-	web, err := client.CoreV1().Services(ns).Get(context.Background(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	webAddr := net.JoinHostPort(web.Spec.ClusterIP, "80")
-	e.webAddr = webAddr
+	web := bd.webAddr(t)
+	webAddr := e.webAddr
 
 	var findings []string
 	var convergeTimes []time.Duration

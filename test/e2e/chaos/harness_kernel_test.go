@@ -6,7 +6,6 @@ import (
 	"cmp"
 	"context"
 	"fmt"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math/rand/v2"
-	"net"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -20,8 +19,6 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/client-go/kubernetes"
-	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
@@ -188,37 +185,14 @@ func TestDaemonSoakGuest(t *testing.T) {
 	// A request fails without a right answer within 10 s, as in package
 	// soak: under TCG on a loaded host answers took up to 4.3 s.
 	ktest.RequestTimeout = 10 * time.Second
-	apiAddr := vmtest.GuestEnv(t, "VMTEST_API_ADDR")
-	cfg, err := clientcmd.BuildConfigFromFlags("", vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_GUEST"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	cfg.QPS, cfg.Burst = 200, 400
-	client := kubernetes.NewForConfigOrDie(cfg)
-
-	node := ktest.NewNode(t)
-	node.AddPod(t, "pod-a", podA)
-	node.AddPod(t, "pod-b", podB)
-	client1 := node.AddPod(t, "client", podClient)
-	lan := node.AddClient(t, "lan")
-	_, apiPort, err := net.SplitHostPort(apiAddr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	node.Relay(t, "127.0.0.1:"+apiPort, apiAddr)
-
+	bd := newBed(t, 200)
+	client, node, client1, lan, e := bd.client, bd.node, bd.pod, bd.lan, bd.env
 	// The proxy's defaults: full syncs every 30 s run during the churn.
-	e := &env{t: t, node: node, bin: vmtest.GuestEnv(t, "CHAOS_PROXY_BIN"), kc: vmtest.GuestEnv(t, "CHAOS_KUBECONFIG_PROXY"),
-		dir: t.TempDir(), syncPeriod: 30 * time.Second, convergeTimeout: 10 * time.Minute}
-	e.stateDir = filepath.Join(e.dir, "state")
+	e.syncPeriod, e.convergeTimeout = 30*time.Second, 10*time.Minute
 	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 13)), n: nsvc, eps: eps}
 	began := time.Now()
 	c.setup()
-	web, err := client.CoreV1().Services(ns).Get(context.Background(), "web", metav1.GetOptions{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	e.webAddr = net.JoinHostPort(web.Spec.ClusterIP, "80")
+	bd.webAddr(t)
 	t.Logf("%d services × %d endpoints created in %v", nsvc, eps, time.Since(began).Round(time.Second))
 
 	p := e.start()
