@@ -38,12 +38,7 @@ func TestDaemonSets(t *testing.T) {
 	defer cancel()
 	client := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns = "daemonsets"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(ctx, t, client, ns)
 	// The DaemonSet's node selector keeps it off the nodes other tests of
 	// the shared API server registered.
 	const poolLabel = "daemonsets-test"

@@ -132,12 +132,7 @@ func TestKubeletAPI(t *testing.T) {
 	if _, err := cluster.RegisterNode(ctx, client, cluster.NodeObject(node, "192.0.2.10", podCIDR.String(), cluster.KubeletPort)); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(ctx, t, client, ns)
 	// execpod at 10.251.0.5 (served on :80), elsewhere at 10.251.0.6
 	// (nothing listens), outside at 10.252.0.7 (no route).
 	for name, ip := range map[string]string{pod: podIP.String(), "elsewhere": "10.251.0.6", "outside": "10.252.0.7"} {

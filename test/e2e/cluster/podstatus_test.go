@@ -28,13 +28,7 @@ func TestWritePodStatusReadinessGates(t *testing.T) {
 	defer cancel()
 	client := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns, gate = "readiness-gates", "k8s.io/blue-green"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The serviceaccount controller does not run here.
-	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(ctx, t, client, ns)
 	if _, err := client.CoreV1().Pods(ns).Create(ctx, &corev1.Pod{ObjectMeta: metav1.ObjectMeta{Name: "blue-pod"},
 		Spec: corev1.PodSpec{NodeName: "node-a", ReadinessGates: []corev1.PodReadinessGate{{ConditionType: gate}},
 			Containers: []corev1.Container{{Name: "agnhost", Image: "agnhost"}}}}, metav1.CreateOptions{}); err != nil {

@@ -25,14 +25,7 @@ func TestScheduler(t *testing.T) {
 	defer cancel()
 	client := kubernetes.NewForConfigOrDie(srv.Config())
 	const ns = "scheduler"
-	if _, err := client.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: ns}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	// The ServiceAccount admission plugin wants the namespace's default
-	// account, which the serviceaccount controller would make.
-	if _, err := client.CoreV1().ServiceAccounts(ns).Create(ctx, &corev1.ServiceAccount{ObjectMeta: metav1.ObjectMeta{Name: "default"}}, metav1.CreateOptions{}); err != nil {
-		t.Fatal(err)
-	}
+	createNamespace(ctx, t, client, ns)
 	for _, name := range []string{"sched-a", "sched-b"} {
 		if _, err := cluster.RegisterNode(ctx, client, cluster.NodeObject(name, "192.0.2.1", "10.250.0.0/24", 0)); err != nil {
 			t.Fatal(err)
