@@ -6,11 +6,12 @@ import (
 	"fmt"
 	"net"
 	"net/netip"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
 // KernelLink is kube-ipvs0 in the network namespace its netlink handle was
@@ -181,31 +182,18 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 		return err
 	}
 	k.otherLinks(false) // followed from now on
+	each := k.deliver(event)
 	go func() {
 		defer ns.Close()
-		backoff := time.Second
-		for {
-			err := sub.run(ctx, k.Index(), event, k.OtherLinks)
-			if ctx.Err() != nil {
-				return
-			}
-			status(fmt.Errorf("%w: %v", ErrWatchLost, err))
-			k.otherLinks(true)
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				if sub, err = k.subscribe(ns); err == nil {
-					break
-				}
-				backoff = min(2*backoff, 30*time.Second)
-			}
-			backoff = time.Second
-			status(nil)
-			k.otherLinks(false)
-		}
+		nlwatch.Follow(ctx, sub, func() (*nlwatch.Sub[netlink.AddrUpdate], error) { return k.subscribe(ns) }, each,
+			func(err error) {
+				status(fmt.Errorf("%w: %v", ErrWatchLost, err))
+				k.otherLinks(true)
+			},
+			func() {
+				status(nil)
+				k.otherLinks(false)
+			})
 	}()
 	return nil
 }
@@ -237,27 +225,15 @@ func (k *KernelLink) sameDevice(ns netns.NsHandle) error {
 // the namespace of the link's handle.
 var ErrWatchNamespace = errors.New("not the namespace of the " + Device + " handle")
 
-// addrSub is one subscription.
-type addrSub struct {
-	ch   chan netlink.AddrUpdate
-	done chan struct{}
-	errs chan error
-}
-
-func (k *KernelLink) subscribe(ns netns.NsHandle) (*addrSub, error) {
-	var s *addrSub
+func (k *KernelLink) subscribe(ns netns.NsHandle) (*nlwatch.Sub[netlink.AddrUpdate], error) {
+	var s *nlwatch.Sub[netlink.AddrUpdate]
 	try := func(opts netlink.AddrSubscribeOptions) error {
-		s = &addrSub{ch: make(chan netlink.AddrUpdate, 1024), done: make(chan struct{}), errs: make(chan error, 1)}
+		s = nlwatch.New[netlink.AddrUpdate](1024)
 		opts.Namespace = &ns
-		opts.ErrorCallback = func(err error) {
-			select {
-			case s.errs <- err:
-			default:
-			}
-		}
-		err := netlink.AddrSubscribeWithOptions(s.ch, s.done, opts)
+		opts.ErrorCallback = s.ErrorCallback
+		err := netlink.AddrSubscribeWithOptions(s.Updates, s.Done, opts)
 		if err != nil {
-			close(s.done)
+			close(s.Done)
 		}
 		return err
 	}
@@ -275,48 +251,25 @@ func (k *KernelLink) subscribe(ns netns.NsHandle) (*addrSub, error) {
 	return s, nil
 }
 
-// run delivers the subscription's events of link index until it fails or
-// ctx ends, telling others (if not nil) of the other links' events; it
-// closes the subscription and returns why it ended.
-func (s *addrSub) run(ctx context.Context, index int, event func(AddrEvent), others func(lost bool)) error {
-	defer func() {
-		close(s.done)
-		// The library's reader ends once its socket is closed; let it.
-		go func() {
-			for range s.ch {
+// deliver turns the subscription's updates into events of the link, and
+// tells OtherLinks (if set) of the other links' updates.
+func (k *KernelLink) deliver(event func(AddrEvent)) func(netlink.AddrUpdate) {
+	index := k.Index()
+	return func(u netlink.AddrUpdate) {
+		if u.LinkIndex != index {
+			if k.OtherLinks != nil {
+				k.OtherLinks(false)
 			}
-		}()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-s.errs:
-			return err
-		case u, ok := <-s.ch:
-			if !ok {
-				select {
-				case err := <-s.errs:
-					return err
-				default:
-					return errors.New("subscription closed")
-				}
-			}
-			if u.LinkIndex != index {
-				if others != nil {
-					others(false)
-				}
-				continue
-			}
-			if u.LinkAddress.IP == nil {
-				continue
-			}
-			ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
-			if !ok {
-				continue
-			}
-			ones, _ := u.LinkAddress.Mask.Size()
-			event(AddrEvent{Prefix: netip.PrefixFrom(ip.Unmap(), ones), Added: u.NewAddr})
+			return
 		}
+		if u.LinkAddress.IP == nil {
+			return
+		}
+		ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
+		if !ok {
+			return
+		}
+		ones, _ := u.LinkAddress.Mask.Size()
+		event(AddrEvent{Prefix: netip.PrefixFrom(ip.Unmap(), ones), Added: u.NewAddr})
 	}
 }

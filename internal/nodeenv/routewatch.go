@@ -6,11 +6,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"time"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
 // routeWatchRcvBuf is the receive buffer asked for the route subscription
@@ -33,103 +34,57 @@ var ErrRouteWatchLost = errors.New("route watch lost")
 // until ctx ends. It returns the first subscription's error: then nothing
 // is followed and every sync reads the routes, as before.
 func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
-	sub, err := subscribeRoutes()
+	var w routeWatch
+	sub, err := w.subscribe()
 	if err != nil {
 		return err
 	}
 	e.RoutesChanged(false) // followed from now on
-	go func() {
-		backoff := time.Second
-		for {
-			err := sub.run(ctx, e.RoutesChanged)
-			if ctx.Err() != nil {
-				return
+	go nlwatch.Follow(ctx, sub, w.subscribe,
+		func(u netlink.RouteUpdate) {
+			if isMainTable(u.Route) {
+				e.RoutesChanged(false)
 			}
+		},
+		func(err error) {
 			e.RoutesChanged(true)
 			log.Warn("route watch lost; every sync reads the routes until it is made again", zap.Error(fmt.Errorf("%w: %v", ErrRouteWatchLost, err)))
-			for {
-				select {
-				case <-ctx.Done():
-					return
-				case <-time.After(backoff):
-				}
-				if sub, err = subscribeRoutes(); err == nil {
-					break
-				}
-				backoff = min(2*backoff, 30*time.Second)
-			}
-			backoff = time.Second
+		},
+		func() {
 			e.RoutesChanged(false)
 			log.Info("route watch made again")
-		}
-	}()
+		})
 	return nil
 }
 
-// routeSub is one route subscription.
-type routeSub struct {
-	ch   chan netlink.RouteUpdate
-	done chan struct{}
-	errs chan error
+// routeWatch makes the route subscriptions of one WatchRoutes.
+type routeWatch struct {
+	// noForceRcvBuf: the forced receive buffer failed once (no
+	// CAP_NET_ADMIN), and the library leaks that socket: not asked again.
+	noForceRcvBuf bool
 }
 
-func subscribeRoutes() (*routeSub, error) {
-	var s *routeSub
+func (w *routeWatch) subscribe() (*nlwatch.Sub[netlink.RouteUpdate], error) {
+	var s *nlwatch.Sub[netlink.RouteUpdate]
 	try := func(opts netlink.RouteSubscribeOptions) error {
-		s = &routeSub{ch: make(chan netlink.RouteUpdate, 1024), done: make(chan struct{}), errs: make(chan error, 1)}
-		opts.ErrorCallback = func(err error) {
-			select {
-			case s.errs <- err:
-			default:
-			}
-		}
-		err := netlink.RouteSubscribeWithOptions(s.ch, s.done, opts)
+		s = nlwatch.New[netlink.RouteUpdate](1024)
+		opts.ErrorCallback = s.ErrorCallback
+		err := netlink.RouteSubscribeWithOptions(s.Updates, s.Done, opts)
 		if err != nil {
-			close(s.done)
+			close(s.Done)
 		}
 		return err
 	}
-	if err := try(netlink.RouteSubscribeOptions{ReceiveBufferSize: routeWatchRcvBuf, ReceiveBufferForceSize: true}); err == nil {
-		return s, nil
+	if !w.noForceRcvBuf {
+		if err := try(netlink.RouteSubscribeOptions{ReceiveBufferSize: routeWatchRcvBuf, ReceiveBufferForceSize: true}); err == nil {
+			return s, nil
+		}
+		w.noForceRcvBuf = true
 	}
 	if err := try(netlink.RouteSubscribeOptions{}); err != nil {
 		return nil, fmt.Errorf("ip monitor route: %w", err)
 	}
 	return s, nil
-}
-
-// run reports each main-table event to changed(false) until the
-// subscription fails or ctx ends; it closes the subscription and returns
-// why it ended.
-func (s *routeSub) run(ctx context.Context, changed func(lost bool)) error {
-	defer func() {
-		close(s.done)
-		// The library's reader ends once its socket is closed; let it.
-		go func() {
-			for range s.ch {
-			}
-		}()
-	}()
-	for {
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case err := <-s.errs:
-			return err
-		case u, ok := <-s.ch:
-			if !ok {
-				select {
-				case err := <-s.errs:
-					return err
-				default:
-					return errors.New("subscription closed")
-				}
-			}
-			if isMainTable(u.Route) {
-				changed(false)
-			}
-		}
-	}
 }
 
 // isMainTable reports whether r is a route of the main table, the one
