@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -145,25 +146,6 @@ func notDebug(log string) string {
 	return b.String()
 }
 
-// metric reads one sample of an unlabelled metric, or the sum of a metric's
-// samples with a label, from a /metrics text ("name" or `name{mode="full"}`).
-func metric(text, name string) float64 {
-	sum := 0.0
-	for l := range strings.Lines(text) {
-		if rest, ok := strings.CutPrefix(l, name+" "); ok {
-			v, _ := strconv.ParseFloat(strings.TrimSpace(rest), 64)
-			return v
-		}
-		if strings.HasPrefix(l, strings.TrimSuffix(name, "}")) && strings.Contains(name, "{") {
-			if i := strings.LastIndexByte(l, ' '); i > 0 {
-				v, _ := strconv.ParseFloat(strings.TrimSpace(l[i+1:]), 64)
-				sum += v
-			}
-		}
-	}
-	return sum
-}
-
 // TestDaemonSoakGuest is the VM half of TestDaemonSoak: `ipvs-proxy run`
 // with its default sync period against DSOAK_SERVICES Services of
 // DSOAK_ENDPOINTS endpoints, churned continuously for DSOAK_DURATION, with
@@ -214,15 +196,19 @@ func TestDaemonSoakGuest(t *testing.T) {
 		}
 		pid := p.Cmd.Process.Pid
 		s.rss, s.hwm = procStatusMiB(pid, "VmRSS"), procStatusMiB(pid, "VmHWM")
-		_, m, err := node.HTTPGet("127.0.0.1:10249", "/metrics", 30*time.Second)
+		_, text, err := node.HTTPGet("127.0.0.1:10249", "/metrics", 30*time.Second)
+		var m kubeproxy.Metrics
+		if err == nil {
+			m, err = kubeproxy.ParseMetrics(text)
+		}
 		if err != nil {
 			findings = append(findings, fmt.Sprintf("check at %v: /metrics: %v", s.at.Round(time.Second), err))
 		}
-		s.goroutines = metric(m, "go_goroutines")
-		s.heap = metric(m, "go_memstats_heap_inuse_bytes") / (1 << 20)
-		s.full = metric(m, `ipvs_proxy_syncs_total{mode="full"}`)
-		s.partial = metric(m, `ipvs_proxy_syncs_total{mode="partial"}`)
-		s.err = metric(m, `ipvs_proxy_apply_errors_total{`)
+		s.goroutines = m["go_goroutines"]
+		s.heap = m["go_memstats_heap_inuse_bytes"] / (1 << 20)
+		s.full = m[`ipvs_proxy_syncs_total{mode="full"}`]
+		s.partial = m[`ipvs_proxy_syncs_total{mode="partial"}`]
+		s.err = m.Sum("ipvs_proxy_apply_errors_total")
 		samples = append(samples, s)
 		t.Logf("check at %v: converged in %v, RSS %.1f MiB (peak %.1f), heap %.1f MiB, goroutines %.0f, syncs full %.0f partial %.0f, apply errors %.0f",
 			s.at.Round(time.Second), d.Round(10*time.Millisecond), s.rss, s.hwm, s.heap, s.goroutines, s.full, s.partial, s.err)
