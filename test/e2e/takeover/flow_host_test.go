@@ -258,3 +258,61 @@ func otherBackend(segs []packet) []packet {
 	}
 	return out
 }
+
+// TestFlowVerdictBridgePort: the rollback's failed LoadBalancer request of
+// 2026-11-26 10:23:23 (make test-takeover, under kube-proxy after the
+// hand-back). The LAN client's segments are captured on its bridge port
+// cveth1 and again on the bridge eth0: one arrival, whose forwarded copy
+// the port's capture claims, so the bridge's must not read as a drop. The
+// same client port then dialled the externalIP 203.0.113.10:80, whose
+// connection went to the same backend pod-a (its masqueraded SYN to
+// 10.244.0.1:8080 and pod-a's SYN-ACK are not in the run's printed
+// excerpt, which keeps the failed flow's segments only; conntrack showed
+// that flow's reply from 10.244.0.1:8080 to 169.254.1.1:52206), and
+// pod-a's answer to the LoadBalancer connection left from 203.0.113.10:80:
+// IPVS's reply matching. Before the bridge-port pairing the verdict was
+// "forwarded no copy: dropped in the node namespace", not excused.
+func TestFlowVerdictBridgePort(t *testing.T) {
+	base := time.Date(2026, 11, 26, 10, 23, 23, 0, time.UTC)
+	cl, lb, eip := "198.51.100.11:49702", "203.0.113.20:80", "203.0.113.10:80"
+	a1, a2, be := "169.254.1.1:56153", "169.254.1.1:52206", "10.244.0.1:8080"
+	const ack, psh, fin = tcpACK, 8, 1
+	segs := replay(base, time.Microsecond, []capturedSegment{
+		{187759, "cveth1", false, cl, lb, tcpSYN, 935115865, 0, 0},
+		{187792, "eth0", false, cl, lb, tcpSYN, 935115865, 0, 0},
+		{187806, "veth1", true, a1, be, tcpSYN, 935115865, 0, 0},
+		{187817, "veth1", false, be, a1, tcpSYN | ack, 330962314, 935115866, 0},
+		{187827, "eth0", true, lb, cl, tcpSYN | ack, 330962314, 935115866, 0},
+		{187839, "cveth1", true, lb, cl, tcpSYN | ack, 330962314, 935115866, 0},
+		{187849, "cveth1", false, cl, lb, ack, 935115866, 330962315, 0},
+		{187858, "eth0", false, cl, lb, ack, 935115866, 330962315, 0},
+		{187869, "veth1", true, a1, be, ack, 935115866, 330962315, 0},
+		{274475, "cveth1", false, cl, eip, tcpSYN, 3054524355, 0, 0},
+		{274485, "eth0", false, cl, eip, tcpSYN, 3054524355, 0, 0},
+		{274495, "veth1", true, a2, be, tcpSYN, 3054524355, 0, 0},                 // inferred (conntrack)
+		{274505, "veth1", false, be, a2, tcpSYN | ack, 3049702376, 3054524356, 0}, // inferred
+		{274516, "eth0", true, eip, cl, tcpSYN | ack, 3049702376, 3054524356, 0},
+		{274527, "cveth1", true, eip, cl, tcpSYN | ack, 3049702376, 3054524356, 0},
+		{277892, "veth1", false, be, a1, psh | ack, 330962315, 935115866, 18},
+		{277903, "eth0", true, eip, cl, psh | ack, 330962315, 935115866, 18},
+		{277915, "cveth1", true, eip, cl, psh | ack, 330962315, 935115866, 18},
+		{278118, "veth1", false, be, a1, fin | ack, 330962333, 935115866, 0},
+		{278130, "eth0", true, eip, cl, fin | ack, 330962333, 935115866, 0},
+		{278141, "cveth1", true, eip, cl, fin | ack, 330962333, 935115866, 0},
+	})
+	deadline := base.Add(3193 * time.Millisecond)
+	v := flowVerdict(segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(lb), deadline)
+	if v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 203.0.113.10:80, not from 203.0.113.20:80") {
+		t.Errorf("flowVerdict = %+v, want IPVS's reply matching: the answer from 203.0.113.10:80", v)
+	}
+	// Without the other connection's SYN to pod-a, no proof: it counts.
+	var alone []packet
+	for _, p := range segs {
+		if p.seq != 3054524355 || p.flags != tcpSYN || !p.out {
+			alone = append(alone, p)
+		}
+	}
+	if v := flowVerdict(alone, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(lb), deadline); v.excused() {
+		t.Errorf("without the other connection's forwarded SYN: flowVerdict = %+v, want not excused", v)
+	}
+}

@@ -184,6 +184,21 @@ func findFlow(segs []packet, client, remote netip.AddrPort) flow {
 			}
 		}
 	}
+	// A segment that came in through a bridge port is captured on the
+	// port and again on the bridge (the LAN client's cveth1, then eth0):
+	// one arrival, one forwarded copy, which the port's capture claimed.
+	for i, p := range f.segs {
+		if _, ok := f.copyOf[i]; ok || p.out {
+			continue
+		}
+		for k := i - 1; k >= 0 && p.at.Sub(f.segs[k].at) <= forwardWithin; k-- {
+			r := f.segs[k]
+			if j, ok := f.copyOf[k]; ok && !r.out && r.ifName != p.ifName && r.key() == p.key() {
+				f.copyOf[i] = j
+				break
+			}
+		}
+	}
 	return f
 }
 
