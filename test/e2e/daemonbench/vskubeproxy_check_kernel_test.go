@@ -256,7 +256,12 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 		}
 		return quantile(d, p)
 	}
-	row("one change, p50 / p99", func(r vsResult) string { return ms(q(r.lat, 0.5)) + " / " + ms(q(r.lat, 0.99)) })
+	row("one change, p50 / p99", func(r vsResult) string {
+		if r.changeOverBudget {
+			return "> " + sec(r.lat[0]) + " (one change written after the first-sync budget, not in the kernel within the change budget)"
+		}
+		return ms(q(r.lat, 0.5)) + " / " + ms(q(r.lat, 0.99))
+	})
 	row("latency floor (bare informer), p50 / p99", func(r vsResult) string { return ms(q(r.floor, 0.5)) + " / " + ms(q(r.floor, 0.99)) })
 	row("one change ÷ floor, p50 / p99", func(r vsResult) string {
 		return ratio(q(r.lat, 0.5).Seconds(), q(r.floor, 0.5).Seconds()) + " / " + ratio(q(r.lat, 0.99).Seconds(), q(r.floor, 0.99).Seconds())

@@ -55,7 +55,8 @@ func TestVsKubeProxy(t *testing.T) {
 	workers := envInt(t, "DAEMONBENCH_WORKERS", 16)
 	memMiB := envInt(t, "DAEMONBENCH_MEM", 4096)
 	budget := envDuration(t, "BENCHVS_BUDGET", 15*time.Minute)
-	guestTimeout := envDuration(t, "BENCHVS_TIMEOUT", 2*budget+40*time.Minute)
+	changeBudget := envDuration(t, "BENCHVS_CHANGE_BUDGET", 10*time.Minute)
+	guestTimeout := envDuration(t, "BENCHVS_TIMEOUT", 2*budget+changeBudget+30*time.Minute)
 
 	wd, err := os.Getwd()
 	if err != nil {
@@ -134,7 +135,7 @@ func TestVsKubeProxy(t *testing.T) {
 			Env: []string{"DAEMONBENCH_KUBECONFIG_ADMIN=" + guestKC, "DAEMONBENCH_KUBECONFIG_PROXY=" + proxyKC,
 				"BENCHVS_KUBECONFIG_KUBE_PROXY=" + kpKC, "DAEMONBENCH_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin,
 				"DAEMONBENCH_SERVICES=" + strconv.Itoa(services), "DAEMONBENCH_ENDPOINTS=" + strconv.Itoa(endpoints),
-				"BENCHVS_RUN=" + strconv.Itoa(run), "BENCHVS_BUDGET=" + budget.String(),
+				"BENCHVS_RUN=" + strconv.Itoa(run), "BENCHVS_BUDGET=" + budget.String(), "BENCHVS_CHANGE_BUDGET=" + changeBudget.String(),
 				"BENCHVS_CHANGES=" + os.Getenv("BENCHVS_CHANGES"), "BENCHVS_IDLE=" + os.Getenv("BENCHVS_IDLE"),
 				"BENCHVS_PROXIES=" + os.Getenv("BENCHVS_PROXIES"), "BENCHVS_BREAKDOWN=" + os.Getenv("BENCHVS_BREAKDOWN")},
 			ForwardPort: srv.Port,
