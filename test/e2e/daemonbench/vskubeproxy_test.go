@@ -136,6 +136,7 @@ func TestVsKubeProxy(t *testing.T) {
 				"BENCHVS_KUBECONFIG_KUBE_PROXY=" + kpKC, "DAEMONBENCH_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin,
 				"DAEMONBENCH_SERVICES=" + strconv.Itoa(services), "DAEMONBENCH_ENDPOINTS=" + strconv.Itoa(endpoints),
 				"BENCHVS_RUN=" + strconv.Itoa(run), "BENCHVS_BUDGET=" + budget.String(), "BENCHVS_CHANGE_BUDGET=" + changeBudget.String(),
+				"BENCHVS_CHANGES_WALL=" + os.Getenv("BENCHVS_CHANGES_WALL"),
 				"BENCHVS_CHANGES=" + os.Getenv("BENCHVS_CHANGES"), "BENCHVS_IDLE=" + os.Getenv("BENCHVS_IDLE"),
 				"BENCHVS_PROXIES=" + os.Getenv("BENCHVS_PROXIES"), "BENCHVS_BREAKDOWN=" + os.Getenv("BENCHVS_BREAKDOWN")},
 			ForwardPort: srv.Port,
