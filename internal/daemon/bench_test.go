@@ -42,7 +42,9 @@ func BenchmarkPartialPlan(b *testing.B) {
 	src.TakeChanges()
 	l := &Loop{Source: src, Applier: nopApplier{}, Options: testOpts}
 	l.defaults()
-	if _, _, err := l.apply(true, testOpts, nil, nil, new(Stages)); err != nil {
+	var nodes nodeInputs
+	nodes.nodes, nodes.refusals = src.Nodes()
+	if _, _, err := l.apply(true, true, testOpts, nodes, nil, nil, new(Stages)); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -52,7 +54,7 @@ func BenchmarkPartialPlan(b *testing.B) {
 		i++
 		src.set("s00042", "10.96.0.42", time.Time{}, "10.244.200.1", fmt.Sprintf("10.244.201.%d", i%250))
 		ch := src.TakeChanges()
-		st, _, err := l.apply(false, testOpts, ch.Services, nil, new(Stages))
+		st, _, err := l.apply(false, false, testOpts, nodeInputs{}, ch.Services, nil, new(Stages))
 		if err != nil || len(st.VirtualServers) != 10000 {
 			b.Fatalf("%v, %d virtual servers", err, len(st.VirtualServers))
 		}

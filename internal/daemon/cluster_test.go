@@ -69,7 +69,11 @@ func TestIncrementalPlanEqualsPlan(t *testing.T) {
 		}
 		time.Sleep(20 * time.Millisecond) // let the rest of a burst arrive
 		ch := w.TakeChanges()
-		got, _, err := l.apply(full, testOpts, ch.Services, nil, new(Stages))
+		var nodes nodeInputs
+		if full {
+			nodes.nodes, nodes.refusals = w.Nodes()
+		}
+		got, _, err := l.apply(full, full, testOpts, nodes, ch.Services, nil, new(Stages))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -135,10 +135,11 @@ type Loop struct {
 	// changed services only by a partial sync.
 	plan *planner.Incremental
 	// planned are the options plan was built with, env the node as read
-	// for it, nodes its nodes.
-	planned planner.Options
-	env     nodeenv.Env
-	nodes   []model.Node
+	// for it, nodes its nodes and nodeRefusals what was refused of them.
+	planned      planner.Options
+	env          nodeenv.Env
+	nodes        []model.Node
+	nodeRefusals []model.Refusal
 	// health are the healthCheckNodePort servers each service asks for.
 	health map[types.NamespacedName][]healthPort
 	// noLocal is the last plan's kube-proxy no-local-endpoints count.
@@ -155,8 +156,12 @@ type Stats struct {
 
 // SyncReport describes one sync, for logs and tests.
 type SyncReport struct {
-	Full     bool
-	Services []types.NamespacedName // the changed services a partial sync applied
+	Full bool
+	// Replanned: every service was planned again (a full sync whose
+	// inputs other than the changed services changed, or the first);
+	// otherwise the changed services alone were.
+	Replanned bool
+	Services  []types.NamespacedName // the changed services a partial sync applied
 	Duration time.Duration
 	// Stages split Duration, and say how long the changes waited for it.
 	Stages Stages
@@ -291,14 +296,17 @@ func (l *Loop) syncOnce() {
 		}
 		full = true
 	}
+	var nodes nodeInputs
 	if full {
 		l.needFull = false
 		l.nextFull = start.Add(l.SyncPeriod)
-		l.env = env
 		o.APIServerAddrs = l.apiServerAddrs()
 		// A resolver that is a Service's ClusterIP (a node pointed at the
 		// cluster DNS) is a VIP like any other.
 		o.Resolvers = slices.DeleteFunc(slices.Clone(env.Resolvers), l.Source.IsServiceIP)
+		nodes.nodes, nodes.refusals = l.Source.Nodes()
+		rep.Replanned = l.replan(&o, &env, &nodes)
+		l.env = env
 	}
 	if l.Metrics != nil {
 		l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
@@ -308,7 +316,7 @@ func (l *Loop) syncOnce() {
 	var st *planner.State
 	var res *applier.Result
 	if err == nil {
-		st, res, err = l.apply(full, o, changes.Services, &sw, &rep.Stages)
+		st, res, err = l.apply(full, rep.Replanned, o, nodes, changes.Services, &sw, &rep.Stages)
 	}
 	rep.Duration = l.Clock.Since(start)
 	if err == nil {
@@ -361,14 +369,14 @@ func sameEnv(a, b *nodeenv.Env) bool {
 		slices.Equal(a.Listeners, b.Listeners)
 }
 
-// apply plans with o and applies: a full sync plans every service again
-// into a new plan, a partial one only the changed services.
-// sw (nil: none) times its steps into stages.
-func (l *Loop) apply(full bool, o planner.Options, changed []types.NamespacedName, sw *stopwatch, stages *Stages) (*planner.State, *applier.Result, error) {
-	if full {
-		var nodeRefusals []model.Refusal
-		l.nodes, nodeRefusals = l.Source.Nodes()
-		l.plan = planner.NewIncremental(o, l.nodes, nodeRefusals)
+// apply plans with o and applies: a full sync that replans plans every
+// service again into a new plan, with nodes; any other sync only the
+// changed services. A full sync applies the whole state, the others the
+// changed services' share. sw (nil: none) times its steps into stages.
+func (l *Loop) apply(full, replan bool, o planner.Options, nodes nodeInputs, changed []types.NamespacedName, sw *stopwatch, stages *Stages) (*planner.State, *applier.Result, error) {
+	if replan {
+		l.nodes, l.nodeRefusals = nodes.nodes, nodes.refusals
+		l.plan = planner.NewIncremental(o, l.nodes, l.nodeRefusals)
 		l.planned = o
 		l.health = map[types.NamespacedName][]healthPort{}
 		changed = l.Source.ServiceNames()
@@ -456,7 +464,7 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 		l.backoff = 0
 		l.retryAt = time.Time{}
 		l.Log.Debug("sync done", append([]zap.Field{zap.String("mode", mode), zap.Duration("took", rep.Duration),
-			zap.Int("services", len(changes.Services))}, rep.Stages.fields()...)...)
+			zap.Int("services", len(changes.Services)), zap.Bool("replanned", rep.Replanned)}, rep.Stages.fields()...)...)
 	}
 	if rep.Full && rep.Err == nil && !l.firstFullDone && st != nil {
 		l.firstFullDone = true

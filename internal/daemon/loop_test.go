@@ -52,6 +52,8 @@ type fakeSource struct {
 	notify   chan struct{}
 	// api are the default/kubernetes endpoints.
 	api []netip.Addr
+	// converted counts the Services converted (Service calls).
+	converted int
 }
 
 func newFakeSource() *fakeSource {
@@ -134,6 +136,7 @@ func sortedNames(seq iter.Seq[types.NamespacedName]) []types.NamespacedName {
 func (s *fakeSource) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.converted++
 	sp, ok := s.svcs[key]
 	if !ok {
 		return nil, nil, nil
@@ -358,11 +361,19 @@ type harness struct {
 	synced atomic.Int64
 	// logs are the loop's log lines at info and above.
 	logs *observer.ObservedLogs
+	// reports are the finished syncs' reports, in order.
+	repMu   sync.Mutex
+	reports []SyncReport
 }
 
 // observe counts the loop's finished syncs for waitCalls.
 func (h *harness) observe() {
-	h.loop.Observe = func(SyncReport, Stats) { h.synced.Add(1) }
+	h.loop.Observe = func(rep SyncReport, _ Stats) {
+		h.repMu.Lock()
+		h.reports = append(h.reports, rep)
+		h.repMu.Unlock()
+		h.synced.Add(1)
+	}
 }
 
 var testOpts = planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("192.168.0.1")}}
@@ -668,6 +679,9 @@ func TestNodeAddressChangeIsFullSync(t *testing.T) {
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.3")
 	if calls := h.waitCalls(3); calls[2] != "full" {
 		t.Fatalf("a sync after the node's addresses changed: calls %v, want full", calls)
+	}
+	if rep := h.report(3); !rep.Replanned {
+		t.Fatalf("a sync after the node's addresses changed: %+v, want every service planned again", rep)
 	}
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.4")
 	if calls := h.waitCalls(4); calls[3] != "partial ns/a" {

@@ -1,0 +1,159 @@
+package daemon
+
+import (
+	"net/netip"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// report is the n-th finished sync's report (from 1).
+func (h *harness) report(n int) SyncReport {
+	h.t.Helper()
+	h.repMu.Lock()
+	defer h.repMu.Unlock()
+	if len(h.reports) < n {
+		h.t.Fatalf("%d syncs reported, want %d", len(h.reports), n)
+	}
+	return h.reports[n-1]
+}
+
+// converted is how many Services the loop has converted so far.
+func (h *harness) converted() int {
+	h.src.mu.Lock()
+	defer h.src.mu.Unlock()
+	return h.src.converted
+}
+
+// TestPeriodicFullSyncKeepsThePlan: the full sync of every SyncPeriod, with
+// nothing but services changed since the last plan, converts and plans
+// no service that did not change, and still applies (and so repairs) the
+// whole state.
+func TestPeriodicFullSyncKeepsThePlan(t *testing.T) {
+	h := newHarness(t, 0)
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+	close(h.src.synced)
+	h.waitCalls(1)
+	if rep := h.report(1); !rep.Full || !rep.Replanned {
+		t.Fatalf("first sync: %+v, want a full sync that planned everything", rep)
+	}
+	before := h.converted()
+
+	// Drift in b: the periodic full sync repairs it from the kept plan.
+	h.app.mu.Lock()
+	delete(h.app.kernel, ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.2"), Port: 80})
+	h.app.mu.Unlock()
+	h.clock.Step(30 * time.Second)
+	if calls := h.waitCalls(2); calls[1] != "full" {
+		t.Fatalf("calls %v", calls)
+	}
+	if rep := h.report(2); !rep.Full || rep.Replanned {
+		t.Fatalf("periodic sync: %+v, want a full sync that kept the plan", rep)
+	}
+	if n := h.converted() - before; n != 0 {
+		t.Errorf("the periodic full sync converted %d Services, want 0", n)
+	}
+	h.wantKernel()
+
+	// A change, then more drift: the next full syncs plan the change
+	// alone and apply everything.
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.3")
+	h.waitCalls(3)
+	h.app.mu.Lock()
+	delete(h.app.kernel, ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.1"), Port: 80})
+	h.app.mu.Unlock()
+	before = h.converted()
+	h.clock.Step(30 * time.Second)
+	if calls := h.waitCalls(4); calls[3] != "full" {
+		t.Fatalf("calls %v", calls)
+	}
+	if rep := h.report(4); rep.Replanned {
+		t.Fatalf("periodic sync: %+v, want the plan kept", rep)
+	}
+	if n := h.converted() - before; n != 0 {
+		t.Errorf("the periodic full sync converted %d Services, want 0", n)
+	}
+	h.wantKernel()
+}
+
+// TestFullSyncReplans: a full sync plans every service again when an input
+// of the plan other than the services changed since the last plan.
+func TestFullSyncReplans(t *testing.T) {
+	for _, tc := range []struct {
+		name   string
+		change func(h *harness)
+	}{
+		{"a Node changed", func(h *harness) {
+			h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
+		}},
+		// A deleted Node's grace period ends with no event: the Source's
+		// Nodes differ at the next periodic sync.
+		{"a deleted Node's grace ended", func(h *harness) {
+			h.src.mu.Lock()
+			h.src.nodes = nil
+			h.src.mu.Unlock()
+			h.clock.Step(30 * time.Second)
+		}},
+		{"the API server moved", func(h *harness) {
+			h.src.mu.Lock()
+			h.src.api = []netip.Addr{netip.MustParseAddr("192.168.0.9")}
+			h.src.mu.Unlock()
+			h.clock.Step(30 * time.Second)
+		}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			h := newHarness(t, 0)
+			h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+			h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+			h.src.mu.Lock()
+			h.src.nodes = []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.3")},
+				LastSeen: h.clock.Now().Add(-time.Hour)}}
+			h.src.mu.Unlock()
+			close(h.src.synced)
+			h.waitCalls(1)
+			before := h.converted()
+			tc.change(h)
+			if calls := h.waitCalls(2); calls[1] != "full" {
+				t.Fatalf("calls %v", calls)
+			}
+			if rep := h.report(2); !rep.Replanned {
+				t.Fatalf("sync: %+v, want every service planned again", rep)
+			}
+			if n := h.converted() - before; n != 2 {
+				t.Errorf("converted %d Services, want both", n)
+			}
+			h.wantKernel()
+		})
+	}
+}
+
+func TestSameNode(t *testing.T) {
+	n := model.Node{Name: "n1", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")},
+		PrimaryIPs: []netip.Addr{netip.MustParseAddr("192.168.0.1")}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.1.0/24")},
+		Labels: map[string]string{"topology.kubernetes.io/zone": "a"}}
+	for _, tc := range []struct {
+		name   string
+		change func(m *model.Node)
+	}{
+		{"name", func(m *model.Node) { m.Name = "n2" }},
+		{"addresses", func(m *model.Node) { m.Addresses = append(m.Addresses, netip.MustParseAddr("192.168.0.2")) }},
+		{"primary IPs", func(m *model.Node) { m.PrimaryIPs = nil }},
+		{"pod CIDRs", func(m *model.Node) { m.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.2.0/24")} }},
+		{"labels", func(m *model.Node) { m.Labels = map[string]string{"topology.kubernetes.io/zone": "b"} }},
+		{"last seen", func(m *model.Node) { m.LastSeen = time.Unix(1, 0) }},
+	} {
+		m := n
+		m.Addresses, m.PrimaryIPs, m.PodCIDRs = slices.Clone(n.Addresses), slices.Clone(n.PrimaryIPs), slices.Clone(n.PodCIDRs)
+		if !sameNode(n, m) {
+			t.Fatalf("a copy differs")
+		}
+		tc.change(&m)
+		if sameNode(n, m) {
+			t.Errorf("%s changed: sameNode still true", tc.name)
+		}
+	}
+}
