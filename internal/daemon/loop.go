@@ -162,7 +162,7 @@ type SyncReport struct {
 	// otherwise the changed services alone were.
 	Replanned bool
 	Services  []types.NamespacedName // the changed services a partial sync applied
-	Duration time.Duration
+	Duration  time.Duration
 	// Stages split Duration, and say how long the changes waited for it.
 	Stages Stages
 	Err    error // nil when everything was applied
