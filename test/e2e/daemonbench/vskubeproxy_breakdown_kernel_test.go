@@ -53,6 +53,22 @@ type breakdown struct {
 	per [][]time.Duration
 	// took is the loop's own duration of each change's sync.
 	took []time.Duration
+	// full[i] is stage i (of fullStages) of every full sync after the
+	// first: the periodic ones a change may wait for.
+	full [][]time.Duration
+}
+
+// fullStages split a full sync, from its "sync done" and "sync applied"
+// lines.
+var fullStages = []stage{
+	{"the sync's own duration (its histogram)", "done", "took"},
+	{"node addresses and routes read", "done", "envTook"},
+	{"planning", "done", "planTook"},
+	{"kube-ipvs0 dump", "applied", "dumpTook"},
+	{"ownership journal", "applied", "journalTook"},
+	{"IPVS step (one dump, the comparison, repairs)", "applied", "ipvsTook"},
+	{"ipsets and iptables (read back, compared, repaired)", "applied", "rulesTook"},
+	{"bind", "applied", "bindTook"},
 }
 
 // readBreakdown reads ipvs-proxy's JSON log (at debug level) and returns
@@ -68,11 +84,35 @@ func readBreakdown(t *testing.T, path string) breakdown {
 	defer f.Close()
 	var b breakdown
 	b.per = make([][]time.Duration, len(stages))
-	var applied map[string]any
+	b.full = make([][]time.Duration, len(fullStages))
+	var applied, fullApplied map[string]any
+	fulls := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
 		line := sc.Bytes()
+		if strings.Contains(string(line), `"mode":"full"`) {
+			var m map[string]any
+			if json.Unmarshal(line, &m) != nil {
+				continue
+			}
+			switch m["msg"] {
+			case "sync applied":
+				fullApplied = m
+			case "sync done":
+				if fulls++; fulls > 1 && fullApplied != nil {
+					for i, s := range fullStages {
+						src := m
+						if s.line == "applied" {
+							src = fullApplied
+						}
+						b.full[i] = append(b.full[i], seconds(src, s.field))
+					}
+				}
+				fullApplied = nil
+			}
+			continue
+		}
 		if !strings.Contains(string(line), `"mode":"partial"`) {
 			continue
 		}
@@ -145,6 +185,13 @@ func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 		row("IPVS step's start → the harness's poll saw it", rest)
 	}
 	row("end to end: write → the poll saw it", lat)
+	if len(b.full[0]) > 0 {
+		fmt.Fprintf(&out, "\nipvs-proxy's full syncs after the first (%d: the periodic ones, from the start to the end of the changes)\n", len(b.full[0]))
+		out.WriteString("| Stage | p50 | mean |\n|---|---|---|\n")
+		for i, s := range fullStages {
+			row(s.name, b.full[i])
+		}
+	}
 	out.WriteString("BENCHVS-BREAKDOWN-END\n")
 	return out.String()
 }
