@@ -365,7 +365,9 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 		// answer to the write comes back.
 		seen := make(chan pollResult, 1)
 		stop := make(chan struct{})
-		go func() { seen <- pollDest(h, vs, ip, p, stop) }()
+		// A proxy still in its first sync may not have the virtual
+		// server yet: its absence is then not an error.
+		go func() { seen <- pollDest(h, vs, ip, p, stop, r.overBudget) }()
 		w := time.Now()
 		// As the EndpointSlice controller sets it: the time of the change,
 		// here the write's. Either proxy's network programming latency
@@ -439,12 +441,13 @@ type pollResult struct {
 
 // pollDest asks the kernel for vs's real servers (every vsPollEvery, see
 // there) until ip is one of them with a weight, p exits, or stop is
-// closed.
-func pollDest(h *ipvs.Handle, vs *ipvs.Service, ip netip.Addr, p process, stop <-chan struct{}) pollResult {
+// closed. With missingOK a failed request (vs not there yet) is polled
+// again.
+func pollDest(h *ipvs.Handle, vs *ipvs.Service, ip netip.Addr, p process, stop <-chan struct{}, missingOK bool) pollResult {
 	start := time.Now()
 	for {
 		dests, err := h.GetDestinations(vs)
-		if err != nil {
+		if err != nil && !missingOK {
 			return pollResult{err: fmt.Errorf("GET_DEST: %w", err)}
 		}
 		if slices.ContainsFunc(dests, func(d *ipvs.Destination) bool {
