@@ -42,6 +42,27 @@ func fillScale(src *fakeSource, n, m int) {
 	}
 }
 
+// newScaleLoop is a loop over the in-memory fakes (ipvs.FakeTable,
+// addrmgr.FakeLink, iptables.FakeSets and FakeRunner) and a source of n
+// services × 10 endpoints (fillScale), with the last sync's report at
+// *last.
+func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.FakeLink, last *SyncReport) {
+	src = newFakeSource()
+	fillScale(src, n, 10)
+	link = addrmgr.NewFakeLink()
+	mgr := addrmgr.NewManager(link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
+	if err := mgr.Watch(b.Context(), nil); err != nil {
+		b.Fatal(err)
+	}
+	rules := iptables.NewSyncer(iptables.NewFakeSets(), func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	app := applier.New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, rules, nil)
+	l = &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
+	l.defaults()
+	last = new(SyncReport)
+	l.Observe = func(rep SyncReport, _ Stats) { *last = rep }
+	return l, src, link, last
+}
+
 // BenchmarkPartialSyncScale is one partial sync of the whole loop — the
 // changes taken, the changed Service read from the source and planned
 // again, the state patched, the applier's journal, IPVS, ipsets, iptables
@@ -55,23 +76,11 @@ func fillScale(src *fakeSource, n, m int) {
 func BenchmarkPartialSyncScale(b *testing.B) {
 	for _, n := range []int{1000, 3000, 10000, 20000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			src := newFakeSource()
-			fillScale(src, n, 10)
-			link := addrmgr.NewFakeLink()
-			mgr := addrmgr.NewManager(link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
-			if err := mgr.Watch(b.Context(), nil); err != nil {
-				b.Fatal(err)
-			}
-			rules := iptables.NewSyncer(iptables.NewFakeSets(), func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
-			app := applier.New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, rules, nil)
-			l := &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
-			l.defaults()
+			l, src, link, last := newScaleLoop(b, n)
 			l.needFull = true
-			var last SyncReport
-			l.Observe = func(rep SyncReport, _ Stats) { last = rep }
 			l.syncOnce()
 			if last.Err != nil || !last.Full {
-				b.Fatalf("first full sync: %+v", last)
+				b.Fatalf("first full sync: %+v", *last)
 			}
 			changed := types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("s%05d", n/2)}
 			eps := src.eps[changed]
@@ -89,7 +98,7 @@ func BenchmarkPartialSyncScale(b *testing.B) {
 				link.Flush()
 				l.syncOnce()
 				if last.Err != nil || last.Full || len(last.Services) != 1 {
-					b.Fatalf("partial sync %d: %+v", i, last)
+					b.Fatalf("partial sync %d: %+v", i, *last)
 				}
 			}
 		})
@@ -106,26 +115,14 @@ func BenchmarkPartialSyncScale(b *testing.B) {
 func BenchmarkFullSyncScale(b *testing.B) {
 	for _, n := range []int{1000, 10000, 20000} {
 		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			src := newFakeSource()
-			fillScale(src, n, 10)
-			link := addrmgr.NewFakeLink()
-			mgr := addrmgr.NewManager(link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
-			if err := mgr.Watch(b.Context(), nil); err != nil {
-				b.Fatal(err)
-			}
-			rules := iptables.NewSyncer(iptables.NewFakeSets(), func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
-			app := applier.New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, rules, nil)
-			l := &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
-			l.defaults()
-			var last SyncReport
-			l.Observe = func(rep SyncReport, _ Stats) { last = rep }
+			l, _, _, last := newScaleLoop(b, n)
 			var plan, apply time.Duration
 			b.ReportAllocs()
 			for i := 0; b.Loop(); i++ {
 				l.needFull = true
 				l.syncOnce()
 				if last.Err != nil || !last.Full {
-					b.Fatalf("full sync %d: %+v", i, last)
+					b.Fatalf("full sync %d: %+v", i, *last)
 				}
 				plan += last.Stages.Plan
 				apply += last.Stages.Apply
