@@ -305,7 +305,8 @@ func (l *Loop) syncOnce() {
 		// cluster DNS) is a VIP like any other.
 		o.Resolvers = slices.DeleteFunc(slices.Clone(env.Resolvers), l.Source.IsServiceIP)
 		nodes.nodes, nodes.refusals = l.Source.Nodes()
-		rep.Replanned = l.replan(&o, &env, &nodes)
+		// A node that could not be read is planned for again once it can.
+		rep.Replanned = err == nil && l.replan(&o, &env, &nodes)
 		l.env = env
 	}
 	if l.Metrics != nil {
