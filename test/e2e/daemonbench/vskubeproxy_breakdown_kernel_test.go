@@ -197,3 +197,24 @@ func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
+
+// warnings are the first n lines of ipvs-proxy's JSON log at warn level
+// or above, each cut to 600 bytes.
+func warnings(t *testing.T, path string, n int) []string {
+	t.Helper()
+	f, err := os.Open(path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var out []string
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 1<<20), 16<<20)
+	for sc.Scan() && len(out) < n {
+		line := sc.Text()
+		if strings.Contains(line, `"level":"warn"`) || strings.Contains(line, `"level":"error"`) {
+			out = append(out, line[:min(len(line), 600)])
+		}
+	}
+	return out
+}

@@ -300,6 +300,12 @@ func (b *vsBench) measure(c contender) vsResult {
 		time.Sleep(time.Second)
 	}
 	r.hwmAfterFull = status(t, pid, "VmHWM")
+	if ours, ok := p.(ipvsProxy); ok {
+		// What kept a sync before the first complete one from being it.
+		for _, w := range warnings(t, ours.Log, 5) {
+			t.Logf("ipvs-proxy warned before its first complete sync: %s", w)
+		}
+	}
 	r.firstSyncs, r.firstSyncSum = syncStats(node, c.durMetric)
 	if !r.overBudget {
 		// (2) CPU while idle: nothing changes in the API.
