@@ -408,6 +408,10 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 		}
 		r.lat = append(r.lat, got.at.Sub(w))
 		r.floor = append(r.floor, fl.wait(t, w))
+		if r.overBudget {
+			// Its one change; no sync of it may have ended yet.
+			break
+		}
 		// Let that sync end before the next change.
 		for {
 			ts, err := lastSync(node, c.syncMetric)
