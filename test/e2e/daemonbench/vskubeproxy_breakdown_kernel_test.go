@@ -85,62 +85,58 @@ func readBreakdown(t *testing.T, path string) breakdown {
 	var b breakdown
 	b.per = make([][]time.Duration, len(stages))
 	b.full = make([][]time.Duration, len(fullStages))
-	var applied, fullApplied map[string]any
+	// applied is each mode's last "sync applied" line, waiting for its
+	// "sync done".
+	applied := map[string]map[string]any{}
 	fulls := 0
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 1<<20), 16<<20)
 	for sc.Scan() {
-		line := sc.Bytes()
-		if strings.Contains(string(line), `"mode":"full"`) {
-			var m map[string]any
-			if json.Unmarshal(line, &m) != nil {
-				continue
-			}
-			switch m["msg"] {
-			case "sync applied":
-				fullApplied = m
-			case "sync done":
-				if fulls++; fulls > 1 && fullApplied != nil {
-					for i, s := range fullStages {
-						src := m
-						if s.line == "applied" {
-							src = fullApplied
-						}
-						b.full[i] = append(b.full[i], seconds(src, s.field))
-					}
-				}
-				fullApplied = nil
-			}
-			continue
-		}
-		if !strings.Contains(string(line), `"mode":"partial"`) {
+		line := string(sc.Bytes())
+		mode := "partial"
+		if strings.Contains(line, `"mode":"full"`) {
+			mode = "full"
+		} else if !strings.Contains(line, `"mode":"partial"`) {
 			continue
 		}
 		var m map[string]any
-		if json.Unmarshal(line, &m) != nil {
+		if json.Unmarshal(sc.Bytes(), &m) != nil {
 			continue
 		}
-		switch m["msg"] {
-		case "sync applied":
-			applied = m
-		case "sync done":
-			if d, _ := m["deliveredIn"].(float64); d > 0 && applied != nil {
-				for i, s := range stages {
-					src := m
-					if s.line == "applied" {
-						src = applied
-					}
-					b.per[i] = append(b.per[i], seconds(src, s.field))
-				}
-				b.took = append(b.took, seconds(m, "took"))
+		if m["msg"] == "sync applied" {
+			applied[mode] = m
+			continue
+		}
+		if m["msg"] != "sync done" {
+			continue
+		}
+		a := applied[mode]
+		delete(applied, mode)
+		if mode == "full" {
+			if fulls++; fulls > 1 && a != nil {
+				collect(b.full, fullStages, m, a)
 			}
-			applied = nil
+		} else if d, _ := m["deliveredIn"].(float64); d > 0 && a != nil {
+			collect(b.per, stages, m, a)
+			b.took = append(b.took, seconds(m, "took"))
 		}
 	}
 	if err := sc.Err(); err != nil {
 		t.Fatal(err)
 	}
 	return b
+}
+
+// collect appends each stage's field, from one sync's "sync done" line
+// (done) or its "sync applied" line (applied), to dst[i].
+func collect(dst [][]time.Duration, ss []stage, done, applied map[string]any) {
+	for i, s := range ss {
+		src := done
+		if s.line == "applied" {
+			src = applied
+		}
+		dst[i] = append(dst[i], seconds(src, s.field))
+	}
 }
 
 // breakdownReport is the table of the stages' p50 and mean next to the
