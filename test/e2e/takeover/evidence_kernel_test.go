@@ -81,19 +81,19 @@ func (w *witness) summary(from time.Time) string {
 // fails at once.
 const explainMax = 8
 
-// explain returns the evidence about one failed request and whether it
-// puts the failure on the bed (see flowVerdict), or "" when the error
+// explain returns the evidence about one failed request and the capture's
+// verdict on it (flowVerdict), or "" when the error
 // names no local TCP endpoint (a UDP or SCTP request, a dial that sent no
 // SYN) or explainMax failures were explained already. One runs at a time.
-func (w *witness) explain(tg target, s span, err error) (string, bool) {
+func (w *witness) explain(tg target, s span, err error) (string, verdict) {
 	local, deadline, ok := failedEndpoint(err, s)
 	if !ok {
-		return "", false
+		return "", verdict{}
 	}
 	w.mu.Lock()
 	defer w.mu.Unlock()
 	if w.explained >= explainMax {
-		return "", false
+		return "", verdict{}
 	}
 	w.explained++
 	var sb strings.Builder
@@ -163,7 +163,7 @@ func (w *witness) explain(tg target, s span, err error) (string, bool) {
 	for _, e := range firstN(nft, 10) {
 		fmt.Fprintf(&sb, "    %s\n", e)
 	}
-	return sb.String(), v.excused()
+	return sb.String(), v
 }
 
 func firstN2(s []packet, n int) []packet {

@@ -103,11 +103,13 @@ type traffic struct {
 	// stalls are the watchdog's oversleeps (see watch).
 	stalls []span
 	// explain, when set, returns the evidence about a failed request and
-	// whether it puts the failure on the bed (witness.explain); evidence
-	// is what it returned, bedFailures the spans it put on the bed.
-	explain     func(target, span, error) (string, bool)
+	// the capture's verdict on it (witness.explain); evidence is what it
+	// returned, bedFailures the spans it put on the bed, verdicts the
+	// verdict of each span explained.
+	explain     func(target, span, error) (string, verdict)
 	evidence    []string
 	bedFailures []span
+	verdicts    map[span]string
 	// hiccups are the watchdog's oversleeps over hiccupAfter.
 	hiccups []span
 	stop    chan struct{}
@@ -138,10 +140,10 @@ func answeredBy(out string, want []string) bool {
 // connection per stream target sending a line every interval.
 // explain, when not nil, is asked about every failed request (see
 // traffic.explain).
-func startTraffic(t *testing.T, loops, streams, controls []target, interval time.Duration, explain func(target, span, error) (string, bool)) *traffic {
+func startTraffic(t *testing.T, loops, streams, controls []target, interval time.Duration, explain func(target, span, error) (string, verdict)) *traffic {
 	t.Helper()
 	tr := &traffic{loops: map[string]*counter{}, streams: map[string]*counter{}, controls: map[string]*counter{},
-		explain: explain, stop: make(chan struct{})}
+		explain: explain, verdicts: map[span]string{}, stop: make(chan struct{})}
 	tr.wg.Add(1)
 	go tr.watch()
 	for i, tg := range slices.Concat(loops, controls) {
@@ -286,10 +288,14 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 }
 
 // failedTargets is one line naming every target with a failure not
-// excused, with its count and first error: the line the VM's failure
-// digest repeats, so that a CI log cut to its tail still says what failed.
+// excused, with its count, first error and that failure's verdict: the
+// line the VM's failure digest repeats, so that a CI log cut to its tail
+// still says what failed and what the capture saw.
 func (tr *traffic) failedTargets() string {
 	stalls, bed := tr.excuses()
+	tr.mu.Lock()
+	verdicts := maps.Clone(tr.verdicts)
+	tr.mu.Unlock()
 	var parts []string
 	for _, m := range []map[string]*counter{tr.loops, tr.streams, tr.controls} {
 		for _, name := range slices.Sorted(maps.Keys(m)) {
@@ -304,6 +310,9 @@ func (tr *traffic) failedTargets() string {
 				first := ""
 				if len(c.errs) > 0 {
 					first = ", first " + c.errs[0]
+				}
+				if len(c.failures) > 0 && verdicts[c.failures[0]] != "" {
+					first += ", verdict: " + verdicts[c.failures[0]]
 				}
 				parts = append(parts, fmt.Sprintf("%s: %d%s", name, n, first))
 			}
@@ -381,10 +390,11 @@ func (tr *traffic) explainAsync(tg target, s span, err error) {
 	tr.wg.Add(1)
 	go func() {
 		defer tr.wg.Done()
-		if e, bed := tr.explain(tg, s, err); e != "" {
+		if e, v := tr.explain(tg, s, err); e != "" {
 			tr.mu.Lock()
 			tr.evidence = append(tr.evidence, e)
-			if bed {
+			tr.verdicts[s] = v.why
+			if v.excused() {
 				tr.bedFailures = append(tr.bedFailures, s)
 			}
 			tr.mu.Unlock()
