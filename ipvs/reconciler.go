@@ -2,8 +2,6 @@ package ipvs
 
 import (
 	"errors"
-	"fmt"
-	"maps"
 	"net/netip"
 	"slices"
 	"time"
@@ -44,6 +42,10 @@ type Options struct {
 	// Clock tells the time of graceful terminations; nil means the real
 	// clock.
 	Clock clock.PassiveClock
+	// Reader is a second handle on the same table for BeginRead's dump,
+	// which runs on another goroutine than the reconciler's; nil means the
+	// reconciler's own Table, which must then be safe for concurrent use.
+	Reader Table
 	// Log is the logger; nil means zap.NewNop().
 	Log *zap.Logger
 }
@@ -58,6 +60,18 @@ type mirrorVS struct {
 	// a sync that programmed exactly the desired list keeps that list
 	// rather than a copy of it. ownRS copies it before the mirror changes it.
 	shared bool
+	// seen and wanted are the number of the last full sync whose dump
+	// showed this virtual server, and that desired it (full.go).
+	seen, wanted uint64
+}
+
+// programmed reports whether m is d as the last sync programmed it: the
+// same service port and attributes, and d's very real-server list (shared,
+// so no real server of it is quiesced or waiting). Then there is nothing
+// to do.
+func (m *mirrorVS) programmed(d *VirtualServer) bool {
+	return m.shared && m.service == d.Service && len(d.RealServers) > 0 && len(m.vs.RealServers) == len(d.RealServers) &&
+		&m.vs.RealServers[0] == &d.RealServers[0] && sameService(m.vs, *d)
 }
 
 // ownRS makes m's real-server list its own before it is changed.
@@ -105,6 +119,11 @@ type Reconciler struct {
 	settleAll bool
 	// byService files the mirror's keys by service (index.go).
 	byService serviceIndex
+	// since are the virtual servers written since BeginRead (readback.go);
+	// nil when no read is under way.
+	since map[Key]bool
+	// fulls numbers the full syncs (mirrorVS.seen, wanted).
+	fulls uint64
 }
 
 // NewReconciler returns a reconciler over t. Call Full before Partial.
@@ -136,80 +155,6 @@ func (r *Reconciler) excluded(a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-// Full dumps the table once, adopts the virtual servers the ownership rule
-// says are ours, creates and updates every desired virtual server, deletes
-// owned ones no longer desired, and runs the graceful-termination queue.
-// The error is non-nil only when the table could not be read; per-service
-// failures are in the Result.
-//
-// The mirror keeps the real-server lists of desired (Full's and
-// Partial's) that it programmed exactly, rather than copies: the caller
-// must not modify a desired virtual server's RealServers afterwards (the
-// planner's states are read-only; a new plan makes new lists).
-func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
-	r.loadJournal()
-	kernel, err := r.t.Services()
-	if err != nil {
-		return nil, err
-	}
-	cov := own.Coverage()
-	want := make(map[Key]*VirtualServer, len(desired))
-	for i := range desired {
-		want[desired[i].Key] = &desired[i]
-	}
-	start := r.opts.Clock.Now()
-	prev := r.mirror
-	r.mirror = make(map[Key]*mirrorVS, len(kernel))
-	r.byService = serviceIndex{}
-	for _, vs := range kernel {
-		if r.excluded(vs.Address) {
-			continue
-		}
-		// What this process created or adopted, or an earlier one
-		// journaled, stays ours even when the rule alone would not say so
-		// (an L4-only server on a node address for a protected externalIP,
-		// outside the NodePort range; one whose address was unbound first).
-		p := prev[vs.Key]
-		owned := p != nil || r.journal.owns(vs.Key) || r.covers(cov, vs.Key)
-		if !owned && want[vs.Key] == nil {
-			continue
-		}
-		m := &mirrorVS{vs: vs}
-		if p != nil {
-			r.setService(vs.Key, m, p.service)
-		}
-		r.mirror[vs.Key] = m
-	}
-	res := &Result{}
-	if r.synced {
-		r.noteDrift(prev, res)
-	}
-	// Forget queued real servers the kernel no longer has.
-	for g := range r.grace {
-		if m := r.mirror[g.Key]; m == nil || m.findRS(g.Addr, g.Port) < 0 {
-			delete(r.grace, g)
-		}
-	}
-	for i := range desired {
-		r.apply(&desired[i], res)
-	}
-	var stale []Key
-	for k := range r.mirror {
-		if want[k] == nil {
-			stale = append(stale, k)
-		}
-	}
-	slices.SortFunc(stale, CompareKeys)
-	for _, k := range stale {
-		r.deleteVS(k, res)
-	}
-	r.synced = true
-	r.settleAll = true
-	r.processGrace(start, res)
-	r.logResult("full", res)
-	return res, nil
 }
 
 // Cleanup deletes every virtual server the ownership rule (own) or the
@@ -256,35 +201,18 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed Changed) (*Result,
 	return res, nil
 }
 
-// noteDrift compares the table just dumped (the new mirror) with what the
-// proxy believed it held (prev), logs every difference with what it was,
-// and counts it in res.Drift.
-func (r *Reconciler) noteDrift(prev map[Key]*mirrorVS, res *Result) {
-	note := func(k Key, service model.ServicePortName, what string) {
-		res.Drift++
-		r.log.Info("repairing IPVS drift", zap.Stringer("virtualServer", k), zap.Stringer("service", service), zap.String("what", what))
-	}
-	for _, k := range slices.SortedFunc(maps.Keys(prev), CompareKeys) {
-		p, m := prev[k], r.mirror[k]
-		switch {
-		case m == nil:
-			note(k, p.service, "virtual server deleted outside the proxy")
-		case !sameService(p.vs, m.vs):
-			note(k, p.service, fmt.Sprintf("scheduler, flags or persistence changed outside the proxy (-s %s -p %d)", m.vs.Scheduler, m.vs.PersistenceTimeout))
-		case !sameRealServers(p.vs.RealServers, m.vs.RealServers):
-			note(k, p.service, "real servers added, deleted or reweighted outside the proxy")
-		}
-	}
-	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
-		if prev[k] == nil {
-			note(k, model.ServicePortName{}, "virtual server added outside the proxy on an address it owns")
-		}
-	}
-}
-
 func sameRealServers(a, b []RealServer) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if len(a) <= smallRealServers {
+		// A few real servers: compare in place, no map.
+		for _, rs := range b {
+			if i := slices.IndexFunc(a, func(o RealServer) bool { return o.Address == rs.Address && o.Port == rs.Port }); i < 0 || a[i].Weight != rs.Weight {
+				return false
+			}
+		}
+		return true
 	}
 	w := make(map[netip.AddrPort]int, len(a))
 	for _, rs := range a {
@@ -297,6 +225,11 @@ func sameRealServers(a, b []RealServer) bool {
 	}
 	return true
 }
+
+// smallRealServers is the longest list sameRealServers compares without a
+// map: a full sync compares every owned virtual server's list, most of
+// them a few real servers long.
+const smallRealServers = 32
 
 // Has reports whether the virtual server is in the kernel as far as the
 // mirror knows (created or adopted, and not deleted).
@@ -332,8 +265,12 @@ func sameService(a, b VirtualServer) bool {
 
 // apply makes one desired virtual server and its real servers true.
 func (r *Reconciler) apply(d *VirtualServer, res *Result) {
+	r.wrote(d.Key)
 	if r.excluded(d.Address) {
 		res.fail(d.Service, d.Key, ErrExcluded)
+		return
+	}
+	if m := r.mirror[d.Key]; m != nil && m.programmed(d) {
 		return
 	}
 	m, ok := r.applyService(d, res)
@@ -469,6 +406,7 @@ func (r *Reconciler) retireRealServers(d *VirtualServer, m *mirrorVS, wantRS map
 // whose graceful termination is over) and, for UDP and SCTP, its conntrack
 // flows. It reports whether it was removed from the mirror.
 func (r *Reconciler) deleteRS(m *mirrorVS, i int, res *Result) bool {
+	r.wrote(m.vs.Key)
 	rs := m.vs.RealServers[i]
 	err := r.t.DelRealServer(m.vs.Key, rs)
 	if err != nil && !errors.Is(err, ErrNotFound) {
@@ -507,6 +445,7 @@ func (r *Reconciler) deleteFlows(service model.ServicePortName, k Key, rs netip.
 }
 
 func (r *Reconciler) deleteVS(k Key, res *Result) {
+	r.wrote(k)
 	m := r.mirror[k]
 	r.touched[k] = true
 	err := r.t.DelService(k)

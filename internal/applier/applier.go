@@ -172,7 +172,7 @@ func (r *Result) add(service model.ServicePortName, err error) {
 // kernel could not be read; then nothing was changed.
 func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	a.nodeAddrs = slices.Clone(nodeAddrs)
-	return a.sync(st, true, nil, nil)
+	return a.sync(st, true, nil, nil, nil)
 }
 
 // Cleanup removes what the proxy owns and nothing else, in a safe order:
@@ -272,7 +272,7 @@ func (a *Applier) PartialIndexed(st *planner.State, idx Index, changed ...types.
 		selected = append(selected, idx.VirtualServersOf(n)...)
 	}
 	slices.SortFunc(selected, func(a, b ipvs.VirtualServer) int { return ipvs.CompareKeys(a.Key, b.Key) })
-	return a.sync(st, false, set, selected)
+	return a.sync(st, false, set, selected, nil)
 }
 
 // changedSet reports whether a service port belongs to one of the changed
@@ -301,8 +301,8 @@ func (c changedSet) names() ipvs.Changed {
 
 // sync applies st: all of it (full), or the addresses, rules and the
 // selected virtual servers, the changed services' share (partial).
-func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer) (*Result, error) {
-	s := &syncRun{a: a, st: st, full: full, changed: changed, res: &Result{}, mark: a.Clock.Now()}
+func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer, rb *Readback) (*Result, error) {
+	s := &syncRun{a: a, st: st, full: full, changed: changed, rb: rb, res: &Result{}, mark: a.Clock.Now()}
 	bound, err := s.dump()
 	if err != nil {
 		return nil, err
@@ -330,7 +330,10 @@ type syncRun struct {
 	st      *planner.State
 	full    bool
 	changed changedSet
-	res     *Result
+	// rb, in a full sync, is the IPVS table read off the loop (FullFrom);
+	// nil: the sync reads it.
+	rb  *Readback
+	res *Result
 	// mark is when the step being timed began.
 	mark time.Time
 	// byAddrMap is who asked for each address, built when byAddr does not
@@ -456,7 +459,11 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 		for _, p := range s.st.Addresses {
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}
-		res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
+		if s.rb != nil {
+			res.IPVS, err = a.ipvs.FullFrom(s.rb.ipvs, s.st.VirtualServers, own)
+		} else {
+			res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
+		}
 	} else {
 		res.IPVS, err = a.ipvs.Partial(selected, s.changed.names())
 	}
@@ -522,6 +529,9 @@ func (s *syncRun) logResult() {
 		zap.Int("refusedBinds", len(res.Bind.Refused)), zap.Stringers("failedServices", res.FailedServices()),
 		zap.Bool("addressesDumped", res.AddressesDumped), zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
 		zap.Duration("ipvsTook", res.Took.IPVS), zap.Duration("rulesTook", res.Took.Rules), zap.Duration("bindTook", res.Took.Bind)}
+	if s.rb != nil {
+		fields = append(fields, zap.Duration("ipvsReadTook", s.rb.Took))
+	}
 	if err := res.Err(); err != nil {
 		s.a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)
 	} else {

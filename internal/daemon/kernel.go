@@ -24,12 +24,16 @@ import (
 // kernel is the real data-plane stack of this network namespace.
 type kernel struct {
 	table *ipvskernel.Table
-	ct    *ipvskernel.Conntrack
-	nl    *netlink.Handle
-	link  *addrmgr.KernelLink
-	rules *iptables.Syncer
-	guard *Guard
-	app   *applier.Applier
+	// reader is a second IPVS socket, for the periodic full sync's read
+	// beside the loop (Readbacker): a netlink socket serves one request
+	// at a time.
+	reader *ipvskernel.Table
+	ct     *ipvskernel.Conntrack
+	nl     *netlink.Handle
+	link   *addrmgr.KernelLink
+	rules  *iptables.Syncer
+	guard  *Guard
+	app    *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
 	// address manager's watch of kube-ipvs0 saw an address added or
 	// removed by someone else, or lost events: a sync should run soon
@@ -63,6 +67,9 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 			return nil, fmt.Errorf("ipvsadm --set: %w", err)
 		}
 	}
+	if k.reader, err = ipvskernel.Open(); err != nil {
+		return nil, fmt.Errorf("open a second IPVS socket: %w", err)
+	}
 	if k.ct, err = ipvskernel.OpenConntrack(); err != nil {
 		return nil, fmt.Errorf("open conntrack: %w", err)
 	}
@@ -82,6 +89,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		ExcludeCIDRs:   c.Planning.ExcludeCIDRs,
 		Conntrack:      k.ct,
 		Journal:        ipvs.NewFileJournal(c.StateDir),
+		Reader:         k.reader,
 		Log:            log.Named("ipvs"),
 	})
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
@@ -187,6 +195,9 @@ func (k *kernel) close() {
 	if k.table != nil {
 		k.table.Close()
 	}
+	if k.reader != nil {
+		k.reader.Close()
+	}
 }
 
 // Full is a full sync: IPVS, kube-ipvs0, ipsets and chains read back and
@@ -194,6 +205,17 @@ func (k *kernel) close() {
 func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Result, error) {
 	return k.app.Full(st, nodeAddrs)
 }
+
+// BeginFull starts a periodic full sync whose IPVS read runs beside the
+// loop (Readbacker).
+func (k *kernel) BeginFull() func() (*applier.Readback, error) { return k.app.BeginFull() }
+
+// FullFrom is Full with the IPVS table as BeginFull's read found it.
+func (k *kernel) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error) {
+	return k.app.FullFrom(st, nodeAddrs, rb)
+}
+
+var _ Readbacker = (*kernel)(nil)
 
 // Partial is a partial sync: the changed services' virtual servers, found
 // through idx, set entries against the mirror.

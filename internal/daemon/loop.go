@@ -63,6 +63,23 @@ type Applier interface {
 	Partial(st *planner.State, idx applier.Index, changed ...types.NamespacedName) (*applier.Result, error)
 }
 
+// Readbacker is an Applier whose full sync can read the IPVS table off the
+// loop: *applier.Applier. The loop uses it for the periodic full sync, so
+// that changes are applied while the table is read.
+type Readbacker interface {
+	// BeginFull starts the full sync; the read it returns runs on another
+	// goroutine.
+	BeginFull() func() (*applier.Readback, error)
+	// FullFrom is Full with the table as the read found it.
+	FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error)
+}
+
+// readResult is what a periodic full sync's read returned.
+type readResult struct {
+	rb  *applier.Readback
+	err error
+}
+
 // Backoff defaults for a failed apply.
 const (
 	DefaultBackoffInitial = time.Second
@@ -146,6 +163,11 @@ type Loop struct {
 	noLocal [2]planner.NoLocal
 	// counted are the refusals the refusal metrics were last set from.
 	counted []model.Refusal
+	// reading receives the IPVS read of the periodic full sync under way
+	// (Readbacker), nil when none; readback is what it returned, for the
+	// full sync that is then due.
+	reading  chan readResult
+	readback *applier.Readback
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -228,6 +250,12 @@ func (l *Loop) Run(ctx context.Context) error {
 			l.dirty = true
 		case <-l.Kick:
 			l.dirty, l.kicked = true, true
+		case r := <-l.reading:
+			l.reading = nil
+			if r.err != nil {
+				l.Log.Warn("reading the IPVS table for the periodic full sync failed; the full sync reads it again itself", zap.Error(r.err))
+			}
+			l.readback, l.needFull = r.rb, true
 		case <-timer.C():
 		}
 	}
@@ -236,12 +264,14 @@ func (l *Loop) Run(ctx context.Context) error {
 // due says whether a sync should run now; if not, how long until the
 // next reason to look again (negative: only a change can make one due).
 func (l *Loop) due(now time.Time) (time.Duration, bool) {
-	if !l.nextFull.IsZero() && !now.Before(l.nextFull) {
-		l.needFull = true
+	if !l.nextFull.IsZero() && !now.Before(l.nextFull) && !l.needFull {
+		l.periodicFull()
 	}
 	want := l.needFull || l.dirty
 	if !want {
-		if l.nextFull.IsZero() {
+		if l.nextFull.IsZero() || l.reading != nil {
+			// Only a change, or the periodic full sync's read coming
+			// back, makes a sync due.
 			return -1, false
 		}
 		return l.nextFull.Sub(now), false
@@ -256,6 +286,28 @@ func (l *Loop) due(now time.Time) (time.Duration, bool) {
 		return earliest.Sub(now), false
 	}
 	return 0, true
+}
+
+// periodicFull makes the periodic full sync due, or, with a Readbacker,
+// starts its read of the IPVS table on another goroutine: the full sync
+// is then due when the read is back (Run), and partial syncs go on
+// meanwhile.
+func (l *Loop) periodicFull() {
+	rba, ok := l.Applier.(Readbacker)
+	if !ok {
+		l.needFull = true
+		return
+	}
+	if l.reading != nil {
+		return
+	}
+	read := rba.BeginFull()
+	done := make(chan readResult, 1)
+	l.reading = done
+	go func() {
+		rb, err := read()
+		done <- readResult{rb, err}
+	}()
 }
 
 // Stats returns what the loop did so far. Only safe after Run returned or
@@ -409,7 +461,14 @@ func (l *Loop) apply(full, replan bool, o planner.Options, nodes nodeInputs, cha
 		// NodePort virtual servers on a link-local address are the
 		// proxy's even when none is planned there: kube-proxy's, left at a
 		// takeover, are removed (docs/migration.md).
-		res, err = l.Applier.Full(&st, slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs))
+		addrs := slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs)
+		if rb := l.readback; rb != nil {
+			res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, rb)
+		} else {
+			res, err = l.Applier.Full(&st, addrs)
+		}
+		// A read still under way is older than this sync's: dropped.
+		l.reading, l.readback = nil, nil
 	} else {
 		res, err = l.Applier.Partial(&st, l.plan, changed...)
 	}

@@ -209,9 +209,14 @@ func (s *fakeSource) setNodes(nodes ...model.Node) {
 type call struct {
 	full    bool
 	changed []types.NamespacedName
+	// readback: a FullFrom, the IPVS table read beside the loop.
+	readback bool
 }
 
 func (c call) String() string {
+	if c.readback {
+		return "full from readback"
+	}
 	if c.full {
 		return "full"
 	}
@@ -272,7 +277,7 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []types.Namespa
 	}
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	f.calls = append(f.calls, call{full, slices.Clone(changed)})
+	f.calls = append(f.calls, call{full: full, changed: slices.Clone(changed)})
 	if f.readErrs > 0 {
 		f.readErrs--
 		return nil, errRead

@@ -66,7 +66,8 @@ var fullStages = []stage{
 	{"planning", "done", "planTook"},
 	{"kube-ipvs0 dump", "applied", "dumpTook"},
 	{"ownership journal", "applied", "journalTook"},
-	{"IPVS step (one dump, the comparison, repairs)", "applied", "ipvsTook"},
+	{"IPVS read beside the loop (not in the sync's duration)", "applied", "ipvsReadTook"},
+	{"IPVS step (the comparison with the read, repairs; the dump too when the sync read it itself)", "applied", "ipvsTook"},
 	{"ipsets and iptables (read back, compared, repaired)", "applied", "rulesTook"},
 	{"bind", "applied", "bindTook"},
 }

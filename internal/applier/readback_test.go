@@ -1,0 +1,61 @@
+package applier
+
+import (
+	"net/netip"
+	"strings"
+	"testing"
+)
+
+// TestFullFromReadBesideAPartial: the periodic full sync's IPVS read runs
+// on another goroutine while a partial sync deletes a Service and creates
+// another; FullFrom then neither recreates the deleted one nor counts the
+// new one as drift, and repairs what was deleted by hand before the read.
+func TestFullFromReadBesideAPartial(t *testing.T) {
+	b := newBed(t, setGuard{})
+	nodeAddrs := []netip.Addr{nodeIP}
+	if res, err := b.a.Full(state("ns/a=10.96.0.1", "ns/b=10.96.0.2"), nodeAddrs); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	// Deleted by hand (the bed's order check is for the applier's own
+	// deletions).
+	vss, _ := service("ns/a", "10.96.0.1", 443)
+	check := b.table.Fail
+	b.table.Fail = nil
+	if err := b.table.DelService(vss[0].Key); err != nil {
+		t.Fatal(err)
+	}
+	b.table.Fail = check
+	read := b.a.BeginFull()
+	done := make(chan *Readback)
+	go func() {
+		rb, err := read()
+		if err != nil {
+			t.Error(err)
+		}
+		done <- rb
+	}()
+	rb := <-done
+	after := state("ns/a=10.96.0.1", "ns/c=10.96.0.3")
+	if res, err := b.a.Partial(after, svcNames("ns/b", "ns/c")...); err != nil || res.Err() != nil || res.IPVS.ServicesAdded != 2 || res.IPVS.ServicesDeleted != 2 {
+		t.Fatalf("partial: %v %v %+v", err, res.Err(), res.IPVS)
+	}
+	res, err := b.a.FullFrom(after, nodeAddrs, rb)
+	if err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if res.IPVS.ServicesAdded != 1 || res.IPVS.ServicesDeleted != 0 || res.Drift.VirtualServers != 1 {
+		t.Errorf("FullFrom: %+v, drift %+v; want a's :443 added back, and nothing else", res.IPVS, res.Drift)
+	}
+	table := b.table.String()
+	for _, want := range []string{"10.96.0.1:80", "10.96.0.1:443", "10.96.0.3:80", "10.96.0.3:443"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("%s missing:\n%s", want, table)
+		}
+	}
+	if strings.Contains(table, "10.96.0.2") {
+		t.Errorf("b's virtual servers came back:\n%s", table)
+	}
+	if got := b.link.String(); got != "10.96.0.1/32\n10.96.0.3/32\n" {
+		t.Errorf("addresses %q", got)
+	}
+}
