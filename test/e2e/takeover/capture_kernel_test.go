@@ -28,7 +28,21 @@ type capture struct {
 	stopped atomic.Bool
 	done    chan struct{}
 	ifNames map[int]string
+	// dropLog is when the socket dropped segments: each entry the drops
+	// counted between its after and its at (readDrops).
+	dropLog  []dropSpan
+	lastRead time.Time
 }
+
+// dropSpan is a number of segments the kernel could not queue to the
+// socket, between two reads of its statistics.
+type dropSpan struct {
+	after, at time.Time
+	n         uint32
+}
+
+// dropEvery is how often the reader reads the socket's drop count.
+const dropEvery = 100 * time.Millisecond
 
 const ringSize = 400_000
 
@@ -72,7 +86,11 @@ func (c *capture) read() {
 	defer close(c.done)
 	defer unix.Close(c.fd)
 	buf := make([]byte, 256)
+	c.lastRead = time.Now()
 	for !c.stopped.Load() {
+		if time.Since(c.lastRead) >= dropEvery {
+			c.readDrops()
+		}
 		n, from, err := unix.Recvfrom(c.fd, buf, unix.MSG_TRUNC)
 		if err != nil {
 			if errors.Is(err, unix.EAGAIN) || errors.Is(err, unix.EINTR) {
@@ -127,15 +145,38 @@ func (c *capture) since(from time.Time, keep func(packet) bool) (out []packet, t
 	return out, total
 }
 
-// drops is PACKET_STATISTICS' tp_drops since the last call: segments the
-// kernel could not queue to the socket (a capture with drops may lack the
-// segment that matters).
-func (c *capture) drops() uint32 {
+// readDrops reads PACKET_STATISTICS (which resets the kernel's counts)
+// and logs the drops since the last read with the span they fell in.
+func (c *capture) readDrops() {
 	st, err := unix.GetsockoptTpacketStats(c.fd, unix.SOL_PACKET, unix.PACKET_STATISTICS)
-	if err != nil {
-		return 0
+	now := time.Now()
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if err == nil && st.Drops > 0 {
+		c.dropLog = append(c.dropLog, dropSpan{after: c.lastRead, at: now, n: st.Drops})
 	}
-	return st.Drops
+	c.lastRead = now
+}
+
+// dropsBetween is how many segments the socket may have dropped between
+// from and to: those of every read of its statistics whose span overlaps
+// them (the reader reads them every dropEvery). A drop elsewhere in the
+// run does not make a capture of this span incomplete.
+func (c *capture) dropsBetween(from, to time.Time) uint32 {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var n uint32
+	for _, d := range c.dropLog {
+		if d.at.After(from) && d.after.Before(to) {
+			n += d.n
+		}
+	}
+	return n
+}
+
+// drops is every segment the socket dropped so far.
+func (c *capture) drops() uint32 {
+	return c.dropsBetween(time.Time{}, time.Now().Add(time.Hour))
 }
 
 func (c *capture) stop() {

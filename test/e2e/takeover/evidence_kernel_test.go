@@ -119,7 +119,9 @@ func (w *witness) explain(tg target, s span, err error) (string, verdict) {
 	// Let the segments after the timeout arrive (a late answer, a reset).
 	time.Sleep(time.Second)
 	segs, total := w.cap.since(s.from.Add(-time.Second), func(packet) bool { return true })
-	drops := w.cap.drops()
+	// Drops since the request began, to the reads just made: those that
+	// may have cost the flow a segment.
+	drops := w.cap.dropsBetween(s.from.Add(-time.Second), time.Now().Add(dropEvery))
 	remote, _ := netip.ParseAddrPort(tg.addr)
 	v := flowVerdict(segs, local, remote, deadline)
 	if drops > 0 {
