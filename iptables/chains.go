@@ -126,7 +126,7 @@ func ourJumps(rules []string, ours map[string]bool, texts ...[]string) []string 
 // jump rules at the head of the built-in chains, and removes the chains we
 // created in tables rs no longer names (sync). Chains and rules of others
 // are never written.
-func (c *chainSyncer) full(rs Ruleset) error {
+func (c *chainSyncer) full(rs Ruleset, saved string) error {
 	tables := slices.Clone(rs.Tables)
 	planned := map[string]bool{}
 	for _, t := range rs.Tables {
@@ -142,7 +142,7 @@ func (c *chainSyncer) full(rs Ruleset) error {
 	for _, table := range slices.Sorted(maps.Keys(stale)) {
 		tables = append(tables, Table{Name: table})
 	}
-	_, err := c.sync(tables)
+	_, err := c.syncSaved(tables, saved)
 	return err
 }
 
@@ -173,6 +173,12 @@ func (c *chainSyncer) sync(tables []Table) (wrote bool, err error) {
 	if err != nil {
 		return false, fmt.Errorf("%s tables: %w", c.family, err)
 	}
+	return c.syncSaved(tables, out)
+}
+
+// syncSaved is sync with out, the family's iptables-save output, read
+// already.
+func (c *chainSyncer) syncSaved(tables []Table, out string) (wrote bool, err error) {
 	saved := parseSaveAll(out)
 	var writes []*tableWrite
 	for _, t := range tables {

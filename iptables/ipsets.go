@@ -84,6 +84,12 @@ type setSyncer struct {
 	// drift is what the last full found changed by others since the
 	// mirror was last written (SetEntries and Sets).
 	drift Drift
+	// since, while a dump read beside the sync loop is under way
+	// (beginRead), are the entries written per set since it began, and
+	// sinceSets the sets created, replaced or destroyed: for them the
+	// dump may be older than the mirror (readback.go).
+	since     map[string]map[Entry]bool
+	sinceSets map[string]bool
 }
 
 func newSetSyncer(k SetKernel, log *zap.Logger) *setSyncer {
@@ -95,11 +101,19 @@ func newSetSyncer(k SetKernel, log *zap.Logger) *setSyncer {
 // touched here (see destroyStale). Errors are per set; the other sets are
 // still synced.
 func (s *setSyncer) full(want []IPSet) error {
-	s.drift = Drift{}
+	s.endRead()
 	have, err := s.k.ListAll()
 	if err != nil {
 		return err
 	}
+	return s.fullFrom(want, have, nil, nil)
+}
+
+// fullFrom is full over have, the sets as dumped, except what was written
+// after the dump began: the entries in since and the sets in sinceSets,
+// for which the mirror is kept (readback.go).
+func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map[string]map[Entry]bool, sinceSets map[string]bool) error {
+	s.drift = Drift{}
 	var errs []error
 	if have[SwapSetName] != nil {
 		// Left by a crash between create and destroy.
@@ -109,8 +123,21 @@ func (s *setSyncer) full(want []IPSet) error {
 	}
 	s.leftovers = leftoverSets(have, want)
 	for _, w := range want {
+		if sinceSets[w.Name] {
+			// Created, replaced or destroyed since the dump: the mirror
+			// is newer. Its repair waits for the next full sync.
+			if s.mirror[w.Name] != nil {
+				if err := s.apply(w); err != nil {
+					errs = append(errs, err)
+				}
+			}
+			continue
+		}
 		w.Entries = normalize(w.Type, w.Entries)
 		ks := have[w.Name]
+		if written := since[w.Name]; ks != nil && len(written) > 0 {
+			ks = s.asMirrored(ks, written)
+		}
 		if prev := s.mirror[w.Name]; prev != nil {
 			switch {
 			case !prev.matches(ks):
@@ -228,11 +255,13 @@ func (s *setSyncer) partial(want []IPSet) error {
 				errs = append(errs, fmt.Errorf("ipset %s appeared outside the proxy: %w", w.Name, err))
 			}
 			s.mirror[w.Name] = &mirrorSet{spec: specOf(&w), maxElem: hashMaxElem(w.Type, maxElem)}
+			s.wroteSet(w.Name)
 		case m.spec.Type != w.Type || m.spec.Family != w.Family:
 			errs = append(errs, fmt.Errorf("ipset %s: type change to %s %s needs a full sync: %w", w.Name, w.Type, w.Family, ErrSetMismatch))
 			continue
 		case m.maxElem != 0 && len(w.Entries) > int(m.maxElem):
 			if w.Entries = normalize(w.Type, w.Entries); len(w.Entries) > int(m.maxElem) {
+				s.wroteSet(w.Name)
 				if err := s.replace(&w, mismatchMaxElem); err != nil {
 					errs = append(errs, err)
 				}
@@ -263,6 +292,7 @@ func (s *setSyncer) apply(w IPSet) error {
 		m.planned = given
 		return nil
 	}
+	s.wrote(w.Name, add, del)
 	var errs []error
 	failedAdd, failedDel := map[Entry]bool{}, map[Entry]bool{}
 	if len(del) > 0 {
@@ -327,6 +357,7 @@ func (s *setSyncer) destroyStale(want []IPSet) error {
 		if planned[name] {
 			continue
 		}
+		s.wroteSet(name)
 		if err := s.k.Destroy(name); err != nil && !errors.Is(err, ErrSetNotFound) {
 			errs = append(errs, err)
 			continue

@@ -53,6 +53,14 @@ type Syncer struct {
 	// found removed (clearFamilies).
 	cleared map[string]bool
 
+	// Reader, if set (before the first sync), is a second ipset socket for
+	// the dump BeginFull's read makes beside the sync loop; without it
+	// FullFrom dumps the sets itself.
+	Reader SetKernel
+	// reading is set from BeginFull to the FullFrom or Full that ends it;
+	// chainsWritten, that a chain sync ran meanwhile.
+	reading, chainsWritten bool
+
 	// OnRestoreFailure, if set (before the first sync), is called with the
 	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
 	// of that family fails: kube-proxy's
@@ -136,8 +144,15 @@ func (a *Syncer) chainsFor(family string) (*chainSyncer, error) {
 func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	a.reading = false
+	return a.full(sets, rules, func() error { return a.sets.full(sets) }, nil)
+}
+
+// full is Full with the sets synced by setsFull and, for each family in
+// saves, its iptables-save output as read (the others are saved now).
+func (a *Syncer) full(sets []IPSet, rules []Ruleset, setsFull func() error, saves map[string]string) error {
 	var errs []error
-	if err := a.sets.full(sets); err != nil {
+	if err := setsFull(); err != nil {
 		errs = append(errs, err)
 	}
 	a.drift = a.sets.drift
@@ -153,7 +168,7 @@ func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
 			}
 		}
 	}
-	if err := a.syncChains(rules); err != nil {
+	if err := a.syncChains(rules, saves); err != nil {
 		errs = append(errs, err)
 	}
 	a.clearFamilies(rules)
@@ -166,12 +181,21 @@ func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
 	return err
 }
 
-func (a *Syncer) syncChains(rules []Ruleset) error {
+func (a *Syncer) syncChains(rules []Ruleset, saves map[string]string) error {
+	a.chainsWritten = a.chainsWritten || a.reading
 	var errs []error
 	for _, rs := range rules {
 		c, err := a.chainsFor(rs.Family)
 		if err == nil {
-			err = c.full(rs)
+			saved, ok := saves[rs.Family]
+			if !ok {
+				if saved, err = c.r.Save(); err != nil {
+					err = fmt.Errorf("%s tables: %w", rs.Family, err)
+				}
+			}
+			if err == nil {
+				err = c.full(rs, saved)
+			}
 		}
 		if err != nil {
 			errs = append(errs, fmt.Errorf("%s rules: %w", rs.Family, err))
@@ -204,7 +228,7 @@ func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {
 		errs = append(errs, err)
 	}
 	if a.lastRules == nil || !equalRulesets(a.lastRules, rules) {
-		if err := a.syncChains(rules); err != nil {
+		if err := a.syncChains(rules, nil); err != nil {
 			errs = append(errs, err)
 		}
 		if err := a.sets.destroyStale(sets); err != nil {

@@ -485,6 +485,9 @@ func (s *syncRun) syncRules() {
 		apply := a.rules.Partial
 		if s.full {
 			apply = a.rules.Full
+			if rr, ok := a.rules.(RulesReadbacker); ok && s.rb != nil && s.rb.rules != nil {
+				apply = func(sets []iptables.IPSet, rules []iptables.Ruleset) error { return rr.FullFrom(sets, rules, s.rb.rules) }
+			}
 		}
 		if err := apply(s.st.IPSets, s.st.Rulesets); err != nil {
 			res.RulesErr = err

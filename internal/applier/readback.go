@@ -7,26 +7,43 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// Readback is the kernel state a full sync reads, read off the sync loop:
-// the IPVS table, most of a full sync at scale (at 10,000 services ×
-// 10 endpoints under TCG, about three quarters of it). kube-ipvs0, the
-// ipsets and the rules are still read by the sync itself.
+// Readback is the kernel state a full sync reads, read beside the sync
+// loop: the IPVS table, most of a full sync at scale (at 10,000 services
+// × 10 endpoints under TCG, about three quarters of it), and, with a
+// RulesReadbacker, the ipsets and the iptables tables. kube-ipvs0 is still
+// dumped by the sync itself.
 type Readback struct {
-	ipvs []ipvs.VirtualServer
+	ipvs  []ipvs.VirtualServer
+	rules *iptables.Readback
 	// Took is how long the read took.
 	Took time.Duration
 }
 
-// BeginFull starts a full sync whose IPVS dump is read on another
-// goroutine: it returns the read, to run once there (it touches nothing
-// else of the applier). Partial syncs may run meanwhile; FullFrom then
-// takes what the read returned. The reconciler keeps its own view of the
-// virtual servers those partial syncs wrote (ipvs.Reconciler.BeginRead).
+// RulesReadbacker is a Rules layer whose full sync reads the kernel
+// beside the loop: *iptables.Syncer.
+type RulesReadbacker interface {
+	BeginFull() func() (*iptables.Readback, error)
+	FullFrom(sets []iptables.IPSet, rules []iptables.Ruleset, rb *iptables.Readback) error
+}
+
+var _ RulesReadbacker = (*iptables.Syncer)(nil)
+
+// BeginFull starts a full sync whose IPVS dump, and ipsets and tables
+// read, run on another goroutine: it returns the read, to run once there
+// (it touches nothing else of the applier). Partial syncs may run
+// meanwhile; FullFrom then takes what the read returned. The layers keep
+// their own view of what those partial syncs wrote
+// (ipvs.Reconciler.BeginRead, iptables.Syncer.BeginFull).
 func (a *Applier) BeginFull() func() (*Readback, error) {
 	read := a.ipvs.BeginRead()
+	var readRules func() (*iptables.Readback, error)
+	if rr, ok := a.rules.(RulesReadbacker); ok {
+		readRules = rr.BeginFull()
+	}
 	clk := a.Clock
 	return func() (*Readback, error) {
 		start := clk.Now()
@@ -34,7 +51,14 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 		if err != nil {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
-		return &Readback{ipvs: vss, Took: clk.Since(start)}, nil
+		rb := &Readback{ipvs: vss}
+		if readRules != nil {
+			if rb.rules, err = readRules(); err != nil {
+				return nil, fmt.Errorf("read the ipsets and iptables: %w", err)
+			}
+		}
+		rb.Took = clk.Since(start)
+		return rb, nil
 	}
 }
 

@@ -1,9 +1,12 @@
 package applier
 
 import (
+	"errors"
 	"net/netip"
 	"strings"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // TestFullFromReadBesideAPartial: the periodic full sync's IPVS read runs
@@ -57,5 +60,48 @@ func TestFullFromReadBesideAPartial(t *testing.T) {
 	}
 	if got := b.link.String(); got != "10.96.0.1/32\n10.96.0.3/32\n" {
 		t.Errorf("addresses %q", got)
+	}
+}
+
+// readbackRules is fakeRules as a RulesReadbacker.
+type readbackRules struct {
+	fakeRules
+	begun, fullFroms int
+	read             *iptables.Readback
+}
+
+func (f *readbackRules) BeginFull() func() (*iptables.Readback, error) {
+	f.begun++
+	return func() (*iptables.Readback, error) { return f.read, nil }
+}
+
+func (f *readbackRules) FullFrom(sets []iptables.IPSet, rules []iptables.Ruleset, rb *iptables.Readback) error {
+	if rb != f.read {
+		return errors.New("FullFrom got another read than BeginFull's")
+	}
+	f.fullFroms++
+	return f.Partial(sets, rules)
+}
+
+// TestFullFromReadsTheRulesToo: with a Rules layer that reads beside the
+// loop, BeginFull's read reads it too, and FullFrom hands it that read
+// rather than asking for a Full.
+func TestFullFromReadsTheRulesToo(t *testing.T) {
+	b := newBed(t, setGuard{})
+	rr := &readbackRules{read: &iptables.Readback{}}
+	b.a.rules, b.rules = rr, &rr.fakeRules
+	st := state("ns/a=10.96.0.1")
+	if res, err := b.a.Full(st, []netip.Addr{nodeIP}); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	rb, err := b.a.BeginFull()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res, err := b.a.FullFrom(st, []netip.Addr{nodeIP}, rb); err != nil || res.Err() != nil {
+		t.Fatal(err, res.Err())
+	}
+	if rr.begun != 1 || rr.fullFroms != 1 || rr.fulls != 1 {
+		t.Errorf("rules: %d reads begun, %d FullFrom, %d Full; want 1, 1 and the first sync's Full", rr.begun, rr.fullFroms, rr.fulls)
 	}
 }

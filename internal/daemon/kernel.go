@@ -28,12 +28,14 @@ type kernel struct {
 	// beside the loop (Readbacker): a netlink socket serves one request
 	// at a time.
 	reader *ipvskernel.Table
-	ct     *ipvskernel.Conntrack
-	nl     *netlink.Handle
-	link   *addrmgr.KernelLink
-	rules  *iptables.Syncer
-	guard  *Guard
-	app    *applier.Applier
+	// setReader is a second ipset socket, for the same read.
+	setReader *iptableskernel.Sets
+	ct        *ipvskernel.Conntrack
+	nl        *netlink.Handle
+	link      *addrmgr.KernelLink
+	rules     *iptables.Syncer
+	guard     *Guard
+	app       *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
 	// address manager's watch of kube-ipvs0 saw an address added or
 	// removed by someone else, or lost events: a sync should run soon
@@ -84,6 +86,10 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if k.rules, err = iptableskernel.NewSyncer(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
+	if k.setReader, err = iptableskernel.OpenSets(); err != nil {
+		return nil, fmt.Errorf("open a second ipset socket: %w", err)
+	}
+	k.rules.Reader = k.setReader
 	rec := ipvs.NewReconciler(k.table, ipvs.Options{
 		GracefulPeriod: c.IPVSGracefulPeriod,
 		ExcludeCIDRs:   c.Planning.ExcludeCIDRs,
@@ -197,6 +203,9 @@ func (k *kernel) close() {
 	}
 	if k.reader != nil {
 		k.reader.Close()
+	}
+	if k.setReader != nil {
+		k.setReader.Close()
 	}
 }
 

@@ -1,0 +1,89 @@
+package iptables
+
+import (
+	"errors"
+	"net/netip"
+	"slices"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// TestFullFromKeepsWritesSinceTheRead: partial syncs run between
+// BeginFull's read and FullFrom. The entries they wrote are newer than the
+// dump and stay as the mirror has them; an entry deleted by hand before
+// the read is repaired, and counted, as by Full. The read's iptables-save
+// is used unless a chain sync ran meanwhile.
+func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
+	a, k := newFakeSyncer(t)
+	a.Reader = k.sets
+	rules := []Ruleset{testRules(FamilyIPv4)}
+	sets := plannedSets()
+	if err := a.Full(sets, rules); err != nil {
+		t.Fatal(err)
+	}
+	cip := findSet(sets, SetClusterIP)
+	dns, api := cip.Entries[0], cip.Entries[1]
+	// Before the read: someone deletes the API server's entry.
+	if err := k.sets.Del(*cip, []Entry{api}); err != nil {
+		t.Fatal(err)
+	}
+	read := a.BeginFull()
+	rb, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	saves := k.tables[FamilyIPv4].execs
+	// After the read: a partial sync deletes dns and adds web.
+	web := Entry{IP: netip.MustParseAddr("10.96.0.20"), Protocol: model.TCP, Port: 80}
+	after := plannedSets()
+	findSet(after, SetClusterIP).Entries = []Entry{api, web}
+	if err := a.Partial(after, rules); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.FullFrom(after, rules, rb); err != nil {
+		t.Fatal(err)
+	}
+	if d := a.LastDrift(); d != (Drift{SetEntries: 1}) {
+		t.Errorf("drift %+v, want the API server's entry alone", d)
+	}
+	got := k.sets.sets[SetClusterIP].Entries
+	slices.SortFunc(got, CompareEntries)
+	want := normalize(cip.Type, []Entry{api, web})
+	if !slices.Equal(got, want) {
+		t.Errorf("%s holds %v, want %v", SetClusterIP, got, want)
+	}
+	if slices.Contains(got, dns) {
+		t.Errorf("dns's entry, deleted since the read, came back")
+	}
+	if n := k.tables[FamilyIPv4].execs - saves; n != 0 {
+		t.Errorf("FullFrom ran %d iptables-save/restore, want none (the read's save, nothing to repair)", n)
+	}
+	if err := a.FullFrom(after, rules, rb); !errors.Is(err, ErrNoRead) {
+		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
+	}
+	if err := a.Full(after, rules); err != nil || a.LastDrift().Total() != 0 {
+		t.Errorf("Full after FullFrom: %v, drift %+v", err, a.LastDrift())
+	}
+
+	// A chain sync during the read (the planned rules changed) makes the
+	// read's save stale: FullFrom saves again.
+	read = a.BeginFull()
+	if rb, err = read(); err != nil {
+		t.Fatal(err)
+	}
+	changed := []Ruleset{Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 15, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})}
+	if err := a.Partial(after, changed); err != nil {
+		t.Fatal(err)
+	}
+	saves = k.tables[FamilyIPv4].execs
+	if err := a.FullFrom(after, changed, rb); err != nil {
+		t.Fatal(err)
+	}
+	if k.tables[FamilyIPv4].execs == saves {
+		t.Error("FullFrom used a save older than the chain sync")
+	}
+	if d := a.LastDrift(); d.Total() != 0 {
+		t.Errorf("drift %+v after a chain sync during the read", d)
+	}
+}
