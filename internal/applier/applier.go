@@ -486,7 +486,9 @@ func (s *syncRun) syncRules() {
 		if s.full {
 			apply = a.rules.Full
 			if rr, ok := a.rules.(RulesReadbacker); ok && s.rb != nil && s.rb.rules != nil {
-				apply = func(sets []iptables.IPSet, rules []iptables.Ruleset) error { return rr.FullFrom(sets, rules, s.rb.rules) }
+				apply = func(sets []iptables.IPSet, rules []iptables.Ruleset) error {
+					return rr.FullFrom(sets, rules, s.rb.rules)
+				}
 			}
 		}
 		if err := apply(s.st.IPSets, s.st.Rulesets); err != nil {
