@@ -21,7 +21,7 @@ func TestReadBreakdown(t *testing.T) {
 		`{"level":"info","msg":"first full sync applied"}`,
 		`{"level":"debug","msg":"sync applied","mode":"partial","ipvsTook":0.002}`,
 		`{"level":"debug","msg":"sync done","mode":"partial","took":0.01,"deliveredIn":0.05}`,
-		`{"level":"debug","msg":"sync applied","mode":"full","ipvsTook":1.5,"rulesTook":0.5,"ipvsReadTook":4}`,
+		`{"level":"debug","msg":"sync applied","mode":"full","ipvsTook":1.5,"rulesTook":0.5,"readbackTook":4}`,
 		`{"level":"debug","msg":"sync done","mode":"full","took":2.5,"planTook":0.002}`,
 		// A partial sync of no triggered change (a kick) is not counted.
 		`{"level":"debug","msg":"sync applied","mode":"partial","ipvsTook":0.001}`,

@@ -66,7 +66,7 @@ var fullStages = []stage{
 	{"planning", "done", "planTook"},
 	{"kube-ipvs0 dump", "applied", "dumpTook"},
 	{"ownership journal", "applied", "journalTook"},
-	{"IPVS read beside the loop (not in the sync's duration)", "applied", "ipvsReadTook"},
+	{"the read beside the loop: IPVS, ipsets, iptables-save (not in the duration)", "applied", "readbackTook"},
 	{"IPVS step (the comparison with the read, repairs; the dump too when the sync read it itself)", "applied", "ipvsTook"},
 	{"ipsets and iptables (read back, compared, repaired)", "applied", "rulesTook"},
 	{"bind", "applied", "bindTook"},
