@@ -63,14 +63,15 @@ type Applier interface {
 	Partial(st *planner.State, idx applier.Index, changed ...types.NamespacedName) (*applier.Result, error)
 }
 
-// Readbacker is an Applier whose full sync can read the IPVS table off the
-// loop: *applier.Applier. The loop uses it for the periodic full sync, so
-// that changes are applied while the table is read.
+// Readbacker is an Applier whose full sync can read the kernel (the IPVS
+// table, the ipsets, the iptables tables) beside the loop:
+// *applier.Applier. The loop uses it for the periodic full sync, so that
+// changes are applied while the kernel is read.
 type Readbacker interface {
 	// BeginFull starts the full sync; the read it returns runs on another
 	// goroutine.
 	BeginFull() func() (*applier.Readback, error)
-	// FullFrom is Full with the table as the read found it.
+	// FullFrom is Full with the kernel as the read found it.
 	FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error)
 }
 
@@ -163,9 +164,9 @@ type Loop struct {
 	noLocal [2]planner.NoLocal
 	// counted are the refusals the refusal metrics were last set from.
 	counted []model.Refusal
-	// reading receives the IPVS read of the periodic full sync under way
-	// (Readbacker), nil when none; readback is what it returned, for the
-	// full sync that is then due.
+	// reading receives the kernel read of the periodic full sync under
+	// way (Readbacker), nil when none; readback is what it returned, for
+	// the full sync that is then due.
 	reading  chan readResult
 	readback *applier.Readback
 }
@@ -253,7 +254,7 @@ func (l *Loop) Run(ctx context.Context) error {
 		case r := <-l.reading:
 			l.reading = nil
 			if r.err != nil {
-				l.Log.Warn("reading the IPVS table for the periodic full sync failed; the full sync reads it again itself", zap.Error(r.err))
+				l.Log.Warn("reading the kernel beside the loop for the periodic full sync failed; the full sync reads it itself", zap.Error(r.err))
 			}
 			l.readback, l.needFull = r.rb, true
 		case <-timer.C():
@@ -289,8 +290,8 @@ func (l *Loop) due(now time.Time) (time.Duration, bool) {
 }
 
 // periodicFull makes the periodic full sync due, or, with a Readbacker,
-// starts its read of the IPVS table on another goroutine: the full sync
-// is then due when the read is back (Run), and partial syncs go on
+// starts its read of the kernel on another goroutine: the full sync is
+// then due when the read is back (Run), and partial syncs go on
 // meanwhile.
 func (l *Loop) periodicFull() {
 	rba, ok := l.Applier.(Readbacker)

@@ -138,7 +138,7 @@ func TestReadbackDroppedByAnEarlierFullSync(t *testing.T) {
 	if calls[2] != "full" {
 		t.Fatalf("calls %v, want the full sync to read the table itself after the failed read", calls)
 	}
-	if n := h.logs.FilterMessageSnippet("reading the IPVS table for the periodic full sync failed").Len(); n != 1 {
+	if n := h.logs.FilterMessageSnippet("reading the kernel beside the loop for the periodic full sync failed").Len(); n != 1 {
 		t.Errorf("%d warnings of the failed read, want 1", n)
 	}
 }
