@@ -36,8 +36,10 @@ test-takeover: deps build kube-proxy
 # packet capture of the node namespace; only the bed's own lateness and
 # IPVS's reply matching proven by the capture are excused (docs/testing.md).
 # Green since dials are judged: 3 cycles 2026-11-26 02:00, 1 cycle 02:23,
-# 2 cycles 05:35 (load ~7); red once in CI (stop 22: 2 failures in the
-# rollback, not kept by the CI log; docs/testing.md).
+# 2 cycles 05:35 (load ~7); red in CI at stops 22 and 24 and in a local
+# .ci/run 2026-11-26 16:21 on ClientIP-affinity dial timeouts, the last
+# caught: IPVS matching the SYN-ACK to an older, closed connection of the
+# same client port, which the verdict now finds (docs/testing.md).
 TEST_TARGETS += test-takeover
 
 .DEFAULT_GOAL := $(takeover_default_goal)

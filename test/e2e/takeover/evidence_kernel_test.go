@@ -76,6 +76,11 @@ func (w *witness) summary(from time.Time) string {
 	return fmt.Sprintf("packet capture (node namespace, every interface): %d TCP segments in the phase; nft monitor: %d lines\n", total, nft)
 }
 
+// ipvsLinger is how long before a failed request the capture is searched
+// for an older connection of the same client port: IPVS keeps a closed
+// TCP connection for its TIME_WAIT timeout, 2 min by default.
+const ipvsLinger = 3 * time.Minute
+
 // explainMax bounds the failures explained per phase: each costs a
 // conntrack process, which a starved VM can ill afford when everything
 // fails at once.
@@ -123,7 +128,12 @@ func (w *witness) explain(tg target, s span, err error) (string, verdict) {
 	// may have cost the flow a segment.
 	drops := w.cap.dropsBetween(s.from.Add(-time.Second), time.Now().Add(dropEvery))
 	remote, _ := netip.ParseAddrPort(tg.addr)
-	v := flowVerdict(segs, local, remote, deadline)
+	// The SYNs of the minutes before, for a connection of the same client
+	// port that IPVS may still hold (see replyMatch).
+	earlier, _ := w.cap.since(s.from.Add(-ipvsLinger), func(p packet) bool {
+		return p.at.Before(s.from.Add(-time.Second)) && p.flags&(tcpSYN|tcpACK) == tcpSYN
+	})
+	v := flowVerdict(segs, earlier, local, remote, deadline)
 	if drops > 0 {
 		v = verdict{why: fmt.Sprintf("the capture dropped %d segments: no verdict (%s)", drops, v.why)}
 	}

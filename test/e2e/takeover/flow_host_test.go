@@ -84,7 +84,7 @@ func TestFlowVerdict(t *testing.T) {
 		{"nothing captured", nil, answer, blameProxies, "SYN not captured"},
 		{"the client's own segments only sent: the node is the client", fromNode(segs), answer.Add(time.Second), blameProxies, "the node itself"},
 	} {
-		v := flowVerdict(tc.segs, client, vip, tc.deadline)
+		v := flowVerdict(tc.segs, nil, client, vip, tc.deadline)
 		if v.blame != tc.blame || !strings.Contains(v.why, tc.why) {
 			t.Errorf("%s: flowVerdict = %+v, want blame %v and %q", tc.name, v, tc.blame, tc.why)
 		}
@@ -102,6 +102,54 @@ func fromNode(segs []packet) []packet {
 		out = append(out, p)
 	}
 	return out
+}
+
+// TestFlowVerdictIPVSReplyMatchOlderConnection is the failure of the
+// local `.ci/run` of 2026-11-26 16:21:40, in the rollback under
+// kube-proxy: the ClientIP-affinity loop dialled 10.96.118.68:80 from port
+// 50802, and IPVS sent the SYN to pod-a (conntrack moving it to port 23010
+// on the backend's side). pod-a's SYN-ACKs left the node from
+// 10.96.233.254:80: IPVS's table still held a closed connection of the
+// same client port to that address through pod-a (`CLOSE`, 9 s left, in
+// /proc/net/ip_vs_conn), whose SYN had been captured before the verdict's
+// window. The client reset every stray SYN-ACK and its dial timed out.
+// With the earlier SYNs the verdict is IPVS's reply matching; without
+// them, the run's own "no verdict". The window's segments are the run's;
+// the older connection's two are made up (its SYN was not printed).
+func TestFlowVerdictIPVSReplyMatchOlderConnection(t *testing.T) {
+	base := time.Date(2026, 11, 26, 16, 21, 40, 0, time.UTC)
+	cl, vip, other, be := "10.244.0.4:50802", "10.96.118.68:80", "10.96.233.254:80", "10.244.0.2:8080"
+	segs := replay(base, time.Microsecond, []capturedSegment{
+		{715968, "veth4", false, cl, vip, tcpSYN, 176108992, 0, 0},
+		{716007, "veth2", true, "10.244.0.4:23010", be, tcpSYN, 176108992, 0, 0},
+		{716030, "veth2", false, be, "10.244.0.4:23010", tcpSYN | tcpACK, 1001661279, 176108993, 0},
+		{716051, "veth4", true, other, cl, tcpSYN | tcpACK, 1001661279, 176108993, 0},
+		{716073, "veth4", false, cl, other, tcpRST, 176108993, 0, 0},
+		{716102, "veth2", true, "10.244.0.4:58834", be, tcpRST, 176108993, 0, 0},
+		{1699152, "veth4", false, cl, vip, tcpSYN, 176108992, 0, 0},
+		{1699172, "veth2", true, "10.244.0.4:23010", be, tcpSYN, 176108992, 0, 0},
+		{1699184, "veth2", false, be, "10.244.0.4:23010", tcpSYN | tcpACK, 1001661279, 176108993, 0},
+		{1699198, "veth4", true, other, cl, tcpSYN | tcpACK, 1001661279, 176108993, 0},
+	})
+	earlier := replay(base.Add(-time.Minute), time.Microsecond, []capturedSegment{
+		{100, "veth4", false, cl, other, tcpSYN, 918273645, 0, 0},
+		{130, "veth2", true, "10.244.0.4:58834", be, tcpSYN, 918273645, 0, 0},
+	})
+	deadline := base.Add(3650 * time.Millisecond)
+	client, remote := netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vip)
+	if v := flowVerdict(segs, earlier, client, remote, deadline); v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 10.96.233.254:80, not from 10.96.118.68:80") {
+		t.Errorf("with the earlier SYNs: flowVerdict = %+v, want blameIPVSReplyMatch naming both addresses", v)
+	}
+	if v := flowVerdict(segs, nil, client, remote, deadline); v.excused() || !strings.Contains(v.why, "no connection of the client's port to 10.96.233.254:80") {
+		t.Errorf("without them: flowVerdict = %+v, want the run's own verdict (no verdict, counted)", v)
+	}
+	// An older connection of the port to that address through another
+	// backend is no excuse.
+	elsewhere := slices.Clone(earlier)
+	elsewhere[1].dst = netip.MustParseAddrPort("10.244.0.3:8080")
+	if v := flowVerdict(segs, elsewhere, client, remote, deadline); v.excused() {
+		t.Errorf("an older connection through another backend: flowVerdict = %+v, want it counted", v)
+	}
 }
 
 // TestFlowVerdictIPVSReplyMatch is the failure of a rollback run under
@@ -133,7 +181,7 @@ func TestFlowVerdictIPVSReplyMatch(t *testing.T) {
 		{538789, "veth4", true, vipB, cl, tcpACK | 8, 2051248635, 1440453279, 17},
 		{538814, "veth4", false, cl, vipB, tcpACK, 307649707, 3391302366, 0},
 	})
-	v := flowVerdict(segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vipA), base.Add(3231*time.Millisecond))
+	v := flowVerdict(segs, nil, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(vipA), base.Add(3231*time.Millisecond))
 	if v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 10.96.68.4:80, not from 10.96.176.26:80") {
 		t.Errorf("flowVerdict = %+v, want blameIPVSReplyMatch naming both addresses", v)
 	}
@@ -229,7 +277,7 @@ func TestFlowVerdictDial(t *testing.T) {
 		{"only the client's SYN captured, not received by the node", keep(func(p packet) bool { return p.dst == remote && !p.out }), blameProxies,
 			"SYN not captured"},
 	} {
-		v := flowVerdict(tc.segs, client, remote, deadline)
+		v := flowVerdict(tc.segs, nil, client, remote, deadline)
 		if v.blame != tc.blame || !strings.Contains(v.why, tc.why) {
 			t.Errorf("%s: flowVerdict = %+v, want blame %v and %q", tc.name, v, tc.blame, tc.why)
 		}
@@ -243,7 +291,7 @@ func TestFlowVerdictDial(t *testing.T) {
 		}
 		fixed = append(fixed, p)
 	}
-	if v := flowVerdict(fixed, client, remote, deadline); v.blame != blameProxies || !strings.Contains(v.why, "the client's handshake never reached the backend") {
+	if v := flowVerdict(fixed, nil, client, remote, deadline); v.blame != blameProxies || !strings.Contains(v.why, "the client's handshake never reached the backend") {
 		t.Errorf("SYN-ACKs forwarded from the dialled address, never acknowledged: flowVerdict = %+v, want the failure counted", v)
 	}
 }
@@ -301,7 +349,7 @@ func TestFlowVerdictBridgePort(t *testing.T) {
 		{278141, "cveth1", true, eip, cl, fin | ack, 330962333, 935115866, 0},
 	})
 	deadline := base.Add(3193 * time.Millisecond)
-	v := flowVerdict(segs, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(lb), deadline)
+	v := flowVerdict(segs, nil, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(lb), deadline)
 	if v.blame != blameIPVSReplyMatch || !strings.Contains(v.why, "from 203.0.113.10:80, not from 203.0.113.20:80") {
 		t.Errorf("flowVerdict = %+v, want IPVS's reply matching: the answer from 203.0.113.10:80", v)
 	}
@@ -312,7 +360,7 @@ func TestFlowVerdictBridgePort(t *testing.T) {
 			alone = append(alone, p)
 		}
 	}
-	if v := flowVerdict(alone, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(lb), deadline); v.excused() {
+	if v := flowVerdict(alone, nil, netip.MustParseAddrPort(cl), netip.MustParseAddrPort(lb), deadline); v.excused() {
 		t.Errorf("without the other connection's forwarded SYN: flowVerdict = %+v, want not excused", v)
 	}
 }

@@ -237,7 +237,10 @@ func (f flow) toClient(p packet) bool {
 //     did not read it (the bed);
 //   - anything else (nothing captured, the handshake never forwarded): no
 //     verdict, the failure counts.
-func flowVerdict(segs []packet, client, remote netip.AddrPort, deadline time.Time) verdict {
+//
+// earlier are segments captured before segs (the SYNs of the minutes
+// before, for replyMatch; nil for none).
+func flowVerdict(segs, earlier []packet, client, remote netip.AddrPort, deadline time.Time) verdict {
 	f := findFlow(segs, client, remote)
 	if !f.syn {
 		return verdict{why: "the flow's SYN not captured: no verdict"}
@@ -258,7 +261,7 @@ func flowVerdict(segs []packet, client, remote netip.AddrPort, deadline time.Tim
 			continue
 		}
 		if q := f.segs[j]; q.dst == client && q.src != remote {
-			return f.replyMatch(segs, p, q)
+			return f.replyMatch(slices.Concat(earlier, segs), p, q)
 		}
 	}
 	if !f.synACK || !f.firstSYNACK().at.Before(deadline) {
@@ -303,7 +306,9 @@ func (f flow) firstSYNACK() packet {
 // forwarded to the client as q, from another address than the one the
 // client dialled. It is IPVS's reply matching only if the capture shows
 // the other connection: a SYN of the same client endpoint to q's source,
-// forwarded to the backend that sent p, before q.
+// forwarded to the backend that sent p, before q. That connection may be
+// minutes older and closed: IPVS keeps a closed connection in its table
+// for its TIME_WAIT or CLOSE timeout, and matches replies to it too.
 func (f flow) replyMatch(segs []packet, p, q packet) verdict {
 	what := "answer"
 	if p.flags&tcpSYN != 0 {

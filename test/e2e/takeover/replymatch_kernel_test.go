@@ -104,7 +104,7 @@ func TestKernelDialReplyMatch(t *testing.T) {
 	if !errors.Is(a, os.ErrDeadlineExceeded) {
 		t.Fatalf("dial A: %v, want a timeout", a)
 	}
-	v := flowVerdict(segs, bind, vipA, deadline)
+	v := flowVerdict(segs, nil, bind, vipA, deadline)
 	t.Logf("verdict: %s; excused %v", v.why, v.excused())
 	if v.blame != blameIPVSReplyMatch {
 		t.Errorf("flowVerdict = %+v, want blameIPVSReplyMatch", v)
