@@ -31,7 +31,7 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	a.sets.beginRead()
-	a.reading, a.chainsWritten = true, false
+	a.chainsWritten = false
 	runners := map[string]RuleRunner{}
 	for fam, c := range a.chains {
 		runners[fam] = c.r
@@ -62,10 +62,9 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 func (a *Syncer) FullFrom(sets []IPSet, rules []Ruleset, rb *Readback) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if !a.reading {
+	if !a.sets.reading() {
 		return ErrNoRead
 	}
-	a.reading = false
 	saves := rb.saves
 	if a.chainsWritten {
 		saves = nil
@@ -84,6 +83,9 @@ func (a *Syncer) FullFrom(sets []IPSet, rules []Ruleset, rb *Readback) error {
 func (s *setSyncer) beginRead() {
 	s.since, s.sinceSets = map[string]map[Entry]bool{}, map[string]bool{}
 }
+
+// reading reports whether a read beside the loop is under way.
+func (s *setSyncer) reading() bool { return s.since != nil }
 
 // endRead stops the recording and returns it.
 func (s *setSyncer) endRead() (map[string]map[Entry]bool, map[string]bool) {

@@ -57,9 +57,10 @@ type Syncer struct {
 	// the dump BeginFull's read makes beside the sync loop; without it
 	// FullFrom dumps the sets itself.
 	Reader SetKernel
-	// reading is set from BeginFull to the FullFrom or Full that ends it;
-	// chainsWritten, that a chain sync ran meanwhile.
-	reading, chainsWritten bool
+	// chainsWritten says a chain sync ran while a read beside the loop
+	// was under way (from BeginFull to the FullFrom or Full that ends it:
+	// setSyncer.reading).
+	chainsWritten bool
 
 	// OnRestoreFailure, if set (before the first sync), is called with the
 	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
@@ -144,7 +145,6 @@ func (a *Syncer) chainsFor(family string) (*chainSyncer, error) {
 func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.reading = false
 	return a.full(sets, rules, func() error { return a.sets.full(sets) }, nil)
 }
 
@@ -182,7 +182,7 @@ func (a *Syncer) full(sets []IPSet, rules []Ruleset, setsFull func() error, save
 }
 
 func (a *Syncer) syncChains(rules []Ruleset, saves map[string]string) error {
-	a.chainsWritten = a.chainsWritten || a.reading
+	a.chainsWritten = a.chainsWritten || a.sets.reading()
 	var errs []error
 	for _, rs := range rules {
 		c, err := a.chainsFor(rs.Family)

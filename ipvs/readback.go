@@ -29,16 +29,16 @@ func (r *Reconciler) BeginRead() func() ([]VirtualServer, error) {
 // Calling Full or FullFrom ends the read: a later FullFrom needs another
 // BeginRead.
 func (r *Reconciler) FullFrom(kernel []VirtualServer, desired []VirtualServer, own Ownership) (*Result, error) {
-	since := r.since
-	if since == nil {
+	if !r.reading() {
 		return nil, ErrNoRead
 	}
+	since := r.since
 	r.since = nil
 	return r.full(kernel, since, desired, own), nil
 }
 
-// Reading reports whether a BeginRead is waiting for its FullFrom.
-func (r *Reconciler) Reading() bool { return r.since != nil }
+// reading reports whether a BeginRead is waiting for its FullFrom.
+func (r *Reconciler) reading() bool { return r.since != nil }
 
 // wrote records that k is being written, while a read is under way.
 func (r *Reconciler) wrote(k Key) {

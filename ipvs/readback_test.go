@@ -24,7 +24,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	read := r.BeginRead()
-	if !r.Reading() {
+	if !r.reading() {
 		t.Fatal("Reading after BeginRead = false")
 	}
 	kernel, err := read()
@@ -53,7 +53,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if got, want := ft.String(), Save(desired); got != want {
 		t.Errorf("kernel:\n%s\nwant:\n%s", got, want)
 	}
-	if r.Reading() {
+	if r.reading() {
 		t.Error("Reading after FullFrom = true")
 	}
 	if _, err := r.FullFrom(kernel, desired, own(vip)); !errors.Is(err, ErrNoRead) {

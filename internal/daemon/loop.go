@@ -63,24 +63,6 @@ type Applier interface {
 	Partial(st *planner.State, idx applier.Index, changed ...types.NamespacedName) (*applier.Result, error)
 }
 
-// Readbacker is an Applier whose full sync can read the kernel (the IPVS
-// table, the ipsets, the iptables tables) beside the loop:
-// *applier.Applier. The loop uses it for the periodic full sync, so that
-// changes are applied while the kernel is read.
-type Readbacker interface {
-	// BeginFull starts the full sync; the read it returns runs on another
-	// goroutine.
-	BeginFull() func() (*applier.Readback, error)
-	// FullFrom is Full with the kernel as the read found it.
-	FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error)
-}
-
-// readResult is what a periodic full sync's read returned.
-type readResult struct {
-	rb  *applier.Readback
-	err error
-}
-
 // Backoff defaults for a failed apply.
 const (
 	DefaultBackoffInitial = time.Second
@@ -287,28 +269,6 @@ func (l *Loop) due(now time.Time) (time.Duration, bool) {
 		return earliest.Sub(now), false
 	}
 	return 0, true
-}
-
-// periodicFull makes the periodic full sync due, or, with a Readbacker,
-// starts its read of the kernel on another goroutine: the full sync is
-// then due when the read is back (Run), and partial syncs go on
-// meanwhile.
-func (l *Loop) periodicFull() {
-	rba, ok := l.Applier.(Readbacker)
-	if !ok {
-		l.needFull = true
-		return
-	}
-	if l.reading != nil {
-		return
-	}
-	read := rba.BeginFull()
-	done := make(chan readResult, 1)
-	l.reading = done
-	go func() {
-		rb, err := read()
-		done <- readResult{rb, err}
-	}()
 }
 
 // Stats returns what the loop did so far. Only safe after Run returned or

@@ -1,0 +1,53 @@
+package daemon
+
+import (
+	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+)
+
+// The periodic full sync's read beside the loop (docs/architecture.md, 2.
+// Convert): the loop starts it when the period is up, goes on with partial
+// syncs, and runs the full sync from what it read (Loop.reading,
+// Loop.readback; Run receives the result).
+
+// Readbacker is an Applier whose full sync can read the kernel (the IPVS
+// table, the ipsets, the iptables tables) beside the loop:
+// *applier.Applier. The loop uses it for the periodic full sync, so that
+// changes are applied while the kernel is read.
+type Readbacker interface {
+	// BeginFull starts the full sync; the read it returns runs on another
+	// goroutine.
+	BeginFull() func() (*applier.Readback, error)
+	// FullFrom is Full with the kernel as the read found it.
+	FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error)
+}
+
+// readResult is what a periodic full sync's read returned.
+type readResult struct {
+	rb  *applier.Readback
+	err error
+}
+
+// periodicFull makes the periodic full sync due, or, with a Readbacker,
+// starts its read of the kernel on another goroutine: the full sync is
+// then due when the read is back (Run), and partial syncs go on
+// meanwhile.
+func (l *Loop) periodicFull() {
+	rba, ok := l.Applier.(Readbacker)
+	if !ok {
+		l.needFull = true
+		return
+	}
+	if l.reading != nil {
+		return
+	}
+	read := rba.BeginFull()
+	done := make(chan readResult, 1)
+	l.reading = done
+	go func() {
+		rb, err := read()
+		done <- readResult{rb, err}
+	}()
+}
