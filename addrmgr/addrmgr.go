@@ -109,6 +109,14 @@ type Manager struct {
 	// has found drift.
 	dumped bool
 	drift  int
+	// reader, since, readGen and dumpedInRead are the read beside the
+	// sync (readback.go): the Lister it dumps through (nil: link), the
+	// prefixes written since it began (nil: no read under way), the
+	// watch's generation then, and whether a Dump ran meanwhile.
+	reader       Lister
+	since        map[netip.Prefix]bool
+	readGen      uint64
+	dumpedInRead bool
 
 	// lastDesired is the desired list of the last Unwanted or Bind, want
 	// its set; bindDone says every one of lastDesired is in cur. lastGiven
@@ -175,6 +183,8 @@ func (m *Manager) excluded(p netip.Prefix) bool {
 // Dump reads the device's addresses once (one RTM_GETADDR dump, `ip -o
 // addr show dev kube-ipvs0`) and returns them sorted; the manager's view is
 // replaced by it. A full sync dumps whether or not the device is watched.
+// A dump during a read beside the sync (BeginDump) is newer than that
+// read: the DumpFrom that follows keeps the view this one left.
 func (m *Manager) Dump() ([]netip.Prefix, error) {
 	m.mu.Lock()
 	gen := m.gen
@@ -183,9 +193,28 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
 	}
+	if m.since != nil {
+		m.dumpedInRead = true
+	}
+	return m.replace(ps, nil, gen), nil
+}
+
+// replace makes ps, a dump begun when the watch's generation was gen, the
+// manager's view, counting and logging what others changed since the view
+// was last read; the prefixes in since keep the view's state (they were
+// written while the dump ran, so the view is newer). It returns the view,
+// sorted.
+func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen uint64) []netip.Prefix {
 	next := make(map[netip.Prefix]bool, len(ps))
 	for _, p := range ps {
 		next[p] = true
+	}
+	for p := range since {
+		if m.cur[p] {
+			next[p] = true
+		} else {
+			delete(next, p)
+		}
 	}
 	m.drift = 0
 	if m.dumped {
@@ -211,7 +240,7 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 	}
 	m.mu.Unlock()
 	m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
-	return m.Current(), nil
+	return m.Current()
 }
 
 // Refresh makes the manager's view current for a sync and reports whether
@@ -361,6 +390,7 @@ func (m *Manager) Cleanup() (bound []netip.Prefix, res *Result, err error) {
 func (m *Manager) Remove(unwanted []Unwanted) *Result {
 	res := &Result{}
 	for _, u := range unwanted {
+		m.wrote(u.Prefix)
 		id := m.expect(u.Prefix, false)
 		if err := m.link.DelAddr(u.Prefix); err != nil {
 			m.forget(u.Prefix, id)
@@ -419,6 +449,7 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(v.Reason)), zap.String("message", v.Detail))
 			continue
 		}
+		m.wrote(p)
 		id := m.expect(p, true)
 		if err := m.link.AddAddr(p); err != nil {
 			m.forget(p, id)

@@ -95,6 +95,13 @@ func DeleteDevice(h *netlink.Handle) error {
 	return nil
 }
 
+// Reader is the same device read through h, a second netlink handle of
+// the same network namespace: Manager.SetReader's socket for the full
+// sync's dump beside the sync. It only dumps (Addrs).
+func (k *KernelLink) Reader(h *netlink.Handle) *KernelLink {
+	return &KernelLink{h: h, link: k.link}
+}
+
 // Index is the device's interface index.
 func (k *KernelLink) Index() int { return k.link.Attrs().Index }
 

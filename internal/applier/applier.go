@@ -390,15 +390,20 @@ func (s *syncRun) servicesOf(addr netip.Addr) []model.ServicePortName {
 	return out
 }
 
-// dump reads kube-ipvs0: always in a full sync; in a partial one only when
+// dump reads kube-ipvs0: always in a full sync (from the read beside the
+// loop, rb, when there is one); in a partial one only when
 // the address manager's watch saw a change by others or lost events (or
 // there is no watch), its view being kube-ipvs0's otherwise.
 func (s *syncRun) dump() (bound []netip.Prefix, err error) {
 	res := s.res
-	if s.full {
+	switch {
+	case s.full && s.rb != nil:
+		bound, err = s.a.addrs.DumpFrom(s.rb.addrs)
+		res.AddressesDumped = err == nil
+	case s.full:
 		bound, err = s.a.addrs.Dump()
 		res.AddressesDumped = err == nil
-	} else {
+	default:
 		res.AddressesDumped, err = s.a.addrs.Refresh()
 	}
 	if err != nil {

@@ -13,11 +13,12 @@ import (
 
 // Readback is the kernel state a full sync reads, read beside the sync
 // loop: the IPVS table, most of a full sync at scale (at 10,000 services
-// × 10 endpoints under TCG, about three quarters of it), and, with a
-// RulesReadbacker, the ipsets and the iptables tables. kube-ipvs0 is still
-// dumped by the sync itself.
+// × 10 endpoints under TCG, about three quarters of it), kube-ipvs0's
+// addresses, and, with a RulesReadbacker, the ipsets and the iptables
+// tables.
 type Readback struct {
 	ipvs  []ipvs.VirtualServer
+	addrs []netip.Prefix
 	rules *iptables.Readback
 	// Took is how long the read took.
 	Took time.Duration
@@ -32,14 +33,16 @@ type RulesReadbacker interface {
 
 var _ RulesReadbacker = (*iptables.Syncer)(nil)
 
-// BeginFull starts a full sync whose IPVS dump, and ipsets and tables
-// read, run on another goroutine: it returns the read, to run once there
-// (it touches nothing else of the applier). Partial syncs may run
-// meanwhile; FullFrom then takes what the read returned. The layers keep
-// their own view of what those partial syncs wrote
-// (ipvs.Reconciler.BeginRead, iptables.Syncer.BeginFull).
+// BeginFull starts a full sync whose IPVS dump, kube-ipvs0 dump, and
+// ipsets and tables read, run on another goroutine: it returns the read,
+// to run once there (it touches nothing else of the applier). Partial
+// syncs may run meanwhile; FullFrom then takes what the read returned.
+// The layers keep their own view of what those partial syncs wrote
+// (ipvs.Reconciler.BeginRead, addrmgr.Manager.BeginDump,
+// iptables.Syncer.BeginFull).
 func (a *Applier) BeginFull() func() (*Readback, error) {
 	read := a.ipvs.BeginRead()
+	readAddrs := a.addrs.BeginDump()
 	var readRules func() (*iptables.Readback, error)
 	if rr, ok := a.rules.(RulesReadbacker); ok {
 		readRules = rr.BeginFull()
@@ -52,6 +55,9 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
 		rb := &Readback{ipvs: vss}
+		if rb.addrs, err = readAddrs(); err != nil {
+			return nil, fmt.Errorf("read kube-ipvs0: %w", err)
+		}
 		if readRules != nil {
 			if rb.rules, err = readRules(); err != nil {
 				return nil, fmt.Errorf("read the ipsets and iptables: %w", err)

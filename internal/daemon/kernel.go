@@ -32,10 +32,13 @@ type kernel struct {
 	setReader *iptableskernel.Sets
 	ct        *ipvskernel.Conntrack
 	nl        *netlink.Handle
-	link      *addrmgr.KernelLink
-	rules     *iptables.Syncer
-	guard     *Guard
-	app       *applier.Applier
+	// nlReader is a second rtnetlink handle, for the same read's dump of
+	// kube-ipvs0.
+	nlReader *netlink.Handle
+	link     *addrmgr.KernelLink
+	rules    *iptables.Syncer
+	guard    *Guard
+	app      *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
 	// address manager's watch of kube-ipvs0 saw an address added or
 	// removed by someone else, or lost events: a sync should run soon
@@ -98,8 +101,12 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Reader:         k.reader,
 		Log:            log.Named("ipvs"),
 	})
+	if k.nlReader, err = netlink.NewHandle(); err != nil {
+		return nil, fmt.Errorf("netlink: a second handle: %w", err)
+	}
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
 	mgr.SetExclude(c.Planning.ExcludeCIDRs)
+	mgr.SetReader(link.Reader(k.nlReader))
 	if err := k.watch(mgr, link, log); err != nil {
 		return nil, err
 	}
@@ -207,6 +214,9 @@ func (k *kernel) close() {
 	if k.setReader != nil {
 		k.setReader.Close()
 	}
+	if k.nlReader != nil {
+		k.nlReader.Close()
+	}
 }
 
 // Full is a full sync: IPVS, kube-ipvs0, ipsets and chains read back and
@@ -215,8 +225,8 @@ func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Resul
 	return k.app.Full(st, nodeAddrs)
 }
 
-// BeginFull starts a periodic full sync whose IPVS read runs beside the
-// loop (Readbacker).
+// BeginFull starts a periodic full sync whose reads of IPVS, kube-ipvs0,
+// the ipsets and the tables run beside the loop (Readbacker).
 func (k *kernel) BeginFull() func() (*applier.Readback, error) { return k.app.BeginFull() }
 
 // FullFrom is Full with the IPVS table as BeginFull's read found it.

@@ -147,10 +147,10 @@ type Loop struct {
 	// counted are the refusals the refusal metrics were last set from.
 	counted []model.Refusal
 	// reading receives the kernel read of the periodic full sync under
-	// way (Readbacker), nil when none; readback is what it returned, for
-	// the full sync that is then due.
-	reading  chan readResult
-	readback *applier.Readback
+	// way (Readbacker), nil when none; read is what it returned, for the
+	// full sync that is then due.
+	reading chan readResult
+	read    *readResult
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -238,7 +238,7 @@ func (l *Loop) Run(ctx context.Context) error {
 			if r.err != nil {
 				l.Log.Warn("reading the kernel beside the loop for the periodic full sync failed; the full sync reads it itself", zap.Error(r.err))
 			}
-			l.readback, l.needFull = r.rb, true
+			l.read, l.needFull = &r, true
 		case <-timer.C():
 		}
 	}
@@ -353,7 +353,7 @@ func (l *Loop) options(full bool) (planner.Options, nodeenv.Env, error) {
 	var env nodeenv.Env
 	if l.Env != nil {
 		var err error
-		if env, err = l.Env(full); err != nil {
+		if env, err = l.nodeEnv(full); err != nil {
 			return o, env, fmt.Errorf("read the node's addresses: %w", err)
 		}
 		// Link-local addresses only where --nodeport-addresses names them,
@@ -423,13 +423,13 @@ func (l *Loop) apply(full, replan bool, o planner.Options, nodes nodeInputs, cha
 		// proxy's even when none is planned there: kube-proxy's, left at a
 		// takeover, are removed (docs/migration.md).
 		addrs := slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs)
-		if rb := l.readback; rb != nil {
-			res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, rb)
+		if r := l.read; r != nil && r.rb != nil {
+			res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, r.rb)
 		} else {
 			res, err = l.Applier.Full(&st, addrs)
 		}
 		// A read still under way is older than this sync's: dropped.
-		l.reading, l.readback = nil, nil
+		l.reading, l.read = nil, nil
 	} else {
 		res, err = l.Applier.Partial(&st, l.plan, changed...)
 	}

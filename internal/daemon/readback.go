@@ -4,13 +4,15 @@ import (
 	"net/netip"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 // The periodic full sync's read beside the loop (docs/architecture.md, 2.
 // Convert): the loop starts it when the period is up, goes on with partial
 // syncs, and runs the full sync from what it read (Loop.reading,
-// Loop.readback; Run receives the result).
+// Loop.read; Run receives the result): the kernel (Readbacker), then the
+// node's addresses, routes, resolvers and listening sockets (Loop.Env).
 
 // Readbacker is an Applier whose full sync can read the kernel (the IPVS
 // table, the ipsets, the iptables tables) beside the loop:
@@ -28,6 +30,11 @@ type Readbacker interface {
 type readResult struct {
 	rb  *applier.Readback
 	err error
+	// env is the node as read after the kernel, when envRead (envErr its
+	// error).
+	env     nodeenv.Env
+	envErr  error
+	envRead bool
 }
 
 // periodicFull makes the periodic full sync due, or, with a Readbacker,
@@ -43,11 +50,28 @@ func (l *Loop) periodicFull() {
 	if l.reading != nil {
 		return
 	}
-	read := rba.BeginFull()
+	read, readEnv := rba.BeginFull(), l.Env
 	done := make(chan readResult, 1)
 	l.reading = done
 	go func() {
-		rb, err := read()
-		done <- readResult{rb, err}
+		var r readResult
+		r.rb, r.err = read()
+		if readEnv != nil {
+			r.env, r.envErr = readEnv(true)
+			r.envRead = true
+		}
+		done <- r
 	}()
+}
+
+// nodeEnv reads the node for a sync (Env): a full sync whose read beside
+// the loop read the node too takes that read, at most as old as the
+// kernel's. A change of the node's addresses after it is met as any
+// other: the next sync's read differs from what this one planned with,
+// and plans everything again.
+func (l *Loop) nodeEnv(full bool) (nodeenv.Env, error) {
+	if r := l.read; full && r != nil && r.envRead && r.envErr == nil {
+		return r.env, nil
+	}
+	return l.Env(full)
 }

@@ -4,12 +4,14 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -19,6 +21,8 @@ type readbackApplier struct {
 	*fakeApplier
 	gate  chan error
 	begun atomic.Int32
+	// fullFromAddrs are the node addresses the last FullFrom got.
+	fullFromAddrs []netip.Addr
 }
 
 func (r *readbackApplier) BeginFull() func() (*applier.Readback, error) {
@@ -31,13 +35,14 @@ func (r *readbackApplier) BeginFull() func() (*applier.Readback, error) {
 	}
 }
 
-func (r *readbackApplier) FullFrom(st *planner.State, _ []netip.Addr, rb *applier.Readback) (*applier.Result, error) {
+func (r *readbackApplier) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error) {
 	if rb == nil {
 		panic("FullFrom without a read")
 	}
 	res, err := r.fakeApplier.sync(st, true, nil)
 	r.mu.Lock()
 	r.calls[len(r.calls)-1].readback = true
+	r.fullFromAddrs = slices.Clone(nodeAddrs)
 	r.mu.Unlock()
 	return res, err
 }
@@ -140,5 +145,51 @@ func TestReadbackDroppedByAnEarlierFullSync(t *testing.T) {
 	}
 	if n := h.logs.FilterMessageSnippet("reading the kernel beside the loop for the periodic full sync failed").Len(); n != 1 {
 		t.Errorf("%d warnings of the failed read, want 1", n)
+	}
+}
+
+// TestPeriodicFullSyncReadsTheNodeBeside: the periodic full sync's read
+// beside the loop reads the node (addresses, routes, resolvers, sockets)
+// after the kernel, and the full sync plans with that read instead of
+// reading the node again while it holds the loop; a full sync without a
+// read (the first) reads the node itself.
+func TestPeriodicFullSyncReadsTheNodeBeside(t *testing.T) {
+	h, rba := newReadbackHarness(t)
+	var mu sync.Mutex
+	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
+	var fullReads atomic.Int32
+	h.loop.Env = func(full bool) (nodeenv.Env, error) {
+		if full {
+			fullReads.Add(1)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return nodeenv.Env{LocalAddrs: slices.Clone(local)}, nil
+	}
+	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
+	close(h.src.synced)
+	h.waitCalls(1)
+	if n := fullReads.Load(); n != 1 {
+		t.Fatalf("the first full sync read the node %d times, want 1", n)
+	}
+	h.clock.Step(30 * time.Second)
+	rba.waitBegun(t, 1)
+	// The node gains an address while the kernel is read: the read of the
+	// node after it sees it.
+	mu.Lock()
+	local = append(local, netip.MustParseAddr("192.168.0.2"))
+	mu.Unlock()
+	rba.gate <- nil
+	if calls := h.waitCalls(2); calls[1] != "full from readback" {
+		t.Fatalf("calls %v", calls)
+	}
+	if n := fullReads.Load(); n != 2 {
+		t.Errorf("the node read %d times in all, want 2: once by the first sync, once beside the loop (the full sync from the read reads it no more)", n)
+	}
+	rba.mu.Lock()
+	got := rba.fullFromAddrs
+	rba.mu.Unlock()
+	if want := []netip.Addr{netip.MustParseAddr("192.168.0.1"), netip.MustParseAddr("192.168.0.2")}; !slices.Equal(got, want) {
+		t.Errorf("FullFrom planned for the node addresses %v, want the read's %v", got, want)
 	}
 }

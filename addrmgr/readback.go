@@ -1,0 +1,84 @@
+package addrmgr
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+)
+
+// The full sync's dump of kube-ipvs0 beside the sync: at 10,000 service
+// addresses the dump is a third of what a periodic full sync holds the
+// sync loop for once the IPVS table and the rules are read beside it
+// (docs/benchmarks.md). BeginDump starts it and returns the read, which
+// runs on another goroutine through its own socket (SetReader) while
+// binds and unbinds go on; DumpFrom then takes what it found, keeping the
+// manager's own view of every address written meanwhile.
+
+// ErrNoRead is returned by DumpFrom without a BeginDump before it.
+var ErrNoRead = errors.New("addrmgr: DumpFrom without BeginDump")
+
+// Lister reads the device's addresses: Link's dump alone. A *KernelLink
+// on a second netlink handle (KernelLink.Reader) is one.
+type Lister interface {
+	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.
+	Addrs() ([]netip.Prefix, error)
+}
+
+var _ Lister = Link(nil)
+
+// SetReader makes BeginDump's read go through r, a second socket on the
+// same device: a netlink socket serves one request at a time, so a dump
+// on the manager's own would hold up its binds. Without one the read uses
+// the manager's link.
+func (m *Manager) SetReader(r Lister) { m.reader = r }
+
+// BeginDump starts a dump of the device whose read runs off the syncing
+// goroutine: it returns the read, to call once on any goroutine (it
+// touches nothing of the manager), and from now on records every address
+// the manager binds or unbinds. DumpFrom then takes what the read found.
+func (m *Manager) BeginDump() func() ([]netip.Prefix, error) {
+	m.since = make(map[netip.Prefix]bool)
+	m.dumpedInRead = false
+	m.mu.Lock()
+	m.readGen = m.gen
+	m.mu.Unlock()
+	var r Lister = m.link
+	if m.reader != nil {
+		r = m.reader
+	}
+	return func() ([]netip.Prefix, error) {
+		ps, err := r.Addrs()
+		if err != nil {
+			return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
+		}
+		return ps, nil
+	}
+}
+
+// DumpFrom is Dump with the device as the read BeginDump returned found
+// it: an address bound or unbound since BeginDump may be in the read as
+// it was before or after, so the manager's view of it is kept; every
+// other one is compared as Dump compares, and what others changed is
+// counted as drift. When a Dump ran since BeginDump (a partial sync that
+// did not trust its view), that dump is newer than the read: the view
+// stays as it left it, and no drift is counted twice. It ends the read.
+func (m *Manager) DumpFrom(ps []netip.Prefix) ([]netip.Prefix, error) {
+	if m.since == nil {
+		return nil, ErrNoRead
+	}
+	since := m.since
+	m.since = nil
+	if m.dumpedInRead {
+		m.drift = 0
+		return m.Current(), nil
+	}
+	return m.replace(ps, since, m.readGen), nil
+}
+
+// wrote records that p is being bound or unbound, while a read is under
+// way.
+func (m *Manager) wrote(p netip.Prefix) {
+	if m.since != nil {
+		m.since[p] = true
+	}
+}

@@ -1,0 +1,96 @@
+package addrmgr
+
+import (
+	"errors"
+	"slices"
+	"testing"
+)
+
+// A read beside the sync that is older than the binds and unbinds made
+// while it ran keeps the manager's view of those addresses; what others
+// changed is drift, repaired by the sync that follows.
+func TestDumpFromKeepsWritesDuringTheRead(t *testing.T) {
+	link := NewFakeLink(pfx("10.96.0.1/32", "10.96.0.2/32")...)
+	m := NewManager(link, setGuard{}, nil)
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	reader := NewFakeLink()
+	m.SetReader(reader)
+	read := m.BeginDump()
+	// The read dumps the reader's socket: the device as it was before the
+	// writes below, with an address someone else added.
+	reader.Put(pfx("10.96.0.1/32")[0])
+	reader.Put(pfx("10.96.0.2/32")[0])
+	reader.Put(pfx("10.96.0.66/32")[0])
+	got, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	// Meanwhile a partial sync binds .3 and unbinds .2.
+	if res := m.Bind(pfx("10.96.0.1/32", "10.96.0.3/32"), nil); res.Bound != 1 {
+		t.Fatalf("bind: %+v", res)
+	}
+	if res := m.Unbind(pfx("10.96.0.1/32", "10.96.0.3/32", "10.96.0.66/32")); res.Unbound != 1 {
+		t.Fatalf("unbind: %+v", res)
+	}
+	view, err := m.DumpFrom(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pfx("10.96.0.1/32", "10.96.0.3/32", "10.96.0.66/32"); !slices.Equal(view, want) {
+		t.Fatalf("view %v, want %v", view, want)
+	}
+	if !m.Bound(pfx("10.96.0.3/32")[0].Addr()) || m.Bound(pfx("10.96.0.2/32")[0].Addr()) {
+		t.Fatal("a write made during the read lost to the older read")
+	}
+	if m.Drift() != 1 {
+		t.Fatalf("drift %d, want 1 (10.96.0.66 added by someone else)", m.Drift())
+	}
+	// The read is over.
+	if _, err := m.DumpFrom(got); !errors.Is(err, ErrNoRead) {
+		t.Fatalf("second DumpFrom: %v, want ErrNoRead", err)
+	}
+	if link.Dumps != 1 {
+		t.Fatalf("the manager's own link dumped %d times, want 1 (the read has its own socket)", link.Dumps)
+	}
+}
+
+// A Dump during the read (a partial sync that did not trust its view) is
+// newer than the read: DumpFrom keeps what it found and counts no drift.
+func TestDumpFromAfterDumpKeepsTheNewerDump(t *testing.T) {
+	link := NewFakeLink(pfx("10.96.0.1/32")...)
+	m := NewManager(link, setGuard{}, nil)
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	read := m.BeginDump()
+	got, err := read() // the device holds 10.96.0.1 alone
+	if err != nil {
+		t.Fatal(err)
+	}
+	link.Put(pfx("10.96.0.7/32")[0])
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	if m.Drift() != 1 {
+		t.Fatalf("the dump's drift %d, want 1", m.Drift())
+	}
+	view, err := m.DumpFrom(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pfx("10.96.0.1/32", "10.96.0.7/32"); !slices.Equal(view, want) {
+		t.Fatalf("view %v, want %v: the older read replaced the newer dump", view, want)
+	}
+	if m.Drift() != 0 {
+		t.Fatalf("drift %d counted twice", m.Drift())
+	}
+}
+
+func TestDumpFromWithoutBeginDump(t *testing.T) {
+	m := NewManager(NewFakeLink(), setGuard{}, nil)
+	if _, err := m.DumpFrom(nil); !errors.Is(err, ErrNoRead) {
+		t.Fatalf("DumpFrom: %v, want ErrNoRead", err)
+	}
+}
