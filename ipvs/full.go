@@ -75,7 +75,11 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 		if p == nil && !r.journal.owns(vs.Key) && !r.covers(cov, vs.Key) && !wanted(vs.Key) {
 			continue
 		}
+		// The mirror's own copy: a dump's lists may be windows of one
+		// array of the whole table (ipvs/kernel), which one entry would
+		// keep alive.
 		m := &mirrorVS{vs: vs, seen: gen}
+		m.vs.RealServers = slices.Clone(vs.RealServers)
 		if p != nil {
 			what := "real servers added, deleted or reweighted outside the proxy"
 			if !sameService(p.vs, vs) {

@@ -540,7 +540,8 @@ func (s *syncRun) logResult() {
 		zap.Bool("addressesDumped", res.AddressesDumped), zap.Duration("dumpTook", res.Took.Dump), zap.Duration("journalTook", res.Took.Journal), zap.Duration("unbindTook", res.Took.Unbind),
 		zap.Duration("ipvsTook", res.Took.IPVS), zap.Duration("rulesTook", res.Took.Rules), zap.Duration("bindTook", res.Took.Bind)}
 	if s.rb != nil {
-		fields = append(fields, zap.Duration("readbackTook", s.rb.Took))
+		fields = append(fields, zap.Duration("readbackTook", s.rb.Took), zap.Duration("readIPVSTook", s.rb.TookIPVS),
+			zap.Duration("readAddrsTook", s.rb.TookAddrs), zap.Duration("readRulesTook", s.rb.TookRules))
 	}
 	if err := res.Err(); err != nil {
 		s.a.log.Warn("sync incomplete", append(fields, zap.Error(err))...)

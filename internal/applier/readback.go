@@ -20,8 +20,9 @@ type Readback struct {
 	ipvs  []ipvs.VirtualServer
 	addrs []netip.Prefix
 	rules *iptables.Readback
-	// Took is how long the read took.
-	Took time.Duration
+	// Took is how long the read took; TookIPVS, TookAddrs and TookRules
+	// its parts.
+	Took, TookIPVS, TookAddrs, TookRules time.Duration
 }
 
 // RulesReadbacker is a Rules layer whose full sync reads the kernel
@@ -55,14 +56,19 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
 		rb := &Readback{ipvs: vss}
+		mark := clk.Now()
+		rb.TookIPVS = mark.Sub(start)
 		if rb.addrs, err = readAddrs(); err != nil {
 			return nil, fmt.Errorf("read kube-ipvs0: %w", err)
 		}
+		rb.TookAddrs = clk.Since(mark)
+		mark = clk.Now()
 		if readRules != nil {
 			if rb.rules, err = readRules(); err != nil {
 				return nil, fmt.Errorf("read the ipsets and iptables: %w", err)
 			}
 		}
+		rb.TookRules = clk.Since(mark)
 		rb.Took = clk.Since(start)
 		return rb, nil
 	}

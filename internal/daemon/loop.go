@@ -299,7 +299,7 @@ func (l *Loop) syncOnce() {
 	rep := SyncReport{Full: full, Services: changes.Services}
 	rep.Stages.waited(changes, start)
 	sw := newStopwatch(l.Clock)
-	o, env, err := l.options(full || l.plan == nil)
+	o, env, err := l.options(full || l.plan == nil, &rep.Stages)
 	sw.lap(&rep.Stages.Env)
 	if err == nil && !full && (l.plan == nil || !sameEnv(&env, &l.env)) {
 		// Every service's NodePorts and guard decisions may change with
@@ -347,13 +347,13 @@ func (l *Loop) syncOnce() {
 // node's addresses and routes read now (env, as read), and the API server's
 // addresses and the resolvers as last planned (a full sync asks the Source
 // again).
-func (l *Loop) options(full bool) (planner.Options, nodeenv.Env, error) {
+func (l *Loop) options(full bool, stages *Stages) (planner.Options, nodeenv.Env, error) {
 	o := l.Options
 	o.APIServerAddrs, o.Resolvers = l.planned.APIServerAddrs, l.planned.Resolvers
 	var env nodeenv.Env
 	if l.Env != nil {
 		var err error
-		if env, err = l.nodeEnv(full); err != nil {
+		if env, err = l.nodeEnv(full, stages); err != nil {
 			return o, env, fmt.Errorf("read the node's addresses: %w", err)
 		}
 		// Link-local addresses only where --nodeport-addresses names them,

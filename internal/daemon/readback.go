@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"net/netip"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
@@ -35,6 +36,7 @@ type readResult struct {
 	env     nodeenv.Env
 	envErr  error
 	envRead bool
+	envTook time.Duration
 }
 
 // periodicFull makes the periodic full sync due, or, with a Readbacker,
@@ -50,15 +52,16 @@ func (l *Loop) periodicFull() {
 	if l.reading != nil {
 		return
 	}
-	read, readEnv := rba.BeginFull(), l.Env
+	read, readEnv, clk := rba.BeginFull(), l.Env, l.Clock
 	done := make(chan readResult, 1)
 	l.reading = done
 	go func() {
 		var r readResult
 		r.rb, r.err = read()
 		if readEnv != nil {
+			start := clk.Now()
 			r.env, r.envErr = readEnv(true)
-			r.envRead = true
+			r.envRead, r.envTook = true, clk.Since(start)
 		}
 		done <- r
 	}()
@@ -69,8 +72,9 @@ func (l *Loop) periodicFull() {
 // kernel's. A change of the node's addresses after it is met as any
 // other: the next sync's read differs from what this one planned with,
 // and plans everything again.
-func (l *Loop) nodeEnv(full bool) (nodeenv.Env, error) {
+func (l *Loop) nodeEnv(full bool, stages *Stages) (nodeenv.Env, error) {
 	if r := l.read; full && r != nil && r.envRead && r.envErr == nil {
+		stages.ReadEnv = r.envTook
 		return r.env, nil
 	}
 	return l.Env(full)

@@ -27,6 +27,9 @@ type Stages struct {
 	// of the state, Health the healthCheckNodePort servers' update, Apply
 	// the applier's kernel work.
 	Env, Plan, Health, Apply time.Duration
+	// ReadEnv is, in a periodic full sync, the node's read beside the
+	// loop (not in the sync's duration; Env is then nothing).
+	ReadEnv time.Duration
 }
 
 // waited fills Delivered and Waited from the changes a sync taken at start.
@@ -50,7 +53,7 @@ func (s *Stages) waited(c informers.Changes, start time.Time) {
 func (s *Stages) fields() []zap.Field {
 	return []zap.Field{zap.Duration("deliveredIn", s.Delivered), zap.Duration("waited", s.Waited),
 		zap.Duration("envTook", s.Env), zap.Duration("planTook", s.Plan), zap.Duration("healthTook", s.Health),
-		zap.Duration("applyTook", s.Apply)}
+		zap.Duration("applyTook", s.Apply), zap.Duration("readEnvTook", s.ReadEnv)}
 }
 
 // stopwatch adds the time since its last lap to a stage; a nil one

@@ -2,15 +2,11 @@ package kernel
 
 import (
 	"bufio"
-	"bytes"
 	"errors"
 	"fmt"
-	"io"
 	"net"
 	"net/netip"
 	"os"
-	"strconv"
-	"strings"
 	"syscall"
 	"time"
 
@@ -41,6 +37,9 @@ type Table struct {
 	h *mobyipvs.Handle
 	// procPath is procIPVS; tests point it at a file.
 	procPath string
+	// lastListed is how many real servers the last listing held: the
+	// next one's array is sized from it.
+	lastListed int
 }
 
 var _ ipvs.Table = (*Table)(nil)
@@ -88,17 +87,15 @@ func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dump IPVS virtual servers: %w", err)
 	}
-	dests, procErr := k.readProc()
+	listing, procErr := k.readListing()
 	out := make([]ipvs.VirtualServer, 0, len(svcs))
 	for _, s := range svcs {
 		vs, ok := fromService(s)
 		if !ok {
 			continue
 		}
-		if ds, listed := dests[vs.Key]; procErr == nil && listed {
-			for _, d := range ds {
-				vs.RealServers = append(vs.RealServers, d.RealServer)
-			}
+		if rs, listed := listing.realServers(vs.Key); procErr == nil && listed {
+			vs.RealServers = rs
 		} else {
 			// Not in the listing: the kernel's /proc iterator loses whole
 			// services when other network namespaces have IPVS services
@@ -127,6 +124,22 @@ func (k *Table) readProc() (map[ipvs.Key][]ipvs.RealServerStatus, error) {
 	}
 	defer f.Close()
 	return parseProcIPVS(bufio.NewReaderSize(f, 1<<20))
+}
+
+// readListing reads the /proc listing as Services needs it, all real
+// servers in one array sized by the last listing's.
+func (k *Table) readListing() (*procListing, error) {
+	f, err := os.Open(k.procPath)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	l, err := parseProcListing(bufio.NewReaderSize(f, 1<<20), k.lastListed+k.lastListed/8)
+	if err != nil {
+		return nil, err
+	}
+	k.lastListed = len(l.rs)
+	return l, nil
 }
 
 // AllRealServers implements CounterReader with one read of the /proc listing.
@@ -304,102 +317,4 @@ func fromDestination(d *mobyipvs.Destination) ipvs.RealServerStatus {
 		ActiveConns:   d.ActiveConnections,
 		InactiveConns: d.InactiveConnections,
 	}
-}
-
-// parseProcIPVS parses the kernel's /proc/net/ip_vs listing:
-//
-//	TCP  0A60000A:0050 rr
-//	  -> 0AF40105:1F90      Masq    1      0          0
-//	UDP  [fd00:0000:...:000a]:0035 rr persistent 10800 FFFFFFFF
-//	  -> [fd00:...:0005]:0035      Masq    1      0          0
-//
-// Firewall-mark services (FWM) and their real servers are skipped.
-func parseProcIPVS(r io.Reader) (map[ipvs.Key][]ipvs.RealServerStatus, error) {
-	out := make(map[ipvs.Key][]ipvs.RealServerStatus)
-	sc := bufio.NewScanner(r)
-	sc.Buffer(make([]byte, 64*1024), 64*1024)
-	var cur *ipvs.Key
-	for sc.Scan() {
-		line := sc.Bytes()
-		if bytes.HasPrefix(line, []byte("  -> ")) {
-			if cur == nil {
-				continue
-			}
-			f := strings.Fields(string(line[5:]))
-			if len(f) < 5 || f[0] == "RemoteAddress:Port" {
-				continue
-			}
-			ap, err := parseProcAddrPort(f[0])
-			if err != nil {
-				return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
-			}
-			w, err1 := strconv.Atoi(f[2])
-			act, err2 := strconv.Atoi(f[3])
-			inact, err3 := strconv.Atoi(f[4])
-			if err := errors.Join(err1, err2, err3); err != nil {
-				return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
-			}
-			out[*cur] = append(out[*cur], ipvs.RealServerStatus{
-				RealServer:    ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w},
-				ActiveConns:   act,
-				InactiveConns: inact,
-			})
-			continue
-		}
-		cur = nil
-		f := strings.Fields(string(line))
-		if len(f) < 2 {
-			continue
-		}
-		var proto model.Protocol
-		switch f[0] {
-		case "TCP":
-			proto = model.TCP
-		case "UDP":
-			proto = model.UDP
-		case "SCTP":
-			proto = model.SCTP
-		default:
-			continue // header lines, FWM and protocols the proxy never uses
-		}
-		ap, err := parseProcAddrPort(f[1])
-		if err != nil {
-			return nil, fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
-		}
-		k := ipvs.Key{Protocol: proto, Address: ap.Addr(), Port: ap.Port()}
-		cur = &k
-		out[k] = nil // a record listed twice (a resumed read) counts once
-	}
-	if err := sc.Err(); err != nil {
-		return nil, fmt.Errorf("read %s: %w", procIPVS, err)
-	}
-	return out, nil
-}
-
-// parseProcAddrPort parses "0A60000A:0050" (IPv4 as big-endian hex) or
-// "[fd00:0000:0000:0000:0000:0000:0000:000a]:0035"; the port is hex.
-func parseProcAddrPort(s string) (netip.AddrPort, error) {
-	i := strings.LastIndexByte(s, ':')
-	if i < 0 {
-		return netip.AddrPort{}, fmt.Errorf("no port in %q", s)
-	}
-	port, err := strconv.ParseUint(s[i+1:], 16, 16)
-	if err != nil {
-		return netip.AddrPort{}, fmt.Errorf("port in %q: %w", s, err)
-	}
-	host := s[:i]
-	var addr netip.Addr
-	if strings.HasPrefix(host, "[") && strings.HasSuffix(host, "]") {
-		addr, err = netip.ParseAddr(host[1 : len(host)-1])
-		if err != nil {
-			return netip.AddrPort{}, err
-		}
-	} else {
-		v, err := strconv.ParseUint(host, 16, 32)
-		if err != nil || len(host) != 8 {
-			return netip.AddrPort{}, fmt.Errorf("IPv4 address in %q", s)
-		}
-		addr = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
-	}
-	return netip.AddrPortFrom(addr, uint16(port)), nil
 }

@@ -21,7 +21,7 @@ func TestReadBreakdown(t *testing.T) {
 		`{"level":"info","msg":"first full sync applied"}`,
 		`{"level":"debug","msg":"sync applied","mode":"partial","ipvsTook":0.002}`,
 		`{"level":"debug","msg":"sync done","mode":"partial","took":0.01,"deliveredIn":0.05}`,
-		`{"level":"debug","msg":"sync applied","mode":"full","ipvsTook":1.5,"rulesTook":0.5,"readbackTook":4}`,
+		`{"level":"debug","msg":"sync applied","mode":"full","ipvsTook":1.5,"rulesTook":0.5,"readbackTook":4,"readIPVSTook":3}`,
 		`{"level":"debug","msg":"sync done","mode":"full","took":2.5,"planTook":0.002}`,
 		// A partial sync of no triggered change (a kick) is not counted.
 		`{"level":"debug","msg":"sync applied","mode":"partial","ipvsTook":0.001}`,
@@ -51,7 +51,10 @@ func TestReadBreakdown(t *testing.T) {
 	if got := b.full[5]; len(got) != 1 || got[0] != 4*time.Second {
 		t.Errorf("full sync IPVS read beside the loop %v, want [4s]", got)
 	}
-	if got := b.full[6]; len(got) != 1 || got[0] != 1500*time.Millisecond {
+	if got := b.full[6]; len(got) != 1 || got[0] != 3*time.Second {
+		t.Errorf("full sync IPVS read %v, want [3s]", got)
+	}
+	if got := b.full[10]; len(got) != 1 || got[0] != 1500*time.Millisecond {
 		t.Errorf("full sync IPVS step %v, want [1.5s]", got)
 	}
 }

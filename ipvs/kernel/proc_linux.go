@@ -1,0 +1,244 @@
+package kernel
+
+import (
+	"bufio"
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// The kernel's text listing of the IPVS table, /proc/net/ip_vs:
+//
+//	TCP  0A60000A:0050 rr
+//	  -> 0AF40105:1F90      Masq    1      0          0
+//	UDP  [fd00:0000:...:000a]:0035 rr persistent 10800 FFFFFFFF
+//	  -> [fd00:...:0005]:0035      Masq    1      0          0
+//
+// At 10,000 virtual servers × 10 real servers it is 110,000 lines, read at
+// every full sync: it is scanned without a string per line or field, and
+// Services keeps its real servers in one array (procListing).
+
+// errProcLine is wrapped by every malformed line's error.
+var errProcLine = errors.New("malformed line")
+
+// scanProcIPVS reads the listing: service is called for each virtual
+// server line (TCP, UDP, SCTP), dest for each real server line under one.
+// Firewall-mark services (FWM), their real servers and header lines are
+// skipped.
+func scanProcIPVS(r io.Reader, service func(ipvs.Key), dest func(ipvs.RealServerStatus)) error {
+	sc := bufio.NewScanner(r)
+	sc.Buffer(make([]byte, 64*1024), 64*1024)
+	inService := false
+	for sc.Scan() {
+		line := sc.Bytes()
+		if rest, ok := bytes.CutPrefix(line, []byte("  -> ")); ok {
+			if !inService {
+				continue
+			}
+			var f [5][]byte
+			if fields(rest, f[:]) < 5 || string(f[0]) == "RemoteAddress:Port" {
+				continue
+			}
+			ap, err := parseProcAddrPort(f[0])
+			w, ok1 := atoi(f[2])
+			act, ok2 := atoi(f[3])
+			inact, ok3 := atoi(f[4])
+			if err != nil || !ok1 || !ok2 || !ok3 {
+				return fmt.Errorf("parse %s line %q: %w", procIPVS, line, errors.Join(errProcLine, err))
+			}
+			dest(ipvs.RealServerStatus{
+				RealServer:    ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w},
+				ActiveConns:   act,
+				InactiveConns: inact,
+			})
+			continue
+		}
+		inService = false
+		var f [2][]byte
+		if fields(line, f[:]) < 2 {
+			continue
+		}
+		var proto model.Protocol
+		switch string(f[0]) {
+		case "TCP":
+			proto = model.TCP
+		case "UDP":
+			proto = model.UDP
+		case "SCTP":
+			proto = model.SCTP
+		default:
+			continue // header lines, FWM and protocols the proxy never uses
+		}
+		ap, err := parseProcAddrPort(f[1])
+		if err != nil {
+			return fmt.Errorf("parse %s line %q: %w", procIPVS, line, err)
+		}
+		inService = true
+		service(ipvs.Key{Protocol: proto, Address: ap.Addr(), Port: ap.Port()})
+	}
+	if err := sc.Err(); err != nil {
+		return fmt.Errorf("read %s: %w", procIPVS, err)
+	}
+	return nil
+}
+
+// parseProcIPVS parses the listing with the real servers' connection
+// counters, for the graceful-termination queue (AllRealServers). A record
+// listed twice (a resumed read) counts once.
+func parseProcIPVS(r io.Reader) (map[ipvs.Key][]ipvs.RealServerStatus, error) {
+	out := make(map[ipvs.Key][]ipvs.RealServerStatus)
+	var cur ipvs.Key
+	err := scanProcIPVS(r, func(k ipvs.Key) {
+		cur = k
+		out[k] = nil
+	}, func(rs ipvs.RealServerStatus) {
+		out[cur] = append(out[cur], rs)
+	})
+	if err != nil {
+		return nil, err
+	}
+	return out, nil
+}
+
+// procListing is the listing as Services needs it: every virtual
+// server's real servers at their weights, without counters, all in one
+// array.
+type procListing struct {
+	spans map[ipvs.Key]procSpan
+	rs    []ipvs.RealServer
+}
+
+// procSpan is where one virtual server's real servers are in rs.
+type procSpan struct{ start, end int32 }
+
+// parseProcListing parses the listing into a procListing whose array has
+// room for sizeHint real servers before it grows. A record listed twice
+// (a resumed read) counts once: the last listing of it.
+func parseProcListing(r io.Reader, sizeHint int) (*procListing, error) {
+	l := &procListing{spans: make(map[ipvs.Key]procSpan), rs: make([]ipvs.RealServer, 0, sizeHint)}
+	var cur ipvs.Key
+	open := false
+	closeSpan := func() {
+		if open {
+			sp := l.spans[cur]
+			sp.end = int32(len(l.rs))
+			l.spans[cur] = sp
+		}
+	}
+	err := scanProcIPVS(r, func(k ipvs.Key) {
+		closeSpan()
+		cur, open = k, true
+		l.spans[k] = procSpan{start: int32(len(l.rs)), end: int32(len(l.rs))}
+	}, func(rs ipvs.RealServerStatus) {
+		l.rs = append(l.rs, rs.RealServer)
+	})
+	if err != nil {
+		return nil, err
+	}
+	closeSpan()
+	return l, nil
+}
+
+// realServers are the real servers listed for k (nil for none), and
+// whether k was listed at all. The slice is a window of the listing's
+// array, capped so that an append copies it.
+func (l *procListing) realServers(k ipvs.Key) ([]ipvs.RealServer, bool) {
+	if l == nil {
+		return nil, false
+	}
+	sp, ok := l.spans[k]
+	if !ok || sp.start == sp.end {
+		return nil, ok
+	}
+	return l.rs[sp.start:sp.end:sp.end], true
+}
+
+// fields splits b at runs of spaces into out, as many as fit, and returns
+// how many it found.
+func fields(b []byte, out [][]byte) int {
+	n := 0
+	for n < len(out) {
+		b = bytes.TrimLeft(b, " \t")
+		if len(b) == 0 {
+			break
+		}
+		end := bytes.IndexAny(b, " \t")
+		if end < 0 {
+			end = len(b)
+		}
+		out[n], b = b[:end], b[end:]
+		n++
+	}
+	return n
+}
+
+// atoi parses a non-negative decimal number.
+func atoi(b []byte) (int, bool) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// hex parses a hexadecimal number of at most bits bits.
+func hex(b []byte, bits int) (uint64, bool) {
+	if len(b) == 0 || len(b)*4 > bits {
+		return 0, false
+	}
+	var n uint64
+	for _, c := range b {
+		var d byte
+		switch {
+		case c >= '0' && c <= '9':
+			d = c - '0'
+		case c >= 'a' && c <= 'f':
+			d = c - 'a' + 10
+		case c >= 'A' && c <= 'F':
+			d = c - 'A' + 10
+		default:
+			return 0, false
+		}
+		n = n<<4 | uint64(d)
+	}
+	return n, true
+}
+
+// parseProcAddrPort parses "0A60000A:0050" (IPv4 as big-endian hex) or
+// "[fd00:0000:0000:0000:0000:0000:0000:000a]:0035"; the port is hex.
+func parseProcAddrPort(s []byte) (netip.AddrPort, error) {
+	i := bytes.LastIndexByte(s, ':')
+	if i < 0 {
+		return netip.AddrPort{}, fmt.Errorf("%w: no port in %q", errProcLine, s)
+	}
+	port, ok := hex(s[i+1:], 16)
+	if !ok {
+		return netip.AddrPort{}, fmt.Errorf("%w: port in %q", errProcLine, s)
+	}
+	host := s[:i]
+	var addr netip.Addr
+	if len(host) > 2 && host[0] == '[' && host[len(host)-1] == ']' {
+		var err error
+		if addr, err = netip.ParseAddr(string(host[1 : len(host)-1])); err != nil {
+			return netip.AddrPort{}, fmt.Errorf("%w: %w", errProcLine, err)
+		}
+	} else {
+		v, ok := hex(host, 32)
+		if !ok || len(host) != 8 {
+			return netip.AddrPort{}, fmt.Errorf("%w: IPv4 address in %q", errProcLine, s)
+		}
+		addr = netip.AddrFrom4([4]byte{byte(v >> 24), byte(v >> 16), byte(v >> 8), byte(v)})
+	}
+	return netip.AddrPortFrom(addr, uint16(port)), nil
+}

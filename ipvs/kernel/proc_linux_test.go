@@ -1,0 +1,147 @@
+package kernel
+
+import (
+	"errors"
+	"fmt"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+func TestParseProcIPVS(t *testing.T) {
+	var (
+		vip    = netip.MustParseAddr("10.96.0.10")
+		vip6   = netip.MustParseAddr("fd00::a")
+		nodeIP = netip.MustParseAddr("192.168.1.10")
+		ep1    = netip.MustParseAddr("10.244.1.5")
+	)
+	in := `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
+TCP  0A60000A:0050 rr 
+  -> 0AF40105:1F90      Masq    1      2          3         
+  -> 0AF40206:1F90      Masq    0      0          1         
+UDP  [fd00:0000:0000:0000:0000:0000:0000:000a]:0035 rr persistent 10800 FFFFFFFF
+  -> [fd00:0244:0000:0000:0000:0000:0000:0005]:0035      Masq    1      0          0         
+FWM  00000001 rr 
+  -> 0AF40105:1F90      Masq    1      0          0         
+TCP  C0A8010A:7530 rr 
+`
+	got, err := parseProcIPVS(strings.NewReader(in))
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ipvs.Key{Protocol: model.TCP, Address: vip, Port: 80}
+	if rs := got[k]; len(rs) != 2 || rs[0].Address != ep1 || rs[0].Port != 8080 || rs[0].Weight != 1 || rs[0].ActiveConns != 2 || rs[0].InactiveConns != 3 || rs[1].Weight != 0 {
+		t.Errorf("tcp: %+v", rs)
+	}
+	k6 := ipvs.Key{Protocol: model.UDP, Address: vip6, Port: 53}
+	if rs := got[k6]; len(rs) != 1 || rs[0].Address != netip.MustParseAddr("fd00:244::5") || rs[0].Port != 53 {
+		t.Errorf("udp6: %+v", rs)
+	}
+	if rs, ok := got[ipvs.Key{Protocol: model.TCP, Address: nodeIP, Port: 30000}]; !ok || len(rs) != 0 {
+		t.Errorf("empty service: %v %v", rs, ok)
+	}
+	if len(got) != 3 {
+		t.Errorf("got %d services, want 3 (FWM skipped)", len(got))
+	}
+	if _, err := parseProcIPVS(strings.NewReader("TCP  zz:0050 rr\n")); err == nil {
+		t.Error("bad address accepted")
+	}
+}
+
+// The listing Services reads: the same real servers at their weights,
+// without counters, each virtual server's a window of one array that an
+// append does not write through; a record listed twice counts once.
+func TestParseProcListing(t *testing.T) {
+	in := `IP Virtual Server version 1.2.1 (size=4096)
+Prot LocalAddress:Port Scheduler Flags
+  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
+TCP  0A60000A:0050 rr 
+  -> 0AF40105:1F90      Masq    1      2          3         
+  -> 0AF40206:1F90      Masq    0      0          1         
+FWM  00000001 rr 
+  -> 0AF40107:1F90      Masq    1      0          0         
+TCP  C0A8010A:7530 rr 
+UDP  [fd00:0000:0000:0000:0000:0000:0000:000a]:0035 rr persistent 10800 FFFFFFFF
+  -> [fd00:0244:0000:0000:0000:0000:0000:0005]:0035      Masq    1      0          0         
+TCP  0A60000A:0050 rr 
+  -> 0AF40105:1F90      Masq    1      2          3         
+  -> 0AF40206:1F90      Masq    0      0          1         
+`
+	l, err := parseProcListing(strings.NewReader(in), 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	k := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	rs, ok := l.realServers(k)
+	want := []ipvs.RealServer{{Address: netip.MustParseAddr("10.244.1.5"), Port: 8080, Weight: 1}, {Address: netip.MustParseAddr("10.244.2.6"), Port: 8080, Weight: 0}}
+	if !ok || !slices.Equal(rs, want) {
+		t.Errorf("tcp: %v %+v, want %+v", ok, rs, want)
+	}
+	if rs, ok := l.realServers(ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("192.168.1.10"), Port: 30000}); !ok || rs != nil {
+		t.Errorf("empty service: %v %v", rs, ok)
+	}
+	k6 := ipvs.Key{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53}
+	if rs, ok := l.realServers(k6); !ok || len(rs) != 1 || rs[0].Address != netip.MustParseAddr("fd00:244::5") || rs[0].Port != 53 {
+		t.Errorf("udp6: %v %+v", ok, rs)
+	}
+	if _, ok := l.realServers(ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.99"), Port: 80}); ok {
+		t.Error("an unlisted service is listed")
+	}
+	if len(l.spans) != 3 {
+		t.Errorf("%d services, want 3 (FWM skipped, the repeated one once)", len(l.spans))
+	}
+	rs, _ = l.realServers(k6)
+	rs = append(rs, ipvs.RealServer{Weight: 9})
+	if after, _ := l.realServers(k); !slices.Equal(after, want) {
+		t.Errorf("an append to one window wrote into the next: %+v", after)
+	}
+	for _, bad := range []string{"TCP  zz:0050 rr\n", "TCP  0A60000A:0050 rr\n  -> 0AF40105:1F90 Masq x 0 0\n", "TCP  0A60000A:00500 rr\n"} {
+		if _, err := parseProcListing(strings.NewReader(bad), 0); !errors.Is(err, errProcLine) {
+			t.Errorf("%q: %v, want a malformed line", bad, err)
+		}
+	}
+}
+
+// procText is the listing of n virtual servers of m real servers each.
+func procText(n, m int) string {
+	var b strings.Builder
+	b.WriteString("IP Virtual Server version 1.2.1 (size=4096)\nProt LocalAddress:Port Scheduler Flags\n  -> RemoteAddress:Port Forward Weight ActiveConn InActConn\n")
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&b, "TCP  0A60%04X:0050 rr \n", i)
+		for j := 0; j < m; j++ {
+			fmt.Fprintf(&b, "  -> 0AF4%02X%02X:1F90      Masq    1      0          0         \n", j, i%256)
+		}
+	}
+	return b.String()
+}
+
+// BenchmarkParseProc: the listing of 10,000 virtual servers × 10 real
+// servers as a full sync reads it (listing) and as the graceful
+// termination queue does (counters).
+//
+//	go test -run '^$' -bench ParseProc -benchmem ./ipvs/kernel/
+func BenchmarkParseProc(b *testing.B) {
+	text := procText(10000, 10)
+	b.Run("listing", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parseProcListing(strings.NewReader(text), 100000+100000/8); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("counters", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := parseProcIPVS(strings.NewReader(text)); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+}
