@@ -132,3 +132,34 @@ func BenchmarkFullSyncScale(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkReadbackFullSyncScale is BenchmarkFullSyncScale's periodic full
+// sync as run does it: the kernel and the node read beside the loop
+// (Readbacker), untimed, then the full sync from what they read, timed:
+// what a change arriving meanwhile waits for.
+//
+//	go test -run '^$' -bench BenchmarkReadbackFullSyncScale -benchtime 5x -count 3 -benchmem ./internal/daemon/
+func BenchmarkReadbackFullSyncScale(b *testing.B) {
+	for _, n := range []int{1000, 10000, 20000} {
+		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
+			l, _, _, last := newScaleLoop(b, n)
+			l.needFull = true
+			l.syncOnce()
+			rba := l.Applier.(Readbacker)
+			b.ReportAllocs()
+			for i := 0; b.Loop(); i++ {
+				b.StopTimer()
+				rb, err := rba.BeginFull()()
+				if err != nil {
+					b.Fatal(err)
+				}
+				l.read, l.needFull = &readResult{rb: rb}, true
+				b.StartTimer()
+				l.syncOnce()
+				if last.Err != nil || !last.Full || l.read != nil {
+					b.Fatalf("full sync %d from the read: %+v", i, *last)
+				}
+			}
+		})
+	}
+}
