@@ -158,6 +158,12 @@ func getOK(node *ktest.Node, addr, path string) (string, error) {
 	return body, err
 }
 
+// profResult is a profile the harness read from the proxy.
+type profResult struct {
+	prof string
+	err  error
+}
+
 // rssWatcher samples a process's VmRSS every 100 ms and keeps the largest
 // with the phase of the test it was seen in.
 type rssWatcher struct {
@@ -359,6 +365,21 @@ func TestDaemonBenchGuest(t *testing.T) {
 	cachesRec, _ := p.waitRecord(t, "the informer caches", 30*time.Minute, 200*time.Millisecond, func(r map[string]any) bool {
 		return strings.HasPrefix(str(r, "msg"), "informer caches synced")
 	})
+	// Where asked for, the proxy's CPU profile of its first full sync
+	// (DAEMONBENCH_FIRSTCPU_PROFILE): from the caches synced, for
+	// DAEMONBENCH_FIRSTCPU_SECONDS (default 150).
+	var firstProf chan profResult
+	if os.Getenv("DAEMONBENCH_FIRSTCPU_PROFILE") != "" {
+		firstProf = make(chan profResult, 1)
+		secs := envInt(t, "DAEMONBENCH_FIRSTCPU_SECONDS", 150)
+		go func() {
+			code, body, err := node.HTTPGet(metricsAddr, fmt.Sprintf("/debug/pprof/profile?seconds=%d", secs), time.Duration(secs+60)*time.Second)
+			if err == nil && code != http.StatusOK {
+				err = fmt.Errorf("CPU profile of the first full sync: status %d", code)
+			}
+			firstProf <- profResult{body, err}
+		}()
+	}
 	// The proxy logs, so `ip netns exec` has exec'd it: the PID is its own.
 	if comm, _ := os.ReadFile(fmt.Sprintf("/proc/%d/comm", pid)); !strings.HasPrefix(string(comm), "ipvs-proxy") {
 		t.Fatalf("PID %d is %q, not the proxy", pid, comm)
@@ -412,13 +433,17 @@ func TestDaemonBenchGuest(t *testing.T) {
 			nVS, services, nRS, services*endpoints, nAddr)
 	}
 
+	if firstProf != nil {
+		if r := <-firstProf; r.err != nil {
+			t.Errorf("CPU profile of the first full sync: %v", r.err)
+		} else {
+			printProfile("firstcpu", r.prof)
+		}
+	}
+
 	// (3) Network programming latency, one EndpointSlice change at a time.
 	rssWatch.phase("the 100 changes")
 	// Where asked for, the proxy's CPU profile of the first 20 s of it.
-	type profResult struct {
-		prof string
-		err  error
-	}
 	var cpuProf chan profResult
 	if os.Getenv("DAEMONBENCH_CPU_PROFILE") != "" {
 		cpuProf = make(chan profResult, 1)

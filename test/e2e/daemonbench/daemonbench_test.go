@@ -161,7 +161,9 @@ func TestDaemonBench(t *testing.T) {
 			"DAEMONBENCH_PROXY_BIN=" + proxyBin,
 			"DAEMONBENCH_SERVICES=" + strconv.Itoa(services), "DAEMONBENCH_ENDPOINTS=" + strconv.Itoa(endpoints),
 			"DAEMONBENCH_CHANGES=" + strconv.Itoa(changes), "DAEMONBENCH_HEAP_PROFILE=" + os.Getenv("DAEMONBENCH_HEAP_PROFILE"),
-			"DAEMONBENCH_CPU_PROFILE=" + os.Getenv("DAEMONBENCH_CPU_PROFILE")},
+			"DAEMONBENCH_CPU_PROFILE=" + os.Getenv("DAEMONBENCH_CPU_PROFILE"),
+			"DAEMONBENCH_FIRSTCPU_PROFILE=" + os.Getenv("DAEMONBENCH_FIRSTCPU_PROFILE"),
+			"DAEMONBENCH_FIRSTCPU_SECONDS=" + os.Getenv("DAEMONBENCH_FIRSTCPU_SECONDS")},
 		ForwardPort: srv.Port,
 		MemoryMiB:   memMiB,
 		Timeout:     guestTimeout + 5*time.Minute,
@@ -171,7 +173,7 @@ func TestDaemonBench(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Logf("VM boot %v, total %v", res.Boot, res.Total)
-	for _, kind := range []string{"heap", "cpu"} {
+	for _, kind := range []string{"heap", "cpu", "firstcpu"} {
 		path := os.Getenv("DAEMONBENCH_" + strings.ToUpper(kind) + "_PROFILE")
 		if path == "" {
 			continue
