@@ -231,6 +231,11 @@ func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen ui
 			}
 		}
 	}
+	// A dump that found the view as it was leaves what was decided of
+	// it standing (every desired address bound, every bound one checked
+	// against the guard), so that a periodic full sync of an unchanged
+	// device does not check 10,000 addresses again.
+	unchanged := m.dumped && m.drift == 0
 	m.mu.Lock()
 	m.cur, m.dumped = next, true
 	// What the watch saw while the dump ran may be newer than the dump:
@@ -239,7 +244,9 @@ func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen ui
 		m.stale = false
 	}
 	m.mu.Unlock()
-	m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
+	if !unchanged {
+		m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
+	}
 	return m.Current()
 }
 
