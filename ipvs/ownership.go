@@ -143,31 +143,34 @@ func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []
 // changed.
 func (r *Reconciler) Settle(after Coverage) error {
 	r.loadJournal()
-	candidates := r.touched
+	next := make(map[Key]bool, len(r.journal.keys))
+	keep := func(k Key) {
+		if r.mirror[k] != nil && !r.covers(after, k) {
+			next[k] = true
+		}
+	}
 	switch {
 	case r.settleAll:
-		candidates = make(map[Key]bool, len(r.mirror))
 		for k := range r.mirror {
-			candidates[k] = true
+			keep(k)
 		}
-	case len(r.journal.addrs) > 0:
-		// An address entry is pruned: the virtual servers on it that
-		// stay uncovered are kept as keys.
-		for k := range r.mirror {
-			if r.journal.addrs[k.Address] {
-				candidates[k] = true
+	default:
+		for k := range r.touched {
+			keep(k)
+		}
+		if len(r.journal.addrs) > 0 {
+			// An address entry is pruned: the virtual servers on it
+			// that stay uncovered are kept as keys.
+			for k := range r.mirror {
+				if r.journal.addrs[k.Address] {
+					keep(k)
+				}
 			}
 		}
 	}
 	r.touched, r.settleAll = make(map[Key]bool), false
 	for k := range r.journal.keys {
-		candidates[k] = true
-	}
-	next := make(map[Key]bool, len(r.journal.keys))
-	for k := range candidates {
-		if r.mirror[k] != nil && !r.covers(after, k) {
-			next[k] = true
-		}
+		keep(k)
 	}
 	if r.journalSaved && len(r.journal.addrs) == 0 && maps.Equal(next, r.journal.keys) {
 		return nil
