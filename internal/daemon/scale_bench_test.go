@@ -54,7 +54,10 @@ func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
 	}
-	rules := iptables.NewSyncer(iptables.NewFakeSets(), func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	sets := iptables.NewFakeSets()
+	rules := iptables.NewSyncer(sets, func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	// The ipsets read beside the loop, as run reads them (a second socket).
+	rules.Reader = sets
 	app := applier.New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, rules, nil)
 	l = &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
 	l.defaults()
