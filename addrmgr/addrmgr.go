@@ -205,6 +205,17 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 // written while the dump ran, so the view is newer). It returns the view,
 // sorted.
 func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen uint64) []netip.Prefix {
+	if m.dumped && m.holds(ps, since) {
+		// The device as the view has it (a periodic full sync's, almost
+		// always): nothing to replace or count.
+		m.drift = 0
+		m.mu.Lock()
+		if m.gen == gen {
+			m.stale = false
+		}
+		m.mu.Unlock()
+		return m.Current()
+	}
 	next := make(map[netip.Prefix]bool, len(ps))
 	for _, p := range ps {
 		next[p] = true
@@ -248,6 +259,28 @@ func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen ui
 		m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
 	}
 	return m.Current()
+}
+
+// holds reports whether the view holds exactly ps, but for the prefixes
+// in since, whose state is the view's anyway.
+func (m *Manager) holds(ps []netip.Prefix, since map[netip.Prefix]bool) bool {
+	n := 0
+	for _, p := range ps {
+		if since[p] {
+			continue
+		}
+		if !m.cur[p] {
+			return false
+		}
+		n++
+	}
+	for p := range since {
+		if m.cur[p] {
+			n++
+		}
+	}
+	// A prefix listed twice makes n too large: compared the long way.
+	return n == len(m.cur)
 }
 
 // Refresh makes the manager's view current for a sync and reports whether

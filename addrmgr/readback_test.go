@@ -94,3 +94,28 @@ func TestDumpFromWithoutBeginDump(t *testing.T) {
 		t.Fatalf("DumpFrom: %v, want ErrNoRead", err)
 	}
 }
+
+// A read that finds the device as the view has it, but for an address
+// bound and one unbound during the read, leaves the view as it is: no
+// drift, the binds made meanwhile kept.
+func TestDumpFromUnchangedDevice(t *testing.T) {
+	link := NewFakeLink(pfx("10.96.0.1/32", "10.96.0.2/32")...)
+	m := NewManager(link, setGuard{}, nil)
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	read := m.BeginDump()
+	got, err := read()
+	if err != nil {
+		t.Fatal(err)
+	}
+	m.Bind(pfx("10.96.0.1/32", "10.96.0.3/32"), nil)
+	m.Unbind(pfx("10.96.0.1/32", "10.96.0.3/32"))
+	view, err := m.DumpFrom(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if want := pfx("10.96.0.1/32", "10.96.0.3/32"); !slices.Equal(view, want) || m.Drift() != 0 {
+		t.Fatalf("view %v, drift %d; want %v and none", view, m.Drift(), want)
+	}
+}
