@@ -53,6 +53,10 @@ type process interface {
 	Stop(timeout time.Duration) (time.Duration, error)
 }
 
+// progressEvery is how often the harness shows ipvs-proxy's last log
+// lines while its first sync is not complete.
+const progressEvery = 5 * time.Minute
+
 // ipvsProxy is `ipvs-proxy run` started with its defaults but for the
 // node's identity and the addresses kube-proxy uses too.
 type ipvsProxy struct{ *ktest.Process }
@@ -270,9 +274,17 @@ func (b *vsBench) measure(c contender) vsResult {
 	p := c.start(t, node)
 	pid := p.Pid()
 	deadline := start.Add(b.budget)
+	nextTail := start.Add(progressEvery)
 	for {
 		if !p.Alive() {
 			t.Fatalf("%s exited during its first sync", c.name)
+		}
+		if ours, ok := p.(ipvsProxy); ok && time.Now().After(nextTail) {
+			// A first sync this long is worth seeing from the outside:
+			// the log stays in the VM.
+			nextTail = nextTail.Add(progressEvery)
+			t.Logf("ipvs-proxy: no complete first sync %v after start; its log's last lines:\n%s",
+				time.Since(start).Round(time.Second), ours.Tail(15))
 		}
 		if time.Now().After(deadline) {
 			r.fullSync, r.overBudget = b.budget, true
