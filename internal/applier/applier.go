@@ -1,6 +1,7 @@
 // Package applier makes the kernel hold a planner.State, in a safe order:
 //
-//  1. dump kube-ipvs0's addresses (one dump; a partial sync only when the
+//  1. dump kube-ipvs0's addresses (one dump, read beside the sync loop in a
+//     periodic full sync: FullFrom; a partial sync only when the
 //     address manager's watch saw a change by others or lost events, see
 //     addrmgr.Manager.Refresh): what is bound now decides,
 //     with the node addresses, which virtual servers are ours; what that
