@@ -658,19 +658,38 @@ func TestKickSyncsWithoutChanges(t *testing.T) {
 	h.wantKernel()
 }
 
+// fakeNode is a Loop.Env: a node with the addresses local, counting the
+// full reads (a full sync's, or the read beside the loop).
+type fakeNode struct {
+	mu        sync.Mutex
+	local     []netip.Addr
+	fullReads atomic.Int32
+}
+
+func (n *fakeNode) env(full bool) (nodeenv.Env, error) {
+	if full {
+		n.fullReads.Add(1)
+	}
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return nodeenv.Env{LocalAddrs: slices.Clone(n.local)}, nil
+}
+
+// add gives the node another address.
+func (n *fakeNode) add(a netip.Addr) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.local = append(n.local, a)
+}
+
 // What a sync repaired behind the proxy's back is counted by kind.
 // TestNodeAddressChangeIsFullSync: a partial sync that finds the node's
 // own addresses changed plans and applies everything (NodePorts follow the
 // addresses), and the partial syncs after it plan only what changed.
 func TestNodeAddressChangeIsFullSync(t *testing.T) {
 	h := newHarness(t, 0)
-	var mu sync.Mutex
-	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
-	h.loop.Env = func(bool) (nodeenv.Env, error) {
-		mu.Lock()
-		defer mu.Unlock()
-		return nodeenv.Env{LocalAddrs: slices.Clone(local)}, nil
-	}
+	node := &fakeNode{local: []netip.Addr{netip.MustParseAddr("192.168.0.1")}}
+	h.loop.Env = node.env
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	close(h.src.synced)
 	h.waitCalls(1)
@@ -678,9 +697,7 @@ func TestNodeAddressChangeIsFullSync(t *testing.T) {
 	if calls := h.waitCalls(2); calls[1] != "partial ns/a" {
 		t.Fatalf("calls %v", calls)
 	}
-	mu.Lock()
-	local = append(local, netip.MustParseAddr("192.168.0.2"))
-	mu.Unlock()
+	node.add(netip.MustParseAddr("192.168.0.2"))
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.3")
 	if calls := h.waitCalls(3); calls[2] != "full" {
 		t.Fatalf("a sync after the node's addresses changed: calls %v, want full", calls)

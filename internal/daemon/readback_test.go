@@ -4,14 +4,12 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -155,35 +153,24 @@ func TestReadbackDroppedByAnEarlierFullSync(t *testing.T) {
 // read (the first) reads the node itself.
 func TestPeriodicFullSyncReadsTheNodeBeside(t *testing.T) {
 	h, rba := newReadbackHarness(t)
-	var mu sync.Mutex
-	local := []netip.Addr{netip.MustParseAddr("192.168.0.1")}
-	var fullReads atomic.Int32
-	h.loop.Env = func(full bool) (nodeenv.Env, error) {
-		if full {
-			fullReads.Add(1)
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		return nodeenv.Env{LocalAddrs: slices.Clone(local)}, nil
-	}
+	node := &fakeNode{local: []netip.Addr{netip.MustParseAddr("192.168.0.1")}}
+	h.loop.Env = node.env
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	close(h.src.synced)
 	h.waitCalls(1)
-	if n := fullReads.Load(); n != 1 {
+	if n := node.fullReads.Load(); n != 1 {
 		t.Fatalf("the first full sync read the node %d times, want 1", n)
 	}
 	h.clock.Step(30 * time.Second)
 	rba.waitBegun(t, 1)
 	// The node gains an address while the kernel is read: the read of the
 	// node after it sees it.
-	mu.Lock()
-	local = append(local, netip.MustParseAddr("192.168.0.2"))
-	mu.Unlock()
+	node.add(netip.MustParseAddr("192.168.0.2"))
 	rba.gate <- nil
 	if calls := h.waitCalls(2); calls[1] != "full from readback" {
 		t.Fatalf("calls %v", calls)
 	}
-	if n := fullReads.Load(); n != 2 {
+	if n := node.fullReads.Load(); n != 2 {
 		t.Errorf("the node read %d times in all, want 2: once by the first sync, once beside the loop (the full sync from the read reads it no more)", n)
 	}
 	rba.mu.Lock()

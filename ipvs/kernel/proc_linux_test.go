@@ -12,14 +12,9 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-func TestParseProcIPVS(t *testing.T) {
-	var (
-		vip    = netip.MustParseAddr("10.96.0.10")
-		vip6   = netip.MustParseAddr("fd00::a")
-		nodeIP = netip.MustParseAddr("192.168.1.10")
-		ep1    = netip.MustParseAddr("10.244.1.5")
-	)
-	in := `IP Virtual Server version 1.2.1 (size=4096)
+// procSample is a listing of three virtual servers and a firewall-mark
+// one, as the kernel prints it (trailing spaces and all).
+const procSample = `IP Virtual Server version 1.2.1 (size=4096)
 Prot LocalAddress:Port Scheduler Flags
   -> RemoteAddress:Port Forward Weight ActiveConn InActConn
 TCP  0A60000A:0050 rr 
@@ -31,6 +26,15 @@ FWM  00000001 rr
   -> 0AF40105:1F90      Masq    1      0          0         
 TCP  C0A8010A:7530 rr 
 `
+
+func TestParseProcIPVS(t *testing.T) {
+	var (
+		vip    = netip.MustParseAddr("10.96.0.10")
+		vip6   = netip.MustParseAddr("fd00::a")
+		nodeIP = netip.MustParseAddr("192.168.1.10")
+		ep1    = netip.MustParseAddr("10.244.1.5")
+	)
+	in := procSample
 	got, err := parseProcIPVS(strings.NewReader(in))
 	if err != nil {
 		t.Fatal(err)
@@ -58,18 +62,8 @@ TCP  C0A8010A:7530 rr
 // without counters, each virtual server's a window of one array that an
 // append does not write through; a record listed twice counts once.
 func TestParseProcListing(t *testing.T) {
-	in := `IP Virtual Server version 1.2.1 (size=4096)
-Prot LocalAddress:Port Scheduler Flags
-  -> RemoteAddress:Port Forward Weight ActiveConn InActConn
-TCP  0A60000A:0050 rr 
-  -> 0AF40105:1F90      Masq    1      2          3         
-  -> 0AF40206:1F90      Masq    0      0          1         
-FWM  00000001 rr 
-  -> 0AF40107:1F90      Masq    1      0          0         
-TCP  C0A8010A:7530 rr 
-UDP  [fd00:0000:0000:0000:0000:0000:0000:000a]:0035 rr persistent 10800 FFFFFFFF
-  -> [fd00:0244:0000:0000:0000:0000:0000:0005]:0035      Masq    1      0          0         
-TCP  0A60000A:0050 rr 
+	// The sample, then its first record listed again (a resumed read).
+	in := procSample + `TCP  0A60000A:0050 rr 
   -> 0AF40105:1F90      Masq    1      2          3         
   -> 0AF40206:1F90      Masq    0      0          1         
 `
