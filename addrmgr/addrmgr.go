@@ -205,48 +205,41 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 // written while the dump ran, so the view is newer). It returns the view,
 // sorted.
 func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen uint64) []netip.Prefix {
-	if m.dumped && m.holds(ps, since) {
-		// The device as the view has it (a periodic full sync's, almost
-		// always): nothing to replace or count.
-		m.drift = 0
-		m.mu.Lock()
-		if m.gen == gen {
-			m.stale = false
-		}
-		m.mu.Unlock()
-		return m.Current()
-	}
-	next := make(map[netip.Prefix]bool, len(ps))
-	for _, p := range ps {
-		next[p] = true
-	}
-	for p := range since {
-		if m.cur[p] {
-			next[p] = true
-		} else {
-			delete(next, p)
-		}
-	}
+	// A dump that finds the view as it was (a periodic full sync's,
+	// almost always) leaves it, and what was decided of it (every desired
+	// address bound, every bound one checked against the guard),
+	// standing: no new view, no 10,000 addresses checked again.
+	unchanged := m.dumped && m.holds(ps, since)
+	next := m.cur
 	m.drift = 0
-	if m.dumped {
-		for p := range next {
-			if !m.cur[p] {
-				m.drift++
-				m.log.Info("address added to "+Device+" outside the proxy", zap.Stringer("address", p))
+	if !unchanged {
+		next = make(map[netip.Prefix]bool, len(ps))
+		for _, p := range ps {
+			next[p] = true
+		}
+		for p := range since {
+			if m.cur[p] {
+				next[p] = true
+			} else {
+				delete(next, p)
 			}
 		}
-		for p := range m.cur {
-			if !next[p] {
-				m.drift++
-				m.log.Info("address removed from "+Device+" outside the proxy", zap.Stringer("address", p))
+		if m.dumped {
+			for p := range next {
+				if !m.cur[p] {
+					m.drift++
+					m.log.Info("address added to "+Device+" outside the proxy", zap.Stringer("address", p))
+				}
+			}
+			for p := range m.cur {
+				if !next[p] {
+					m.drift++
+					m.log.Info("address removed from "+Device+" outside the proxy", zap.Stringer("address", p))
+				}
 			}
 		}
+		unchanged = m.dumped && m.drift == 0
 	}
-	// A dump that found the view as it was leaves what was decided of
-	// it standing (every desired address bound, every bound one checked
-	// against the guard), so that a periodic full sync of an unchanged
-	// device does not check 10,000 addresses again.
-	unchanged := m.dumped && m.drift == 0
 	m.mu.Lock()
 	m.cur, m.dumped = next, true
 	// What the watch saw while the dump ran may be newer than the dump:

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"errors"
 	"fmt"
+	"io"
 	"net"
 	"net/netip"
 	"os"
@@ -115,26 +116,24 @@ func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 	return out, nil
 }
 
-// readProc reads the whole /proc listing with large reads: the kernel
-// restarts its walk of the service hash at every read(2).
-func (k *Table) readProc() (map[ipvs.Key][]ipvs.RealServerStatus, error) {
-	f, err := os.Open(k.procPath)
+// readProc parses the whole /proc listing with parse, read with large
+// reads: the kernel restarts its walk of the service hash at every read(2).
+func readProc[T any](path string, parse func(io.Reader) (T, error)) (T, error) {
+	f, err := os.Open(path)
 	if err != nil {
-		return nil, err
+		var zero T
+		return zero, err
 	}
 	defer f.Close()
-	return parseProcIPVS(bufio.NewReaderSize(f, 1<<20))
+	return parse(bufio.NewReaderSize(f, 1<<20))
 }
 
 // readListing reads the /proc listing as Services needs it, all real
 // servers in one array sized by the last listing's.
 func (k *Table) readListing() (*procListing, error) {
-	f, err := os.Open(k.procPath)
-	if err != nil {
-		return nil, err
-	}
-	defer f.Close()
-	l, err := parseProcListing(bufio.NewReaderSize(f, 1<<20), k.lastListed+k.lastListed/8)
+	l, err := readProc(k.procPath, func(r io.Reader) (*procListing, error) {
+		return parseProcListing(r, k.lastListed+k.lastListed/8)
+	})
 	if err != nil {
 		return nil, err
 	}
@@ -144,7 +143,7 @@ func (k *Table) readListing() (*procListing, error) {
 
 // AllRealServers implements CounterReader with one read of the /proc listing.
 func (k *Table) AllRealServers() (map[ipvs.Key][]ipvs.RealServerStatus, error) {
-	m, err := k.readProc()
+	m, err := readProc(k.procPath, parseProcIPVS)
 	if err != nil {
 		return nil, fmt.Errorf("ipvsadm -L -n: %w", err)
 	}
