@@ -250,6 +250,9 @@ func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen ui
 	m.mu.Unlock()
 	if !unchanged {
 		m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
+	} else if len(since) == 0 && slices.IsSortedFunc(ps, comparePrefix) {
+		// ps is the view, already sorted (beside the loop: BeginDump).
+		return ps
 	}
 	return m.Current()
 }

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
+	"slices"
 )
 
 // The full sync's dump of kube-ipvs0 beside the sync: at 10,000 service
@@ -51,6 +52,9 @@ func (m *Manager) BeginDump() func() ([]netip.Prefix, error) {
 		if err != nil {
 			return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
 		}
+		// Sorted here, off the loop: DumpFrom returns a dump that finds
+		// the view unchanged as it is, instead of sorting the view.
+		slices.SortFunc(ps, comparePrefix)
 		return ps, nil
 	}
 }

@@ -2,6 +2,7 @@ package addrmgr
 
 import (
 	"errors"
+	"net/netip"
 	"slices"
 	"testing"
 )
@@ -117,5 +118,34 @@ func TestDumpFromUnchangedDevice(t *testing.T) {
 	}
 	if want := pfx("10.96.0.1/32", "10.96.0.3/32"); !slices.Equal(view, want) || m.Drift() != 0 {
 		t.Fatalf("view %v, drift %d; want %v and none", view, m.Drift(), want)
+	}
+}
+
+// The read sorts what it found beside the loop, and DumpFrom hands a read
+// that finds the view unchanged back as the view: no sort of 10,000
+// addresses on the loop.
+func TestDumpFromUnchangedDeviceIsTheSortedRead(t *testing.T) {
+	var ps []netip.Prefix
+	for i := range 200 {
+		a := netip.AddrFrom4([4]byte{10, 96, byte(i / 100), byte(i % 100)})
+		ps = append(ps, netip.PrefixFrom(a, 32))
+	}
+	m := NewManager(NewFakeLink(ps...), setGuard{}, nil)
+	if _, err := m.Dump(); err != nil {
+		t.Fatal(err)
+	}
+	got, err := m.BeginDump()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.IsSortedFunc(got, comparePrefix) {
+		t.Fatalf("the read is not sorted: %v", got)
+	}
+	view, err := m.DumpFrom(got)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Equal(view, m.Current()) || &view[0] != &got[0] {
+		t.Fatalf("view %v: want the read itself, equal to the manager's", view)
 	}
 }

@@ -1,7 +1,9 @@
 package iptables
 
 import (
+	"cmp"
 	"fmt"
+	"hash/maphash"
 	"maps"
 	"slices"
 	"strings"
@@ -78,12 +80,21 @@ func (f *FakeSets) references(name string) int {
 	return n
 }
 
+// fakeSeed orders FakeSets' listings.
+var fakeSeed = maphash.MakeSeed()
+
+// ListAll lists each set's entries in an order of their hashes, as the
+// kernel's hash sets do: a caller that needs them sorted pays for it here
+// as it would on a node.
 func (f *FakeSets) ListAll() (map[string]*KernelSet, error) {
 	f.ops["list"]++
 	out := map[string]*KernelSet{}
 	for n, s := range f.sets {
 		c := *s
 		c.Entries = slices.Clone(s.Entries)
+		slices.SortFunc(c.Entries, func(a, b Entry) int {
+			return cmp.Compare(maphash.Comparable(fakeSeed, a), maphash.Comparable(fakeSeed, b))
+		})
 		c.References = uint32(f.references(n))
 		out[n] = &c
 	}

@@ -137,6 +137,10 @@ func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map
 		ks := have[w.Name]
 		if written := since[w.Name]; ks != nil && len(written) > 0 {
 			ks = s.asMirrored(ks, written)
+		} else if ks != nil {
+			// The dump is this sync's own: sorted once, here or beside
+			// the loop (BeginFull), for the drift count and ensure both.
+			ks.Entries = normalize(ks.Type, ks.Entries)
 		}
 		if prev := s.mirror[w.Name]; prev != nil {
 			switch {
@@ -144,7 +148,7 @@ func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map
 				s.drift.Sets++
 				s.log.Info("repairing ipset destroyed or replaced outside the proxy", zap.String("set", w.Name))
 			default:
-				missing, extra, _ := diffSet(w.Type, normalize(w.Type, ks.Entries), prev.entries)
+				missing, extra, _ := diffSet(w.Type, ks.Entries, prev.entries)
 				if n := len(missing) + len(extra); n > 0 {
 					s.drift.SetEntries += n
 					s.log.Info("repairing ipset entries changed outside the proxy", zap.String("set", w.Name),

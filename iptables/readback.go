@@ -44,6 +44,12 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 			if err != nil {
 				return nil, fmt.Errorf("ipset save: %w", err)
 			}
+			// The dump is in the kernel's hash order; sorting it here
+			// keeps the sort, the most of FullFrom's comparison at
+			// scale, off the loop (FullFrom's normalize then only checks).
+			for _, ks := range have {
+				ks.Entries = normalize(ks.Type, ks.Entries)
+			}
 			rb.sets = have
 		}
 		for fam, r := range runners {
@@ -121,18 +127,24 @@ func (s *setSyncer) wroteSet(name string) {
 }
 
 // asMirrored is ks with the entries written since the dump as the mirror
-// has them: present when the mirror holds them, absent otherwise.
+// has them: present when the mirror holds them, absent otherwise;
+// normalized.
 func (s *setSyncer) asMirrored(ks *KernelSet, written map[Entry]bool) *KernelSet {
 	m := s.mirror[ks.Name]
 	out := *ks
 	out.Entries = slices.DeleteFunc(slices.Clone(normalize(ks.Type, ks.Entries)), func(e Entry) bool { return written[e] })
+	added := false
 	for e := range written {
 		if m == nil {
 			break
 		}
 		if _, ok := slices.BinarySearchFunc(m.entries, e, CompareEntries); ok {
 			out.Entries = append(out.Entries, e)
+			added = true
 		}
+	}
+	if added {
+		out.Entries = normalize(ks.Type, out.Entries)
 	}
 	return &out
 }
