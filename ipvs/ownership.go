@@ -91,10 +91,18 @@ func (r *Reconciler) covers(c Coverage, k Key) bool {
 	return r.opts.NodePortRange.Contains(k.Port) && slices.Contains(c.NodeAddrs, k.Address)
 }
 
-// Coverage is the ownership rule's kernel-state part as a Coverage.
+// Coverage is the ownership rule's kernel-state part as a Coverage. Its
+// set of bound addresses is built at the first question: a full sync
+// that finds the kernel as its mirror has it asks none. Not safe for
+// concurrent use.
 func (o Ownership) Coverage() Coverage {
-	bound := addrSet(o.BoundAddrs)
-	return Coverage{Bound: func(a netip.Addr) bool { return bound[a] }, NodeAddrs: o.NodeAddrs}
+	var bound map[netip.Addr]bool
+	return Coverage{Bound: func(a netip.Addr) bool {
+		if bound == nil {
+			bound = addrSet(o.BoundAddrs)
+		}
+		return bound[a]
+	}, NodeAddrs: o.NodeAddrs}
 }
 
 func addrSet(addrs []netip.Addr) map[netip.Addr]bool {
