@@ -74,8 +74,11 @@ func (f *FakeTable) snapshot() []VirtualServer {
 	out := make([]VirtualServer, 0, len(f.svc))
 	for _, s := range f.svc {
 		vs := s.vs
+		// The kernel adds a real server at the head of its service's
+		// list (list_add_rcu in __ip_vs_update_dest) and lists from the
+		// head: the newest first.
 		vs.RealServers = make([]RealServer, 0, len(s.dests))
-		for _, d := range s.dests {
+		for _, d := range slices.Backward(s.dests) {
 			vs.RealServers = append(vs.RealServers, d.RealServer)
 		}
 		out = append(out, vs)

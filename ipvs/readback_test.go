@@ -121,3 +121,19 @@ func TestSameRealServers(t *testing.T) {
 		}
 	}
 }
+
+// TestFullSharesThePlansListAfterAdoption: a restarted proxy adopts each
+// virtual server from the dump, whose real servers the kernel lists newest
+// first. The full sync still finds it as planned and keeps the plan's list
+// as the mirror's, so the next full sync skips it (programmed) instead of
+// walking its real servers again.
+func TestFullSharesThePlansListAfterAdoption(t *testing.T) {
+	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
+	r := NewReconciler(NewFakeTable(web), Options{})
+	if res := mustFull(t, r, []VirtualServer{web}, own(vip)); res.Changes() != 0 {
+		t.Fatalf("adoption changed the kernel: %+v", res)
+	}
+	if m := r.mirror[web.Key]; !m.programmed(&web) {
+		t.Errorf("the adopted entry (%v) does not share the plan's list (%v)", m.vs.RealServers, web.RealServers)
+	}
+}

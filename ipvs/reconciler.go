@@ -83,9 +83,11 @@ func (m *mirrorVS) ownRS() {
 }
 
 // shareRS keeps want (a desired virtual server's real servers) as m's list
-// when m's own list is equal to it, element by element, in order.
+// when m's own list holds the same real servers and weights, in any order:
+// a list adopted from a dump is in the kernel's order (the newest first),
+// which says nothing the mirror needs.
 func (m *mirrorVS) shareRS(want []RealServer) {
-	if !m.shared && len(want) > 0 && slices.Equal(m.vs.RealServers, want) {
+	if !m.shared && len(want) > 0 && sameRealServers(m.vs.RealServers, want) {
 		m.vs.RealServers = slices.Clip(want)
 		m.shared = true
 	}
@@ -201,9 +203,16 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed Changed) (*Result,
 	return res, nil
 }
 
+// sameRealServers reports whether a and b hold the same real servers with
+// the same weights, in any order. The orders a full sync meets most, the
+// same (a list the mirror adopted from a dump) and the reverse (a list it
+// programmed, which the kernel lists newest first), cost one pass.
 func sameRealServers(a, b []RealServer) bool {
 	if len(a) != len(b) {
 		return false
+	}
+	if slices.Equal(a, b) || reversed(a, b) {
+		return true
 	}
 	if len(a) <= smallRealServers {
 		// A few real servers: compare in place, no map.
@@ -220,6 +229,16 @@ func sameRealServers(a, b []RealServer) bool {
 	}
 	for _, rs := range b {
 		if x, ok := w[netip.AddrPortFrom(rs.Address, rs.Port)]; !ok || x != rs.Weight {
+			return false
+		}
+	}
+	return true
+}
+
+// reversed reports whether b is a backwards, element by element.
+func reversed(a, b []RealServer) bool {
+	for i := range a {
+		if a[i] != b[len(b)-1-i] {
 			return false
 		}
 	}

@@ -47,23 +47,35 @@ func fillScale(src *fakeSource, n, m int) {
 // services × 10 endpoints (fillScale), with the last sync's report at
 // *last.
 func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.FakeLink, last *SyncReport) {
+	link = addrmgr.NewFakeLink()
+	l, src, last = newScaleLoopOn(b, n, scaleNode{ipvs.NewFakeTable(), link, iptables.NewFakeSets()})
+	return l, src, link, last
+}
+
+// scaleNode is the fake kernel of a scale benchmark's node, which a second
+// loop can find as the first left it (a restart).
+type scaleNode struct {
+	table *ipvs.FakeTable
+	link  *addrmgr.FakeLink
+	sets  *iptables.FakeSets
+}
+
+func newScaleLoopOn(b *testing.B, n int, node scaleNode) (l *Loop, src *fakeSource, last *SyncReport) {
 	src = newFakeSource()
 	fillScale(src, n, 10)
-	link = addrmgr.NewFakeLink()
-	mgr := addrmgr.NewManager(link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
+	mgr := addrmgr.NewManager(node.link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
 	}
-	sets := iptables.NewFakeSets()
-	rules := iptables.NewSyncer(sets, func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	rules := iptables.NewSyncer(node.sets, func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
 	// The ipsets read beside the loop, as run reads them (a second socket).
-	rules.Reader = sets
-	app := applier.New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, rules, nil)
+	rules.Reader = node.sets
+	app := applier.New(ipvs.NewReconciler(node.table, ipvs.Options{}), mgr, rules, nil)
 	l = &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
 	l.defaults()
 	last = new(SyncReport)
 	l.Observe = func(rep SyncReport, _ Stats) { *last = rep }
-	return l, src, link, last
+	return l, src, last
 }
 
 // BenchmarkPartialSyncScale is one partial sync of the whole loop — the
@@ -142,27 +154,47 @@ func BenchmarkFullSyncScale(b *testing.B) {
 // what a change arriving meanwhile waits for.
 //
 //	go test -run '^$' -bench BenchmarkReadbackFullSyncScale -benchtime 5x -count 3 -benchmem ./internal/daemon/
+//
+// adopted=true is the same after a restart: a second loop's first full
+// sync adopted what the first one programmed, from a dump that lists each
+// virtual server's real servers newest first, as the kernel does.
 func BenchmarkReadbackFullSyncScale(b *testing.B) {
 	for _, n := range []int{1000, 10000, 20000} {
-		b.Run(fmt.Sprintf("services=%d", n), func(b *testing.B) {
-			l, _, _, last := newScaleLoop(b, n)
-			l.needFull = true
-			l.syncOnce()
-			rba := l.Applier.(Readbacker)
-			b.ReportAllocs()
-			for i := 0; b.Loop(); i++ {
-				b.StopTimer()
-				rb, err := rba.BeginFull()()
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.read, l.needFull = &readResult{rb: rb}, true
-				b.StartTimer()
-				l.syncOnce()
-				if last.Err != nil || !last.Full || l.read != nil {
-					b.Fatalf("full sync %d from the read: %+v", i, *last)
-				}
-			}
-		})
+		for _, adopted := range []bool{false, true} {
+			b.Run(fmt.Sprintf("services=%d/adopted=%t", n, adopted), func(b *testing.B) {
+				benchReadbackFullSync(b, n, adopted)
+			})
+		}
+	}
+}
+
+func benchReadbackFullSync(b *testing.B, n int, adopted bool) {
+	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	l, _, last := newScaleLoopOn(b, n, node)
+	l.needFull = true
+	l.syncOnce()
+	if adopted {
+		// The restart: a new loop over the node the first one programmed.
+		before := node.table.String()
+		l, _, last = newScaleLoopOn(b, n, node)
+		l.needFull = true
+		if l.syncOnce(); last.Err != nil || node.table.String() != before {
+			b.Fatalf("the adopting full sync failed or changed the table: %v", last.Err)
+		}
+	}
+	rba := l.Applier.(Readbacker)
+	b.ReportAllocs()
+	for i := 0; b.Loop(); i++ {
+		b.StopTimer()
+		rb, err := rba.BeginFull()()
+		if err != nil {
+			b.Fatal(err)
+		}
+		l.read, l.needFull = &readResult{rb: rb}, true
+		b.StartTimer()
+		l.syncOnce()
+		if last.Err != nil || !last.Full || l.read != nil {
+			b.Fatalf("full sync %d from the read: %+v", i, *last)
+		}
 	}
 }
