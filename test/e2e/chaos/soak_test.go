@@ -33,12 +33,20 @@ func TestDaemonSoak(t *testing.T) {
 		proxyBin = gobuild.Proxy(t, dir)
 	}
 	// Creating the objects and the first full sync take minutes at 10,000
-	// services under TCG; each check waits for a convergence (at most 10 min).
-	timeout := 30*time.Minute + 2*duration
+	// services under TCG, and each check pauses the churn for a
+	// convergence: at most 10 min, plus the comparison under way then
+	// (reading 10,000 Services and their slices, planning them and reading
+	// the kernel take minutes there too).
+	every, err := time.ParseDuration(cmp.Or(os.Getenv("DSOAK_CHECK"), "1m"))
+	if err != nil || every <= 0 {
+		t.Fatalf("DSOAK_CHECK: %v", err)
+	}
+	checks := int(duration/every) + 2
+	timeout := 30*time.Minute + duration + time.Duration(checks)*15*time.Minute
 	ctx, cancel := context.WithTimeout(context.Background(), timeout+5*time.Minute)
 	defer cancel()
 	env := []string{"CHAOS_KUBECONFIG_GUEST=" + guestKC, "CHAOS_KUBECONFIG_PROXY=" + proxyKC, "CHAOS_PROXY_BIN=" + proxyBin,
-		"DSOAK_DURATION=" + duration.String(), "DSOAK_CHECK=" + cmp.Or(os.Getenv("DSOAK_CHECK"), "1m")}
+		"DSOAK_DURATION=" + duration.String(), "DSOAK_CHECK=" + every.String()}
 	for _, k := range []string{"DSOAK_SERVICES", "DSOAK_ENDPOINTS", "DSOAK_SEED"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
