@@ -105,7 +105,7 @@ reliability: chaos
 
 # --- daemon soak (test/e2e/chaos: `ipvs-proxy run` under API churn) ---
 # make daemon-soak                                   1,000 services, 3 min
-# make daemon-soak DSOAK_SERVICES=10000 DSOAK_DURATION=30m DSOAK_CHECK=5m
+# make daemon-soak DSOAK_SERVICES=10000 DSOAK_DURATION=30m DSOAK_CHECK=15m
 DSOAK_SERVICES  ?= 1000
 DSOAK_ENDPOINTS ?= 10
 DSOAK_DURATION  ?= 3m

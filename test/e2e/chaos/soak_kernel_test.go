@@ -148,9 +148,9 @@ func notDebug(log string) string {
 
 // TestDaemonSoakGuest is the VM half of TestDaemonSoak: `ipvs-proxy run`
 // with its default sync period against DSOAK_SERVICES Services of
-// DSOAK_ENDPOINTS endpoints, churned continuously for DSOAK_DURATION, with
-// requests to a steady Service throughout; every DSOAK_CHECK the churn
-// pauses, the kernel must equal `ipvs-proxy plan` and the proxy's memory and
+// DSOAK_ENDPOINTS endpoints, churned for DSOAK_DURATION of churn, with
+// requests to a steady Service throughout; after every DSOAK_CHECK of it
+// the churn pauses, the kernel must equal `ipvs-proxy plan` and the proxy's memory and
 // goroutines are sampled.
 func TestDaemonSoakGuest(t *testing.T) {
 	nsvc := envInt(t, "DSOAK_SERVICES", 1000)
