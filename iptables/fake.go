@@ -1,9 +1,8 @@
 package iptables
 
 import (
-	"cmp"
 	"fmt"
-	"hash/maphash"
+	"hash/fnv"
 	"maps"
 	"slices"
 	"strings"
@@ -80,9 +79,6 @@ func (f *FakeSets) references(name string) int {
 	return n
 }
 
-// fakeSeed orders FakeSets' listings.
-var fakeSeed = maphash.MakeSeed()
-
 // ListAll lists each set's entries in an order of their hashes, as the
 // kernel's hash sets do: a caller that needs them sorted pays for it here
 // as it would on a node.
@@ -92,9 +88,7 @@ func (f *FakeSets) ListAll() (map[string]*KernelSet, error) {
 	for n, s := range f.sets {
 		c := *s
 		c.Entries = slices.Clone(s.Entries)
-		slices.SortFunc(c.Entries, func(a, b Entry) int {
-			return cmp.Compare(maphash.Comparable(fakeSeed, a), maphash.Comparable(fakeSeed, b))
-		})
+		hashOrder(c.Entries)
 		c.References = uint32(f.references(n))
 		out[n] = &c
 	}
@@ -402,4 +396,28 @@ func (f *FakeRunner) dump() string {
 	out, _ := f.Save()
 	f.execs--
 	return out
+}
+
+// hashOrder puts entries in the order of a hash of each, the same in every
+// run: a listing in no order a caller could rely on, and no order a sort
+// finds already made.
+func hashOrder(entries []Entry) {
+	key := func(e Entry) uint64 {
+		h := fnv.New64a()
+		fmt.Fprint(h, e)
+		return h.Sum64()
+	}
+	keys := make(map[Entry]uint64, len(entries))
+	for _, e := range entries {
+		keys[e] = key(e)
+	}
+	slices.SortFunc(entries, func(a, b Entry) int {
+		if ka, kb := keys[a], keys[b]; ka != kb {
+			if ka < kb {
+				return -1
+			}
+			return 1
+		}
+		return CompareEntries(a, b)
+	})
 }
