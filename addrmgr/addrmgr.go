@@ -189,9 +189,9 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 	m.mu.Lock()
 	gen := m.gen
 	m.mu.Unlock()
-	ps, err := m.link.Addrs()
+	ps, err := addrsSorted(m.link)
 	if err != nil {
-		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
+		return nil, err
 	}
 	if m.since != nil {
 		m.dumpedInRead = true
@@ -199,7 +199,18 @@ func (m *Manager) Dump() ([]netip.Prefix, error) {
 	return m.replace(ps, nil, gen), nil
 }
 
-// replace makes ps, a dump begun when the watch's generation was gen, the
+// addrsSorted is `ip addr show dev kube-ipvs0`, sorted: the kernel lists
+// the addresses in the order they were added.
+func addrsSorted(l Lister) ([]netip.Prefix, error) {
+	ps, err := l.Addrs()
+	if err != nil {
+		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
+	}
+	slices.SortFunc(ps, comparePrefix)
+	return ps, nil
+}
+
+// replace makes ps, a sorted dump (addrsSorted) begun when the watch's generation was gen, the
 // manager's view, counting and logging what others changed since the view
 // was last read; the prefixes in since keep the view's state (they were
 // written while the dump ran, so the view is newer). It returns the view,
@@ -250,8 +261,8 @@ func (m *Manager) replace(ps []netip.Prefix, since map[netip.Prefix]bool, gen ui
 	m.mu.Unlock()
 	if !unchanged {
 		m.bindDone, m.guardChecked, m.noneUnwanted = false, false, false
-	} else if len(since) == 0 && slices.IsSortedFunc(ps, comparePrefix) {
-		// ps is the view, already sorted (beside the loop: BeginDump).
+	} else if len(since) == 0 {
+		// ps is the view, and sorted.
 		return ps
 	}
 	return m.Current()

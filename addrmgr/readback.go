@@ -2,9 +2,7 @@ package addrmgr
 
 import (
 	"errors"
-	"fmt"
 	"net/netip"
-	"slices"
 )
 
 // The full sync's dump of kube-ipvs0 beside the sync: at 10,000 service
@@ -48,14 +46,9 @@ func (m *Manager) BeginDump() func() ([]netip.Prefix, error) {
 		r = m.reader
 	}
 	return func() ([]netip.Prefix, error) {
-		ps, err := r.Addrs()
-		if err != nil {
-			return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
-		}
 		// Sorted here, off the loop: DumpFrom returns a dump that finds
 		// the view unchanged as it is, instead of sorting the view.
-		slices.SortFunc(ps, comparePrefix)
-		return ps, nil
+		return addrsSorted(r)
 	}
 }
 

@@ -102,14 +102,29 @@ func newSetSyncer(k SetKernel, log *zap.Logger) *setSyncer {
 // still synced.
 func (s *setSyncer) full(want []IPSet) error {
 	s.endRead()
-	have, err := s.k.ListAll()
+	have, err := listSorted(s.k)
 	if err != nil {
 		return err
 	}
 	return s.fullFrom(want, have, nil, nil)
 }
 
-// fullFrom is full over have, the sets as dumped, except what was written
+// listSorted is `ipset save` with each set's entries normalized: the
+// kernel lists a hash set in its hash order, and every comparison of a
+// full sync needs them sorted. A full sync's read runs it beside the loop
+// (BeginFull).
+func listSorted(k SetKernel) (map[string]*KernelSet, error) {
+	have, err := k.ListAll()
+	if err != nil {
+		return nil, err
+	}
+	for _, ks := range have {
+		ks.Entries = normalize(ks.Type, ks.Entries)
+	}
+	return have, nil
+}
+
+// fullFrom is full over have, the sets as dumped (listSorted), except what was written
 // after the dump began: the entries in since and the sets in sinceSets,
 // for which the mirror is kept (readback.go).
 func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map[string]map[Entry]bool, sinceSets map[string]bool) error {
@@ -137,10 +152,6 @@ func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map
 		ks := have[w.Name]
 		if written := since[w.Name]; ks != nil && len(written) > 0 {
 			ks = s.asMirrored(ks, written)
-		} else if ks != nil {
-			// The dump is this sync's own: sorted once, here or beside
-			// the loop (BeginFull), for the drift count and ensure both.
-			ks.Entries = normalize(ks.Type, ks.Entries)
 		}
 		if prev := s.mirror[w.Name]; prev != nil {
 			switch {

@@ -40,15 +40,11 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 	return func() (*Readback, error) {
 		rb := &Readback{saves: map[string]string{}}
 		if reader != nil {
-			have, err := reader.ListAll()
+			// Sorted here: the sort is most of FullFrom's comparison at
+			// scale, and stays off the loop.
+			have, err := listSorted(reader)
 			if err != nil {
 				return nil, fmt.Errorf("ipset save: %w", err)
-			}
-			// The dump is in the kernel's hash order; sorting it here
-			// keeps the sort, the most of FullFrom's comparison at
-			// scale, off the loop (FullFrom's normalize then only checks).
-			for _, ks := range have {
-				ks.Entries = normalize(ks.Type, ks.Entries)
 			}
 			rb.sets = have
 		}
