@@ -39,9 +39,10 @@ type Changes struct {
 	// changed, sorted by namespace and name.
 	Services []types.NamespacedName
 	// Nodes is true when any Node's addresses, this node's labels or pod
-	// CIDRs, or the
-	// API server's endpoints (the default/kubernetes EndpointSlices)
-	// changed: the guard changed, every service must be planned again.
+	// CIDRs, or the API server's endpoints (the default/kubernetes
+	// EndpointSlices) changed: the guard changed, and the services naming
+	// an address whose protection changed must be planned again (all of
+	// them when this node's own Node changed).
 	Nodes bool
 	// Triggers maps a Service to the oldest EndpointSlice change trigger
 	// time among its changes (only slices that carry the annotation).

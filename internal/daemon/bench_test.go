@@ -44,7 +44,7 @@ func BenchmarkPartialPlan(b *testing.B) {
 	l.defaults()
 	var nodes nodeInputs
 	nodes.nodes, nodes.refusals = src.Nodes()
-	if _, _, err := l.apply(true, true, testOpts, nodes, nil, nil, new(Stages)); err != nil {
+	if _, _, err := l.apply(&SyncReport{Full: true, Replanned: true}, testOpts, nodes, nil); err != nil {
 		b.Fatal(err)
 	}
 	b.ReportAllocs()
@@ -54,7 +54,7 @@ func BenchmarkPartialPlan(b *testing.B) {
 		i++
 		src.set("s00042", "10.96.0.42", time.Time{}, "10.244.200.1", fmt.Sprintf("10.244.201.%d", i%250))
 		ch := src.TakeChanges()
-		st, _, err := l.apply(false, false, testOpts, nodeInputs{}, ch.Services, nil, new(Stages))
+		st, _, err := l.apply(&SyncReport{Services: ch.Services}, testOpts, nodeInputs{}, nil)
 		if err != nil || len(st.VirtualServers) != 10000 {
 			b.Fatalf("%v, %d virtual servers", err, len(st.VirtualServers))
 		}

@@ -73,7 +73,7 @@ func TestIncrementalPlanEqualsPlan(t *testing.T) {
 		if full {
 			nodes.nodes, nodes.refusals = w.Nodes()
 		}
-		got, _, err := l.apply(full, full, testOpts, nodes, ch.Services, nil, new(Stages))
+		got, _, err := l.apply(&SyncReport{Full: full, Replanned: full, Services: ch.Services}, testOpts, nodes, nil)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -84,10 +84,11 @@ type Loop struct {
 	// sync adds the Source's API server endpoints and Service IPs, and
 	// protects what guard.APIServer.Addrs says (with Options.APIServerAddrs).
 	APIServer guard.APIServer
-	// OnPlan, if set, is called with the guard and the state of every sync
-	// that planned everything (a full one) before it is applied: the
-	// address manager's guard is the planner's through it. Partial syncs
-	// plan with the same guard.
+	// OnPlan, if set, is called with the guard and the state of every full
+	// sync and of every sync that moved the plan to a new guard
+	// (SyncReport.Reguarded), before it is applied: the address manager's
+	// guard is the planner's through it. Other partial syncs plan with the
+	// same guard.
 	OnPlan func(g *guard.Guard, st *planner.State)
 	// Observe, if set, is called at the very end of every sync, after its
 	// health, metrics and Events bookkeeping, with the sync's report and
@@ -166,8 +167,15 @@ type SyncReport struct {
 	// inputs other than the changed services changed, or the first);
 	// otherwise the changed services alone were.
 	Replanned bool
-	Services  []types.NamespacedName // the changed services a partial sync applied
-	Duration  time.Duration
+	// Reguarded: the Nodes or the API server's addresses changed and the
+	// plan took them without planning every service again
+	// (planner.Incremental.Reguard); the services naming an address whose
+	// protection changed are among Services.
+	Reguarded bool
+	// Services are the services planned (unless Replanned) and, in a
+	// partial sync, applied: the changed ones and those Reguard named.
+	Services []types.NamespacedName
+	Duration time.Duration
 	// Stages split Duration, and say how long the changes waited for it.
 	Stages Stages
 	Err    error // nil when everything was applied
@@ -289,11 +297,6 @@ func (l *Loop) syncOnce() {
 	if !full && changes.Empty() && !kicked {
 		return
 	}
-	if changes.Nodes {
-		// Node addresses decide the guard and the NodePort addresses of
-		// every service: plan and repair everything.
-		full = true
-	}
 	start := l.Clock.Now()
 	l.lastStart = start
 	rep := SyncReport{Full: full, Services: changes.Services}
@@ -310,16 +313,27 @@ func (l *Loop) syncOnce() {
 		full = true
 	}
 	var nodes nodeInputs
-	if full {
-		l.needFull = false
-		l.nextFull = start.Add(l.SyncPeriod)
+	if full || changes.Nodes {
 		o.APIServerAddrs = l.apiServerAddrs()
 		// A resolver that is a Service's ClusterIP (a node pointed at the
 		// cluster DNS) is a VIP like any other.
 		o.Resolvers = slices.DeleteFunc(slices.Clone(env.Resolvers), l.Source.IsServiceIP)
 		nodes.nodes, nodes.refusals = l.Source.Nodes()
-		// A node that could not be read is planned for again once it can.
-		rep.Replanned = err == nil && l.replan(&o, &env, &nodes)
+		if err == nil {
+			// A node that could not be read is planned for again once it can.
+			var reguarded []types.NamespacedName
+			rep.Replanned, rep.Reguarded, reguarded = l.replan(&o, &env, &nodes)
+			// Nodes that Reguard cannot take (this node's own changed)
+			// make this a full sync that plans everything.
+			full = full || rep.Replanned
+			if len(reguarded) > 0 {
+				rep.Services = mergeNames(changes.Services, reguarded)
+			}
+		}
+	}
+	if full {
+		l.needFull = false
+		l.nextFull = start.Add(l.SyncPeriod)
 		l.env = env
 	}
 	if l.Metrics != nil {
@@ -330,7 +344,7 @@ func (l *Loop) syncOnce() {
 	var st *planner.State
 	var res *applier.Result
 	if err == nil {
-		st, res, err = l.apply(full, rep.Replanned, o, nodes, changes.Services, &sw, &rep.Stages)
+		st, res, err = l.apply(&rep, o, nodes, &sw)
 	}
 	rep.Duration = l.Clock.Since(start)
 	if err == nil {
@@ -383,12 +397,14 @@ func sameEnv(a, b *nodeenv.Env) bool {
 		slices.Equal(a.Listeners, b.Listeners)
 }
 
-// apply plans with o and applies: a full sync that replans plans every
-// service again into a new plan, with nodes; any other sync only the
-// changed services. A full sync applies the whole state, the others the
-// changed services' share. sw (nil: none) times its steps into stages.
-func (l *Loop) apply(full, replan bool, o planner.Options, nodes nodeInputs, changed []types.NamespacedName, sw *stopwatch, stages *Stages) (*planner.State, *applier.Result, error) {
-	if replan {
+// apply plans with o and applies: a full sync that replans (rep.Replanned)
+// plans every service again into a new plan, with nodes; any other sync
+// only the changed services (rep.Services). A full sync applies the whole
+// state, the others the changed services' share. sw (nil: none) times its
+// steps into rep.Stages.
+func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *stopwatch) (*planner.State, *applier.Result, error) {
+	full, changed, stages := rep.Full, rep.Services, &rep.Stages
+	if rep.Replanned {
 		l.nodes, l.nodeRefusals = nodes.nodes, nodes.refusals
 		l.plan = planner.NewIncremental(o, l.nodes, l.nodeRefusals)
 		l.planned = o
@@ -406,7 +422,7 @@ func (l *Loop) apply(full, replan bool, o planner.Options, nodes nodeInputs, cha
 	}
 	st := l.plan.State()
 	l.noLocal = l.plan.NoLocalEndpoints()
-	if l.OnPlan != nil && full {
+	if l.OnPlan != nil && (full || rep.Reguarded) {
 		l.OnPlan(l.plan.Guard(), &st)
 	}
 	sw.lap(&stages.Plan)

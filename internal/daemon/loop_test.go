@@ -629,14 +629,20 @@ func TestUnreadableKernelRetriedAsFull(t *testing.T) {
 	h.wantKernel()
 }
 
-func TestNodeChangeIsFullSync(t *testing.T) {
+// TestOwnNodeChangeIsFullSync: this node's own Node (its zone here)
+// changes what every service port plans: a full sync plans them all.
+func TestOwnNodeChangeIsFullSync(t *testing.T) {
 	h := newHarness(t, 0)
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	close(h.src.synced)
 	h.waitCalls(1)
-	h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
+	h.src.setNodes(model.Node{Name: "n1", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")},
+		Labels: map[string]string{planner.ZoneLabel: "z2"}})
 	if calls := h.waitCalls(2); calls[1] != "full" {
 		t.Fatalf("calls %v", calls)
+	}
+	if rep := h.report(2); !rep.Replanned {
+		t.Fatalf("sync: %+v, want every service planned again", rep)
 	}
 }
 

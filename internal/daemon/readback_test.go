@@ -115,7 +115,7 @@ func TestPeriodicFullSyncReadsBesideTheLoop(t *testing.T) {
 }
 
 // TestReadbackDroppedByAnEarlierFullSync: a full sync the loop cannot
-// defer (the Nodes changed) runs while the read is under way; the read,
+// defer (this node's own Node changed) runs while the read is under way; the read,
 // older than that sync, is dropped when it comes back, and the next
 // period reads anew. A read that fails leaves the full sync to read the
 // table itself.
@@ -126,7 +126,8 @@ func TestReadbackDroppedByAnEarlierFullSync(t *testing.T) {
 	h.waitCalls(1)
 	h.clock.Step(30 * time.Second)
 	rba.waitBegun(t, 1)
-	h.src.setNodes(model.Node{Name: "n1", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")}})
+	h.src.setNodes(model.Node{Name: "n1", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.1")},
+		Labels: map[string]string{planner.ZoneLabel: "z2"}})
 	if calls := waitCallList(t, h, 2); calls[1] != "full" {
 		t.Fatalf("calls %v, want a full sync for the Node change", calls)
 	}

@@ -80,16 +80,29 @@ func TestPeriodicFullSyncKeepsThePlan(t *testing.T) {
 	h.wantKernel()
 }
 
-// TestFullSyncReplans: a full sync plans every service again when an input
-// of the plan other than the services changed since the last plan.
-func TestFullSyncReplans(t *testing.T) {
+// TestNodesChangePlansTheirServicesOnly: a change of the other Nodes or of
+// the API server's addresses, by an event or found by the periodic full
+// sync, plans again only the services that name an address whose
+// protection changed (planner.Incremental.Reguard), and the kernel
+// follows: b's cluster IP, now a Node's address, is no longer served.
+func TestNodesChangePlansTheirServicesOnly(t *testing.T) {
 	for _, tc := range []struct {
 		name   string
 		change func(h *harness)
+		// sync is the call that takes the change; named the services
+		// it plans again.
+		sync  string
+		named []string
 	}{
-		{"a Node changed", func(h *harness) {
-			h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}})
-		}},
+		{"a Node took b's address", func(h *harness) {
+			h.src.setNodes(h.src.nodes[0], model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.2")}})
+		}, "partial ns/b", []string{"ns/b"}},
+		{"n3 is forgotten as n2 takes b's address", func(h *harness) {
+			h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.2")}})
+		}, "partial ns/a,ns/b", []string{"ns/a", "ns/b"}},
+		{"a Node joined with no service's address", func(h *harness) {
+			h.src.setNodes(h.src.nodes[0], model.Node{Name: "n4", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.4")}})
+		}, "partial ", nil},
 		// A deleted Node's grace period ends with no event: the Source's
 		// Nodes differ at the next periodic sync.
 		{"a deleted Node's grace ended", func(h *harness) {
@@ -97,34 +110,45 @@ func TestFullSyncReplans(t *testing.T) {
 			h.src.nodes = nil
 			h.src.mu.Unlock()
 			h.clock.Step(30 * time.Second)
-		}},
+		}, "full", []string{"ns/a"}},
+		// The API server's endpoints that are no Service IP are
+		// protected (guard.APIServer): no service names this one.
 		{"the API server moved", func(h *harness) {
 			h.src.mu.Lock()
 			h.src.api = []netip.Addr{netip.MustParseAddr("192.168.0.9")}
 			h.src.mu.Unlock()
 			h.clock.Step(30 * time.Second)
-		}},
+		}, "full", nil},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			h := newHarness(t, 0)
 			h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 			h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
 			h.src.mu.Lock()
-			h.src.nodes = []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.3")},
+			// n3, deleted, is remembered with a's address: a is refused.
+			h.src.nodes = []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
 				LastSeen: h.clock.Now().Add(-time.Hour)}}
 			h.src.mu.Unlock()
 			close(h.src.synced)
 			h.waitCalls(1)
 			before := h.converted()
 			tc.change(h)
-			if calls := h.waitCalls(2); calls[1] != "full" {
-				t.Fatalf("calls %v", calls)
+			if calls := h.waitCalls(2); calls[1] != tc.sync {
+				t.Fatalf("calls %v, want %q", calls, tc.sync)
 			}
-			if rep := h.report(2); !rep.Replanned {
-				t.Fatalf("sync: %+v, want every service planned again", rep)
+			rep := h.report(2)
+			if rep.Replanned || !rep.Reguarded {
+				t.Fatalf("sync: %+v, want the plan moved to the new guard, not every service planned again", rep)
 			}
-			if n := h.converted() - before; n != 2 {
-				t.Errorf("converted %d Services, want both", n)
+			var named []string
+			for _, k := range rep.Services {
+				named = append(named, k.String())
+			}
+			if !slices.Equal(named, tc.named) {
+				t.Errorf("planned again %v, want %v", named, tc.named)
+			}
+			if n := h.converted() - before; n != len(tc.named) {
+				t.Errorf("converted %d Services, want %d", n, len(tc.named))
 			}
 			h.wantKernel()
 		})

@@ -323,6 +323,9 @@ func (r nodeRef) before(o nodeRef) bool {
 	return r.lastSeen.After(o.lastSeen)
 }
 
+// equal reports whether r and o are the same Node, seen alike.
+func (r nodeRef) equal(o nodeRef) bool { return r.name == o.name && r.lastSeen.Equal(o.lastSeen) }
+
 // String is the node's name (a model.Word: an odd name from a manifest is
 // quoted), and for a deleted Node when it was last seen.
 func (r nodeRef) String() string {

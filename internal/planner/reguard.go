@@ -1,0 +1,104 @@
+package planner
+
+import (
+	"net/netip"
+	"reflect"
+	"slices"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+)
+
+// Reguard moves the plan to options o, nodes and the nodes' refusals when
+// they differ from its own only in what the guard protects address by
+// address: a Node other than this node's added, deleted or renumbered, the
+// API server's addresses, the resolvers. It returns the services that name
+// an address the new guard may answer differently for (guard.ChangedAddrs),
+// sorted; the caller plans each of them again (Update) before the next
+// State, and every other service's plan stands as it is. That is what a
+// Node joining a cluster of 10,000 services costs: the services that name
+// its addresses, not a plan of all of them.
+//
+// ok is false, and nothing is changed, when anything else differs: this
+// node's own Node (its zone, primary IPs, pod CIDRs), any other option, a
+// protection by prefix or by port. A new Incremental is needed then.
+func (inc *Incremental) Reguard(o Options, nodes []model.Node, refusals []model.Refusal) (services []types.NamespacedName, ok bool) {
+	e := newEnv(o, nodes)
+	if !inc.env.sameButGuard(e) {
+		return nil, false
+	}
+	addrs, ok := e.guard.ChangedAddrs(inc.env.guard)
+	if !ok {
+		return nil, false
+	}
+	ne := *inc.env
+	ne.o, ne.guard = o, e.guard
+	inc.env = &ne
+	for _, r := range inc.nodeRefusals {
+		inc.refusals.remove(r)
+	}
+	inc.nodeRefusals = slices.Clone(refusals)
+	for _, r := range refusals {
+		inc.refusals.add(r)
+	}
+	for _, a := range addrs {
+		services = append(services, inc.byAddr[a]...)
+	}
+	slices.SortFunc(services, model.CompareServices)
+	return slices.Compact(services), true
+}
+
+// sameButGuard reports whether e and f plan every service port alike but
+// for their guards: the same options, apart from those only the guard
+// reads, and the same of what the nodes imply for this node.
+func (e *env) sameButGuard(f *env) bool {
+	a, b := e.o, f.o
+	a.APIServerAddrs, a.Resolvers = nil, nil
+	b.APIServerAddrs, b.Resolvers = nil, nil
+	return e.sched == f.sched && e.families == f.families && e.zone == f.zone &&
+		slices.Equal(e.npAddrs, f.npAddrs) && slices.Equal(e.sets, f.sets) &&
+		reflect.DeepEqual(a, b) && reflect.DeepEqual(e.rulesets, f.rulesets)
+}
+
+// vipAddrs are the addresses a service's ports name that the guard
+// checks (its cluster IPs, externalIPs and load-balancer IPs), as the guard
+// keys them (no zone, IPv4-mapped unmapped), sorted and without
+// duplicates: what the byAddr index holds the service under.
+func vipAddrs(ports []*model.ServicePort) []netip.Addr {
+	var out []netip.Addr
+	for _, sp := range ports {
+		for _, as := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
+			for _, a := range as {
+				if a.IsValid() {
+					out = append(out, a.WithZone("").Unmap())
+				}
+			}
+		}
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
+// index moves service key in the byAddr index from the addresses old to
+// those of now.
+func (inc *Incremental) index(key types.NamespacedName, old, now []netip.Addr) {
+	if slices.Equal(old, now) {
+		return
+	}
+	for _, a := range old {
+		if !slices.Contains(now, a) {
+			ks := slices.DeleteFunc(inc.byAddr[a], func(k types.NamespacedName) bool { return k == key })
+			if len(ks) == 0 {
+				delete(inc.byAddr, a)
+			} else {
+				inc.byAddr[a] = ks
+			}
+		}
+	}
+	for _, a := range now {
+		if !slices.Contains(old, a) {
+			inc.byAddr[a] = append(inc.byAddr[a], key)
+		}
+	}
+}
