@@ -167,3 +167,33 @@ func BenchmarkIncrementalUpdate(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkReguard is a Node joining, then leaving, a cluster of 10,000
+// services × 10 endpoints: Reguard and the State after it, what a partial
+// sync plans for a Node change (none of the services names its address),
+// against planning every service again (BenchmarkPlan). Reproduce:
+//
+//	go test -run '^$' -bench BenchmarkReguard -benchmem ./internal/planner/
+func BenchmarkReguard(b *testing.B) {
+	c, o := benchCluster(10000, 10)
+	inc := planAll(c, o)
+	inc.State()
+	joined := append(slices.Clone(c.Nodes), model.Node{Name: "joined", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.77")}})
+	b.ReportAllocs()
+	b.ResetTimer()
+	i := 0
+	for b.Loop() {
+		i++
+		nodes := c.Nodes
+		if i%2 == 1 {
+			nodes = joined
+		}
+		services, ok := inc.Reguard(o, nodes, nil)
+		if !ok || len(services) != 0 {
+			b.Fatalf("Reguard = %d services, %v", len(services), ok)
+		}
+		if st := inc.State(); len(st.VirtualServers) < 10000 {
+			b.Fatalf("%d virtual servers", len(st.VirtualServers))
+		}
+	}
+}

@@ -41,9 +41,6 @@ type Incremental struct {
 	// realServers counts the winners' real servers: the size of the
 	// state's IPVS table without a walk of it.
 	realServers int
-	// byAddr are the services naming each address the guard checks
-	// (vipAddrs): Reguard's index.
-	byAddr map[netip.Addr][]types.NamespacedName
 	// nodeRefusals are the refusals NewIncremental or Reguard was given.
 	nodeRefusals []model.Refusal
 	st           State
@@ -54,7 +51,7 @@ type Incremental struct {
 type serviceFragment struct {
 	ports    []*portPlan
 	refusals []model.Refusal
-	// addrs are its vipAddrs, under which byAddr holds it.
+	// addrs are its vipAddrs, where Reguard looks for changed addresses.
 	addrs []netip.Addr
 	// noLocal is what the Service adds to NoLocalEndpoints.
 	noLocal [2]noLocalPolicies
@@ -71,7 +68,6 @@ func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *In
 		winners:  map[ipvs.Key]*claim{},
 		dups:     map[ipvs.Key][]model.Refusal{},
 		dirty:    map[ipvs.Key]struct{}{},
-		byAddr:   map[netip.Addr][]types.NamespacedName{},
 	}
 	for f := range inc.sets {
 		inc.sets[f] = make([]counted[iptables.Entry], len(iptables.SetSpecs))
@@ -106,17 +102,7 @@ func (inc *Incremental) Update(key types.NamespacedName, ports []model.ServicePo
 }
 
 func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServicePort, endpoints map[model.ServicePortName][]model.Endpoint, refusals []model.Refusal) {
-	var addrs, oldAddrs []netip.Addr
-	if len(ports) > 0 {
-		addrs = vipAddrs(ports)
-	}
 	if old := inc.services[key]; old != nil {
-		oldAddrs = old.addrs
-		if slices.Equal(oldAddrs, addrs) {
-			// An EndpointSlice change: the addresses, and the index,
-			// stay as they are.
-			addrs = oldAddrs
-		}
 		for _, pp := range old.ports {
 			for _, c := range pp.claims {
 				inc.unclaim(c)
@@ -133,11 +119,9 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 		delete(inc.services, key)
 	}
 	if len(ports) == 0 && len(refusals) == 0 {
-		inc.index(key, oldAddrs, nil)
 		return
 	}
-	inc.index(key, oldAddrs, addrs)
-	frag := &serviceFragment{ports: make([]*portPlan, len(ports)), refusals: slices.Clone(refusals), addrs: addrs}
+	frag := &serviceFragment{ports: make([]*portPlan, len(ports)), refusals: slices.Clone(refusals), addrs: vipAddrs(ports)}
 	for i, sp := range ports {
 		pp := inc.env.planPort(sp, endpoints[sp.Name], i)
 		frag.ports[i] = pp
