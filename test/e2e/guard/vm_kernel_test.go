@@ -260,6 +260,19 @@ func TestGuardGuest(t *testing.T) {
 	must(client.CoreV1().Services(vmNS).Create(ctx, vmService("after-delete", []string{deleted, benign[1]}, 80), metav1.CreateOptions{}))
 	must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, vmSlice("after-delete", pod.Addrs[0].String()), metav1.CreateOptions{}))
 	waitUntil(t, benign[1]+" bound", time.Minute, func() bool { return bound(t, node)[benign[1]] })
+
+	// A Node joins with an address a Service has bound: the Services that
+	// name it are planned again, not every Service (Reguard), and the
+	// address leaves kube-ipvs0 with its virtual server.
+	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n4"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: benign[1]}}}}, metav1.CreateOptions{}))
+	waitUntil(t, benign[1]+" unbound once Node n4 has it", time.Minute, func() bool { return !bound(t, node)[benign[1]] })
+	if !p.OutputHas("planning again only the services that name an address whose protection changed") {
+		t.Error("Node n4 joined, and the proxy did not take it service by service (no Reguard line in its log)")
+	}
+	if save := node.Run(t, "ipvsadm", "-S", "-n"); strings.Contains(save, "-A -t "+benign[1]+":80 ") {
+		t.Errorf("%s:80, now Node n4's address, still served:\n%s", benign[1], save)
+	}
 	// Two full syncs (--sync-period 5s) read the kernel and repair it.
 	time.Sleep(11 * time.Second)
 	if !p.Alive() {
@@ -294,7 +307,7 @@ func TestGuardGuest(t *testing.T) {
 			if e.Type != corev1.EventTypeWarning || e.InvolvedObject.Kind != "Service" {
 				continue
 			}
-			for _, a := range append(slices.Clone(hostile), deleted) {
+			for _, a := range append(slices.Clone(hostile), deleted, benign[1]) {
 				if strings.Contains(e.Message, a+" ") || strings.Contains(e.Message, a+":") {
 					reasons[a] = append(reasons[a], e.Reason)
 				}
@@ -303,9 +316,9 @@ func TestGuardGuest(t *testing.T) {
 				reasons[e.InvolvedObject.Name] = append(reasons[e.InvolvedObject.Name], e.Reason)
 			}
 		}
-		return len(reasons) == len(hostile)+4
+		return len(reasons) == len(hostile)+5
 	})
-	want := map[string]string{deleted: "NodeIP", "ports": "NodeServicePort", "amplify": "TooManyVirtualServers", "forged": "UnknownScheduler"}
+	want := map[string]string{deleted: "NodeIP", benign[1]: "NodeIP", "ports": "NodeServicePort", "amplify": "TooManyVirtualServers", "forged": "UnknownScheduler"}
 	for a, r := range hostileAddrs {
 		if r != "" {
 			want[a] = r
@@ -331,7 +344,7 @@ func TestGuardGuest(t *testing.T) {
 	}
 	waitUntil(t, "the restarted proxy's first full sync", 2*time.Minute, func() bool { return p2.OutputHas(`"mode": "full"`) })
 	now := bound(t, node)
-	for _, a := range append(slices.Clone(hostile), deleted) {
+	for _, a := range append(slices.Clone(hostile), deleted, benign[1]) {
 		if now[a] {
 			t.Errorf("protected %s on kube-ipvs0 after the restart", a)
 		}
