@@ -110,8 +110,7 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 		}
 	}
 	for i := range desired {
-		r.apply(&desired[i], res)
-		if m := r.mirror[desired[i].Key]; m != nil {
+		if m := r.apply(&desired[i], res); m != nil {
 			m.wanted = gen
 		}
 	}

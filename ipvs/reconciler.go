@@ -283,23 +283,28 @@ func sameService(a, b VirtualServer) bool {
 }
 
 // apply makes one desired virtual server and its real servers true.
-func (r *Reconciler) apply(d *VirtualServer, res *Result) {
+//
+// It returns d's mirror entry after the apply, nil when there is none (a
+// failure before the kernel held it): a full sync marks it wanted without
+// looking it up again.
+func (r *Reconciler) apply(d *VirtualServer, res *Result) *mirrorVS {
 	r.wrote(d.Key)
 	if r.excluded(d.Address) {
 		res.fail(d.Service, d.Key, ErrExcluded)
-		return
+		return r.mirror[d.Key]
 	}
 	if m := r.mirror[d.Key]; m != nil && m.programmed(d) {
-		return
+		return m
 	}
 	m, ok := r.applyService(d, res)
 	if !ok {
-		return
+		return r.mirror[d.Key]
 	}
 	r.setService(d.Key, m, d.Service)
 	m.vs.Service = d.Service
 	r.retireRealServers(d, m, r.applyRealServers(d, m, res), res)
 	m.shareRS(d.RealServers)
+	return m
 }
 
 // applyService creates or updates d's virtual server (`ipvsadm -A`/`-E`)
