@@ -110,6 +110,16 @@ func sameIncremental(t *testing.T, step string, inc *Incremental, want State) {
 	}
 }
 
+// bytesFrom returns a source of random inputs of clusterFromBytes drawn
+// from r.
+func bytesFrom(r *rand.Rand) func() []byte {
+	return func() []byte {
+		b := make([]byte, 4+r.Intn(120))
+		r.Read(b)
+		return b
+	}
+}
+
 // TestIncrementalMatchesPlan updates services one at a time in random
 // order — new ports, new endpoints, conflicting addresses, refusals,
 // removals — and checks after every update that the incremental state is
@@ -119,11 +129,7 @@ func sameIncremental(t *testing.T, step string, inc *Incremental, want State) {
 func TestIncrementalMatchesPlan(t *testing.T) {
 	for seed := int64(1); seed <= 300; seed++ {
 		r := rand.New(rand.NewSource(seed))
-		randomBytes := func() []byte {
-			b := make([]byte, 4+r.Intn(120))
-			r.Read(b)
-			return b
-		}
+		randomBytes := bytesFrom(r)
 		_, o := clusterFromBytes(randomBytes())
 		live := newLiveCluster(testNodes)
 		inc := NewIncremental(o, testNodes, nil)

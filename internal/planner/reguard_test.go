@@ -24,11 +24,7 @@ func TestReguardMatchesPlan(t *testing.T) {
 	named, all := 0, 0
 	for seed := int64(1); seed <= 300; seed++ {
 		r := rand.New(rand.NewSource(seed))
-		randomBytes := func() []byte {
-			b := make([]byte, 4+r.Intn(120))
-			r.Read(b)
-			return b
-		}
+		randomBytes := bytesFrom(r)
 		pick := func() []netip.Addr {
 			var as []netip.Addr
 			for range r.Intn(3) {
