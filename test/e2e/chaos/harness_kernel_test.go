@@ -250,8 +250,6 @@ type env struct {
 	convergeTimeout time.Duration
 	// syncPeriod is the proxy's --sync-period (the package's when 0).
 	syncPeriod time.Duration
-	// args are more flags for every run (the daemon soak's --profiling).
-	args []string
 	// lastDiff is, after a convergence, the last difference it saw before
 	// the kernel equalled the plan ("" when it did at once).
 	lastDiff string
@@ -261,12 +259,11 @@ type env struct {
 // numbered by the run.
 func (e *env) start() *ktest.Process {
 	e.runs++
-	args := []string{"run",
+	return e.node.Start(e.t, filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), e.bin, "run",
 		"--kubeconfig", e.kc, "--hostname-override", thisNode, "--cluster-cidr", clusterCIDR,
 		"--sync-period", cmp.Or(e.syncPeriod, syncPeriod).String(), "--min-sync-period", "0",
 		"--healthz-bind-address", "", "--metrics-bind-address", "127.0.0.1:10249",
-		"--state-dir", e.stateDir, "--log-level", "debug", "--log-format", "json"}
-	return e.node.Start(e.t, filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), e.bin, append(args, e.args...)...)
+		"--state-dir", e.stateDir, "--log-level", "debug", "--log-format", "json")
 }
 
 // kill sends SIGKILL and reaps the process.

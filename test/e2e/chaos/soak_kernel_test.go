@@ -171,12 +171,6 @@ func TestDaemonSoakGuest(t *testing.T) {
 	client, node, client1, lan, e := bd.client, bd.node, bd.pod, bd.lan, bd.env
 	// The proxy's defaults: full syncs every 30 s run during the churn.
 	e.syncPeriod, e.convergeTimeout = 30*time.Second, 10*time.Minute
-	// DSOAK_PROFILES, a directory of the host's (the root is shared),
-	// gets the proxy's heap profile at every check.
-	profiles := os.Getenv("DSOAK_PROFILES")
-	if profiles != "" {
-		e.args = append(e.args, "--profiling")
-	}
 	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 13)), n: nsvc, eps: eps}
 	began := time.Now()
 	c.setup()
@@ -215,14 +209,6 @@ func TestDaemonSoakGuest(t *testing.T) {
 		s.full = m[`ipvs_proxy_syncs_total{mode="full"}`]
 		s.partial = m[`ipvs_proxy_syncs_total{mode="partial"}`]
 		s.err = m.Sum("ipvs_proxy_apply_errors_total")
-		if profiles != "" {
-			file := filepath.Join(profiles, fmt.Sprintf("heap-check-%02d.pb.gz", len(samples)))
-			if _, prof, err := node.HTTPGet("127.0.0.1:10249", "/debug/pprof/heap", 60*time.Second); err != nil {
-				t.Logf("check at %v: heap profile: %v", s.at.Round(time.Second), err)
-			} else if err := os.WriteFile(file, []byte(prof), 0o644); err != nil {
-				t.Logf("check at %v: heap profile: %v", s.at.Round(time.Second), err)
-			}
-		}
 		samples = append(samples, s)
 		t.Logf("check at %v: converged in %v, RSS %.1f MiB (peak %.1f), heap %.1f MiB, goroutines %.0f, syncs full %.0f partial %.0f, apply errors %.0f",
 			s.at.Round(time.Second), d.Round(10*time.Millisecond), s.rss, s.hwm, s.heap, s.goroutines, s.full, s.partial, s.err)

@@ -50,7 +50,7 @@ func TestDaemonSoak(t *testing.T) {
 	defer cancel()
 	env := []string{"CHAOS_KUBECONFIG_GUEST=" + guestKC, "CHAOS_KUBECONFIG_PROXY=" + proxyKC, "CHAOS_PROXY_BIN=" + proxyBin,
 		"DSOAK_DURATION=" + duration.String(), "DSOAK_CHECK=" + every.String()}
-	for _, k := range []string{"DSOAK_SERVICES", "DSOAK_ENDPOINTS", "DSOAK_SEED", "DSOAK_PROFILES"} {
+	for _, k := range []string{"DSOAK_SERVICES", "DSOAK_ENDPOINTS", "DSOAK_SEED"} {
 		if v := os.Getenv(k); v != "" {
 			env = append(env, k+"="+v)
 		}
