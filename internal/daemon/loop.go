@@ -379,24 +379,6 @@ func (l *Loop) options(full bool, stages *Stages) (planner.Options, nodeenv.Env,
 	return o, env, nil
 }
 
-// apiServerAddrs are the addresses protected as the API server now: the
-// Source's endpoints of default/kubernetes and the dialed host unless it is
-// a Service IP (guard.APIServer), with Options.APIServerAddrs.
-func (l *Loop) apiServerAddrs() []netip.Addr {
-	api := l.APIServer
-	api.Endpoints = l.Source.APIServerEndpoints()
-	api.IsServiceIP = l.Source.IsServiceIP
-	return append(slices.Clone(l.Options.APIServerAddrs), api.Addrs()...)
-}
-
-// sameEnv reports whether two syncs read the same node: addresses, routes,
-// resolvers and listening sockets (the rest of the options never change).
-func sameEnv(a, b *nodeenv.Env) bool {
-	return slices.Equal(a.LocalAddrs, b.LocalAddrs) && slices.Equal(a.LocalPrefixes, b.LocalPrefixes) &&
-		slices.Equal(a.Gateways, b.Gateways) && slices.Equal(a.NextHops, b.NextHops) && slices.Equal(a.Resolvers, b.Resolvers) &&
-		slices.Equal(a.Listeners, b.Listeners)
-}
-
 // apply plans with o and applies: a full sync that replans (rep.Replanned)
 // plans every service again into a new plan, with nodes; any other sync
 // only the changed services (rep.Services). A full sync applies the whole

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"maps"
+	"net/netip"
 	"slices"
 
 	"go.uber.org/zap"
@@ -68,4 +69,22 @@ func mergeNames(a, b []types.NamespacedName) []types.NamespacedName {
 func sameNode(a, b model.Node) bool {
 	return a.Name == b.Name && slices.Equal(a.Addresses, b.Addresses) && slices.Equal(a.PrimaryIPs, b.PrimaryIPs) &&
 		slices.Equal(a.PodCIDRs, b.PodCIDRs) && maps.Equal(a.Labels, b.Labels) && a.LastSeen.Equal(b.LastSeen)
+}
+
+// apiServerAddrs are the addresses protected as the API server now: the
+// Source's endpoints of default/kubernetes and the dialed host unless it is
+// a Service IP (guard.APIServer), with Options.APIServerAddrs.
+func (l *Loop) apiServerAddrs() []netip.Addr {
+	api := l.APIServer
+	api.Endpoints = l.Source.APIServerEndpoints()
+	api.IsServiceIP = l.Source.IsServiceIP
+	return append(slices.Clone(l.Options.APIServerAddrs), api.Addrs()...)
+}
+
+// sameEnv reports whether two syncs read the same node: addresses, routes,
+// resolvers and listening sockets (the rest of the options never change).
+func sameEnv(a, b *nodeenv.Env) bool {
+	return slices.Equal(a.LocalAddrs, b.LocalAddrs) && slices.Equal(a.LocalPrefixes, b.LocalPrefixes) &&
+		slices.Equal(a.Gateways, b.Gateways) && slices.Equal(a.NextHops, b.NextHops) && slices.Equal(a.Resolvers, b.Resolvers) &&
+		slices.Equal(a.Listeners, b.Listeners)
 }
