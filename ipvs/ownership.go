@@ -154,18 +154,22 @@ func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []
 func (r *Reconciler) Settle(after Coverage) error {
 	r.loadJournal()
 	next := make(map[Key]bool, len(r.journal.keys))
-	keep := func(k Key) {
-		if r.mirror[k] != nil && !r.covers(after, k) {
+	// mirrored keeps k, an owned virtual server, unless after covers it;
+	// keep first checks that k is owned.
+	mirrored := func(k Key) {
+		if !r.covers(after, k) {
 			next[k] = true
+		}
+	}
+	keep := func(k Key) {
+		if r.mirror[k] != nil {
+			mirrored(k)
 		}
 	}
 	switch {
 	case r.settleAll:
 		for k := range r.mirror {
-			// In the mirror: keep's lookup is not needed.
-			if !r.covers(after, k) {
-				next[k] = true
-			}
+			mirrored(k)
 		}
 	default:
 		for k := range r.touched {

@@ -119,7 +119,7 @@ func New(in Inputs) *Guard {
 		if !p.IsValid() {
 			continue
 		}
-		g.local[norm(p.Addr())] = struct{}{}
+		g.local[Key(p.Addr())] = struct{}{}
 		u, ok := UnmapPrefix(netip.PrefixFrom(p.Addr().WithZone(""), p.Bits()))
 		if !ok {
 			continue
@@ -144,7 +144,7 @@ func New(in Inputs) *Guard {
 	g.ports = slices.Clone(in.ProtectedPorts)
 	for _, l := range in.Listeners {
 		if l.Addr.IsValid() {
-			g.listeners = append(g.listeners, Listener{Protocol: l.Protocol, Addr: norm(l.Addr), Port: l.Port})
+			g.listeners = append(g.listeners, Listener{Protocol: l.Protocol, Addr: Key(l.Addr), Port: l.Port})
 		}
 	}
 	// Sorted: CheckPort names the same listener whatever the input order.
@@ -159,7 +159,7 @@ func New(in Inputs) *Guard {
 			// Where nodes share an address (or name it with and without
 			// a zone) a Node in the API wins over a deleted one, then the
 			// smallest name, whatever the input order.
-			a = norm(a)
+			a = Key(a)
 			if prev, ok := g.nodes[a]; !ok || ref.before(prev) {
 				g.nodes[a] = ref
 			}
@@ -179,7 +179,7 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 	if c := classOf(addr); c != nil {
 		return Verdict{Protected: true, Reason: c.reason, Detail: c.vip, NeverVIP: true}
 	}
-	a := norm(addr)
+	a := Key(addr)
 	if _, ok := g.broadcast[a]; ok {
 		return Verdict{Protected: true, Reason: model.ReasonBroadcast, Detail: "broadcast address of a subnet of this node", NeverVIP: true}
 	}
@@ -335,16 +335,18 @@ func (r nodeRef) String() string {
 	return model.Word(r.name) + ", deleted from the API (last seen " + r.lastSeen.Format(time.RFC3339) + ")"
 }
 
-// norm drops the zone and unmaps an IPv4-mapped address: a node, local,
-// API server or gateway address written ::ffff:10.0.0.1 (a cache file of
-// an older version, a careless input) protects 10.0.0.1.
-func norm(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
+// Key is the form the guard knows an address by: no zone, and an
+// IPv4-mapped address unmapped (a node, local, API server or gateway
+// address written ::ffff:10.0.0.1, in a cache file of an older version or
+// a careless input, protects 10.0.0.1). ChangedAddrs names addresses in
+// it, and the planner records what it checks in it.
+func Key(a netip.Addr) netip.Addr { return a.WithZone("").Unmap() }
 
 func addrSet(as []netip.Addr) map[netip.Addr]struct{} {
 	m := make(map[netip.Addr]struct{}, len(as))
 	for _, a := range as {
 		if a.IsValid() {
-			m[norm(a)] = struct{}{}
+			m[Key(a)] = struct{}{}
 		}
 	}
 	return m

@@ -82,7 +82,7 @@ func (l Listener) covers(proto model.Protocol, a netip.Addr, port uint16) bool {
 	if l.Protocol != proto || l.Port != port {
 		return false
 	}
-	la := norm(l.Addr)
+	la := Key(l.Addr)
 	switch {
 	case la == a:
 		return true
@@ -102,7 +102,7 @@ func (l Listener) covers(proto model.Protocol, a netip.Addr, port uint16) bool {
 // node's own service (sshd, the API server, the kubelet) and hand it to a
 // Service's pods.
 func (g *Guard) CheckPort(proto model.Protocol, a netip.Addr, port uint16) Verdict {
-	a = norm(a)
+	a = Key(a)
 	for _, r := range g.ports {
 		if r.First <= port && port <= r.Last {
 			return Verdict{Protected: true, Reason: model.ReasonNodeServicePort,

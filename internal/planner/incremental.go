@@ -51,8 +51,10 @@ type Incremental struct {
 type serviceFragment struct {
 	ports    []*portPlan
 	refusals []model.Refusal
-	// addrs are its vipAddrs, where Reguard looks for changed addresses.
-	addrs []netip.Addr
+	// guarded are the addresses its ports asked the guard about
+	// (portPlan.guarded), sorted: where Reguard looks for addresses whose
+	// verdict changed.
+	guarded []netip.Addr
 	// noLocal is what the Service adds to NoLocalEndpoints.
 	noLocal [2]noLocalPolicies
 }
@@ -121,9 +123,10 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 	if len(ports) == 0 && len(refusals) == 0 {
 		return
 	}
-	frag := &serviceFragment{ports: make([]*portPlan, len(ports)), refusals: slices.Clone(refusals), addrs: vipAddrs(ports)}
+	frag := &serviceFragment{ports: make([]*portPlan, len(ports)), refusals: slices.Clone(refusals)}
 	for i, sp := range ports {
-		pp := inc.env.planPort(sp, endpoints[sp.Name], i)
+		pp, guarded := inc.env.planPort(sp, endpoints[sp.Name], i, frag.guarded)
+		frag.guarded = guarded
 		frag.ports[i] = pp
 		for _, c := range pp.claims {
 			inc.claims[c.vs.Key] = append(inc.claims[c.vs.Key], c)
@@ -137,6 +140,8 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 			frag.noLocal[f] |= np
 		}
 	}
+	slices.SortFunc(frag.guarded, netip.Addr.Compare)
+	frag.guarded = slices.Clip(slices.Compact(frag.guarded))
 	inc.noLocal.move(frag.noLocal, +1)
 	for _, r := range refusals {
 		inc.refusals.add(r)

@@ -5,6 +5,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -60,12 +61,16 @@ type portPlanner struct {
 	// svcFam are the families the port has cluster IPs in (serviceFamilies).
 	svcFam [2]bool
 	out    *portPlan
+	// guarded are the addresses the port asked the guard about
+	// (guard.Key), appended to what planPort was given.
+	guarded []netip.Addr
 }
 
 // planPort plans service port sp with its endpoints; index is its position
-// among its service's ports.
-func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *portPlan {
-	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: index}}
+// among its service's ports. It returns the plan, and guarded with the
+// addresses the port asked the guard about appended (guard.Key).
+func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int, guarded []netip.Addr) (*portPlan, []netip.Addr) {
+	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: index}, guarded: guarded}
 	p.service()
 	for f := range p.fam {
 		for _, rs := range p.fam[f].loop {
@@ -73,7 +78,7 @@ func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int) *
 				iptables.Entry{IP: rs.Address, Protocol: sp.Protocol, Port: rs.Port, Net: iptables.HostPrefix(rs.Address)})
 		}
 	}
-	return p.out
+	return p.out, p.guarded
 }
 
 func (p *portPlanner) refuse(field, addr string, r model.Reason, msg string) {
@@ -204,6 +209,7 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 		return
 	}
 	key := ipvs.Key{Protocol: p.sp.Protocol, Address: a, Port: port}
+	p.guarded = append(p.guarded, guard.Key(a))
 	v := p.e.guard.Check(a)
 	if !v.Protected {
 		if p.otherFamily(kind, a) {

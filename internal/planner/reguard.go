@@ -45,13 +45,13 @@ func (inc *Incremental) Reguard(o Options, nodes []model.Node, refusals []model.
 	if len(addrs) == 0 {
 		return nil, true
 	}
-	// A walk of every service's few addresses, no index: a Node change
-	// is rare beside EndpointSlice changes, the walk takes 0.6 ms at
-	// 10,000 services (BenchmarkReguard: a plan of them all takes 230),
-	// and the addresses hold 0.4 MiB of the plan's 12 there, where an
-	// index by address held 1.6.
+	// A walk of the addresses each Service asked the guard about, no
+	// index: a Node change is rare beside EndpointSlice changes, the walk
+	// is a fraction of a millisecond at 10,000 services (BenchmarkReguard:
+	// a plan of them all takes 230 ms), and an index by address held 1.6
+	// MiB of the plan's 12 there.
 	for k, frag := range inc.services {
-		if namesAny(frag.addrs, addrs) {
+		if namesAny(frag.guarded, addrs) {
 			services = append(services, k)
 		}
 	}
@@ -84,23 +84,4 @@ func (e *env) sameButGuard(f *env) bool {
 	return e.sched == f.sched && e.families == f.families && e.zone == f.zone &&
 		slices.Equal(e.npAddrs, f.npAddrs) && slices.Equal(e.sets, f.sets) &&
 		reflect.DeepEqual(a, b) && reflect.DeepEqual(e.rulesets, f.rulesets)
-}
-
-// vipAddrs are the addresses a service's ports name that the guard
-// checks (its cluster IPs, externalIPs and load-balancer IPs), as the guard
-// keys them (no zone, IPv4-mapped unmapped), sorted and without
-// duplicates: what Reguard looks for a changed address in.
-func vipAddrs(ports []*model.ServicePort) []netip.Addr {
-	var out []netip.Addr
-	for _, sp := range ports {
-		for _, as := range [][]netip.Addr{sp.ClusterIPs, sp.ExternalIPs, sp.LoadBalancerIPs} {
-			for _, a := range as {
-				if a.IsValid() {
-					out = append(out, a.WithZone("").Unmap())
-				}
-			}
-		}
-	}
-	slices.SortFunc(out, netip.Addr.Compare)
-	return slices.Compact(out)
 }
