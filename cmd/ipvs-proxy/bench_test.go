@@ -8,7 +8,10 @@ import (
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/util/intstr"
+	"k8s.io/utils/ptr"
 )
 
 // hugeService is the largest hostile Service issue 14 names: 60,000
@@ -99,5 +102,72 @@ func BenchmarkPlanWideService(b *testing.B) {
 				}
 			}
 		})
+	}
+}
+
+// clusterJSON is a v1 List as the end-to-end checks feed `plan -f`:
+// services ClusterIP Services with one port, each with one EndpointSlice
+// of endpoints ready addresses, and the Node n1.
+func clusterJSON(tb testing.TB, services, endpoints int) []byte {
+	tb.Helper()
+	items := []any{&corev1.Node{
+		TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Node"},
+		ObjectMeta: metav1.ObjectMeta{Name: "n1"},
+		Status:     corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.10.0.211"}}},
+	}}
+	ready := true
+	for i := range services {
+		name := fmt.Sprintf("s%05d", i)
+		ip := fmt.Sprintf("10.96.%d.%d", i/250, i%250+1)
+		items = append(items, &corev1.Service{
+			TypeMeta:   metav1.TypeMeta{APIVersion: "v1", Kind: "Service"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name},
+			Spec: corev1.ServiceSpec{ClusterIP: ip, ClusterIPs: []string{ip},
+				Ports: []corev1.ServicePort{{Name: "http", Port: 80, Protocol: corev1.ProtocolTCP, TargetPort: intstr.FromInt32(8080)}}},
+		})
+		sl := &discoveryv1.EndpointSlice{
+			TypeMeta: metav1.TypeMeta{APIVersion: "discovery.k8s.io/v1", Kind: "EndpointSlice"},
+			ObjectMeta: metav1.ObjectMeta{Namespace: "bench", Name: name + "-1",
+				Labels: map[string]string{discoveryv1.LabelServiceName: name}},
+			AddressType: discoveryv1.AddressTypeIPv4,
+			Ports:       []discoveryv1.EndpointPort{{Name: ptr.To("http"), Port: ptr.To[int32](8080), Protocol: ptr.To(corev1.ProtocolTCP)}},
+		}
+		for e := range endpoints {
+			n := i*endpoints + e
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{
+				Addresses:  []string{fmt.Sprintf("10.244.%d.%d", n/250, n%250+1)},
+				Conditions: discoveryv1.EndpointConditions{Ready: &ready},
+			})
+		}
+		items = append(items, sl)
+	}
+	b, err := json.Marshal(map[string]any{"apiVersion": "v1", "kind": "List", "items": items})
+	if err != nil {
+		tb.Fatal(err)
+	}
+	return b
+}
+
+// BenchmarkPlanCluster is `ipvs-proxy plan` of a cluster as the end-to-end
+// checks read it back from the API server (10,000 Services × 10 endpoints:
+// about 9 MB of JSON), from reading the List to the text output: the
+// reference side of every kernel-against-plan comparison.
+//
+//	go test -run '^$' -bench PlanCluster -benchmem ./cmd/ipvs-proxy/
+func BenchmarkPlanCluster(b *testing.B) {
+	in := clusterJSON(b, 10000, 10)
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	var out, errOut bytes.Buffer
+	for b.Loop() {
+		out.Reset()
+		errOut.Reset()
+		if code := Main([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, bytes.NewReader(in), &out, &errOut); code != exitOK {
+			b.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	}
+	ipvsSection, _, _ := strings.Cut(out.String(), "# kube-ipvs0\n")
+	if n := strings.Count(ipvsSection, "\n-A "); n != 10000 {
+		b.Fatalf("%d virtual servers planned, want 10,000", n)
 	}
 }

@@ -128,16 +128,18 @@ func (objs *Objects) add(decoder runtime.Decoder, file string, index, item int, 
 	docErr := func(object string, err error) error {
 		return &DocumentError{File: file, Index: index, Item: item, Object: object, Err: err}
 	}
-	head := peek(doc)
+	// The header is read again only to name a document that was refused:
+	// reading it first would parse every document, and a List whole, twice.
+	head := func() header { return peek(doc) }
 	obj, gvk, err := decoder.Decode(doc, nil, nil)
 	switch {
 	case runtime.IsMissingKind(err) || runtime.IsMissingVersion(err):
-		return docErr(head.String(), fmt.Errorf("%w: apiVersion and kind are required", ErrUnknownKind))
+		return docErr(head().String(), fmt.Errorf("%w: apiVersion and kind are required", ErrUnknownKind))
 	case runtime.IsNotRegisteredError(err):
-		return docErr(head.String(), fmt.Errorf("%w: %s %s is not a kind this proxy knows (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, or a List of them)",
-			ErrUnknownKind, model.Word(head.APIVersion), model.Word(head.Kind)))
+		return docErr(head().String(), fmt.Errorf("%w: %s %s is not a kind this proxy knows (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, or a List of them)",
+			ErrUnknownKind, model.Word(head().APIVersion), model.Word(head().Kind)))
 	case err != nil:
-		return docErr(head.String(), fmt.Errorf("%w: %v", ErrParse, err))
+		return docErr(head().String(), fmt.Errorf("%w: %v", ErrParse, err))
 	}
 	setDefaultNamespace(obj)
 	switch o := obj.(type) {
@@ -179,8 +181,8 @@ func (objs *Objects) add(decoder runtime.Decoder, file string, index, item int, 
 	default:
 		switch gvk.Kind {
 		case "Service", "EndpointSlice", "Node", "ServiceList", "EndpointSliceList", "NodeList":
-			return docErr(head.String(), fmt.Errorf("%w: %s %s is not supported (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node)",
-				ErrUnknownKind, model.Word(head.APIVersion), model.Word(head.Kind)))
+			return docErr(head().String(), fmt.Errorf("%w: %s %s is not supported (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node)",
+				ErrUnknownKind, model.Word(head().APIVersion), model.Word(head().Kind)))
 		}
 		objs.Ignored = append(objs.Ignored, fmt.Sprintf("%s: document %d: %s", file, index, describe(obj, gvk)))
 	}
