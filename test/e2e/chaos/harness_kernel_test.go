@@ -487,17 +487,37 @@ func set(lines []string) map[string]bool {
 	return m
 }
 
+// firstSyncLine is logged by the proxy once its first full sync applied
+// everything.
+const firstSyncLine = "first full sync applied"
+
 // converge waits until the kernel equals the plan of the current objects.
 func (e *env) converge(c *cluster, p *ktest.Process) (time.Duration, string) {
 	start := time.Now()
 	timeout := cmp.Or(e.convergeTimeout, convergeTimeout)
 	last := ""
+	// A comparison waits for the proxy's first full sync: before it the
+	// kernel cannot hold the plan (or holds what a killed proxy left, which
+	// must not count as this run's), and at 10,000 services under TCG each
+	// comparison takes minutes of the CPU the first sync needs.
+	for !p.OutputHas(firstSyncLine) {
+		if !p.Alive() {
+			return time.Since(start), "proxy exited before its first full sync: see " + p.Log + "\n" + p.Tail(40)
+		}
+		if time.Since(start) >= timeout {
+			return time.Since(start), "no first full sync within " + timeout.String() + "\nproxy log tail:\n" + p.Tail(40)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
 	for time.Since(start) < timeout {
 		if !p.Alive() {
 			return time.Since(start), "proxy exited: see " + p.Log + "\n" + p.Tail(40)
 		}
 		at := time.Since(start)
 		d, took, err := e.compare(c)
+		if slow := time.Since(start) - at; slow > time.Minute {
+			e.t.Logf("converge: the comparison begun at %v took %v (%s)", at.Round(time.Second), slow.Round(time.Second), took)
+		}
 		switch {
 		case err != nil:
 			last = err.Error()
