@@ -111,6 +111,8 @@ DSOAK_ENDPOINTS ?= 10
 DSOAK_DURATION  ?= 3m
 DSOAK_CHECK     ?= 1m
 DSOAK_SEED      ?= 1
+# DSOAK_PROFILES=DIR: the proxy's heap profile at every check, saved there
+DSOAK_PROFILES  ?=
 
 .PHONY: daemon-soak
 daemon-soak:
@@ -119,7 +121,7 @@ daemon-soak:
 	$(GO) build -o $(RELIABILITY_DIR)/ipvs-proxy ./cmd/ipvs-proxy
 	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/chaos-guest.test ./chaos
 	cd test/e2e && DSOAK=1 DSOAK_SERVICES=$(DSOAK_SERVICES) DSOAK_ENDPOINTS=$(DSOAK_ENDPOINTS) DSOAK_DURATION=$(DSOAK_DURATION) \
-		DSOAK_CHECK=$(DSOAK_CHECK) DSOAK_SEED=$(DSOAK_SEED) CHAOS_PROXY_BIN=$(RELIABILITY_DIR)/ipvs-proxy \
+		DSOAK_CHECK=$(DSOAK_CHECK) DSOAK_SEED=$(DSOAK_SEED) DSOAK_PROFILES=$(DSOAK_PROFILES) CHAOS_PROXY_BIN=$(RELIABILITY_DIR)/ipvs-proxy \
 		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/chaos-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestDaemonSoak$$' ./chaos
 
 # `make test` runs the short fuzz (about 10 s of fuzzing plus the

@@ -417,7 +417,11 @@ func (b *kbed) kubeIPVS0() []string {
 // initval 0x..." and with the initial hashsize (the kernel grows it).
 func (b *kbed) ipsetSave() []string {
 	blocks := map[string][]string{}
-	for _, l := range lines(b.node.Run(b.t, "ipset", "save")) {
+	save, err := b.node.IPSetSave()
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	for _, l := range lines(save) {
 		f := strings.Fields(l)
 		if len(f) < 2 || !strings.HasPrefix(f[1], "KUBE-") {
 			continue

@@ -246,6 +246,10 @@ type env struct {
 	stateDir string
 	// webAddr is the steady service's ClusterIP:80, which every plan has.
 	webAddr string
+	// took is what each command of the last kernel read took.
+	took strings.Builder
+	// profiling serves /debug/pprof/ beside /metrics (--profiling).
+	profiling bool
 	// convergeTimeout bounds one convergence (the package's when 0).
 	convergeTimeout time.Duration
 	// syncPeriod is the proxy's --sync-period (the package's when 0).
@@ -259,11 +263,15 @@ type env struct {
 // numbered by the run.
 func (e *env) start() *ktest.Process {
 	e.runs++
-	return e.node.Start(e.t, filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), e.bin, "run",
+	args := []string{"run",
 		"--kubeconfig", e.kc, "--hostname-override", thisNode, "--cluster-cidr", clusterCIDR,
 		"--sync-period", cmp.Or(e.syncPeriod, syncPeriod).String(), "--min-sync-period", "0",
 		"--healthz-bind-address", "", "--metrics-bind-address", "127.0.0.1:10249",
-		"--state-dir", e.stateDir, "--log-level", "debug", "--log-format", "json")
+		"--state-dir", e.stateDir, "--log-level", "debug", "--log-format", "json"}
+	if e.profiling {
+		args = append(args, "--profiling")
+	}
+	return e.node.Start(e.t, filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), e.bin, args...)
 }
 
 // kill sends SIGKILL and reaps the process.
@@ -290,10 +298,18 @@ func lines(s string) []string {
 // each section sorted (iptables: per chain, in order).
 type snapshot map[string][]string
 
-func (e *env) run(name string, args ...string) (string, error) { return e.node.Exec(name, args...) }
+// run execs one command in the node namespace; what it took is added to
+// e.took.
+func (e *env) run(name string, args ...string) (string, error) {
+	t0 := time.Now()
+	out, err := e.node.Exec(name, args...)
+	fmt.Fprintf(&e.took, ", %s %v", strings.Join(append([]string{name}, args...), " "), time.Since(t0).Round(10*time.Millisecond))
+	return out, err
+}
 
-// kernel reads the node's data plane.
+// kernel reads the node's data plane; e.took says what each command took.
 func (e *env) kernel() (snapshot, error) {
+	e.took.Reset()
 	s := snapshot{}
 	out, err := e.run("ipvsadm", "-S", "-n")
 	if err != nil {
@@ -310,7 +326,9 @@ func (e *env) kernel() (snapshot, error) {
 		}
 	}
 	slices.Sort(s["kube-ipvs0"])
-	out, err = e.run("ipset", "save")
+	t0 := time.Now()
+	out, err = e.node.IPSetSave()
+	fmt.Fprintf(&e.took, ", ipset save %v", time.Since(t0).Round(10*time.Millisecond))
 	if err != nil {
 		return nil, err
 	}
@@ -515,7 +533,7 @@ func (e *env) converge(c *cluster, p *ktest.Process) (time.Duration, string) {
 		}
 		at := time.Since(start)
 		d, took, err := e.compare(c)
-		if slow := time.Since(start) - at; slow > time.Minute {
+		if slow := time.Since(start) - at; slow > 10*time.Second {
 			e.t.Logf("converge: the comparison begun at %v took %v (%s)", at.Round(time.Second), slow.Round(time.Second), took)
 		}
 		switch {
@@ -556,8 +574,8 @@ func (e *env) compare(c *cluster) (string, string, error) {
 	}
 	d := diff(want, got)
 	r := func(d time.Duration) time.Duration { return d.Round(10 * time.Millisecond) }
-	return d, fmt.Sprintf("objects read in %v, planned in %v, kernel read in %v, compared in %v",
-		r(t1.Sub(t0)), r(t2.Sub(t1)), r(t3.Sub(t2)), r(time.Since(t3))), nil
+	return d, fmt.Sprintf("objects read in %v, planned in %v, kernel read in %v (%s), compared in %v",
+		r(t1.Sub(t0)), r(t2.Sub(t1)), r(t3.Sub(t2)), strings.TrimPrefix(e.took.String(), ", "), r(time.Since(t3))), nil
 }
 
 func firstLines(s string, n int) string {

@@ -20,6 +20,7 @@ import (
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
@@ -171,6 +172,7 @@ func TestDaemonSoakGuest(t *testing.T) {
 	client, node, client1, lan, e := bd.client, bd.node, bd.pod, bd.lan, bd.env
 	// The proxy's defaults: full syncs every 30 s run during the churn.
 	e.syncPeriod, e.convergeTimeout = 30*time.Second, 10*time.Minute
+	e.profiling = os.Getenv("DSOAK_PROFILES") != ""
 	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 13)), n: nsvc, eps: eps}
 	began := time.Now()
 	c.setup()
@@ -203,6 +205,20 @@ func TestDaemonSoakGuest(t *testing.T) {
 		}
 		if err != nil {
 			findings = append(findings, fmt.Sprintf("check at %v: /metrics: %v", s.at.Round(time.Second), err))
+		}
+		if os.Getenv("DSOAK_PROFILES") != "" {
+			// The live heap at this check (after a collection), for the host
+			// to save.
+			code, prof, err := node.HTTPGet("127.0.0.1:10249", "/debug/pprof/heap?gc=1", 2*time.Minute)
+			if err == nil && code != 200 {
+				err = fmt.Errorf("HTTP %d", code)
+			}
+			if err == nil {
+				err = consoleprof.Print(os.Stdout, fmt.Sprintf("heap-check-%d", len(samples)+1), []byte(prof))
+			}
+			if err != nil {
+				findings = append(findings, fmt.Sprintf("check at %v: heap profile: %v", s.at.Round(time.Second), err))
+			}
 		}
 		s.goroutines = m["go_goroutines"]
 		s.heap = m["go_memstats_heap_inuse_bytes"] / (1 << 20)

@@ -3,6 +3,7 @@
 package chaos
 
 import (
+	"bytes"
 	"cmp"
 	"context"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 )
@@ -55,6 +57,28 @@ func TestDaemonSoak(t *testing.T) {
 			env = append(env, k+"="+v)
 		}
 	}
-	guest.Run(ctx, t, dir, guest.Suite{Test: "TestDaemonSoakGuest", Bin: os.Getenv("CHAOS_GUEST_BIN"), Timeout: timeout,
-		Env: env, Port: srv.Port})
+	// DSOAK_PROFILES is a directory for the proxy's heap profile at every
+	// check (heap-check-N.pprof), carried out through the console.
+	profiles := os.Getenv("DSOAK_PROFILES")
+	var console bytes.Buffer
+	suite := guest.Suite{Test: "TestDaemonSoakGuest", Bin: os.Getenv("CHAOS_GUEST_BIN"), Timeout: timeout,
+		Env: env, Port: srv.Port}
+	if profiles != "" {
+		suite.Env = append(suite.Env, "DSOAK_PROFILES=1")
+		suite.Output = &console
+		// The profiles are saved even when the soak fails: they are what
+		// explains a finding about memory.
+		defer func() {
+			if err := os.MkdirAll(profiles, 0o755); err != nil {
+				t.Errorf("DSOAK_PROFILES: %v", err)
+				return
+			}
+			paths, err := consoleprof.SaveAll(console.String(), profiles)
+			if err != nil {
+				t.Errorf("DSOAK_PROFILES: %v", err)
+			}
+			t.Logf("the proxy's heap profiles: %v (go tool pprof -top -sample_index=inuse_space FILE)", paths)
+		}()
+	}
+	guest.Run(ctx, t, dir, suite)
 }

@@ -5,7 +5,6 @@ import (
 	"net/netip"
 	"os"
 	"strconv"
-	"strings"
 	"testing"
 	"time"
 
@@ -32,13 +31,6 @@ const (
 	// triggerAnnotation is endpoints.kubernetes.io/last-change-trigger-time.
 	triggerAnnotation = "endpoints.kubernetes.io/last-change-trigger-time"
 )
-
-// profileMarkers frame a pprof profile of the proxy ("heap", "cpu") in the
-// guest's console (DAEMONBENCH_HEAP_PROFILE, DAEMONBENCH_CPU_PROFILE).
-func profileMarkers(kind string) (begin, end string) {
-	k := strings.ToUpper(kind)
-	return "DAEMONBENCH-" + k + "-PROFILE-BEGIN", "DAEMONBENCH-" + k + "-PROFILE-END"
-}
 
 // envInt reads a positive integer from the environment, def when unset.
 func envInt(t testing.TB, key string, def int) int {

@@ -5,7 +5,6 @@ package daemonbench
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -28,6 +27,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -220,20 +220,13 @@ func (w *rssWatcher) peak() (int, string) {
 
 func (w *rssWatcher) stop() { w.stopOnce.Do(func() { close(w.done) }) }
 
-// printProfile prints a pprof profile of the proxy to the console in
-// base64 between the markers of its kind: the host root is read-only
-// here, and the host test writes it to DAEMONBENCH_<KIND>_PROFILE.
+// printProfile prints a pprof profile of the proxy to the console, where
+// the host test finds it (package consoleprof) and writes it to
+// DAEMONBENCH_<KIND>_PROFILE.
 func printProfile(kind, prof string) {
-	begin, end := profileMarkers(kind)
-	enc := base64.StdEncoding.EncodeToString([]byte(prof))
-	var b strings.Builder
-	b.WriteString(begin + "\n")
-	for len(enc) > 76 {
-		b.WriteString(enc[:76] + "\n")
-		enc = enc[76:]
+	if err := consoleprof.Print(os.Stdout, kind, []byte(prof)); err != nil {
+		fmt.Fprintf(os.Stderr, "%s profile: %v\n", kind, err)
 	}
-	b.WriteString(enc + "\n" + end + "\n")
-	fmt.Print(b.String())
 }
 
 // metric is the value of the sample named exactly name (labels included).
@@ -414,7 +407,9 @@ func TestDaemonBenchGuest(t *testing.T) {
 		return err
 	})
 	addrOut = node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0")
-	setSave = node.Run(t, "ipset", "save")
+	if setSave, err = node.IPSetSave(); err != nil {
+		t.Fatal(err)
+	}
 	rules4, rules6 := node.Run(t, "iptables-save"), node.Run(t, "ip6tables-save")
 	nVS, nRS := countIPVS(ipvsSave)
 	addrIn, nAddr := addrBatch(t, addrOut)

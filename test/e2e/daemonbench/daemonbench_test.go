@@ -5,7 +5,6 @@ package daemonbench
 import (
 	"bytes"
 	"context"
-	"encoding/base64"
 	"errors"
 	"fmt"
 	"io"
@@ -23,6 +22,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
@@ -178,7 +178,7 @@ func TestDaemonBench(t *testing.T) {
 		if path == "" {
 			continue
 		}
-		prof, err := consoleProfile(console.String(), kind)
+		prof, err := consoleprof.Find(console.String(), kind)
 		if err == nil {
 			err = os.WriteFile(path, prof, 0o644)
 		}
@@ -187,22 +187,4 @@ func TestDaemonBench(t *testing.T) {
 		}
 		t.Logf("the proxy's %s profile: %s (go tool pprof -top %s)", kind, path, path)
 	}
-}
-
-// consoleProfile is the profile of kind the guest printed between its
-// markers.
-func consoleProfile(console, kind string) ([]byte, error) {
-	begin, end := profileMarkers(kind)
-	_, rest, ok := strings.Cut(console, begin)
-	enc, _, ok2 := strings.Cut(rest, end)
-	if !ok || !ok2 {
-		return nil, errors.New("no " + kind + " profile in the guest's output")
-	}
-	enc = strings.Map(func(r rune) rune {
-		if r == '\n' || r == '\r' || r == ' ' {
-			return -1
-		}
-		return r
-	}, enc)
-	return base64.StdEncoding.DecodeString(enc)
 }

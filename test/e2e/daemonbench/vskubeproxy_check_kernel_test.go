@@ -178,7 +178,7 @@ func (w *wanted) check(node *ktest.Node) (string, error) {
 			return "", fmt.Errorf("%s not on kube-ipvs0 (%d addresses)", a, len(bound))
 		}
 	}
-	set, err := node.Exec("ipset", "save", "KUBE-CLUSTER-IP")
+	set, err := node.IPSetSave("KUBE-CLUSTER-IP")
 	if err != nil {
 		return "", err
 	}

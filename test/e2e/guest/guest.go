@@ -7,6 +7,7 @@ package guest
 
 import (
 	"context"
+	"io"
 	"os"
 	"testing"
 	"time"
@@ -36,6 +37,10 @@ type Suite struct {
 	// AllowSkip lets the guest test skip; by default a skip fails the run,
 	// as a guest test that skipped did not test anything.
 	AllowSkip bool
+	// Output receives the guest's console as well as os.Stdout (nil: only
+	// os.Stdout); a test keeps it to find what the guest printed there,
+	// such as profiles (package consoleprof).
+	Output io.Writer
 }
 
 // Run builds the guest test unless s.Bin is set, boots the VM, runs it
@@ -55,7 +60,12 @@ func Run(ctx context.Context, t *testing.T, dir string, s Suite) *vmtest.Result 
 		run += "/" + s.Sub
 	}
 	args := append([]string{"-test.v", "-test.run", run, "-test.timeout", s.Timeout.String()}, s.Args...)
+	var out io.Writer = os.Stdout
+	if s.Output != nil {
+		out = io.MultiWriter(os.Stdout, s.Output)
+	}
 	res, err := vmtest.Run(ctx, vmtest.Config{
+		Output:      out,
 		Jobs:        []vmtest.Job{{Bin: bin, Args: args, Dir: wd}},
 		Env:         s.Env,
 		ForwardPort: s.Port,

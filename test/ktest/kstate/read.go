@@ -225,7 +225,7 @@ func parseIPAddrJSON(out string) ([]netip.Prefix, error) {
 // (iptables.SortEntries). The family of a bitmap:port set is unknown to
 // ipset save and left empty (the plan form does not print it).
 func IPSets(ns *ktest.NS) ([]iptables.IPSet, error) {
-	out, err := ns.Exec("ipset", "save")
+	out, err := ns.IPSetSave()
 	if err != nil {
 		return nil, err
 	}
