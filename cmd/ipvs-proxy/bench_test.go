@@ -150,7 +150,7 @@ func clusterJSON(tb testing.TB, services, endpoints int) []byte {
 
 // BenchmarkPlanCluster is `ipvs-proxy plan` of a cluster as the end-to-end
 // checks read it back from the API server (10,000 Services × 10 endpoints:
-// about 9 MB of JSON), from reading the List to the text output: the
+// about 11 MB of JSON), from reading the List to the text output: the
 // reference side of every kernel-against-plan comparison.
 //
 //	go test -run '^$' -bench PlanCluster -benchmem ./cmd/ipvs-proxy/
