@@ -48,6 +48,25 @@ func wideServiceJSON(tb testing.TB, addrs, ports int) []byte {
 	return b
 }
 
+// benchPlan runs `ipvs-proxy plan -f - --node-name n1 --node-ip
+// 10.10.0.211 [extra...]` on in for every iteration of b and returns the
+// last output.
+func benchPlan(b *testing.B, in []byte, extra ...string) string {
+	b.Helper()
+	args := append([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, extra...)
+	b.SetBytes(int64(len(in)))
+	b.ReportAllocs()
+	var out, errOut bytes.Buffer
+	for b.Loop() {
+		out.Reset()
+		errOut.Reset()
+		if code := Main(args, bytes.NewReader(in), &out, &errOut); code != exitOK {
+			b.Fatalf("exit %d: %s", code, errOut.String())
+		}
+	}
+	return out.String()
+}
+
 // BenchmarkPlanHugeService is `ipvs-proxy plan` of hugeService, from
 // reading the JSON to the text output, with the default
 // --max-virtual-servers-per-service (1,000): 10 externalIPs × 100 ports are
@@ -55,22 +74,12 @@ func wideServiceJSON(tb testing.TB, addrs, ports int) []byte {
 //
 //	go test -run '^$' -bench PlanHugeService -benchmem ./cmd/ipvs-proxy/
 func BenchmarkPlanHugeService(b *testing.B) {
-	in := hugeService(b)
-	b.SetBytes(int64(len(in)))
-	var out, errOut bytes.Buffer
-	b.ReportAllocs()
-	for b.Loop() {
-		out.Reset()
-		errOut.Reset()
-		if code := Main([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, bytes.NewReader(in), &out, &errOut); code != exitOK {
-			b.Fatalf("exit %d: %s", code, errOut.String())
-		}
-	}
-	ipvsSection, _, _ := strings.Cut(out.String(), "# kube-ipvs0\n")
+	out := benchPlan(b, hugeService(b))
+	ipvsSection, _, _ := strings.Cut(out, "# kube-ipvs0\n")
 	if n := strings.Count(ipvsSection, "\n-A "); n != 100+10*100 {
 		b.Fatalf("%d virtual servers planned, want 1,100 (100 cluster IP, 1,000 externalIP)", n)
 	}
-	if !strings.Contains(out.String(), "59990 of 60000 externalIPs not served") {
+	if !strings.Contains(out, "59990 of 60000 externalIPs not served") {
 		b.Fatal("no refusal of the excess")
 	}
 }
@@ -89,19 +98,7 @@ func BenchmarkPlanWideService(b *testing.B) {
 		{"default-cap", nil},
 		{"uncapped", []string{"--max-virtual-servers-per-service", "400000"}},
 	} {
-		b.Run(bc.name, func(b *testing.B) {
-			b.SetBytes(int64(len(in)))
-			b.ReportAllocs()
-			var out, errOut bytes.Buffer
-			for b.Loop() {
-				out.Reset()
-				errOut.Reset()
-				args := append([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, bc.args...)
-				if code := Main(args, bytes.NewReader(in), &out, &errOut); code != exitOK {
-					b.Fatalf("exit %d: %s", code, errOut.String())
-				}
-			}
-		})
+		b.Run(bc.name, func(b *testing.B) { benchPlan(b, in, bc.args...) })
 	}
 }
 
@@ -155,18 +152,8 @@ func clusterJSON(tb testing.TB, services, endpoints int) []byte {
 //
 //	go test -run '^$' -bench PlanCluster -benchmem ./cmd/ipvs-proxy/
 func BenchmarkPlanCluster(b *testing.B) {
-	in := clusterJSON(b, 10000, 10)
-	b.SetBytes(int64(len(in)))
-	b.ReportAllocs()
-	var out, errOut bytes.Buffer
-	for b.Loop() {
-		out.Reset()
-		errOut.Reset()
-		if code := Main([]string{"plan", "-f", "-", "--node-name", "n1", "--node-ip", "10.10.0.211"}, bytes.NewReader(in), &out, &errOut); code != exitOK {
-			b.Fatalf("exit %d: %s", code, errOut.String())
-		}
-	}
-	ipvsSection, _, _ := strings.Cut(out.String(), "# kube-ipvs0\n")
+	out := benchPlan(b, clusterJSON(b, 10000, 10))
+	ipvsSection, _, _ := strings.Cut(out, "# kube-ipvs0\n")
 	if n := strings.Count(ipvsSection, "\n-A "); n != 10000 {
 		b.Fatalf("%d virtual servers planned, want 10,000", n)
 	}
