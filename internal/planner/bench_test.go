@@ -1,8 +1,10 @@
 package planner
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"net/netip"
 	"os"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -195,5 +197,44 @@ func BenchmarkReguard(b *testing.B) {
 		if st := inc.State(); len(st.VirtualServers) < 10000 {
 			b.Fatalf("%d virtual servers", len(st.VirtualServers))
 		}
+	}
+}
+
+// BenchmarkPlanLocalEndpoints plans 10,000 services whose 100,000
+// endpoints are all on the planning node (the daemon soak's shape: every
+// endpoint a hairpin entry of KUBE-LOOP-BACK) and reports the live heap
+// of the incremental plan and its state, as the daemon keeps them.
+//
+//	go test -run '^$' -bench PlanLocalEndpoints -benchmem -count 3 ./internal/planner/
+func BenchmarkPlanLocalEndpoints(b *testing.B) {
+	c, o := benchCluster(10000, 10)
+	for _, eps := range c.Endpoints {
+		for i := range eps {
+			eps[i].NodeName = o.NodeName
+		}
+	}
+	b.ReportAllocs()
+	var inc *Incremental
+	var st State
+	var before, after runtime.MemStats
+	for b.Loop() {
+		inc, st = nil, State{}
+		runtime.GC()
+		runtime.ReadMemStats(&before)
+		inc = planAll(c, o)
+		st = inc.State()
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	b.ReportMetric(float64(after.HeapAlloc-before.HeapAlloc)/(1<<20), "live-MiB")
+	loop := 0
+	for _, s := range st.IPSets {
+		if s.Name == iptables.SetLoopBack {
+			loop += len(s.Entries)
+		}
+	}
+	// Every 50th endpoint is terminating, not served: 98,000.
+	if loop != 98000 || inc == nil {
+		b.Fatalf("%d KUBE-LOOP-BACK entries, want 98,000", loop)
 	}
 }

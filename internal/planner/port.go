@@ -73,6 +73,11 @@ func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int, g
 	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: index}, guarded: guarded}
 	p.service()
 	for f := range p.fam {
+		if n := len(p.fam[f].loop); n > 0 && p.e.families[f] {
+			// Sized once: the slice is kept for the life of the plan (one
+			// entry per endpoint on this node).
+			p.out.loop[f] = make([]setEntry, 0, n)
+		}
 		for _, rs := range p.fam[f].loop {
 			p.out.loop[f] = p.add(p.out.loop[f], f, iptables.SetLoopBack,
 				iptables.Entry{IP: rs.Address, Protocol: sp.Protocol, Port: rs.Port, Net: iptables.HostPrefix(rs.Address)})
