@@ -301,9 +301,14 @@ type snapshot map[string][]string
 // run execs one command in the node namespace; what it took is added to
 // e.took.
 func (e *env) run(name string, args ...string) (string, error) {
+	return e.timed(strings.Join(append([]string{name}, args...), " "), func() (string, error) { return e.node.Exec(name, args...) })
+}
+
+// timed runs read and adds what it took to e.took, as label.
+func (e *env) timed(label string, read func() (string, error)) (string, error) {
 	t0 := time.Now()
-	out, err := e.node.Exec(name, args...)
-	fmt.Fprintf(&e.took, ", %s %v", strings.Join(append([]string{name}, args...), " "), time.Since(t0).Round(10*time.Millisecond))
+	out, err := read()
+	fmt.Fprintf(&e.took, ", %s %v", label, time.Since(t0).Round(10*time.Millisecond))
 	return out, err
 }
 
@@ -326,9 +331,7 @@ func (e *env) kernel() (snapshot, error) {
 		}
 	}
 	slices.Sort(s["kube-ipvs0"])
-	t0 := time.Now()
-	out, err = e.node.IPSetSave()
-	fmt.Fprintf(&e.took, ", ipset save %v", time.Since(t0).Round(10*time.Millisecond))
+	out, err = e.timed("ipset save", func() (string, error) { return e.node.IPSetSave() })
 	if err != nil {
 		return nil, err
 	}
