@@ -32,12 +32,15 @@ BENCHVS_MEM    ?= 4096
 # ipvs-proxy logs at debug level for the stage-by-stage breakdown.
 BENCHVS_PROXIES ?= kube-proxy,ipvs-proxy
 BENCHVS_BREAKDOWN ?=
+# A directory: ipvs-proxy traces its collections (in the report) and its
+# heap profiles after the first sync and at the end are saved there.
+BENCHVS_MEMORY ?=
 
 .PHONY: bench-vs-kube-proxy
 bench-vs-kube-proxy: deps kube-proxy
 	cd test/e2e && BENCHVS=1 BENCHVS_SIZES=$(BENCHVS_SIZES) BENCHVS_CHANGES=$(BENCHVS_CHANGES) \
 		BENCHVS_BUDGET=$(BENCHVS_BUDGET) BENCHVS_CHANGE_BUDGET=$(BENCHVS_CHANGE_BUDGET) BENCHVS_CHANGES_WALL=$(BENCHVS_CHANGES_WALL) BENCHVS_IDLE=$(BENCHVS_IDLE) DAEMONBENCH_MEM=$(BENCHVS_MEM) \
-		BENCHVS_PROXIES=$(BENCHVS_PROXIES) BENCHVS_BREAKDOWN=$(BENCHVS_BREAKDOWN) \
+		BENCHVS_PROXIES=$(BENCHVS_PROXIES) BENCHVS_BREAKDOWN=$(BENCHVS_BREAKDOWN) BENCHVS_MEMORY=$(BENCHVS_MEMORY) \
 		KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
 		$(GO) test -p 2 -vet=off -count=1 -v -timeout 600m -run '^TestVsKubeProxy$$' ./daemonbench
 

@@ -299,6 +299,7 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 	}
 	for _, r := range rs {
 		b.WriteString(r.breakdown)
+		b.WriteString(r.memory)
 	}
 	b.WriteString("BENCHVS-REPORT-END\n")
 	return b.String()

@@ -61,7 +61,8 @@ const progressEvery = 5 * time.Minute
 // node's identity and the addresses kube-proxy uses too.
 type ipvsProxy struct{ *ktest.Process }
 
-// With debug, it logs at debug level: each sync's stages (the breakdown).
+// With debug, it logs at debug level: each sync's stages (the breakdown);
+// with memoryOn, it traces its collections and serves its profiles.
 func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool) process {
 	t.Helper()
 	dir := t.TempDir()
@@ -72,7 +73,13 @@ func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debu
 	if debug {
 		args = append(args, "--log-level", "debug")
 	}
-	return ipvsProxy{node.Start(t, filepath.Join(dir, "ipvs-proxy.log"), bin, args...)}
+	log := filepath.Join(dir, "ipvs-proxy.log")
+	if memoryOn() {
+		// env execs the proxy: the process is still the proxy's.
+		args = append([]string{"GODEBUG=gctrace=1", bin}, append(args, "--profiling")...)
+		return ipvsProxy{node.Start(t, log, "env", args...)}
+	}
+	return ipvsProxy{node.Start(t, log, bin, args...)}
 }
 
 func (p ipvsProxy) Pid() int { return p.Cmd.Process.Pid }
@@ -167,7 +174,9 @@ type vsResult struct {
 	// breakdown is ipvs-proxy's one change stage by stage
 	// (BENCHVS_BREAKDOWN=1), empty otherwise.
 	breakdown string
-	kernel    string
+	// memory is ipvs-proxy's RSS and collector figures (BENCHVS_MEMORY).
+	memory string
+	kernel string
 	// The contender's own sync histogram: at the first sync, and over
 	// the changes.
 	firstSyncs, changeSyncs     int
@@ -312,6 +321,9 @@ func (b *vsBench) measure(c contender) vsResult {
 		time.Sleep(time.Second)
 	}
 	r.hwmAfterFull = status(t, pid, "VmHWM")
+	if _, ok := p.(ipvsProxy); ok && memoryOn() && !r.overBudget {
+		heapProfile(t, node, "first")
+	}
 	if ours, ok := p.(ipvsProxy); ok {
 		// What kept a sync before the first complete one from being it.
 		for _, w := range warnings(t, ours.Log, 5) {
@@ -334,6 +346,10 @@ func (b *vsBench) measure(c contender) vsResult {
 		one.changeLoop(c, node, p, want, &r)
 	}
 	r.hwm = status(t, pid, "VmHWM")
+	if ours, ok := p.(ipvsProxy); ok && memoryOn() && p.Alive() {
+		heapProfile(t, node, "end")
+		r.memory = memoryReport(t, pid, ours.Log)
+	}
 	if _, err := p.Stop(2 * time.Minute); err != nil {
 		t.Logf("%s stop: %v", c.name, err)
 	}

@@ -3,7 +3,9 @@
 package daemonbench
 
 import (
+	"bytes"
 	"context"
+	"io"
 	"os"
 	"path/filepath"
 	"slices"
@@ -15,6 +17,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
@@ -128,8 +131,16 @@ func TestVsKubeProxy(t *testing.T) {
 		if err := srv.WriteKubeconfig(kpKC, kpCfg, srv.URL); err != nil {
 			t.Fatal(err)
 		}
+		// BENCHVS_MEMORY=DIR: ipvs-proxy's collector trace in the report
+		// and its heap profiles saved to DIR/SIZE (consoleprof).
+		memDir, memFlag := os.Getenv("BENCHVS_MEMORY"), ""
+		var console bytes.Buffer
+		out := io.Writer(os.Stdout)
+		if memDir != "" {
+			memFlag, out = "1", io.MultiWriter(os.Stdout, &console)
+		}
 		res, err := vmtest.Run(ctx, vmtest.Config{
-			Output: os.Stdout,
+			Output: out,
 			Jobs: []vmtest.Job{{Bin: guestBin, Args: []string{"-test.v", "-test.run", "^TestVsKubeProxyGuest$",
 				"-test.timeout", guestTimeout.String()}, Dir: wd}},
 			Env: []string{"DAEMONBENCH_KUBECONFIG_ADMIN=" + guestKC, "DAEMONBENCH_KUBECONFIG_PROXY=" + proxyKC,
@@ -138,15 +149,33 @@ func TestVsKubeProxy(t *testing.T) {
 				"BENCHVS_RUN=" + strconv.Itoa(run), "BENCHVS_BUDGET=" + budget.String(), "BENCHVS_CHANGE_BUDGET=" + changeBudget.String(),
 				"BENCHVS_CHANGES_WALL=" + os.Getenv("BENCHVS_CHANGES_WALL"),
 				"BENCHVS_CHANGES=" + os.Getenv("BENCHVS_CHANGES"), "BENCHVS_IDLE=" + os.Getenv("BENCHVS_IDLE"),
-				"BENCHVS_PROXIES=" + os.Getenv("BENCHVS_PROXIES"), "BENCHVS_BREAKDOWN=" + os.Getenv("BENCHVS_BREAKDOWN")},
+				"BENCHVS_PROXIES=" + os.Getenv("BENCHVS_PROXIES"), "BENCHVS_BREAKDOWN=" + os.Getenv("BENCHVS_BREAKDOWN"),
+				"BENCHVS_MEMORY=" + memFlag},
 			ForwardPort: srv.Port,
 			MemoryMiB:   memMiB,
 			Timeout:     guestTimeout + 5*time.Minute,
 			FailOnSkip:  true,
 		})
+		if memDir != "" {
+			saveProfiles(t, console.String(), filepath.Join(memDir, strconv.Itoa(services)))
+		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("size %d: VM boot %v, total %v", services, res.Boot, res.Total)
 	}
+}
+
+// saveProfiles writes the profiles console holds to dir.
+func saveProfiles(t *testing.T, console, dir string) {
+	t.Helper()
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		t.Errorf("BENCHVS_MEMORY: %v", err)
+		return
+	}
+	paths, err := consoleprof.SaveAll(console, dir)
+	if err != nil {
+		t.Errorf("BENCHVS_MEMORY: %v", err)
+	}
+	t.Logf("ipvs-proxy's heap profiles: %v (go tool pprof -top -sample_index=inuse_space FILE)", paths)
 }
