@@ -159,8 +159,8 @@ func (k *KubeProxy) Queued(kind string, service types.NamespacedName) {
 // start of a sync, applied or not (a failed sync is retried whole).
 func (k *KubeProxy) synced(seconds float64, ok bool) {
 	k.mu.Lock()
-	clear(k.pendingServices)
-	clear(k.pendingEndpoints)
+	k.pendingServices = emptied(k.pendingServices)
+	k.pendingEndpoints = emptied(k.pendingEndpoints)
 	k.ServicesPending.Set(0)
 	k.EndpointsPending.Set(0)
 	k.mu.Unlock()
@@ -170,6 +170,18 @@ func (k *KubeProxy) synced(seconds float64, ok bool) {
 			k.LastSync.WithLabelValues(f).SetToCurrentTime()
 		}
 	})
+}
+
+// emptied is m without entries: cleared when small, new when it held more
+// than a sync usually takes. A cleared map keeps its buckets, and the
+// first sync queues every Service and its slices: at 10,000 Services the
+// two maps kept about 2 MiB for good.
+func emptied[K comparable, V any](m map[K]V) map[K]V {
+	if len(m) > 1024 {
+		return map[K]V{}
+	}
+	clear(m)
+	return m
 }
 
 // Answered counts one /healthz or /livez answer by status code.

@@ -3,6 +3,8 @@ package metrics
 import (
 	"net/http"
 	"net/http/httptest"
+	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -193,5 +195,38 @@ func TestConntrackReconcilerSeries(t *testing.T) {
 	}
 	if n := strings.Count(body, `kubeproxy_conntrack_reconciler_sync_duration_seconds_bucket{ip_family="IPv4"`); n != 16 {
 		t.Errorf("conntrack reconciler buckets: %d, want kube-proxy's 15 and +Inf", n)
+	}
+}
+
+// TestPendingChangesFreed: the maps behind the pending gauges hold no
+// memory after the sync that took a first sync's worth of changes (every
+// Service and its slices, queued before it).
+func TestPendingChangesFreed(t *testing.T) {
+	m := New()
+	m.KubeProxy.SetFamilies([]string{"IPv4"})
+	heap := func() uint64 {
+		runtime.GC()
+		var ms runtime.MemStats
+		runtime.ReadMemStats(&ms)
+		return ms.HeapAlloc
+	}
+	before := heap()
+	for i := range 20_000 {
+		k := types.NamespacedName{Namespace: "default", Name: "svc-" + strconv.Itoa(i)}
+		m.KubeProxy.Queued(ChangeService, k)
+		m.KubeProxy.Queued(ChangeEndpoints, k)
+	}
+	queued := heap()
+	m.ObserveSync(ModeFull, time.Second, true)
+	after := heap()
+	// The names are the maps' keys: they go with them.
+	if grew := int64(queued) - int64(before); grew < 2<<20 {
+		t.Fatalf("queuing 20,000 changes of each kind grew the heap by %d B: the test measures nothing", grew)
+	}
+	if kept := int64(after) - int64(before); kept > 256<<10 {
+		t.Errorf("after the sync the pending changes still hold %d B (queued: %d B)", kept, int64(queued)-int64(before))
+	}
+	if body := scrape(t, m); !strings.Contains(body, "kubeproxy_sync_proxy_rules_service_changes_pending 0") {
+		t.Error("pending gauge not 0 after the sync")
 	}
 }
