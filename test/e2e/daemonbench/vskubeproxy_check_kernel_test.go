@@ -3,6 +3,7 @@
 package daemonbench
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"net/netip"
@@ -285,6 +286,7 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 		return fmt.Sprintf("%d, %s", r.changeSyncs, ms(r.changeSyncSum/time.Duration(r.changeSyncs)))
 	})
 	row("kernel at first sync", func(r vsResult) string { return r.kernel })
+	row("its start, from its log (since the exec)", func(r vsResult) string { return cmp.Or(r.startup, "—") })
 	if len(rs) == 2 {
 		kp, ours := rs[0], rs[1]
 		lower := ""

@@ -174,6 +174,9 @@ type vsResult struct {
 	// breakdown is ipvs-proxy's one change stage by stage
 	// (BENCHVS_BREAKDOWN=1), empty otherwise.
 	breakdown string
+	// startup is when ipvs-proxy logged each step of its start
+	// (startupTimeline); empty for kube-proxy.
+	startup string
 	// memory is ipvs-proxy's RSS and collector figures (BENCHVS_MEMORY).
 	memory string
 	kernel string
@@ -325,6 +328,10 @@ func (b *vsBench) measure(c contender) vsResult {
 		heapProfile(t, node, "first")
 	}
 	if ours, ok := p.(ipvsProxy); ok {
+		if f, err := os.Open(ours.Log); err == nil {
+			r.startup = startupTimeline(f, start)
+			f.Close()
+		}
 		// What kept a sync before the first complete one from being it.
 		for _, w := range warnings(t, ours.Log, 5) {
 			t.Logf("ipvs-proxy warned before its first complete sync: %s", w)
