@@ -20,6 +20,13 @@ import (
 // each, which the watch reads and drops.
 const routeWatchRcvBuf = 8 << 20
 
+// routeWatchQueue is how many route updates wait between the library's
+// reader and the handler, which only sets a flag: the socket's buffer
+// above takes the bursts. A netlink.RouteUpdate is 384 B, so a queue of
+// 1,024 kept 393 KB of the heap for good (0.7 MB in the side-by-side
+// run's sampled heap profile at 10,000 services).
+const routeWatchQueue = 64
+
 // ErrRouteWatchLost is reported (logged) when the route subscription
 // failed: until it is made again every sync reads the routes.
 var ErrRouteWatchLost = errors.New("route watch lost")
@@ -67,7 +74,7 @@ type routeWatch struct {
 func (w *routeWatch) subscribe() (*nlwatch.Sub[netlink.RouteUpdate], error) {
 	var s *nlwatch.Sub[netlink.RouteUpdate]
 	try := func(opts netlink.RouteSubscribeOptions) error {
-		s = nlwatch.New[netlink.RouteUpdate](1024)
+		s = nlwatch.New[netlink.RouteUpdate](routeWatchQueue)
 		opts.ErrorCallback = s.ErrorCallback
 		err := netlink.RouteSubscribeWithOptions(s.Updates, s.Done, opts)
 		if err != nil {
