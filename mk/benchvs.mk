@@ -35,12 +35,14 @@ BENCHVS_BREAKDOWN ?=
 # A directory: ipvs-proxy traces its collections (in the report) and its
 # heap profiles after the first sync and at the end are saved there.
 BENCHVS_MEMORY ?=
+# GOGC for ipvs-proxy (its own default when empty).
+BENCHVS_GOGC ?=
 
 .PHONY: bench-vs-kube-proxy
 bench-vs-kube-proxy: deps kube-proxy
 	cd test/e2e && BENCHVS=1 BENCHVS_SIZES=$(BENCHVS_SIZES) BENCHVS_CHANGES=$(BENCHVS_CHANGES) \
 		BENCHVS_BUDGET=$(BENCHVS_BUDGET) BENCHVS_CHANGE_BUDGET=$(BENCHVS_CHANGE_BUDGET) BENCHVS_CHANGES_WALL=$(BENCHVS_CHANGES_WALL) BENCHVS_IDLE=$(BENCHVS_IDLE) DAEMONBENCH_MEM=$(BENCHVS_MEM) \
-		BENCHVS_PROXIES=$(BENCHVS_PROXIES) BENCHVS_BREAKDOWN=$(BENCHVS_BREAKDOWN) BENCHVS_MEMORY=$(BENCHVS_MEMORY) \
+		BENCHVS_PROXIES=$(BENCHVS_PROXIES) BENCHVS_BREAKDOWN=$(BENCHVS_BREAKDOWN) BENCHVS_MEMORY=$(BENCHVS_MEMORY) BENCHVS_GOGC=$(BENCHVS_GOGC) \
 		KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
 		$(GO) test -p 2 -vet=off -count=1 -v -timeout 600m -run '^TestVsKubeProxy$$' ./daemonbench
 

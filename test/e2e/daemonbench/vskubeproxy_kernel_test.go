@@ -62,7 +62,8 @@ const progressEvery = 5 * time.Minute
 type ipvsProxy struct{ *ktest.Process }
 
 // With debug, it logs at debug level: each sync's stages (the breakdown);
-// with memoryOn, it traces its collections and serves its profiles.
+// with memoryOn, it traces its collections and serves its profiles; with
+// BENCHVS_GOGC, it runs with that GOGC instead of its own default.
 func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool) process {
 	t.Helper()
 	dir := t.TempDir()
@@ -74,10 +75,17 @@ func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debu
 		args = append(args, "--log-level", "debug")
 	}
 	log := filepath.Join(dir, "ipvs-proxy.log")
+	var env []string
 	if memoryOn() {
+		env = append(env, "GODEBUG=gctrace=1")
+		args = append(args, "--profiling")
+	}
+	if v := os.Getenv("BENCHVS_GOGC"); v != "" {
+		env = append(env, "GOGC="+v)
+	}
+	if len(env) > 0 {
 		// env execs the proxy: the process is still the proxy's.
-		args = append([]string{"GODEBUG=gctrace=1", bin}, append(args, "--profiling")...)
-		return ipvsProxy{node.Start(t, log, "env", args...)}
+		return ipvsProxy{node.Start(t, log, "env", append(append(env, bin), args...)...)}
 	}
 	return ipvsProxy{node.Start(t, log, bin, args...)}
 }

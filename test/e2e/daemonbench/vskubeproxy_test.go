@@ -150,7 +150,7 @@ func TestVsKubeProxy(t *testing.T) {
 				"BENCHVS_CHANGES_WALL=" + os.Getenv("BENCHVS_CHANGES_WALL"),
 				"BENCHVS_CHANGES=" + os.Getenv("BENCHVS_CHANGES"), "BENCHVS_IDLE=" + os.Getenv("BENCHVS_IDLE"),
 				"BENCHVS_PROXIES=" + os.Getenv("BENCHVS_PROXIES"), "BENCHVS_BREAKDOWN=" + os.Getenv("BENCHVS_BREAKDOWN"),
-				"BENCHVS_MEMORY=" + memFlag},
+				"BENCHVS_MEMORY=" + memFlag, "BENCHVS_GOGC=" + os.Getenv("BENCHVS_GOGC")},
 			ForwardPort: srv.Port,
 			MemoryMiB:   memMiB,
 			Timeout:     guestTimeout + 5*time.Minute,
