@@ -363,7 +363,7 @@ func (b *vsBench) measure(c contender) vsResult {
 	r.hwm = status(t, pid, "VmHWM")
 	if ours, ok := p.(ipvsProxy); ok && memoryOn() && p.Alive() {
 		heapProfile(t, node, "end")
-		r.memory = memoryReport(t, pid, ours.Log)
+		r.memory = memoryReport(t, pid, ours.Log) + largestLiveHeap(t, node, sampleFor)
 	}
 	if _, err := p.Stop(2 * time.Minute); err != nil {
 		t.Logf("%s stop: %v", c.name, err)

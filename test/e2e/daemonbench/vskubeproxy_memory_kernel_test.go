@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
@@ -18,6 +19,10 @@ import (
 // first complete sync and at the end (heap-first, heap-end: the live heap
 // after a collection), and the report gets the collector's trace in
 // figures (gcSummary) and the RSS's anonymous and file-backed parts.
+
+// sampleFor is how long largestLiveHeap samples: more than one
+// --sync-period (30 s), so that one periodic full sync's read is in it.
+const sampleFor = 40 * time.Second
 
 // memoryOn reports whether BENCHVS_MEMORY asks for it.
 func memoryOn() bool { return os.Getenv("BENCHVS_MEMORY") == "1" }
@@ -48,4 +53,40 @@ func memoryReport(t *testing.T, pid int, log string) string {
 	defer f.Close()
 	b.WriteString(gcSummary(parseGCTrace(f)))
 	return b.String()
+}
+
+// largestLiveHeap samples ours' live heap every second for d (a profile
+// after a forced collection, then the heap it left, from /metrics) and
+// prints the profile of the largest as heap-max: what a periodic full
+// sync's read holds while the loop has not compared it yet, which the
+// profiles after the first sync and at the end miss. It runs after the
+// measurements: the forced collections would disturb them.
+func largestLiveHeap(t *testing.T, node *ktest.Node, d time.Duration) string {
+	t.Helper()
+	var best string
+	var bestLive float64
+	var bestAt time.Duration
+	start := time.Now()
+	for time.Since(start) < d {
+		prof, err := getOK(node, kubeproxy.MetricsAddress, "/debug/pprof/heap?gc=1")
+		if err != nil {
+			t.Errorf("ipvs-proxy heap profile: %v", err)
+			return ""
+		}
+		metrics, err := getOK(node, kubeproxy.MetricsAddress, "/metrics")
+		if err != nil {
+			t.Errorf("ipvs-proxy /metrics: %v", err)
+			return ""
+		}
+		if live, ok := metric(metrics, "go_memstats_heap_alloc_bytes"); ok && live > bestLive {
+			best, bestLive, bestAt = prof, live, time.Since(start)
+		}
+		time.Sleep(time.Second)
+	}
+	if best == "" {
+		return "largest live heap sampled: none\n"
+	}
+	printProfile("heap-max", best)
+	return fmt.Sprintf("largest live heap sampled every second over %v: %.1f MB, %v in (heap-max)\n",
+		d, bestLive/1e6, bestAt.Round(time.Second))
 }
