@@ -26,8 +26,9 @@ const procIPVS = "/proc/thread-self/net/ip_vs"
 // one generic netlink socket (github.com/moby/ipvs). Each call is one
 // netlink request and its acknowledgement on that socket.
 //
-// Services reads the table with one netlink dump of the virtual servers
-// plus one read of /proc/thread-self/net/ip_vs for all real servers: IPVS
+// Services reads the table with one netlink dump of the virtual servers,
+// on a second socket of the same namespace and parsed as it arrives
+// (dumper), plus one read of /proc/thread-self/net/ip_vs for all real servers: IPVS
 // netlink has no "all destinations" dump (IPVS_CMD_GET_DEST needs a
 // service), so moby's GetDestinations would cost one dump per service.
 // When the /proc listing is unavailable, or lacks a service the netlink
@@ -36,6 +37,9 @@ const procIPVS = "/proc/thread-self/net/ip_vs"
 // falls back to that per-service dump for those services only.
 type Table struct {
 	h *mobyipvs.Handle
+	// dump is the socket Services dumps the virtual servers on, one
+	// message at a time (dumper).
+	dump *dumper
 	// procPath is procIPVS; tests point it at a file.
 	procPath string
 	// lastListed is how many real servers the last listing held: the
@@ -53,11 +57,19 @@ func Open() (*Table, error) {
 	if err != nil {
 		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
 	}
-	return &Table{h: h, procPath: procIPVS}, nil
+	d, err := openDumper()
+	if err != nil {
+		h.Close()
+		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	return &Table{h: h, dump: d, procPath: procIPVS}, nil
 }
 
-// Close closes the netlink socket.
-func (k *Table) Close() { k.h.Close() }
+// Close closes the netlink sockets.
+func (k *Table) Close() {
+	k.h.Close()
+	k.dump.close()
+}
 
 // SetTimeouts is `ipvsadm --set TCP TCPFIN UDP`; a zero duration leaves
 // that timeout as it is, and all three zero does nothing.
@@ -84,17 +96,13 @@ func (k *Table) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
 // /proc listing for every real server; a service missing from the listing
 // (see below) costs one IPVS_CMD_GET_DEST dump of its own.
 func (k *Table) Services() ([]ipvs.VirtualServer, error) {
-	svcs, err := k.h.GetServices()
-	if err != nil {
+	var out []ipvs.VirtualServer
+	if err := k.dump.services(func(vs ipvs.VirtualServer) { out = append(out, vs) }); err != nil {
 		return nil, fmt.Errorf("dump IPVS virtual servers: %w", err)
 	}
 	listing, procErr := k.readListing()
-	out := make([]ipvs.VirtualServer, 0, len(svcs))
-	for _, s := range svcs {
-		vs, ok := fromService(s)
-		if !ok {
-			continue
-		}
+	for i := range out {
+		vs := &out[i]
 		if rs, listed := listing.realServers(vs.Key); procErr == nil && listed {
 			vs.RealServers = rs
 		} else {
@@ -103,7 +111,7 @@ func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 			// (it resumes each read(2) at a position counted over all
 			// namespaces but seeks it over this one's only), so a service
 			// the netlink dump has and the listing lacks is asked for.
-			ds, err := k.h.GetDestinations(s)
+			ds, err := k.h.GetDestinations(toService(*vs))
 			if err != nil {
 				return nil, fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
 			}
@@ -111,7 +119,6 @@ func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 				vs.RealServers = append(vs.RealServers, fromDestination(d).RealServer)
 			}
 		}
-		out = append(out, vs)
 	}
 	return out, nil
 }
@@ -269,29 +276,6 @@ func toService(vs ipvs.VirtualServer) *mobyipvs.Service {
 		s.Netmask = 128
 	}
 	return s
-}
-
-func fromService(s *mobyipvs.Service) (ipvs.VirtualServer, bool) {
-	if s.FWMark != 0 {
-		return ipvs.VirtualServer{}, false
-	}
-	proto, ok := protoFromNumber(s.Protocol)
-	if !ok {
-		return ipvs.VirtualServer{}, false
-	}
-	addr, ok := netip.AddrFromSlice(s.Address)
-	if !ok {
-		return ipvs.VirtualServer{}, false
-	}
-	vs := ipvs.VirtualServer{
-		Key:       ipvs.Key{Protocol: proto, Address: addr.Unmap(), Port: s.Port},
-		Scheduler: s.SchedName,
-		Flags:     ipvs.Flags(s.Flags) &^ ipvs.FlagHashed,
-	}
-	if vs.Flags&ipvs.FlagPersistent != 0 {
-		vs.PersistenceTimeout = s.Timeout
-	}
-	return vs, true
 }
 
 func toDestination(rs ipvs.RealServer) *mobyipvs.Destination {
