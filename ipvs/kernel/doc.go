@@ -1,6 +1,7 @@
 // Package kernel is the ipvs package's kernel edge: the IPVS table of a
-// network namespace over one generic netlink socket (github.com/moby/ipvs;
-// `ipvsadm`), the conntrack flows of removed UDP and SCTP real servers
+// network namespace over generic netlink (github.com/moby/ipvs for the
+// writes and per-service reads, a streamed dump of its own for the
+// virtual servers; `ipvsadm`), the conntrack flows of removed UDP and SCTP real servers
 // (ctnetlink; `conntrack -D`) and the kernel release (`uname -r`).
 //
 // It owns those sockets and nothing else: what to create, keep or delete is
