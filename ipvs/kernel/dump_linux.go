@@ -120,16 +120,16 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 	if err != nil {
 		return vs, false, fmt.Errorf("%w: %v", errServiceMessage, err)
 	}
-	var af, proto, port uint16
+	var port uint16
 	var addr []byte
-	var fwmark, flags, timeout uint32
+	var af, proto, fwmark, flags, timeout uint32
 	for _, a := range svc {
 		v := a.Value
 		switch a.Attr.Type & attrTypeMask {
 		case ipvsSvcAttrAF:
-			af, err = u16(v, err)
+			af, err = hostUint(v, 2, err)
 		case ipvsSvcAttrProtocol:
-			proto, err = u16(v, err)
+			proto, err = hostUint(v, 2, err)
 		case ipvsSvcAttrAddr:
 			addr = v
 		case ipvsSvcAttrPort:
@@ -139,14 +139,14 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 				port = binary.BigEndian.Uint16(v)
 			}
 		case ipvsSvcAttrFWMark:
-			fwmark, err = u32(v, err)
+			fwmark, err = hostUint(v, 4, err)
 		case ipvsSvcAttrSchedName:
 			vs.Scheduler = nl.BytesToString(v)
 		case ipvsSvcAttrFlags:
 			// struct ip_vs_flags: the flags, then the mask.
-			flags, err = u32(v, err)
+			flags, err = hostUint(v, 4, err)
 		case ipvsSvcAttrTimeout:
-			timeout, err = u32(v, err)
+			timeout, err = hostUint(v, 4, err)
 		}
 	}
 	if err != nil {
@@ -155,7 +155,7 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 	if fwmark != 0 {
 		return vs, false, nil
 	}
-	p, known := protoFromNumber(proto)
+	p, known := protoFromNumber(uint16(proto))
 	if !known {
 		return vs, false, nil
 	}
@@ -176,23 +176,17 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 	return vs, true, nil
 }
 
-// u16 and u32 read an attribute in host byte order, unless err is set.
-func u16(v []byte, err error) (uint16, error) {
+// hostUint reads an attribute of size bytes (2 or 4) in host byte
+// order, unless err is already set.
+func hostUint(v []byte, size int, err error) (uint32, error) {
 	if err != nil {
 		return 0, err
 	}
-	if len(v) < 2 {
-		return 0, fmt.Errorf("%w: attribute of %d bytes, want 2", errServiceMessage, len(v))
+	if len(v) < size {
+		return 0, fmt.Errorf("%w: attribute of %d bytes, want %d", errServiceMessage, len(v), size)
 	}
-	return nl.NativeEndian().Uint16(v), nil
-}
-
-func u32(v []byte, err error) (uint32, error) {
-	if err != nil {
-		return 0, err
-	}
-	if len(v) < 4 {
-		return 0, fmt.Errorf("%w: attribute of %d bytes, want 4", errServiceMessage, len(v))
+	if size == 2 {
+		return uint32(nl.NativeEndian().Uint16(v)), nil
 	}
 	return nl.NativeEndian().Uint32(v), nil
 }
