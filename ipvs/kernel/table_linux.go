@@ -42,6 +42,9 @@ type Table struct {
 	dump *dumper
 	// procPath is procIPVS; tests point it at a file.
 	procPath string
+	// lastDumped is how many virtual servers the last dump held: the
+	// next one's slice is sized from it.
+	lastDumped int
 	// lastListed is how many real servers the last listing held: the
 	// next one's array is sized from it.
 	lastListed int
@@ -96,10 +99,11 @@ func (k *Table) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
 // /proc listing for every real server; a service missing from the listing
 // (see below) costs one IPVS_CMD_GET_DEST dump of its own.
 func (k *Table) Services() ([]ipvs.VirtualServer, error) {
-	var out []ipvs.VirtualServer
+	out := make([]ipvs.VirtualServer, 0, k.lastDumped+k.lastDumped/8)
 	if err := k.dump.services(func(vs ipvs.VirtualServer) { out = append(out, vs) }); err != nil {
 		return nil, fmt.Errorf("dump IPVS virtual servers: %w", err)
 	}
+	k.lastDumped = len(out)
 	listing, procErr := k.readListing()
 	for i := range out {
 		vs := &out[i]
