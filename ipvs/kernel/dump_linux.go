@@ -64,6 +64,12 @@ func openDumper() (*dumper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generic netlink socket: %w", err)
 	}
+	// The library's timeouts for the sockets it opens itself: a dump the
+	// kernel never finishes fails instead of holding the read forever.
+	if err := errors.Join(s.SetSendTimeout(&nl.SocketTimeoutTv), s.SetReceiveTimeout(&nl.SocketTimeoutTv)); err != nil {
+		s.Close()
+		return nil, fmt.Errorf("generic netlink socket timeouts: %w", err)
+	}
 	return &dumper{sock: &nl.SocketHandle{Socket: s}, family: fam.ID}, nil
 }
 
