@@ -69,10 +69,6 @@ func TestDaemonSoak(t *testing.T) {
 		// The profiles are saved even when the soak fails: they are what
 		// explains a finding about memory.
 		defer func() {
-			if err := os.MkdirAll(profiles, 0o755); err != nil {
-				t.Errorf("DSOAK_PROFILES: %v", err)
-				return
-			}
 			paths, err := consoleprof.SaveAll(console.String(), profiles)
 			if err != nil {
 				t.Errorf("DSOAK_PROFILES: %v", err)

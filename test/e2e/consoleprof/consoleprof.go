@@ -76,9 +76,12 @@ func Find(console, name string) ([]byte, error) {
 // beginLine matches a begin marker at the start of a line.
 var beginLine = regexp.MustCompile(`(?m)^PPROF-([a-z0-9][a-z0-9-]*)-BEGIN\r?$`)
 
-// SaveAll writes every profile console holds to dir as NAME.pprof and
-// returns the paths, in the order they were printed.
+// SaveAll writes every profile console holds to dir (made if missing) as
+// NAME.pprof and returns the paths, in the order they were printed.
 func SaveAll(console, dir string) ([]string, error) {
+	if err := os.MkdirAll(dir, 0o755); err != nil {
+		return nil, fmt.Errorf("profiles directory: %w", err)
+	}
 	var paths []string
 	seen := map[string]bool{}
 	for _, m := range beginLine.FindAllStringSubmatch(console, -1) {

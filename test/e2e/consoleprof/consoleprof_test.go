@@ -33,7 +33,8 @@ func TestPrintFindRoundTrip(t *testing.T) {
 	if _, err := Find(console.String(), "cpu"); !errors.Is(err, ErrNotFound) {
 		t.Fatalf("Find cpu: %v, want ErrNotFound", err)
 	}
-	dir := t.TempDir()
+	// A directory that does not exist yet: SaveAll makes it.
+	dir := filepath.Join(t.TempDir(), "size", "3000")
 	paths, err := SaveAll(console.String(), dir)
 	if err != nil {
 		t.Fatal(err)

@@ -332,10 +332,10 @@ func (b *vsBench) measure(c contender) vsResult {
 		time.Sleep(time.Second)
 	}
 	r.hwmAfterFull = status(t, pid, "VmHWM")
-	if _, ok := p.(ipvsProxy); ok && memoryOn() && !r.overBudget {
-		heapProfile(t, node, "first")
-	}
 	if ours, ok := p.(ipvsProxy); ok {
+		if memoryOn() && !r.overBudget {
+			heapProfile(t, node, "first")
+		}
 		if f, err := os.Open(ours.Log); err == nil {
 			r.startup = startupTimeline(f, start)
 			f.Close()

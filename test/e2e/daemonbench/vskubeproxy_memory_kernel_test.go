@@ -27,10 +27,15 @@ const sampleFor = 40 * time.Second
 // memoryOn reports whether BENCHVS_MEMORY asks for it.
 func memoryOn() bool { return os.Getenv("BENCHVS_MEMORY") == "1" }
 
+// liveHeap is ours' heap profile after a forced collection.
+func liveHeap(node *ktest.Node) (string, error) {
+	return getOK(node, kubeproxy.MetricsAddress, "/debug/pprof/heap?gc=1")
+}
+
 // heapProfile prints ours' live heap to the console as heap-NAME.
 func heapProfile(t *testing.T, node *ktest.Node, name string) {
 	t.Helper()
-	prof, err := getOK(node, kubeproxy.MetricsAddress, "/debug/pprof/heap?gc=1")
+	prof, err := liveHeap(node)
 	if err != nil {
 		t.Errorf("ipvs-proxy heap profile %s: %v", name, err)
 		return
@@ -68,7 +73,7 @@ func largestLiveHeap(t *testing.T, node *ktest.Node, d time.Duration) string {
 	var bestAt time.Duration
 	start := time.Now()
 	for time.Since(start) < d {
-		prof, err := getOK(node, kubeproxy.MetricsAddress, "/debug/pprof/heap?gc=1")
+		prof, err := liveHeap(node)
 		if err != nil {
 			t.Errorf("ipvs-proxy heap profile: %v", err)
 			return ""

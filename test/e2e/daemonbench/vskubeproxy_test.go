@@ -157,25 +157,15 @@ func TestVsKubeProxy(t *testing.T) {
 			FailOnSkip:  true,
 		})
 		if memDir != "" {
-			saveProfiles(t, console.String(), filepath.Join(memDir, strconv.Itoa(services)))
+			paths, err := consoleprof.SaveAll(console.String(), filepath.Join(memDir, strconv.Itoa(services)))
+			if err != nil {
+				t.Errorf("BENCHVS_MEMORY: %v", err)
+			}
+			t.Logf("ipvs-proxy's heap profiles: %v (go tool pprof -top -sample_index=inuse_space FILE)", paths)
 		}
 		if err != nil {
 			t.Fatal(err)
 		}
 		t.Logf("size %d: VM boot %v, total %v", services, res.Boot, res.Total)
 	}
-}
-
-// saveProfiles writes the profiles console holds to dir.
-func saveProfiles(t *testing.T, console, dir string) {
-	t.Helper()
-	if err := os.MkdirAll(dir, 0o755); err != nil {
-		t.Errorf("BENCHVS_MEMORY: %v", err)
-		return
-	}
-	paths, err := consoleprof.SaveAll(console, dir)
-	if err != nil {
-		t.Errorf("BENCHVS_MEMORY: %v", err)
-	}
-	t.Logf("ipvs-proxy's heap profiles: %v (go tool pprof -top -sample_index=inuse_space FILE)", paths)
 }
