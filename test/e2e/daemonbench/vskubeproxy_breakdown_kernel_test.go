@@ -56,6 +56,10 @@ type breakdown struct {
 	// full[i] is stage i (of fullStages) of every full sync after the
 	// first: the periodic ones a change may wait for.
 	full [][]time.Duration
+	// replanned is how many of those planned every service again (a
+	// changed node, as the loop read it) rather than reading the
+	// incremental plan.
+	replanned int
 }
 
 // fullStages split a full sync, from its "sync done" and "sync applied"
@@ -120,6 +124,9 @@ func readBreakdown(t *testing.T, path string) breakdown {
 		if mode == "full" {
 			if fulls++; fulls > 1 && a != nil {
 				collect(b.full, fullStages, m, a)
+				if m["replanned"] == true {
+					b.replanned++
+				}
 			}
 		} else if d, _ := m["deliveredIn"].(float64); d > 0 && a != nil {
 			collect(b.per, stages, m, a)
@@ -187,7 +194,7 @@ func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 	}
 	row("end to end: write → the poll saw it", lat)
 	if len(b.full[0]) > 0 {
-		fmt.Fprintf(&out, "\nipvs-proxy's full syncs after the first (%d: the periodic ones, from the start to the end of the changes)\n", len(b.full[0]))
+		fmt.Fprintf(&out, "\nipvs-proxy's full syncs after the first (%d: the periodic ones, from the start to the end of the changes; %d planned every service again)\n", len(b.full[0]), b.replanned)
 		out.WriteString("| Stage | p50 | mean |\n|---|---|---|\n")
 		for i, s := range fullStages {
 			row(s.name, b.full[i])
