@@ -11,6 +11,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
@@ -38,6 +39,8 @@ import (
 type KernelLink struct {
 	h    *netlink.Handle
 	link netlink.Link
+	// dump, on a Reader, dumps the addresses instead of h.
+	dump *nladdr.Dumper
 	// noForceRcvBuf: the watch could not force its receive buffer size.
 	noForceRcvBuf bool
 	// OtherLinks, if set before Watch, hears from the watch about the
@@ -95,18 +98,29 @@ func DeleteDevice(h *netlink.Handle) error {
 	return nil
 }
 
-// Reader is the same device read through h, a second netlink handle of
-// the same network namespace: Manager.SetReader's socket for the full
-// sync's dump beside the sync. It only dumps (Addrs).
-func (k *KernelLink) Reader(h *netlink.Handle) *KernelLink {
-	return &KernelLink{h: h, link: k.link}
+// Reader is the same device read through d, an address dumper of the
+// same network namespace: Manager.SetReader's socket for the full sync's
+// dump beside the sync. It only dumps (Addrs), and asks the kernel for
+// kube-ipvs0's addresses alone, parsing each as it arrives.
+func (k *KernelLink) Reader(d *nladdr.Dumper) *KernelLink {
+	return &KernelLink{link: k.link, dump: d}
 }
 
 // Index is the device's interface index.
 func (k *KernelLink) Index() int { return k.link.Attrs().Index }
 
-// Addrs implements Link: one RTM_GETADDR dump of the device.
+// Addrs implements Link: one RTM_GETADDR dump of the device. The binding
+// handle's dump (after a change by others; at startup) goes through
+// netlink.Handle.AddrList, which parses every link's addresses; a Reader's,
+// every full sync's, through its dumper.
 func (k *KernelLink) Addrs() ([]netip.Prefix, error) {
+	if k.dump != nil {
+		var out []netip.Prefix
+		err := k.dump.Dump(nladdr.Filter{Link: k.Index()}, func(a nladdr.Addr) {
+			out = append(out, netip.PrefixFrom(a.Prefix.Addr().Unmap(), a.Prefix.Bits()))
+		})
+		return out, err
+	}
 	as, err := k.h.AddrList(k.link, netlink.FAMILY_ALL)
 	if err != nil {
 		return nil, err

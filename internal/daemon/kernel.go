@@ -13,6 +13,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -32,13 +33,13 @@ type kernel struct {
 	setReader *iptableskernel.Sets
 	ct        *ipvskernel.Conntrack
 	nl        *netlink.Handle
-	// nlReader is a second rtnetlink handle, for the same read's dump of
-	// kube-ipvs0.
-	nlReader *netlink.Handle
-	link     *addrmgr.KernelLink
-	rules    *iptables.Syncer
-	guard    *Guard
-	app      *applier.Applier
+	// addrReader is a second rtnetlink socket, for the same read's dump
+	// of kube-ipvs0.
+	addrReader *nladdr.Dumper
+	link       *addrmgr.KernelLink
+	rules      *iptables.Syncer
+	guard      *Guard
+	app        *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
 	// address manager's watch of kube-ipvs0 saw an address added or
 	// removed by someone else, or lost events: a sync should run soon
@@ -49,7 +50,7 @@ type kernel struct {
 	// env caches the node's own addresses between syncs; envNL is its
 	// netlink handle (strict checking on).
 	env   *nodeenv.Cache
-	envNL *netlink.Handle
+	envNL *nodeenv.Handle
 }
 
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
@@ -101,12 +102,12 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Reader:         k.reader,
 		Log:            log.Named("ipvs"),
 	})
-	if k.nlReader, err = netlink.NewHandle(); err != nil {
-		return nil, fmt.Errorf("netlink: a second handle: %w", err)
+	if k.addrReader, err = nladdr.Open(); err != nil {
+		return nil, fmt.Errorf("netlink: a second socket: %w", err)
 	}
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
 	mgr.SetExclude(c.Planning.ExcludeCIDRs)
-	mgr.SetReader(link.Reader(k.nlReader))
+	mgr.SetReader(link.Reader(k.addrReader))
 	if err := k.watch(mgr, link, log); err != nil {
 		return nil, err
 	}
@@ -150,12 +151,11 @@ func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.
 	watchCtx, k.stopWatch = context.WithCancel(context.Background())
 	// With strict checking the kernel dumps the main routing table alone,
 	// not the local table's route of every kube-ipvs0 address.
-	var strict bool
 	var err error
-	if k.envNL, strict, err = nodeenv.NewHandle(); err != nil {
+	if k.envNL, err = nodeenv.NewHandle(); err != nil {
 		return err
 	}
-	if !strict {
+	if !k.envNL.Strict {
 		log.Warn("netlink strict checking unavailable: every sync reads the whole routing table")
 	}
 	k.env = nodeenv.NewCache(k.envNL)
@@ -214,8 +214,8 @@ func (k *kernel) close() {
 	if k.setReader != nil {
 		k.setReader.Close()
 	}
-	if k.nlReader != nil {
-		k.nlReader.Close()
+	if k.addrReader != nil {
+		k.addrReader.Close()
 	}
 }
 

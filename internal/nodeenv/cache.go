@@ -6,8 +6,6 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/vishvananda/netlink"
-
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 )
 
@@ -53,9 +51,9 @@ type Cache struct {
 
 // NewCache reads through h (NewHandle's); nothing is cached until
 // Changed(false).
-func NewCache(h *netlink.Handle) *Cache {
+func NewCache(h *Handle) *Cache {
 	return &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error) { return ReadAddrs(h) },
-		readRoutes:    func() ([]netip.Addr, []netip.Addr, error) { return ReadRoutes(h) },
+		readRoutes:    func() ([]netip.Addr, []netip.Addr, error) { return ReadRoutes(h.nl) },
 		readResolvers: func() ([]netip.Addr, error) { return ReadResolvers(ResolvConfs...) },
 		readListeners: ReadListeners}
 }

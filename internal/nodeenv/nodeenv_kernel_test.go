@@ -48,12 +48,12 @@ func TestKernelRead(t *testing.T) {
 	}
 	var env Env
 	err := node.Do(func() error {
-		h, strict, err := NewHandle()
+		h, err := NewHandle()
 		if err != nil {
 			return err
 		}
 		defer h.Close()
-		if !strict {
+		if !h.Strict {
 			return errors.New("no strict checking: the kernel dumps every table")
 		}
 		env, err = Read(h)
@@ -176,7 +176,7 @@ func TestKernelRouteWatch(t *testing.T) {
 	var c *Cache
 	var dumps atomic.Int32
 	err := node.Do(func() error {
-		h, _, err := NewHandle()
+		h, err := NewHandle()
 		if err != nil {
 			return err
 		}

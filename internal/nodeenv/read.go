@@ -11,6 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
 )
 
 // Device is the dummy device the proxy binds VIPs on: its addresses are no
@@ -47,29 +48,50 @@ type Env struct {
 	Listeners []guard.Listener
 }
 
-// NewHandle opens a route netlink handle in the calling thread's network
-// namespace with strict checking on, so that a filtered route dump returns
-// the main table alone, not the local table's route of every kube-ipvs0
-// address. strict is false when the kernel refused strict checking
-// (before 4.20): the handle works, every read gets the whole table.
-func NewHandle() (h *netlink.Handle, strict bool, err error) {
-	h, err = netlink.NewHandle(unix.NETLINK_ROUTE)
+// Handle reads the node: a route netlink handle for its links and
+// routes, and an address dumper (internal/nladdr) that skips kube-ipvs0's
+// addresses before parsing them, both in the network namespace of the
+// thread that opened it (NewHandle).
+type Handle struct {
+	nl    *netlink.Handle
+	addrs *nladdr.Dumper
+	// Strict is false when the kernel refused strict checking (before
+	// 4.20): the handle works, every route read gets the whole table.
+	Strict bool
+}
+
+// NewHandle opens a Handle in the calling thread's network namespace,
+// with strict checking on, so that a filtered route dump returns the main
+// table alone, not the local table's route of every kube-ipvs0 address.
+func NewHandle() (*Handle, error) {
+	h, err := netlink.NewHandle(unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, false, fmt.Errorf("netlink: %w", err)
+		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	return h, h.SetStrictCheck(true) == nil, nil
+	d, err := nladdr.Open()
+	if err != nil {
+		h.Close()
+		return nil, err
+	}
+	return &Handle{nl: h, addrs: d, Strict: h.SetStrictCheck(true) == nil}, nil
+}
+
+// Close closes the handle's sockets.
+func (h *Handle) Close() {
+	h.nl.Close()
+	h.addrs.Close()
 }
 
 // Read reads the addresses and the routes through h, the resolvers from
 // ResolvConfs and the listening sockets of the calling thread's network
 // namespace.
-func Read(h *netlink.Handle) (Env, error) {
+func Read(h *Handle) (Env, error) {
 	var env Env
 	var err error
 	if env.LocalAddrs, env.LocalPrefixes, env.LinkLocalAddrs, err = ReadAddrs(h); err != nil {
 		return env, err
 	}
-	if env.Gateways, env.NextHops, err = ReadRoutes(h); err != nil {
+	if env.Gateways, env.NextHops, err = ReadRoutes(h.nl); err != nil {
 		return env, err
 	}
 	if env.Resolvers, err = ReadResolvers(ResolvConfs...); err != nil {
@@ -79,37 +101,29 @@ func Read(h *netlink.Handle) (Env, error) {
 	return env, err
 }
 
-// ReadAddrs is `ip -o addr show` without kube-ipvs0: the addresses that
+// ReadAddrs is `ip -o addr show` without kube-ipvs0 (whose addresses are
+// skipped by their messages' header, unparsed): the addresses that
 // are not link-local, sorted and unique, their prefixes in dump order, and
 // apart the link-local ones, sorted and unique, without zones. Link-local
 // addresses are never a VIP or a family of the node, and every pod's
 // host-side veth may get one: among the others, each pod start would look
 // like a change of the node's addresses, which makes a sync a full one.
-func ReadAddrs(h *netlink.Handle) (local []netip.Addr, prefixes []netip.Prefix, linkLocal []netip.Addr, err error) {
-	addrs, err := h.AddrList(nil, netlink.FAMILY_ALL)
-	if err != nil {
-		return nil, nil, nil, fmt.Errorf("ip addr show: %w", err)
-	}
-	skip := -1
-	if l, err := h.LinkByName(Device); err == nil {
+func ReadAddrs(h *Handle) (local []netip.Addr, prefixes []netip.Prefix, linkLocal []netip.Addr, err error) {
+	var skip int
+	if l, err := h.nl.LinkByName(Device); err == nil {
 		skip = l.Attrs().Index
 	}
-	for _, a := range addrs {
-		if a.LinkIndex == skip || a.IPNet == nil {
-			continue
-		}
-		ip, ok := netip.AddrFromSlice(a.IP)
-		if !ok {
-			continue
-		}
-		ip = ip.Unmap()
+	err = h.addrs.Dump(nladdr.Filter{Except: skip}, func(a nladdr.Addr) {
+		ip := a.Prefix.Addr().Unmap()
 		if ip.IsLinkLocalUnicast() {
-			linkLocal = append(linkLocal, ip.WithZone(""))
-			continue
+			linkLocal = append(linkLocal, ip)
+			return
 		}
-		ones, _ := a.Mask.Size()
 		local = append(local, ip)
-		prefixes = append(prefixes, netip.PrefixFrom(ip, ones))
+		prefixes = append(prefixes, netip.PrefixFrom(ip, a.Prefix.Bits()))
+	})
+	if err != nil {
+		return nil, nil, nil, err
 	}
 	slices.SortFunc(local, netip.Addr.Compare)
 	slices.SortFunc(linkLocal, netip.Addr.Compare)

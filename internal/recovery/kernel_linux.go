@@ -26,7 +26,7 @@ type Kernel struct {
 	h *netlink.Handle
 	// env reads the node's addresses and routes (nodeenv.NewHandle: the
 	// main routing table alone, as `run` reads it).
-	env   *netlink.Handle
+	env   *nodeenv.Handle
 	link  *addrmgr.KernelLink
 	table *ipvskernel.Table
 }
@@ -39,7 +39,7 @@ func OpenKernel() (*Kernel, error) {
 		return nil, fmt.Errorf("open netlink: %w", err)
 	}
 	k := &Kernel{h: h}
-	if k.env, _, err = nodeenv.NewHandle(); err != nil {
+	if k.env, err = nodeenv.NewHandle(); err != nil {
 		h.Close()
 		return nil, err
 	}
