@@ -4,10 +4,11 @@ package nodeenv
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 
-	"github.com/vishvananda/netlink"
+	"github.com/vishvananda/netlink/nl"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
@@ -20,11 +21,9 @@ import (
 // each, which the watch reads and drops.
 const routeWatchRcvBuf = 8 << 20
 
-// routeWatchQueue is how many route updates wait between the library's
-// reader and the handler, which only sets a flag: the socket's buffer
-// above takes the bursts. A netlink.RouteUpdate is 384 B, so a queue of
-// 1,024 kept 393 KB of the heap for good (0.7 MB in the side-by-side
-// run's sampled heap profile at 10,000 services).
+// routeWatchQueue is how many main-table events wait between the reader
+// and the handler, which only sets a flag: the socket's buffer above takes
+// the bursts.
 const routeWatchQueue = 64
 
 // ErrRouteWatchLost is reported (logged) when the route subscription
@@ -48,11 +47,7 @@ func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
 	}
 	e.RoutesChanged(false) // followed from now on
 	go nlwatch.Follow(ctx, sub, w.subscribe,
-		func(u netlink.RouteUpdate) {
-			if isMainTable(u.Route) {
-				e.RoutesChanged(false)
-			}
-		},
+		func(mainTableEvent) { e.RoutesChanged(false) },
 		func(err error) {
 			e.RoutesChanged(true)
 			log.Warn("route watch lost; every sync reads the routes until it is made again", zap.Error(fmt.Errorf("%w: %v", ErrRouteWatchLost, err)))
@@ -67,33 +62,87 @@ func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
 // routeWatch makes the route subscriptions of one WatchRoutes.
 type routeWatch struct {
 	// noForceRcvBuf: the forced receive buffer failed once (no
-	// CAP_NET_ADMIN), and the library leaks that socket: not asked again.
+	// CAP_NET_ADMIN): not asked again.
 	noForceRcvBuf bool
 }
 
-func (w *routeWatch) subscribe() (*nlwatch.Sub[netlink.RouteUpdate], error) {
-	var s *nlwatch.Sub[netlink.RouteUpdate]
-	try := func(opts netlink.RouteSubscribeOptions) error {
-		s = nlwatch.New[netlink.RouteUpdate](routeWatchQueue)
-		opts.ErrorCallback = s.ErrorCallback
-		err := netlink.RouteSubscribeWithOptions(s.Updates, s.Done, opts)
-		if err != nil {
-			close(s.Done)
-		}
-		return err
-	}
+func (w *routeWatch) subscribe() (*nlwatch.Sub[mainTableEvent], error) {
 	if !w.noForceRcvBuf {
-		if err := try(netlink.RouteSubscribeOptions{ReceiveBufferSize: routeWatchRcvBuf, ReceiveBufferForceSize: true}); err == nil {
+		if s, err := subscribeMainTable(routeWatchRcvBuf, true); err == nil {
 			return s, nil
 		}
 		w.noForceRcvBuf = true
 	}
-	if err := try(netlink.RouteSubscribeOptions{}); err != nil {
+	s, err := subscribeMainTable(0, false)
+	if err != nil {
 		return nil, fmt.Errorf("ip monitor route: %w", err)
 	}
 	return s, nil
 }
 
-// isMainTable reports whether r is a route of the main table, the one
-// ReadRoutes reads.
-func isMainTable(r netlink.Route) bool { return r.Table == unix.RT_TABLE_MAIN }
+// mainTableEvent is a route of the main table added, changed or removed:
+// the watch needs no more than that one was.
+type mainTableEvent struct{}
+
+// subscribeMainTable subscribes to the route events of both families in
+// the calling thread's network namespace (with a receive buffer of rcvbuf
+// bytes, forced when force, when not 0) and sends one mainTableEvent for
+// each event of the main table. Every other event is dropped by its
+// header, unparsed: each address bound to kube-ipvs0 adds a route to the
+// local table, 10,000 events in a first sync at 10,000 Services, and
+// netlink.RouteSubscribe parsed each into a netlink.Route before the
+// handler dropped it (a quarter of the first sync's binds under TCG,
+// docs/benchmarks.md). A failed read ends the subscription through its
+// ErrorCallback, as the library's does.
+func subscribeMainTable(rcvbuf int, force bool) (*nlwatch.Sub[mainTableEvent], error) {
+	s, err := nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE)
+	if err != nil {
+		return nil, err
+	}
+	if rcvbuf != 0 {
+		if err := s.SetReceiveBufferSize(rcvbuf, force); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	sub := nlwatch.New[mainTableEvent](routeWatchQueue)
+	go func() {
+		<-sub.Done
+		s.Close()
+	}()
+	go func() {
+		defer close(sub.Updates)
+		for {
+			msgs, from, err := s.Receive()
+			if err != nil {
+				sub.ErrorCallback(fmt.Errorf("receive: %w", err))
+				return
+			}
+			if from.Pid != nl.PidKernel {
+				continue
+			}
+			for _, m := range msgs {
+				if m.Header.Type == unix.NLMSG_ERROR {
+					if len(m.Data) >= 4 {
+						if errno := int32(binary.NativeEndian.Uint32(m.Data[:4])); errno != 0 {
+							sub.ErrorCallback(fmt.Errorf("error message: %w", unix.Errno(-errno)))
+						}
+					}
+					continue
+				}
+				if (m.Header.Type == unix.RTM_NEWROUTE || m.Header.Type == unix.RTM_DELROUTE) && isMainTable(m.Data) {
+					sub.Updates <- mainTableEvent{}
+				}
+			}
+		}
+	}()
+	return sub, nil
+}
+
+// isMainTable reports whether an RTM_NEWROUTE or RTM_DELROUTE message (its
+// struct rtmsg first) is of the main table, the one ReadRoutes reads. The
+// kernel puts a table below 256 in rtm_table itself; a larger one there is
+// RT_TABLE_COMPAT, with the table in RTA_TABLE.
+func isMainTable(rtmsg []byte) bool {
+	return len(rtmsg) >= unix.SizeofRtMsg && rtmsg[4] == unix.RT_TABLE_MAIN
+}
