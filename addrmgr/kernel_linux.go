@@ -206,7 +206,7 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 	each := k.deliver(event)
 	go func() {
 		defer ns.Close()
-		nlwatch.Follow(ctx, sub, func() (*nlwatch.Sub[netlink.AddrUpdate], error) { return k.subscribe(ns) }, each,
+		nlwatch.Follow(ctx, sub, func() (*nlwatch.Sub[nladdr.Update], error) { return k.subscribe(ns) }, each,
 			func(err error) {
 				status(fmt.Errorf("%w: %v", ErrWatchLost, err))
 				k.otherLinks(true)
@@ -246,27 +246,16 @@ func (k *KernelLink) sameDevice(ns netns.NsHandle) error {
 // the namespace of the link's handle.
 var ErrWatchNamespace = errors.New("not the namespace of the " + Device + " handle")
 
-func (k *KernelLink) subscribe(ns netns.NsHandle) (*nlwatch.Sub[netlink.AddrUpdate], error) {
-	var s *nlwatch.Sub[netlink.AddrUpdate]
-	try := func(opts netlink.AddrSubscribeOptions) error {
-		s = nlwatch.New[netlink.AddrUpdate](1024)
-		opts.Namespace = &ns
-		opts.ErrorCallback = s.ErrorCallback
-		err := netlink.AddrSubscribeWithOptions(s.Updates, s.Done, opts)
-		if err != nil {
-			close(s.Done)
-		}
-		return err
-	}
-	// Without CAP_NET_ADMIN the forced size fails (and the library leaks
-	// that socket): asked once only.
+func (k *KernelLink) subscribe(ns netns.NsHandle) (*nlwatch.Sub[nladdr.Update], error) {
+	// Without CAP_NET_ADMIN the forced size fails: asked once only.
 	if !k.noForceRcvBuf {
-		if err := try(netlink.AddrSubscribeOptions{ReceiveBufferSize: watchRcvBuf, ReceiveBufferForceSize: true}); err == nil {
+		if s, err := nladdr.Subscribe(ns, watchRcvBuf, true); err == nil {
 			return s, nil
 		}
 		k.noForceRcvBuf = true
 	}
-	if err := try(netlink.AddrSubscribeOptions{}); err != nil {
+	s, err := nladdr.Subscribe(ns, 0, false)
+	if err != nil {
 		return nil, fmt.Errorf("ip monitor address dev %s: %w", Device, err)
 	}
 	return s, nil
@@ -274,23 +263,15 @@ func (k *KernelLink) subscribe(ns netns.NsHandle) (*nlwatch.Sub[netlink.AddrUpda
 
 // deliver turns the subscription's updates into events of the link, and
 // tells OtherLinks (if set) of the other links' updates.
-func (k *KernelLink) deliver(event func(AddrEvent)) func(netlink.AddrUpdate) {
+func (k *KernelLink) deliver(event func(AddrEvent)) func(nladdr.Update) {
 	index := k.Index()
-	return func(u netlink.AddrUpdate) {
+	return func(u nladdr.Update) {
 		if u.LinkIndex != index {
 			if k.OtherLinks != nil {
 				k.OtherLinks(false)
 			}
 			return
 		}
-		if u.LinkAddress.IP == nil {
-			return
-		}
-		ip, ok := netip.AddrFromSlice(u.LinkAddress.IP)
-		if !ok {
-			return
-		}
-		ones, _ := u.LinkAddress.Mask.Size()
-		event(AddrEvent{Prefix: netip.PrefixFrom(ip.Unmap(), ones), Added: u.NewAddr})
+		event(AddrEvent{Prefix: netip.PrefixFrom(u.Prefix.Addr().Unmap(), u.Prefix.Bits()), Added: u.Added})
 	}
 }

@@ -11,7 +11,12 @@
 // read skips kube-ipvs0's messages by their header, before any attribute
 // is parsed.
 //
-// It owns the dump's socket and the parse of RTM_NEWADDR messages; it never
-// writes an address (internal/addrmgr binds and unbinds) and never decides
-// which addresses are the node's (internal/nodeenv).
+// Subscribe follows the same messages as events (`ip monitor address`),
+// parsed the same way, for the address manager's watch of kube-ipvs0, to
+// which every bind of a sync is one event.
+//
+// It owns the dump's socket, the subscription's and the parse of
+// RTM_NEWADDR and RTM_DELADDR messages; it never writes an address
+// (internal/addrmgr binds and unbinds) and never decides which addresses
+// are the node's (internal/nodeenv).
 package nladdr
