@@ -4,14 +4,14 @@ package nodeenv
 
 import (
 	"context"
-	"encoding/binary"
 	"errors"
 	"fmt"
 
-	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsub"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
@@ -92,51 +92,12 @@ type mainTableEvent struct{}
 // local table, 10,000 events in a first sync at 10,000 Services, and
 // netlink.RouteSubscribe parsed each into a netlink.Route before the
 // handler dropped it (a quarter of the first sync's binds under TCG,
-// docs/benchmarks.md). A failed read ends the subscription through its
-// ErrorCallback, as the library's does.
+// docs/benchmarks.md).
 func subscribeMainTable(rcvbuf int, force bool) (*nlwatch.Sub[mainTableEvent], error) {
-	s, err := nl.Subscribe(unix.NETLINK_ROUTE, unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE)
-	if err != nil {
-		return nil, err
-	}
-	if rcvbuf != 0 {
-		if err := s.SetReceiveBufferSize(rcvbuf, force); err != nil {
-			s.Close()
-			return nil, err
-		}
-	}
-	sub := nlwatch.New[mainTableEvent](routeWatchQueue)
-	go func() {
-		<-sub.Done
-		s.Close()
-	}()
-	go func() {
-		defer close(sub.Updates)
-		for {
-			msgs, from, err := s.Receive()
-			if err != nil {
-				sub.ErrorCallback(fmt.Errorf("receive: %w", err))
-				return
-			}
-			if from.Pid != nl.PidKernel {
-				continue
-			}
-			for _, m := range msgs {
-				if m.Header.Type == unix.NLMSG_ERROR {
-					if len(m.Data) >= 4 {
-						if errno := int32(binary.NativeEndian.Uint32(m.Data[:4])); errno != 0 {
-							sub.ErrorCallback(fmt.Errorf("error message: %w", unix.Errno(-errno)))
-						}
-					}
-					continue
-				}
-				if (m.Header.Type == unix.RTM_NEWROUTE || m.Header.Type == unix.RTM_DELROUTE) && isMainTable(m.Data) {
-					sub.Updates <- mainTableEvent{}
-				}
-			}
-		}
-	}()
-	return sub, nil
+	return nlsub.Subscribe(netns.None(), []uint{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}, rcvbuf, force, routeWatchQueue,
+		func(typ uint16, body []byte) (mainTableEvent, bool, error) {
+			return mainTableEvent{}, (typ == unix.RTM_NEWROUTE || typ == unix.RTM_DELROUTE) && isMainTable(body), nil
+		})
 }
 
 // isMainTable reports whether an RTM_NEWROUTE or RTM_DELROUTE message (its

@@ -1,0 +1,70 @@
+package nlsub
+
+import (
+	"encoding/binary"
+	"fmt"
+
+	"github.com/vishvananda/netlink/nl"
+	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
+)
+
+// Subscribe subscribes to groups of route netlink in network namespace ns
+// (netns.None(): the calling thread's), with a receive buffer of rcvbuf
+// bytes (forced when force) when not 0, and sends what decode makes of
+// each message (its type and its body) when decode says ok; up to queue
+// wait for the follower. A failed read, an error message from the kernel
+// or a decode error is reported through the subscription's
+// ErrorCallback, which ends it: the follower then knows events may be
+// lost. Closing the subscription's Done closes the socket.
+func Subscribe[T any](ns netns.NsHandle, groups []uint, rcvbuf int, force bool, queue int, decode func(typ uint16, body []byte) (T, bool, error)) (*nlwatch.Sub[T], error) {
+	s, err := nl.SubscribeAt(ns, netns.None(), unix.NETLINK_ROUTE, groups...)
+	if err != nil {
+		return nil, err
+	}
+	if rcvbuf != 0 {
+		if err := s.SetReceiveBufferSize(rcvbuf, force); err != nil {
+			s.Close()
+			return nil, err
+		}
+	}
+	sub := nlwatch.New[T](queue)
+	go func() {
+		<-sub.Done
+		s.Close()
+	}()
+	go func() {
+		defer close(sub.Updates)
+		for {
+			msgs, from, err := s.Receive()
+			if err != nil {
+				sub.ErrorCallback(fmt.Errorf("receive: %w", err))
+				return
+			}
+			if from.Pid != nl.PidKernel {
+				continue
+			}
+			for _, m := range msgs {
+				if m.Header.Type == unix.NLMSG_ERROR {
+					if len(m.Data) >= 4 {
+						if errno := int32(binary.NativeEndian.Uint32(m.Data[:4])); errno != 0 {
+							sub.ErrorCallback(fmt.Errorf("error message: %w", unix.Errno(-errno)))
+						}
+					}
+					continue
+				}
+				v, ok, err := decode(m.Header.Type, m.Data)
+				if err != nil {
+					sub.ErrorCallback(err)
+					continue
+				}
+				if ok {
+					sub.Updates <- v
+				}
+			}
+		}
+	}()
+	return sub, nil
+}
