@@ -41,8 +41,6 @@ type KernelLink struct {
 	link netlink.Link
 	// dump, on a Reader, dumps the addresses instead of h.
 	dump *nladdr.Dumper
-	// noForceRcvBuf: the watch could not force its receive buffer size.
-	noForceRcvBuf bool
 	// OtherLinks, if set before Watch, hears from the watch about the
 	// addresses of every other link (the node's own): it is called with
 	// false whenever one was added or removed or the watch (re)started,
@@ -247,14 +245,7 @@ func (k *KernelLink) sameDevice(ns netns.NsHandle) error {
 var ErrWatchNamespace = errors.New("not the namespace of the " + Device + " handle")
 
 func (k *KernelLink) subscribe(ns netns.NsHandle) (*nlwatch.Sub[nladdr.Update], error) {
-	// Without CAP_NET_ADMIN the forced size fails: asked once only.
-	if !k.noForceRcvBuf {
-		if s, err := nladdr.Subscribe(ns, watchRcvBuf, true); err == nil {
-			return s, nil
-		}
-		k.noForceRcvBuf = true
-	}
-	s, err := nladdr.Subscribe(ns, 0, false)
+	s, err := nladdr.Subscribe(ns, watchRcvBuf)
 	if err != nil {
 		return nil, fmt.Errorf("ip monitor address dev %s: %w", Device, err)
 	}

@@ -41,7 +41,7 @@ func TestKernelSubscribe(t *testing.T) {
 				return err
 			}
 			defer ns.Close()
-			s, err = Subscribe(ns, 0, false)
+			s, err = Subscribe(ns, 0)
 			return err
 		}); err != nil {
 			t.Fatal(err)

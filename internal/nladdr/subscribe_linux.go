@@ -20,15 +20,15 @@ type Update struct {
 const updateQueue = 1024
 
 // Subscribe follows the addresses of both families in network namespace
-// ns (`ip monitor address`), with a receive buffer of rcvbuf bytes
-// (forced when force) when not 0. Each event is parsed as the dump's
+// ns (`ip monitor address`), with a receive buffer of rcvbuf bytes when
+// not 0 (nlsub.Subscribe). Each event is parsed as the dump's
 // messages are (an Update is a link index and a prefix, no
 // netlink.AddrUpdate): every address a sync binds to kube-ipvs0 is one
 // event for the address manager's watch. A message the parse cannot read
 // ends the subscription (internal/nlsub): the follower then knows events
 // may be lost.
-func Subscribe(ns netns.NsHandle, rcvbuf int, force bool) (*nlwatch.Sub[Update], error) {
-	return nlsub.Subscribe(ns, []uint{unix.RTNLGRP_IPV4_IFADDR, unix.RTNLGRP_IPV6_IFADDR}, rcvbuf, force, updateQueue,
+func Subscribe(ns netns.NsHandle, rcvbuf int) (*nlwatch.Sub[Update], error) {
+	return nlsub.Subscribe(ns, []uint{unix.RTNLGRP_IPV4_IFADDR, unix.RTNLGRP_IPV6_IFADDR}, rcvbuf, updateQueue,
 		func(typ uint16, body []byte) (Update, bool, error) {
 			if typ != unix.RTM_NEWADDR && typ != unix.RTM_DELADDR {
 				return Update{}, false, nil

@@ -32,7 +32,7 @@ func TestKernelSubscribe(t *testing.T) {
 			return err
 		}
 		defer ns.Close()
-		sub, err = Subscribe(ns, []uint{unix.RTNLGRP_IPV4_IFADDR}, 0, false, 4, func(typ uint16, body []byte) (uint16, bool, error) {
+		sub, err = Subscribe(ns, []uint{unix.RTNLGRP_IPV4_IFADDR}, 0, 4, func(typ uint16, body []byte) (uint16, bool, error) {
 			if bad.Load() {
 				return 0, false, errBad
 			}

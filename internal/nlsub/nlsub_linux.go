@@ -12,23 +12,23 @@ import (
 )
 
 // Subscribe subscribes to groups of route netlink in network namespace ns
-// (netns.None(): the calling thread's), with a receive buffer of rcvbuf
-// bytes (forced when force) when not 0, and sends what decode makes of
+// (netns.None(): the calling thread's) and sends what decode makes of
 // each message (its type and its body) when decode says ok; up to queue
-// wait for the follower. A failed read, an error message from the kernel
-// or a decode error is reported through the subscription's
-// ErrorCallback, which ends it: the follower then knows events may be
-// lost. Closing the subscription's Done closes the socket.
-func Subscribe[T any](ns netns.NsHandle, groups []uint, rcvbuf int, force bool, queue int, decode func(typ uint16, body []byte) (T, bool, error)) (*nlwatch.Sub[T], error) {
+// wait for the follower. rcvbuf, when not 0, is the socket's receive
+// buffer, forced past net.core.rmem_max (SO_RCVBUFFORCE) so that bursts
+// are not lost; without CAP_NET_ADMIN the socket keeps the default size.
+// A failed read, an error message from the kernel or a decode error is
+// reported through the subscription's ErrorCallback, which ends it: the
+// follower then knows events may be lost. Closing the subscription's Done
+// closes the socket.
+func Subscribe[T any](ns netns.NsHandle, groups []uint, rcvbuf, queue int, decode func(typ uint16, body []byte) (T, bool, error)) (*nlwatch.Sub[T], error) {
 	s, err := nl.SubscribeAt(ns, netns.None(), unix.NETLINK_ROUTE, groups...)
 	if err != nil {
 		return nil, err
 	}
 	if rcvbuf != 0 {
-		if err := s.SetReceiveBufferSize(rcvbuf, force); err != nil {
-			s.Close()
-			return nil, err
-		}
+		// Only the size is lost when it fails: the subscription works.
+		_ = s.SetReceiveBufferSize(rcvbuf, true)
 	}
 	sub := nlwatch.New[T](queue)
 	go func() {

@@ -40,13 +40,12 @@ var ErrRouteWatchLost = errors.New("route watch lost")
 // until ctx ends. It returns the first subscription's error: then nothing
 // is followed and every sync reads the routes, as before.
 func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
-	var w routeWatch
-	sub, err := w.subscribe()
+	sub, err := subscribeMainTable()
 	if err != nil {
 		return err
 	}
 	e.RoutesChanged(false) // followed from now on
-	go nlwatch.Follow(ctx, sub, w.subscribe,
+	go nlwatch.Follow(ctx, sub, subscribeMainTable,
 		func(mainTableEvent) { e.RoutesChanged(false) },
 		func(err error) {
 			e.RoutesChanged(true)
@@ -59,45 +58,28 @@ func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
 	return nil
 }
 
-// routeWatch makes the route subscriptions of one WatchRoutes.
-type routeWatch struct {
-	// noForceRcvBuf: the forced receive buffer failed once (no
-	// CAP_NET_ADMIN): not asked again.
-	noForceRcvBuf bool
-}
-
-func (w *routeWatch) subscribe() (*nlwatch.Sub[mainTableEvent], error) {
-	if !w.noForceRcvBuf {
-		if s, err := subscribeMainTable(routeWatchRcvBuf, true); err == nil {
-			return s, nil
-		}
-		w.noForceRcvBuf = true
-	}
-	s, err := subscribeMainTable(0, false)
-	if err != nil {
-		return nil, fmt.Errorf("ip monitor route: %w", err)
-	}
-	return s, nil
-}
-
 // mainTableEvent is a route of the main table added, changed or removed:
 // the watch needs no more than that one was.
 type mainTableEvent struct{}
 
 // subscribeMainTable subscribes to the route events of both families in
-// the calling thread's network namespace (with a receive buffer of rcvbuf
-// bytes, forced when force, when not 0) and sends one mainTableEvent for
+// the calling thread's network namespace (`ip monitor route`, with a
+// receive buffer of routeWatchRcvBuf) and sends one mainTableEvent for
 // each event of the main table. Every other event is dropped by its
 // header, unparsed: each address bound to kube-ipvs0 adds a route to the
 // local table, 10,000 events in a first sync at 10,000 Services, and
 // netlink.RouteSubscribe parsed each into a netlink.Route before the
 // handler dropped it (a quarter of the first sync's binds under TCG,
 // docs/benchmarks.md).
-func subscribeMainTable(rcvbuf int, force bool) (*nlwatch.Sub[mainTableEvent], error) {
-	return nlsub.Subscribe(netns.None(), []uint{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}, rcvbuf, force, routeWatchQueue,
+func subscribeMainTable() (*nlwatch.Sub[mainTableEvent], error) {
+	s, err := nlsub.Subscribe(netns.None(), []uint{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}, routeWatchRcvBuf, routeWatchQueue,
 		func(typ uint16, body []byte) (mainTableEvent, bool, error) {
 			return mainTableEvent{}, (typ == unix.RTM_NEWROUTE || typ == unix.RTM_DELROUTE) && isMainTable(body), nil
 		})
+	if err != nil {
+		return nil, fmt.Errorf("ip monitor route: %w", err)
+	}
+	return s, nil
 }
 
 // isMainTable reports whether an RTM_NEWROUTE or RTM_DELROUTE message (its
