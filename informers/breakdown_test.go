@@ -195,8 +195,13 @@ func (nopTable) AddService(ipvs.VirtualServer) error                   { return 
 func (nopTable) UpdateService(ipvs.VirtualServer) error                { return nil }
 func (nopTable) DelService(ipvs.Key) error                             { return nil }
 func (nopTable) AddRealServer(ipvs.Key, ipvs.RealServer) error         { return nil }
-func (nopTable) UpdateRealServer(ipvs.Key, ipvs.RealServer) error      { return nil }
-func (nopTable) DelRealServer(ipvs.Key, ipvs.RealServer) error         { return nil }
+func (nopTable) AddRealServers(_ ipvs.Key, rss []ipvs.RealServer, each func(int, error)) {
+	for i := range rss {
+		each(i, nil)
+	}
+}
+func (nopTable) UpdateRealServer(ipvs.Key, ipvs.RealServer) error { return nil }
+func (nopTable) DelRealServer(ipvs.Key, ipvs.RealServer) error    { return nil }
 
 // nopLink is a kube-ipvs0 that accepts everything and holds nothing.
 type nopLink struct{}

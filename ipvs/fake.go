@@ -203,6 +203,13 @@ func (f *FakeTable) AddRealServer(k Key, rs RealServer) error {
 	return nil
 }
 
+// AddRealServers implements Table with AddRealServer for each.
+func (f *FakeTable) AddRealServers(k Key, rss []RealServer, each func(i int, err error)) {
+	for i, rs := range rss {
+		each(i, f.AddRealServer(k, rs))
+	}
+}
+
 // UpdateRealServer implements Table.
 func (f *FakeTable) UpdateRealServer(k Key, rs RealServer) error {
 	f.mu.Lock()

@@ -347,37 +347,36 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 	return m, true
 }
 
-// applyRealServers adds d's real servers m lacks and updates changed
-// weights (`ipvsadm -a`/`-e`), taking quiesced ones back; it returns the
-// wanted set. While m had none and every one is added in order, m's list is a prefix
-// of d's, not a copy.
+// applyRealServers adds d's real servers m lacks, all in one
+// AddRealServers (`ipvsadm -a` each, one round trip in the kernel), and
+// updates changed weights (`ipvsadm -e`), taking quiesced ones back; it
+// returns the wanted set. A real server d lists twice is programmed once,
+// at its first weight. While m had none and every one is added in order,
+// m's list is a prefix of d's, not a copy.
 func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result) map[netip.AddrPort]int {
-	prefix := len(m.vs.RealServers) == 0
-	if prefix {
-		m.vs.RealServers, m.shared = d.RealServers[:0:0], true
-	}
 	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
+	fresh := len(m.vs.RealServers) == 0
+	// add is what m lacks, in d's order; nil while m had none and that is
+	// d's list itself.
+	var add []RealServer
 	for j, rs := range d.RealServers {
-		wantRS[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
-		i := m.findRS(rs.Address, rs.Port)
-		g := graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port}
-		switch {
+		ap := netip.AddrPortFrom(rs.Address, rs.Port)
+		if _, dup := wantRS[ap]; dup {
+			if fresh && add == nil {
+				add = slices.Clone(d.RealServers[:j])
+			}
+			continue
+		}
+		wantRS[ap] = rs.Weight
+		if fresh {
+			if add != nil {
+				add = append(add, rs)
+			}
+			continue
+		}
+		switch i := m.findRS(rs.Address, rs.Port); {
 		case i < 0:
-			err := r.t.AddRealServer(d.Key, rs)
-			if errors.Is(err, ErrExists) {
-				err = r.t.UpdateRealServer(d.Key, rs)
-			}
-			if err != nil {
-				res.fail(d.Service, d.Key, err)
-				continue
-			}
-			if prefix && len(m.vs.RealServers) == j {
-				m.vs.RealServers = d.RealServers[: j+1 : j+1]
-			} else {
-				m.ownRS()
-				m.vs.RealServers = append(m.vs.RealServers, rs)
-			}
-			res.RealServersAdded++
+			add = append(add, rs)
 		case m.vs.RealServers[i].Weight != rs.Weight:
 			if err := r.t.UpdateRealServer(d.Key, rs); err != nil {
 				res.fail(d.Service, d.Key, err)
@@ -386,10 +385,46 @@ func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result
 			m.ownRS()
 			m.vs.RealServers[i].Weight = rs.Weight
 			res.RealServersUpdated++
+			delete(r.grace, graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port}) // back in service
+		default:
+			delete(r.grace, graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port})
 		}
-		delete(r.grace, g) // back in service, if it was quiesced
 	}
+	prefix := fresh && add == nil
+	if prefix {
+		add = d.RealServers
+		m.vs.RealServers, m.shared = d.RealServers[:0:0], true
+	}
+	r.addRealServers(d, m, add, prefix, res)
 	return wantRS
+}
+
+// addRealServers adds add to d's virtual server and m: where the kernel
+// has one already (someone else's, since the dump), it takes it over with
+// `ipvsadm -e`. With prefix, add is d's list and m's stays a prefix of it
+// while the adds succeed in order.
+func (r *Reconciler) addRealServers(d *VirtualServer, m *mirrorVS, add []RealServer, prefix bool, res *Result) {
+	if len(add) == 0 {
+		return
+	}
+	r.t.AddRealServers(d.Key, add, func(i int, err error) {
+		rs := add[i]
+		if errors.Is(err, ErrExists) {
+			err = r.t.UpdateRealServer(d.Key, rs)
+		}
+		if err != nil {
+			res.fail(d.Service, d.Key, err)
+			return
+		}
+		if prefix && len(m.vs.RealServers) == i {
+			m.vs.RealServers = d.RealServers[: i+1 : i+1]
+		} else {
+			m.ownRS()
+			m.vs.RealServers = append(m.vs.RealServers, rs)
+		}
+		res.RealServersAdded++
+		delete(r.grace, graceKey{Key: d.Key, Addr: rs.Address, Port: rs.Port})
+	})
 }
 
 // retireRealServers handles m's real servers d no longer wants: UDP and

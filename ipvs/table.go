@@ -51,6 +51,11 @@ type Table interface {
 	DelService(k Key) error
 	// AddRealServer is `ipvsadm -a -t VIP:PORT -r ADDR:PORT -m -w WEIGHT`.
 	AddRealServer(k Key, rs RealServer) error
+	// AddRealServers is AddRealServer for each of rss, sent together
+	// where the table can (the kernel's: many requests to a sendmsg, each
+	// acknowledged on its own). It calls each with every real server's
+	// outcome, in order: one's failure does not stop the others.
+	AddRealServers(k Key, rss []RealServer, each func(i int, err error))
 	// UpdateRealServer is `ipvsadm -e -t VIP:PORT -r ADDR:PORT -m -w WEIGHT`.
 	UpdateRealServer(k Key, rs RealServer) error
 	// DelRealServer is `ipvsadm -d -t VIP:PORT -r ADDR:PORT`.

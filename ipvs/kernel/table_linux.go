@@ -40,6 +40,9 @@ type Table struct {
 	// dump is the socket Services dumps the virtual servers on, one
 	// message at a time (dumper).
 	dump *dumper
+	// batch is the socket AddRealServers sends its requests on, many to
+	// a sendmsg (writer).
+	batch *writer
 	// procPath is procIPVS; tests point it at a file.
 	procPath string
 	// lastDumped is how many virtual servers the last dump held: the
@@ -65,13 +68,20 @@ func Open() (*Table, error) {
 		h.Close()
 		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
 	}
-	return &Table{h: h, dump: d, procPath: procIPVS}, nil
+	w, err := openWriter(d.family)
+	if err != nil {
+		h.Close()
+		d.close()
+		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
+	}
+	return &Table{h: h, dump: d, batch: w, procPath: procIPVS}, nil
 }
 
 // Close closes the netlink sockets.
 func (k *Table) Close() {
 	k.h.Close()
 	k.dump.close()
+	k.batch.close()
 }
 
 // SetTimeouts is `ipvsadm --set TCP TCPFIN UDP`; a zero duration leaves
@@ -206,6 +216,12 @@ func (k *Table) AddRealServer(key ipvs.Key, rs ipvs.RealServer) error {
 		return fmt.Errorf("ipvsadm -a %s -r %s -m -w %d: %w", key, netip.AddrPortFrom(rs.Address, rs.Port), rs.Weight, mapErrno(err))
 	}
 	return nil
+}
+
+// AddRealServers implements Table: the requests go batchBytes to a
+// sendmsg, each acknowledged on its own (writer).
+func (k *Table) AddRealServers(key ipvs.Key, rss []ipvs.RealServer, each func(i int, err error)) {
+	k.batch.addDests(key, rss, each)
 }
 
 // UpdateRealServer implements Table.

@@ -1,0 +1,110 @@
+package kernel
+
+import (
+	"bytes"
+	"encoding/binary"
+	"net/netip"
+	"testing"
+
+	"github.com/vishvananda/netlink/nl"
+	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// genlHeader is struct genlmsghdr as request data.
+type genlHeader [4]byte
+
+func (h genlHeader) Len() int          { return len(h) }
+func (h genlHeader) Serialize() []byte { return h[:] }
+
+// newDestRequest builds the IPVS_CMD_NEW_DEST request appendNewDest
+// encodes with the netlink library's request and attribute builders, the
+// way moby/ipvs builds its own: the reference the encoder is checked
+// against.
+func newDestRequest(family uint16, seq uint32, k ipvs.Key, rs ipvs.RealServer) []byte {
+	req := nl.NewNetlinkRequest(int(family), unix.NLM_F_ACK)
+	req.Seq = seq
+	// struct genlmsghdr with its reserved bytes zero (nl.Genlmsg
+	// serializes two bytes past its fields).
+	req.AddData(genlHeader{ipvsCmdNewDest, 1, 0, 0})
+	af := uint16(unix.AF_INET6)
+	if k.Address.Is4() {
+		af = unix.AF_INET
+	}
+	port := func(p uint16) []byte { return binary.BigEndian.AppendUint16(nil, p) }
+	svc := nl.NewRtAttr(ipvsCmdAttrService|unix.NLA_F_NESTED, nil)
+	svc.AddRtAttr(ipvsSvcAttrAF, nl.Uint16Attr(af))
+	svc.AddRtAttr(ipvsSvcAttrProtocol, nl.Uint16Attr(protoNumber(k.Protocol)))
+	svc.AddRtAttr(ipvsSvcAttrAddr, k.Address.AsSlice())
+	svc.AddRtAttr(ipvsSvcAttrPort, port(k.Port))
+	req.AddData(svc)
+	dest := nl.NewRtAttr(ipvsCmdAttrDest|unix.NLA_F_NESTED, nil)
+	dest.AddRtAttr(ipvsDestAttrAddr, rs.Address.AsSlice())
+	dest.AddRtAttr(ipvsDestAttrPort, port(rs.Port))
+	dest.AddRtAttr(ipvsDestAttrFwdMethod, nl.Uint32Attr(0))
+	dest.AddRtAttr(ipvsDestAttrWeight, nl.Uint32Attr(uint32(rs.Weight)))
+	dest.AddRtAttr(ipvsDestAttrUThresh, nl.Uint32Attr(0))
+	dest.AddRtAttr(ipvsDestAttrLThresh, nl.Uint32Attr(0))
+	req.AddData(dest)
+	return req.Serialize()
+}
+
+func TestAppendNewDest(t *testing.T) {
+	for _, c := range []struct {
+		name string
+		k    ipvs.Key
+		rs   ipvs.RealServer
+	}{
+		{"tcp v4", ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 443},
+			ipvs.RealServer{Address: netip.MustParseAddr("10.244.1.5"), Port: 8443, Weight: 1}},
+		{"udp v6", ipvs.Key{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53},
+			ipvs.RealServer{Address: netip.MustParseAddr("fd00:244::5"), Port: 5353, Weight: 0}},
+		{"sctp v4", ipvs.Key{Protocol: model.SCTP, Address: netip.MustParseAddr("192.0.2.1"), Port: 0xfffe},
+			ipvs.RealServer{Address: netip.MustParseAddr("10.0.0.1"), Port: 1, Weight: 100}},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			want := newDestRequest(0x1d, 7, c.k, c.rs)
+			// Appended after another request, as a batch does.
+			prev := appendNewDest(nil, 0x1d, 6, c.k, c.rs)
+			got := appendNewDest(prev, 0x1d, 7, c.k, c.rs)[len(prev):]
+			if !bytes.Equal(got, want) {
+				t.Fatalf("request\n got % x\nwant % x", got, want)
+			}
+		})
+	}
+}
+
+// TestReadAcks: acknowledgements of a batch are matched to its requests by
+// sequence number, errors kept, duplicates and other batches' skipped.
+func TestReadAcks(t *testing.T) {
+	ack := func(seq uint32, errno int32) []byte {
+		b := binary.NativeEndian.AppendUint32(nil, 36)
+		b = binary.NativeEndian.AppendUint16(b, unix.NLMSG_ERROR)
+		b = binary.NativeEndian.AppendUint16(b, 0)
+		b = binary.NativeEndian.AppendUint32(b, seq)
+		b = binary.NativeEndian.AppendUint32(b, 4242)
+		b = binary.NativeEndian.AppendUint32(b, uint32(-errno))
+		return append(b, make([]byte, 16)...) // the request's header
+	}
+	w := &writer{}
+	w.acked, w.known = make([]error, 3), make([]bool, 3)
+	var b []byte
+	for _, a := range [][]byte{ack(9, 0), ack(10, 0), ack(11, int32(unix.EEXIST)), ack(10, int32(unix.ENOENT)), ack(13, 0)} {
+		b = append(b, a...)
+	}
+	if got := w.readAcks(b, 10, 3); got != 2 {
+		t.Fatalf("recorded %d, want 2", got)
+	}
+	if w.acked[0] != nil || w.acked[1] != unix.EEXIST || w.known[2] {
+		t.Fatalf("acked %v known %v", w.acked, w.known)
+	}
+	w.settle(errNoAck)
+	if w.acked[2] != errNoAck || w.acked[0] != nil {
+		t.Fatalf("settled %v", w.acked)
+	}
+	if got := w.readAcks(b[:20], 10, 3); got != 0 {
+		t.Fatalf("truncated message recorded %d", got)
+	}
+}
