@@ -42,6 +42,10 @@ type Link interface {
 	Addrs() ([]netip.Prefix, error)
 	// AddAddr is `ip addr add 10.96.0.10/32 dev kube-ipvs0`.
 	AddAddr(p netip.Prefix) error
+	// AddAddrs is AddAddr for each of ps, sent together where the link
+	// can (the kernel's: many requests to a sendmsg, each acknowledged on
+	// its own). It calls each with every address's outcome, in order.
+	AddAddrs(ps []netip.Prefix, each func(i int, err error))
 	// DelAddr is `ip addr del 10.96.0.10/32 dev kube-ipvs0`.
 	DelAddr(p netip.Prefix) error
 }
@@ -464,9 +468,12 @@ func sameSlice(a, b []netip.Prefix) bool {
 	return a != nil && b != nil && len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
 }
 
+// bindBatch is how many addresses Bind checks and then binds together.
+const bindBatch = 256
+
 // Bind adds every desired address the device lacks, asking the guard about
-// each immediately before binding it; refused ones are reported and not
-// bound. ready, when not nil, must say true for an address before it is
+// each immediately before binding it with the next few (bindBatch) in one
+// AddAddrs; refused ones are reported and not bound. ready, when not nil, must say true for an address before it is
 // bound (the applier passes "all of its virtual servers exist"). When the
 // same desired addresses were all bound by the last Bind and none has gone
 // since, it returns at once.
@@ -478,6 +485,22 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 	if f, ok := m.guard.(Fingerprinter); ok && m.guardChecked && f.Fingerprint() != m.checkedFP {
 		// What this binds is checked against a guard the others were not.
 		m.guardChecked = false
+	}
+	// Up to bindBatch addresses are checked, then bound together.
+	batch := make([]netip.Prefix, 0, min(bindBatch, len(desired)))
+	ids := make([]uint64, 0, cap(batch))
+	flush := func() {
+		m.link.AddAddrs(batch, func(i int, err error) {
+			p := batch[i]
+			if err != nil {
+				m.forget(p, ids[i])
+				res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: err})
+				return
+			}
+			m.setCur(p, true)
+			res.Bound++
+		})
+		batch, ids = batch[:0], ids[:0]
 	}
 	for _, p := range desired {
 		if m.cur[p] {
@@ -497,14 +520,14 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			continue
 		}
 		m.wrote(p)
-		id := m.expect(p, true)
-		if err := m.link.AddAddr(p); err != nil {
-			m.forget(p, id)
-			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: err})
-			continue
+		batch = append(batch, p)
+		ids = append(ids, m.expect(p, true))
+		if len(batch) == bindBatch {
+			flush()
 		}
-		m.setCur(p, true)
-		res.Bound++
+	}
+	if len(batch) > 0 {
+		flush()
 	}
 	m.bindDone = len(res.Failures) == 0 && len(res.Refused) == 0
 	return res

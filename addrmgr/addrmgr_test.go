@@ -100,22 +100,29 @@ func TestProtectedAddedByHandIsRemoved(t *testing.T) {
 	}
 }
 
-func TestGuardCheckedImmediatelyBeforeEachBind(t *testing.T) {
-	// The guard changes its mind between binds: each address must be asked
-	// about right before its own AddAddr.
+func TestGuardCheckedImmediatelyBeforeEachBatch(t *testing.T) {
+	// The guard changes its mind between batches of binds: each address
+	// must be asked about before it is bound, with the others of its
+	// batch (bindBatch), not all of them before the first bind.
 	link := NewFakeLink()
 	g := &flipGuard{protected: map[netip.Addr]bool{}}
+	var desired []netip.Prefix
+	for i := range bindBatch + 1 {
+		desired = append(desired, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 32))
+	}
+	last := desired[bindBatch].Addr()
 	link.OnAdd = func(p netip.Prefix) error {
 		if !g.asked[p.Addr()] {
 			return errors.New("bound without asking the guard first")
 		}
-		// Binding 10.96.0.1 makes 10.96.0.2 protected from now on.
-		g.protected[netip.MustParseAddr("10.96.0.2")] = true
+		// Binding the first address makes the last one, in the next
+		// batch, protected from now on.
+		g.protected[last] = true
 		return nil
 	}
 	m := NewManager(link, g, nil)
-	res := m.Bind(pfx("10.96.0.1/32", "10.96.0.2/32"), nil)
-	if res.Err() != nil || res.Bound != 1 || len(res.Refused) != 1 {
+	res := m.Bind(desired, nil)
+	if res.Err() != nil || res.Bound != bindBatch || len(res.Refused) != 1 || res.Refused[0].Prefix.Addr() != last {
 		t.Fatalf("%+v %v", res, res.Err())
 	}
 }

@@ -226,6 +226,13 @@ func (f *FakeLink) AddAddr(p netip.Prefix) error {
 	return nil
 }
 
+// AddAddrs implements Link with AddAddr for each.
+func (f *FakeLink) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
+	for i, p := range ps {
+		each(i, f.AddAddr(p))
+	}
+}
+
 // DelAddr implements Link.
 func (f *FakeLink) DelAddr(p netip.Prefix) error {
 	f.mu.Lock()

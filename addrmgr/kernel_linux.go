@@ -12,6 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
@@ -41,6 +42,8 @@ type KernelLink struct {
 	link netlink.Link
 	// dump, on a Reader, dumps the addresses instead of h.
 	dump *nladdr.Dumper
+	// batch, when set (SetWriter), sends AddAddrs's requests.
+	batch *nlbatch.Writer
 	// OtherLinks, if set before Watch, hears from the watch about the
 	// addresses of every other link (the node's own): it is called with
 	// false whenever one was added or removed or the watch (re)started,

@@ -208,7 +208,12 @@ type nopLink struct{}
 
 func (nopLink) Addrs() ([]netip.Prefix, error) { return nil, nil }
 func (nopLink) AddAddr(netip.Prefix) error     { return nil }
-func (nopLink) DelAddr(netip.Prefix) error     { return nil }
+func (nopLink) AddAddrs(ps []netip.Prefix, each func(int, error)) {
+	for i := range ps {
+		each(i, nil)
+	}
+}
+func (nopLink) DelAddr(netip.Prefix) error { return nil }
 
 // nopSets is an ipset kernel that accepts everything and holds nothing.
 type nopSets struct{}

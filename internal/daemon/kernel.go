@@ -7,6 +7,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
@@ -14,6 +15,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -36,6 +38,9 @@ type kernel struct {
 	// addrReader is a second rtnetlink socket, for the same read's dump
 	// of kube-ipvs0.
 	addrReader *nladdr.Dumper
+	// addrWriter is a third rtnetlink socket, the binds' (many to a
+	// sendmsg).
+	addrWriter *nlbatch.Writer
 	link       *addrmgr.KernelLink
 	rules      *iptables.Syncer
 	guard      *Guard
@@ -87,6 +92,10 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	k.link = link
+	if k.addrWriter, err = nlbatch.Open(unix.NETLINK_ROUTE); err != nil {
+		return nil, fmt.Errorf("netlink: a socket for the binds: %w", err)
+	}
+	link.SetWriter(k.addrWriter)
 	if k.rules, err = iptableskernel.NewSyncer(log.Named("iptables")); err != nil {
 		return nil, fmt.Errorf("ipsets: %w", err)
 	}
@@ -216,6 +225,9 @@ func (k *kernel) close() {
 	}
 	if k.addrReader != nil {
 		k.addrReader.Close()
+	}
+	if k.addrWriter != nil {
+		k.addrWriter.Close()
 	}
 }
 

@@ -7,8 +7,6 @@ import (
 	"net/netip"
 	"testing"
 
-	"golang.org/x/sys/unix"
-
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
@@ -92,68 +90,5 @@ func TestKernelAddRealServers(t *testing.T) {
 		if w, ok := weights[netip.AddrPortFrom(rs.Address, rs.Port)]; !ok || w != want {
 			t.Errorf("%s: weight %d (held %v), want %d", rs.Address, w, ok, want)
 		}
-	}
-}
-
-// TestKernelAddRealServersAcksLost: a batch whose acknowledgements
-// overflow the receive buffer (the writer made to send more than it holds)
-// reports the acknowledged ones as they were, the lost ones as errNoAck
-// and does not wait for them; the kernel ran them all, and the next batch
-// on the same socket reads its own acknowledgements only.
-func TestKernelAddRealServersAcksLost(t *testing.T) {
-	node := ktest.NewNode(t)
-	node.Run(t, "ipvsadm", "-A", "-t", "10.96.0.10:80", "-s", "rr")
-	k4 := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}
-	rs := func(i int) ipvs.RealServer {
-		return ipvs.RealServer{Address: netip.AddrFrom4([4]byte{10, 244, byte(i / 250), byte(i%250 + 1)}), Port: 8080, Weight: 1}
-	}
-	var first, next []ipvs.RealServer
-	for i := range 250 {
-		first = append(first, rs(i))
-	}
-	for i := 250; i < 255; i++ {
-		next = append(next, rs(i))
-	}
-	var acked, lost, other, nextOK int
-	var listed []ipvs.RealServerStatus
-	err := node.Do(func() error {
-		k, err := Open()
-		if err != nil {
-			return err
-		}
-		defer k.Close()
-		if err := unix.SetsockoptInt(k.batch.sock.GetFd(), unix.SOL_SOCKET, unix.SO_RCVBUF, 16<<10); err != nil {
-			return err
-		}
-		k.batch.max = 1 << 20
-		k.AddRealServers(k4, first, func(i int, err error) {
-			switch {
-			case err == nil:
-				acked++
-			case errors.Is(err, errNoAck) && errors.Is(err, unix.ENOBUFS):
-				lost++
-			default:
-				other++
-				t.Errorf("real server %d: %v", i, err)
-			}
-		})
-		k.AddRealServers(k4, next, func(i int, err error) {
-			if err != nil {
-				t.Errorf("next batch, real server %d: %v", i, err)
-				return
-			}
-			nextOK++
-		})
-		listed, err = k.RealServers(k4)
-		return err
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if acked == 0 || lost == 0 || acked+lost != len(first) || nextOK != len(next) {
-		t.Errorf("acknowledged %d, lost %d, other %d of %d; next batch %d of %d", acked, lost, other, len(first), nextOK, len(next))
-	}
-	if len(listed) != len(first)+len(next) {
-		t.Errorf("kernel holds %d real servers, want %d", len(listed), len(first)+len(next))
 	}
 }

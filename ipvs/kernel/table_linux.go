@@ -15,6 +15,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
@@ -41,8 +42,8 @@ type Table struct {
 	// message at a time (dumper).
 	dump *dumper
 	// batch is the socket AddRealServers sends its requests on, many to
-	// a sendmsg (writer).
-	batch *writer
+	// a sendmsg.
+	batch *nlbatch.Writer
 	// procPath is procIPVS; tests point it at a file.
 	procPath string
 	// lastDumped is how many virtual servers the last dump held: the
@@ -68,7 +69,7 @@ func Open() (*Table, error) {
 		h.Close()
 		return nil, fmt.Errorf("open IPVS netlink socket: %w", err)
 	}
-	w, err := openWriter(d.family)
+	w, err := nlbatch.Open(unix.NETLINK_GENERIC)
 	if err != nil {
 		h.Close()
 		d.close()
@@ -81,7 +82,7 @@ func Open() (*Table, error) {
 func (k *Table) Close() {
 	k.h.Close()
 	k.dump.close()
-	k.batch.close()
+	k.batch.Close()
 }
 
 // SetTimeouts is `ipvsadm --set TCP TCPFIN UDP`; a zero duration leaves
@@ -218,10 +219,18 @@ func (k *Table) AddRealServer(key ipvs.Key, rs ipvs.RealServer) error {
 	return nil
 }
 
-// AddRealServers implements Table: the requests go batchBytes to a
-// sendmsg, each acknowledged on its own (writer).
+// AddRealServers implements Table: the requests go many to a sendmsg,
+// each acknowledged on its own (internal/nlbatch).
 func (k *Table) AddRealServers(key ipvs.Key, rss []ipvs.RealServer, each func(i int, err error)) {
-	k.batch.addDests(key, rss, each)
+	k.batch.Do(len(rss), func(b []byte, i int, seq uint32) []byte {
+		return appendNewDest(b, k.dump.family, seq, key, rss[i])
+	}, func(i int, err error) {
+		if err != nil {
+			rs := rss[i]
+			err = fmt.Errorf("ipvsadm -a %s -r %s -m -w %d: %w", key, netip.AddrPortFrom(rs.Address, rs.Port), rs.Weight, mapErrno(err))
+		}
+		each(i, err)
+	})
 }
 
 // UpdateRealServer implements Table.
