@@ -195,6 +195,11 @@ func (nopTable) AddService(ipvs.VirtualServer) error                   { return 
 func (nopTable) UpdateService(ipvs.VirtualServer) error                { return nil }
 func (nopTable) DelService(ipvs.Key) error                             { return nil }
 func (nopTable) AddRealServer(ipvs.Key, ipvs.RealServer) error         { return nil }
+func (nopTable) AddServices(vss []ipvs.VirtualServer, each func(int, error)) {
+	for i := range vss {
+		each(i, nil)
+	}
+}
 func (nopTable) AddRealServers(_ ipvs.Key, rss []ipvs.RealServer, each func(int, error)) {
 	for i := range rss {
 		each(i, nil)

@@ -93,3 +93,60 @@ func TestDuplicateRealServerProgrammedOnce(t *testing.T) {
 		t.Fatalf("second full sync: %+v", res)
 	}
 }
+
+// countingTable counts the Table's batched and single service adds, and
+// can hide virtual servers from its dump (made by someone else after it).
+type countingTable struct {
+	*FakeTable
+	batches, singles int
+	hide             map[Key]bool
+}
+
+func (c *countingTable) AddServices(vss []VirtualServer, each func(int, error)) {
+	c.batches++
+	c.FakeTable.AddServices(vss, each)
+}
+
+func (c *countingTable) AddService(vs VirtualServer) error {
+	c.singles++
+	return c.FakeTable.AddService(vs)
+}
+
+func (c *countingTable) Services() ([]VirtualServer, error) {
+	all, err := c.FakeTable.Services()
+	return slices.DeleteFunc(all, func(vs VirtualServer) bool { return c.hide[vs.Key] }), err
+}
+
+// TestFullCreatesInBatches: a first full sync creates its virtual servers
+// createBatch to an AddServices, none alone; one that someone else made
+// after the dump is taken over (`ipvsadm -E`) with its real servers.
+func TestFullCreatesInBatches(t *testing.T) {
+	ct := &countingTable{FakeTable: NewFakeTable()}
+	var d []VirtualServer
+	for i := range createBatch + 3 {
+		d = append(d, vs("ns/a:p", model.TCP, vip, uint16(1000+i), ep1, ep2))
+	}
+	taken := d[createBatch+1]
+	other := taken
+	other.Scheduler, other.RealServers = "wrr", nil
+	if err := ct.FakeTable.AddService(other); err != nil {
+		t.Fatal(err)
+	}
+	ct.hide = map[Key]bool{taken.Key: true}
+	r := NewReconciler(ct, Options{})
+	res := mustFull(t, r, d, own(vip))
+	if ct.batches != 2 || ct.singles != 0 {
+		t.Fatalf("%d batches, %d single adds; want 2 and 0", ct.batches, ct.singles)
+	}
+	if res.ServicesAdded != createBatch+2 || res.ServicesUpdated != 1 || res.RealServersAdded != 2*len(d) {
+		t.Fatalf("result %+v", res)
+	}
+	got, err := ct.FakeTable.RealServers(taken.Key)
+	if err != nil || len(got) != 2 {
+		t.Fatalf("taken-over virtual server: %v %v", got, err)
+	}
+	ct.hide = nil
+	if res := mustFull(t, r, d, own(vip)); res.Changes() != 0 {
+		t.Fatalf("second full sync: %+v", res)
+	}
+}

@@ -203,6 +203,13 @@ func (f *FakeTable) AddRealServer(k Key, rs RealServer) error {
 	return nil
 }
 
+// AddServices implements Table with AddService for each.
+func (f *FakeTable) AddServices(vss []VirtualServer, each func(i int, err error)) {
+	for i, vs := range vss {
+		each(i, f.AddService(vs))
+	}
+}
+
 // AddRealServers implements Table with AddRealServer for each.
 func (f *FakeTable) AddRealServers(k Key, rss []RealServer, each func(i int, err error)) {
 	for i, rs := range rss {

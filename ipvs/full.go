@@ -109,9 +109,19 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 			delete(r.grace, g)
 		}
 	}
-	for i := range desired {
-		if m := r.apply(&desired[i], res); m != nil {
-			m.wanted = gen
+	// The virtual servers the mirror lacks are created createBatch at a
+	// time, each batch's real servers added right after it: a new one
+	// waits for its real servers no longer than a batch takes.
+	for lo := 0; lo < len(desired); lo += createBatch {
+		batch := desired[lo:min(lo+createBatch, len(desired))]
+		refused := r.createAll(batch, res)
+		for i := range batch {
+			if refused[batch[i].Key] {
+				continue
+			}
+			if m := r.apply(&batch[i], res); m != nil {
+				m.wanted = gen
+			}
 		}
 	}
 	var stale []Key
@@ -130,6 +140,10 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 	r.logResult("full", res)
 	return res
 }
+
+// createBatch is how many desired virtual servers a full sync creates in
+// one AddServices before adding their real servers.
+const createBatch = 512
 
 // driftNotes are the differences a full sync found between the dump and
 // the mirror: what others changed since the proxy last wrote.

@@ -312,25 +312,7 @@ func (r *Reconciler) apply(d *VirtualServer, res *Result) *mirrorVS {
 func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, bool) {
 	m := r.mirror[d.Key]
 	if m == nil {
-		if err := r.t.AddService(*d); err != nil && !errors.Is(err, ErrExists) {
-			res.fail(d.Service, d.Key, err)
-			return nil, false
-		} else if err != nil {
-			// Someone else created it since the dump: take it over.
-			if err := r.t.UpdateService(*d); err != nil {
-				res.fail(d.Service, d.Key, err)
-				return nil, false
-			}
-			res.ServicesUpdated++
-		} else {
-			res.ServicesAdded++
-		}
-		vs := *d
-		// Filled below as the real servers are added: a prefix of d's.
-		vs.RealServers = nil
-		m = &mirrorVS{vs: vs}
-		r.mirror[d.Key] = m
-		r.touched[d.Key] = true
+		return r.created(d, r.t.AddService(*d), res)
 	} else if !sameService(m.vs, *d) {
 		if err := r.t.UpdateService(*d); err != nil {
 			if !errors.Is(err, ErrNotFound) {
@@ -345,6 +327,63 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 		res.ServicesUpdated++
 	}
 	return m, true
+}
+
+// created finishes d's creation after its `ipvsadm -A` returned err: one
+// already there (someone else's, since the dump) is taken over with
+// `ipvsadm -E`. It returns d's new mirror entry, without real servers;
+// false when the kernel refused.
+func (r *Reconciler) created(d *VirtualServer, err error, res *Result) (*mirrorVS, bool) {
+	switch {
+	case errors.Is(err, ErrExists):
+		if err := r.t.UpdateService(*d); err != nil {
+			res.fail(d.Service, d.Key, err)
+			return nil, false
+		}
+		res.ServicesUpdated++
+	case err != nil:
+		res.fail(d.Service, d.Key, err)
+		return nil, false
+	default:
+		res.ServicesAdded++
+	}
+	vs := *d
+	// Filled as the real servers are added: a prefix of d's.
+	vs.RealServers = nil
+	m := &mirrorVS{vs: vs}
+	r.mirror[d.Key] = m
+	r.touched[d.Key] = true
+	return m, true
+}
+
+// createAll creates every virtual server of desired the mirror lacks in
+// one AddServices (a first sync's are all of them); it returns the keys the
+// kernel refused, which the caller does not apply again in this sync.
+func (r *Reconciler) createAll(desired []VirtualServer, res *Result) map[Key]bool {
+	var idx []int
+	for i := range desired {
+		if d := &desired[i]; r.mirror[d.Key] == nil && !r.excluded(d.Address) {
+			idx = append(idx, i)
+		}
+	}
+	if len(idx) == 0 {
+		return nil
+	}
+	vss := make([]VirtualServer, len(idx))
+	for j, i := range idx {
+		vss[j] = desired[i]
+		r.wrote(vss[j].Key)
+	}
+	var refused map[Key]bool
+	r.t.AddServices(vss, func(j int, err error) {
+		if _, ok := r.created(&desired[idx[j]], err, res); !ok {
+			if refused == nil {
+				refused = map[Key]bool{}
+			}
+			refused[vss[j].Key] = true
+		}
+	})
+	return refused
 }
 
 // applyRealServers adds d's real servers m lacks, all in one

@@ -45,6 +45,10 @@ type Table interface {
 	RealServers(k Key) ([]RealServerStatus, error)
 	// AddService is `ipvsadm -A -t VIP:PORT -s SCHED [-p TIMEOUT]`.
 	AddService(vs VirtualServer) error
+	// AddServices is AddService for each of vss, sent together where the
+	// table can, as AddRealServers. It calls each with every virtual
+	// server's outcome, in order.
+	AddServices(vss []VirtualServer, each func(i int, err error))
 	// UpdateService is `ipvsadm -E -t VIP:PORT -s SCHED [-p TIMEOUT]`.
 	UpdateService(vs VirtualServer) error
 	// DelService is `ipvsadm -D -t VIP:PORT`; it removes the real servers too.

@@ -1,6 +1,8 @@
 package kernel
 
 import (
+	"encoding/binary"
+
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
@@ -11,9 +13,13 @@ import (
 // moby/ipvs builds each request as a tree of attributes and sends it
 // alone; its encoders are unexported.
 
-// Generic netlink IPVS commands and attributes for real servers
-// (linux/ip_vs.h).
+// Generic netlink IPVS commands and attributes for real servers, and the
+// service attributes of `ipvsadm -A` (linux/ip_vs.h).
 const (
+	ipvsCmdNewService = 1 // IPVS_CMD_NEW_SERVICE
+
+	ipvsSvcAttrNetmask = 9 // IPVS_SVC_ATTR_NETMASK
+
 	ipvsCmdNewDest  = 5 // IPVS_CMD_NEW_DEST
 	ipvsCmdAttrDest = 2 // IPVS_CMD_ATTR_DEST
 
@@ -28,6 +34,33 @@ const (
 	// forwarding method the proxy programs.
 	ipvsConnFMasq = 0
 )
+
+// appendNewService appends one IPVS_CMD_NEW_SERVICE request with sequence
+// number seq to b: `ipvsadm -A -t VIP:PORT -s SCHED [-p TIMEOUT]`, with the
+// attributes moby/ipvs's NewService sends (toService): the flags without
+// IP_VS_SVC_F_HASHED under a full mask, the host netmask.
+func appendNewService(b []byte, family uint16, seq uint32, vs ipvs.VirtualServer) []byte {
+	m := nlbatch.Begin(b, family, 0, seq)
+	m.Raw(ipvsCmdNewService, 1, 0, 0)
+	svc := m.Nest(unix.NLA_F_NESTED | ipvsCmdAttrService)
+	af, netmask := uint16(unix.AF_INET6), uint32(128)
+	if vs.Address.Is4() {
+		af, netmask = unix.AF_INET, 0xffffffff
+	}
+	m.Uint16(ipvsSvcAttrAF, af)
+	m.Uint16(ipvsSvcAttrProtocol, protoNumber(vs.Protocol))
+	m.Addr(ipvsSvcAttrAddr, vs.Address)
+	m.Port(ipvsSvcAttrPort, vs.Port)
+	m.Attr(ipvsSvcAttrSchedName, append([]byte(vs.Scheduler), 0))
+	var flags [8]byte // struct ip_vs_flags: flags, mask
+	binary.NativeEndian.PutUint32(flags[:], uint32(vs.Flags&^ipvs.FlagHashed))
+	binary.NativeEndian.PutUint32(flags[4:], 0xffffffff)
+	m.Attr(ipvsSvcAttrFlags, flags[:])
+	m.Uint32(ipvsSvcAttrTimeout, vs.PersistenceTimeout)
+	m.Uint32(ipvsSvcAttrNetmask, netmask)
+	m.EndNest(svc)
+	return m.End()
+}
 
 // appendNewDest appends one IPVS_CMD_NEW_DEST request with sequence number
 // seq to b: `ipvsadm -a -t VIP:PORT -r ADDR:PORT -m -w WEIGHT`, with no

@@ -75,3 +75,42 @@ func TestAppendNewDest(t *testing.T) {
 		})
 	}
 }
+
+// newServiceRequest builds the IPVS_CMD_NEW_SERVICE request of vs with the
+// library's builders, with the attributes moby/ipvs's fillService sends.
+func newServiceRequest(family uint16, seq uint32, vs ipvs.VirtualServer) []byte {
+	req := nl.NewNetlinkRequest(int(family), unix.NLM_F_ACK)
+	req.Seq = seq
+	req.AddData(genlHeader{ipvsCmdNewService, 1, 0, 0})
+	s := toService(vs)
+	svc := nl.NewRtAttr(ipvsCmdAttrService|unix.NLA_F_NESTED, nil)
+	svc.AddRtAttr(ipvsSvcAttrAF, nl.Uint16Attr(s.AddressFamily))
+	svc.AddRtAttr(ipvsSvcAttrProtocol, nl.Uint16Attr(s.Protocol))
+	svc.AddRtAttr(ipvsSvcAttrAddr, vs.Address.AsSlice())
+	svc.AddRtAttr(ipvsSvcAttrPort, binary.BigEndian.AppendUint16(nil, s.Port))
+	svc.AddRtAttr(ipvsSvcAttrSchedName, nl.ZeroTerminated(s.SchedName))
+	flags := nl.Uint32Attr(s.Flags)
+	svc.AddRtAttr(ipvsSvcAttrFlags, append(flags, 0xff, 0xff, 0xff, 0xff))
+	svc.AddRtAttr(ipvsSvcAttrTimeout, nl.Uint32Attr(s.Timeout))
+	svc.AddRtAttr(ipvsSvcAttrNetmask, nl.Uint32Attr(s.Netmask))
+	req.AddData(svc)
+	return req.Serialize()
+}
+
+func TestAppendNewService(t *testing.T) {
+	for _, vs := range []ipvs.VirtualServer{
+		{Key: ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 443}, Scheduler: "rr"},
+		{Key: ipvs.Key{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53}, Scheduler: "sh",
+			Flags: ipvs.FlagPersistent | ipvs.FlagHashed, PersistenceTimeout: 10800},
+		{Key: ipvs.Key{Protocol: model.SCTP, Address: netip.MustParseAddr("192.0.2.1"), Port: 9}, Scheduler: "wlc"},
+	} {
+		t.Run(vs.Key.String(), func(t *testing.T) {
+			want := newServiceRequest(0x1d, 9, vs)
+			prev := appendNewDest(nil, 0x1d, 8, vs.Key, ipvs.RealServer{Address: netip.MustParseAddr("10.0.0.1"), Port: 1})
+			got := appendNewService(prev, 0x1d, 9, vs)[len(prev):]
+			if !bytes.Equal(got, want) {
+				t.Fatalf("request\n got % x\nwant % x", got, want)
+			}
+		})
+	}
+}

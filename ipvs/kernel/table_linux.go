@@ -195,6 +195,19 @@ func (k *Table) AddService(vs ipvs.VirtualServer) error {
 	return nil
 }
 
+// AddServices implements Table: the requests go many to a sendmsg, each
+// acknowledged on its own (internal/nlbatch).
+func (k *Table) AddServices(vss []ipvs.VirtualServer, each func(i int, err error)) {
+	k.batch.Do(len(vss), func(b []byte, i int, seq uint32) []byte {
+		return appendNewService(b, k.dump.family, seq, vss[i])
+	}, func(i int, err error) {
+		if err != nil {
+			err = fmt.Errorf("ipvsadm -A %s -s %s: %w", vss[i].Key, vss[i].Scheduler, mapErrno(err))
+		}
+		each(i, err)
+	})
+}
+
 // UpdateService implements Table.
 func (k *Table) UpdateService(vs ipvs.VirtualServer) error {
 	if err := k.h.UpdateService(toService(vs)); err != nil {
