@@ -34,7 +34,8 @@ type RealServerStatus struct {
 // socket); *FakeTable is a stateful in-memory table for unit tests.
 //
 // Virtual servers are created, updated and deleted without their real
-// servers; real servers are managed one by one.
+// servers. Creations go in batches (AddServices, AddRealServers: one round
+// trip for many in the kernel's table), the rest one by one.
 type Table interface {
 	// Services returns the whole table: every virtual server with its real
 	// servers at their current weights, as `ipvsadm -S -n` shows it.

@@ -24,8 +24,10 @@ import (
 const procIPVS = "/proc/thread-self/net/ip_vs"
 
 // Table is the IPVS table of the network namespace it was opened in, over
-// one generic netlink socket (github.com/moby/ipvs). Each call is one
-// netlink request and its acknowledgement on that socket.
+// generic netlink sockets: github.com/moby/ipvs's, where each call is one
+// request and its acknowledgement, and a batch writer's
+// (internal/nlbatch), where AddServices and AddRealServers send many
+// requests to a sendmsg.
 //
 // Services reads the table with one netlink dump of the virtual servers,
 // on a second socket of the same namespace and parsed as it arrives
