@@ -1,12 +1,12 @@
 package nladdr
 
 import (
-	"errors"
 	"fmt"
 
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsock"
 )
 
 // Dumper is a route netlink socket for address dumps. It is not safe for
@@ -23,13 +23,9 @@ type Dumper struct {
 // library's send and receive timeouts, so that a dump the kernel never
 // finishes fails instead of holding its caller.
 func Open() (*Dumper, error) {
-	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_ROUTE)
+	s, err := nlsock.Open(unix.NETLINK_ROUTE)
 	if err != nil {
-		return nil, fmt.Errorf("route netlink socket: %w", err)
-	}
-	if err := errors.Join(s.SetSendTimeout(&nl.SocketTimeoutTv), s.SetReceiveTimeout(&nl.SocketTimeoutTv)); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("route netlink socket timeouts: %w", err)
+		return nil, err
 	}
 	strict := unix.SetsockoptInt(s.GetFd(), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1) == nil
 	return &Dumper{sock: &nl.SocketHandle{Socket: s}, Strict: strict}, nil

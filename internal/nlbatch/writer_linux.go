@@ -8,8 +8,9 @@ import (
 	"syscall"
 
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsock"
 )
 
 // ErrNoAck is wrapped by the outcome of a request whose acknowledgement
@@ -57,13 +58,9 @@ type Writer struct {
 // caller may (CAP_NET_ADMIN) and the default otherwise; acknowledgements
 // carry no copy of a failed request (NETLINK_CAP_ACK).
 func Open(protocol int) (*Writer, error) {
-	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), protocol)
+	s, err := nlsock.Open(protocol)
 	if err != nil {
-		return nil, fmt.Errorf("netlink socket: %w", err)
-	}
-	if err := errors.Join(s.SetSendTimeout(&nl.SocketTimeoutTv), s.SetReceiveTimeout(&nl.SocketTimeoutTv)); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("netlink socket timeouts: %w", err)
+		return nil, err
 	}
 	fd := s.GetFd()
 	if err := unix.SetsockoptInt(fd, unix.SOL_SOCKET, unix.SO_RCVBUFFORCE, rcvBuf); err != nil {

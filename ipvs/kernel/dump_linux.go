@@ -8,9 +8,9 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netlink/nl"
-	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsock"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
@@ -60,15 +60,11 @@ func openDumper() (*dumper, error) {
 	if err != nil {
 		return nil, fmt.Errorf("generic netlink family IPVS: %w", err)
 	}
-	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), unix.NETLINK_GENERIC)
+	// With the library's timeouts: a dump the kernel never finishes
+	// fails instead of holding the read forever.
+	s, err := nlsock.Open(unix.NETLINK_GENERIC)
 	if err != nil {
-		return nil, fmt.Errorf("generic netlink socket: %w", err)
-	}
-	// The library's timeouts for the sockets it opens itself: a dump the
-	// kernel never finishes fails instead of holding the read forever.
-	if err := errors.Join(s.SetSendTimeout(&nl.SocketTimeoutTv), s.SetReceiveTimeout(&nl.SocketTimeoutTv)); err != nil {
-		s.Close()
-		return nil, fmt.Errorf("generic netlink socket timeouts: %w", err)
+		return nil, err
 	}
 	return &dumper{sock: &nl.SocketHandle{Socket: s}, family: fam.ID}, nil
 }
