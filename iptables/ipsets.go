@@ -102,29 +102,14 @@ func newSetSyncer(k SetKernel, log *zap.Logger) *setSyncer {
 // still synced.
 func (s *setSyncer) full(want []IPSet) error {
 	s.endRead()
-	have, err := listSorted(s.k)
+	have, err := listCompared(s.k, s.digests())
 	if err != nil {
 		return err
 	}
 	return s.fullFrom(want, have, nil, nil)
 }
 
-// listSorted is `ipset save` with each set's entries normalized: the
-// kernel lists a hash set in its hash order, and every comparison of a
-// full sync needs them sorted. A full sync's read runs it beside the loop
-// (BeginFull).
-func listSorted(k SetKernel) (map[string]*KernelSet, error) {
-	have, err := k.ListAll()
-	if err != nil {
-		return nil, err
-	}
-	for _, ks := range have {
-		ks.Entries = normalize(ks.Type, ks.Entries)
-	}
-	return have, nil
-}
-
-// fullFrom is full over have, the sets as dumped (listSorted), except what was written
+// fullFrom is full over have, the sets as dumped (listCompared), except what was written
 // after the dump began: the entries in since and the sets in sinceSets,
 // for which the mirror is kept (readback.go).
 func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map[string]map[Entry]bool, sinceSets map[string]bool) error {
@@ -150,6 +135,28 @@ func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map
 		}
 		w.Entries = normalize(w.Type, w.Entries)
 		ks := have[w.Name]
+		if ks != nil && ks.unchanged {
+			// The kernel held the mirror's entries when the read began,
+			// and every entry written since is the mirror's: the mirror
+			// is the kernel's (listCompared). A set destroyed or replaced
+			// since is in sinceSets, above.
+			var err error
+			switch {
+			case s.mirror[w.Name] == nil:
+				err = fmt.Errorf("ipset %s: read as the mirror had it, and no longer mirrored", w.Name)
+			case mismatch(ks, &w, len(w.Entries)) == 0:
+				err = s.apply(w)
+			default:
+				// The plan needs another shape (a maxelem grown or
+				// shrunk): replaced or created again from the plan's
+				// entries, which needs none of the kernel's.
+				err = s.ensure(&w, ks)
+			}
+			if err != nil {
+				errs = append(errs, err)
+			}
+			continue
+		}
 		if written := since[w.Name]; ks != nil && len(written) > 0 {
 			ks = s.asMirrored(ks, written)
 		}

@@ -42,4 +42,7 @@ type KernelSet struct {
 	// References counts the iptables rules (and list:set sets) holding it.
 	References uint32
 	Entries    []Entry
+	// unchanged is set by a full sync's read on a set that held the
+	// mirror's entries, which it then leaves out (listCompared).
+	unchanged bool
 }

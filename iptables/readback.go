@@ -37,12 +37,16 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 		runners[fam] = c.r
 	}
 	reader := a.Reader
+	var snap map[string]setDigest
+	if reader != nil {
+		snap = a.sets.digests()
+	}
 	return func() (*Readback, error) {
 		rb := &Readback{saves: map[string]string{}}
 		if reader != nil {
-			// Sorted here: the sort is most of FullFrom's comparison at
-			// scale, and stays off the loop.
-			have, err := listSorted(reader)
+			// Compared and sorted here: the comparison is most of
+			// FullFrom's at scale, and stays off the loop.
+			have, err := listCompared(reader, snap)
 			if err != nil {
 				return nil, fmt.Errorf("ipset save: %w", err)
 			}

@@ -126,3 +126,56 @@ func TestFullFromSortsWritesIntoTheDump(t *testing.T) {
 		t.Errorf("drift %+v, want none: only the proxy wrote", d)
 	}
 }
+
+// TestReadOfUnchangedSetsKeepsNoEntries: a read of sets that hold what the
+// mirror says keeps none of their entries, and the full sync from it
+// writes nothing. A set someone replaced with the same entries but
+// another maxelem is read whole, counted as drift and replaced back.
+func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
+	a, k := newFakeSyncer(t)
+	a.Reader = k.sets
+	rules := []Ruleset{testRules(FamilyIPv4)}
+	sets := plannedSets()
+	if err := a.Full(sets, rules); err != nil {
+		t.Fatal(err)
+	}
+	rb, err := a.BeginFull()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, w := range sets {
+		if ks := rb.sets[w.Name]; ks == nil || !ks.unchanged || ks.Entries != nil {
+			t.Errorf("%s read as %+v, want unchanged and no entries", w.Name, ks)
+		}
+	}
+	writes := func() int {
+		n := 0
+		for op, c := range k.sets.ops {
+			if op != "list" {
+				n += c
+			}
+		}
+		return n
+	}
+	before := writes()
+	if err := a.FullFrom(sets, rules, rb); err != nil || a.LastDrift().Total() != 0 || writes() != before {
+		t.Errorf("FullFrom of an unchanged read: %v, drift %+v, %d writes", err, a.LastDrift(), writes()-before)
+	}
+
+	cip := findSet(sets, SetClusterIP)
+	ks := k.sets.sets[SetClusterIP]
+	ks.MaxElem *= 2 // recreated by hand with the same entries
+	rb, err = a.BeginFull()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := rb.sets[SetClusterIP]; got.unchanged || len(got.Entries) != len(cip.Entries) {
+		t.Errorf("the replaced set read as %+v, want its entries", got)
+	}
+	if err := a.FullFrom(sets, rules, rb); err != nil || a.LastDrift().Sets != 1 {
+		t.Errorf("FullFrom: %v, drift %+v, want the set counted", err, a.LastDrift())
+	}
+	if got := k.sets.sets[SetClusterIP].MaxElem; got != ks.MaxElem/2 {
+		t.Errorf("maxelem %d after the repair, want %d", got, ks.MaxElem/2)
+	}
+}

@@ -108,6 +108,23 @@ func (f *FakeTable) Services() ([]VirtualServer, error) {
 	return f.snapshot(), nil
 }
 
+// EachService implements Walker over a snapshot of the table, as
+// Services sees it, with one real-server buffer for all, cleared after
+// each call as the kernel's is overwritten: a caller that keeps it sees
+// its list emptied.
+func (f *FakeTable) EachService(fn func(vs *VirtualServer)) error {
+	vss, _ := f.Services()
+	var buf []RealServer
+	for i := range vss {
+		vs := vss[i]
+		buf = append(buf[:0], vs.RealServers...)
+		vs.RealServers = buf
+		fn(&vs)
+		clear(buf)
+	}
+	return nil
+}
+
 // RealServers implements Table.
 func (f *FakeTable) RealServers(k Key) ([]RealServerStatus, error) {
 	f.mu.Lock()

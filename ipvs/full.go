@@ -22,22 +22,24 @@ import (
 // planner's states are read-only; a new plan makes new lists).
 func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
 	r.since = nil
-	kernel, err := r.t.Services()
+	dump, err := readDump(r.t, r.digests())
 	if err != nil {
 		return nil, err
 	}
-	return r.full(kernel, nil, desired, own), nil
+	return r.full(dump, nil, desired, own), nil
 }
 
-// full is Full over kernel, the table as dumped, except the virtual
-// servers in since, written by this reconciler after the dump began: for
-// those the mirror is newer than the dump, and it is kept.
+// full is Full over dump, the table as read and compared with the mirror
+// as it was when the read began, except the virtual servers in since,
+// written by this reconciler after the read began: for those the mirror
+// is newer than the dump, and it is kept. Every other mirror entry the
+// dump does not name held what the mirror says.
 //
 // The mirror is updated in place: an entry the dump shows as it is stays,
 // with the plan's list it may share, so that a full sync of an unchanged
 // table allocates next to nothing beyond the dump, and the apply of each
 // desired virtual server finds it programmed (apply's fast path).
-func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []VirtualServer, own Ownership) *Result {
+func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServer, own Ownership) *Result {
 	r.loadJournal()
 	r.fulls++
 	gen := r.fulls
@@ -58,14 +60,14 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 		}
 		return want[k]
 	}
-	for _, vs := range kernel {
+	for _, vs := range dump.Changed {
 		if r.excluded(vs.Address) || since[vs.Key] {
 			continue
 		}
 		p := r.mirror[vs.Key]
 		if p != nil && sameService(p.vs, vs) && sameRealServers(p.vs.RealServers, vs.RealServers) {
-			// The kernel holds what the mirror says.
-			p.seen = gen
+			// The kernel holds what the mirror says (the mirror learned
+			// it after the read began).
 			continue
 		}
 		// What this process created or adopted, or an earlier one
@@ -75,11 +77,8 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 		if p == nil && !r.journal.owns(vs.Key) && !r.covers(cov, vs.Key) && !wanted(vs.Key) {
 			continue
 		}
-		// The mirror's own copy: a dump's lists may be windows of one
-		// array of the whole table (ipvs/kernel), which one entry would
-		// keep alive.
-		m := &mirrorVS{vs: vs, seen: gen}
-		m.vs.RealServers = slices.Clone(vs.RealServers)
+		// The dump's list is its own copy (readDump).
+		m := &mirrorVS{vs: vs}
 		if p != nil {
 			what := "real servers added, deleted or reweighted outside the proxy"
 			if !sameService(p.vs, vs) {
@@ -94,8 +93,8 @@ func (r *Reconciler) full(kernel []VirtualServer, since map[Key]bool, desired []
 		}
 		r.mirror[vs.Key] = m
 	}
-	for k, m := range r.mirror {
-		if m.seen != gen && !since[k] {
+	for _, k := range dump.Missing {
+		if m := r.mirror[k]; m != nil && !since[k] {
 			drift.note(k, m.service, "virtual server deleted outside the proxy")
 			r.forget(k)
 		}

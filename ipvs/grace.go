@@ -89,7 +89,9 @@ func (r *Reconciler) processGrace(start time.Time, res *Result) {
 			if now.Sub(r.grace[g]) < r.opts.GracefulPeriod {
 				n, ok := counts[netip.AddrPortFrom(g.Addr, g.Port)]
 				if !ok {
-					// Gone from the kernel already.
+					// Gone from the kernel already: the mirror learns
+					// it, which a read under way may not have seen.
+					r.wrote(k)
 					m.ownRS()
 					m.vs.RealServers = slices.Delete(m.vs.RealServers, i, i+1)
 					delete(r.grace, g)

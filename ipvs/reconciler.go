@@ -60,9 +60,9 @@ type mirrorVS struct {
 	// a sync that programmed exactly the desired list keeps that list
 	// rather than a copy of it. ownRS copies it before the mirror changes it.
 	shared bool
-	// seen and wanted are the number of the last full sync whose dump
-	// showed this virtual server, and that desired it (full.go).
-	seen, wanted uint64
+	// wanted is the number of the last full sync that desired this
+	// virtual server (full.go).
+	wanted uint64
 }
 
 // programmed reports whether m is d as the last sync programmed it: the
@@ -124,7 +124,7 @@ type Reconciler struct {
 	// since are the virtual servers written since BeginRead (readback.go);
 	// nil when no read is under way.
 	since map[Key]bool
-	// fulls numbers the full syncs (mirrorVS.seen, wanted).
+	// fulls numbers the full syncs (mirrorVS.wanted).
 	fulls uint64
 }
 

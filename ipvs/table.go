@@ -76,6 +76,17 @@ type CounterReader interface {
 	AllRealServers() (map[Key][]RealServerStatus, error)
 }
 
+// Walker is a Table that lists its virtual servers one at a time, so that
+// a full sync's read compares each with the mirror as it comes and keeps
+// only those that differ (Dump) instead of the whole table: the kernel's,
+// streaming the /proc listing.
+type Walker interface {
+	// EachService calls fn for every virtual server of the table, as
+	// Services would return them, each once. vs and its real-server list
+	// are valid only during the call.
+	EachService(fn func(vs *VirtualServer)) error
+}
+
 // String renders the key as ipvsadm names a service: "-t 10.96.0.10:80",
 // "-u [fd00::a]:53", "--sctp-service 10.96.0.12:9".
 func (k Key) String() string {

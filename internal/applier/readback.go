@@ -17,7 +17,7 @@ import (
 // addresses, and, with a RulesReadbacker, the ipsets and the iptables
 // tables.
 type Readback struct {
-	ipvs  []ipvs.VirtualServer
+	ipvs  *ipvs.Dump
 	addrs []netip.Prefix
 	rules *iptables.Readback
 	// Took is how long the read took; TookIPVS, TookAddrs and TookRules
@@ -51,11 +51,11 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 	clk := a.Clock
 	return func() (*Readback, error) {
 		start := clk.Now()
-		vss, err := read()
+		dump, err := read()
 		if err != nil {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
-		rb := &Readback{ipvs: vss}
+		rb := &Readback{ipvs: dump}
 		mark := clk.Now()
 		rb.TookIPVS = mark.Sub(start)
 		if rb.addrs, err = readAddrs(); err != nil {

@@ -21,7 +21,7 @@ import (
 //
 // At 10,000 virtual servers × 10 real servers it is 110,000 lines, read at
 // every full sync: it is scanned without a string per line or field, and
-// Services keeps its real servers in one array (procListing).
+// streamed (walkProcListing): one virtual server's real servers at a time.
 
 // errProcLine is wrapped by every malformed line's error.
 var errProcLine = errors.New("malformed line")
@@ -105,57 +105,52 @@ func parseProcIPVS(r io.Reader) (map[ipvs.Key][]ipvs.RealServerStatus, error) {
 	return out, nil
 }
 
-// procListing is the listing as Services needs it: every virtual
-// server's real servers at their weights, without counters, all in one
-// array.
-type procListing struct {
-	spans map[ipvs.Key]procSpan
-	rs    []ipvs.RealServer
+// dumpedVS is a virtual server of the netlink dump, without its real
+// servers, and whether the listing gave it to the walk yet.
+type dumpedVS struct {
+	vs     ipvs.VirtualServer
+	listed bool
 }
 
-// procSpan is where one virtual server's real servers are in rs.
-type procSpan struct{ start, end int32 }
-
-// parseProcListing parses the listing into a procListing whose array has
-// room for sizeHint real servers before it grows. A record listed twice
-// (a resumed read) counts once: the last listing of it.
-func parseProcListing(r io.Reader, sizeHint int) (*procListing, error) {
-	l := &procListing{spans: make(map[ipvs.Key]procSpan), rs: make([]ipvs.RealServer, 0, sizeHint)}
-	var cur ipvs.Key
-	open := false
-	closeSpan := func() {
-		if open {
-			sp := l.spans[cur]
-			sp.end = int32(len(l.rs))
-			l.spans[cur] = sp
+// walkProcListing streams the listing: for every virtual server of dumped
+// (indexed by idx) that it lists, it calls fn with the dumped attributes
+// and the listed real servers at their weights, in one buffer reused for
+// the next, and marks it listed. A virtual server listed twice (a resumed
+// read) is given once, at its first listing; one the dump lacks (created
+// since) is skipped. On a malformed line it returns the error and leaves
+// the virtual server it was reading unlisted.
+func walkProcListing(r io.Reader, dumped []dumpedVS, idx map[ipvs.Key]int32, fn func(*ipvs.VirtualServer)) error {
+	var cur *dumpedVS
+	var buf []ipvs.RealServer
+	var vs ipvs.VirtualServer // one for all: fn's argument escapes
+	flush := func() {
+		if cur != nil {
+			vs = cur.vs
+			vs.RealServers = buf
+			fn(&vs)
+			cur = nil
 		}
 	}
 	err := scanProcIPVS(r, func(k ipvs.Key) {
-		closeSpan()
-		cur, open = k, true
-		l.spans[k] = procSpan{start: int32(len(l.rs)), end: int32(len(l.rs))}
+		flush()
+		buf = buf[:0]
+		if i, ok := idx[k]; ok && !dumped[i].listed {
+			cur = &dumped[i]
+			cur.listed = true
+		}
 	}, func(rs ipvs.RealServerStatus) {
-		l.rs = append(l.rs, rs.RealServer)
+		if cur != nil {
+			buf = append(buf, rs.RealServer)
+		}
 	})
 	if err != nil {
-		return nil, err
+		if cur != nil {
+			cur.listed = false
+		}
+		return err
 	}
-	closeSpan()
-	return l, nil
-}
-
-// realServers are the real servers listed for k (nil for none), and
-// whether k was listed at all. The slice is a window of the listing's
-// array, capped so that an append copies it.
-func (l *procListing) realServers(k ipvs.Key) ([]ipvs.RealServer, bool) {
-	if l == nil {
-		return nil, false
-	}
-	sp, ok := l.spans[k]
-	if !ok || sp.start == sp.end {
-		return nil, ok
-	}
-	return l.rs[sp.start:sp.end:sp.end], true
+	flush()
+	return nil
 }
 
 // fields splits b at runs of spaces into out, as many as fit, and returns

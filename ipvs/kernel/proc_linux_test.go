@@ -58,46 +58,73 @@ func TestParseProcIPVS(t *testing.T) {
 	}
 }
 
-// The listing Services reads: the same real servers at their weights,
-// without counters, each virtual server's a window of one array that an
-// append does not write through; a record listed twice counts once.
-func TestParseProcListing(t *testing.T) {
+// walkSample walks in over the dumped virtual servers keys, and returns
+// what the walk gave (copied) and which keys it left unlisted.
+func walkSample(in string, keys ...ipvs.Key) (map[ipvs.Key][]ipvs.RealServer, []ipvs.Key, int, error) {
+	dumped := make([]dumpedVS, len(keys))
+	idx := make(map[ipvs.Key]int32)
+	for i, k := range keys {
+		dumped[i].vs = ipvs.VirtualServer{Key: k, Scheduler: "rr"}
+		idx[k] = int32(i)
+	}
+	got := make(map[ipvs.Key][]ipvs.RealServer)
+	calls := 0
+	err := walkProcListing(strings.NewReader(in), dumped, idx, func(vs *ipvs.VirtualServer) {
+		calls++
+		if vs.Scheduler != "rr" {
+			panic("the dump's attributes were not given")
+		}
+		got[vs.Key] = slices.Clone(vs.RealServers)
+	})
+	var unlisted []ipvs.Key
+	for _, d := range dumped {
+		if !d.listed {
+			unlisted = append(unlisted, d.vs.Key)
+		}
+	}
+	return got, unlisted, calls, err
+}
+
+// The listing EachService streams: each dumped virtual server once, with
+// the same real servers at their weights, without counters; a record
+// listed twice given at its first listing; one the dump lacks skipped,
+// one the listing lacks left to the fallback.
+func TestWalkProcListing(t *testing.T) {
 	// The sample, then its first record listed again (a resumed read).
 	in := procSample + `TCP  0A60000A:0050 rr 
-  -> 0AF40105:1F90      Masq    1      2          3         
-  -> 0AF40206:1F90      Masq    0      0          1         
+  -> 0AF40105:1F90      Masq    7      2          3         
 `
-	l, err := parseProcListing(strings.NewReader(in), 0)
+	k := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}
+	empty := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("192.168.1.10"), Port: 30000}
+	k6 := ipvs.Key{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53}
+	unlistedKey := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.99"), Port: 80}
+	got, unlisted, calls, err := walkSample(in, k, k6, unlistedKey) // empty: not dumped
 	if err != nil {
 		t.Fatal(err)
 	}
-	k := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.10"), Port: 80}
-	rs, ok := l.realServers(k)
 	want := []ipvs.RealServer{{Address: netip.MustParseAddr("10.244.1.5"), Port: 8080, Weight: 1}, {Address: netip.MustParseAddr("10.244.2.6"), Port: 8080, Weight: 0}}
-	if !ok || !slices.Equal(rs, want) {
-		t.Errorf("tcp: %v %+v, want %+v", ok, rs, want)
+	if !slices.Equal(got[k], want) {
+		t.Errorf("tcp: %+v, want %+v (the first listing)", got[k], want)
 	}
-	if rs, ok := l.realServers(ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("192.168.1.10"), Port: 30000}); !ok || rs != nil {
-		t.Errorf("empty service: %v %v", rs, ok)
+	if rs := got[k6]; len(rs) != 1 || rs[0].Address != netip.MustParseAddr("fd00:244::5") || rs[0].Port != 53 {
+		t.Errorf("udp6: %+v", rs)
 	}
-	k6 := ipvs.Key{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53}
-	if rs, ok := l.realServers(k6); !ok || len(rs) != 1 || rs[0].Address != netip.MustParseAddr("fd00:244::5") || rs[0].Port != 53 {
-		t.Errorf("udp6: %v %+v", ok, rs)
+	if _, ok := got[empty]; ok {
+		t.Error("a virtual server the dump lacks was given")
 	}
-	if _, ok := l.realServers(ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.99"), Port: 80}); ok {
-		t.Error("an unlisted service is listed")
+	if calls != 2 || !slices.Equal(unlisted, []ipvs.Key{unlistedKey}) {
+		t.Errorf("%d calls, unlisted %v: want 2 (FWM and the undumped skipped, the repeated one once) and %v", calls, unlisted, unlistedKey)
 	}
-	if len(l.spans) != 3 {
-		t.Errorf("%d services, want 3 (FWM skipped, the repeated one once)", len(l.spans))
-	}
-	rs, _ = l.realServers(k6)
-	rs = append(rs, ipvs.RealServer{Weight: 9})
-	if after, _ := l.realServers(k); !slices.Equal(after, want) {
-		t.Errorf("an append to one window wrote into the next: %+v", after)
+	if got, _, _, err := walkSample(procSample, empty); err != nil || len(got) != 1 || len(got[empty]) != 0 {
+		t.Errorf("empty service: %v %v", got, err)
 	}
 	for _, bad := range []string{"TCP  zz:0050 rr\n", "TCP  0A60000A:0050 rr\n  -> 0AF40105:1F90 Masq x 0 0\n", "TCP  0A60000A:00500 rr\n"} {
-		if _, err := parseProcListing(strings.NewReader(bad), 0); !errors.Is(err, errProcLine) {
+		_, unlisted, _, err := walkSample(bad, k)
+		if !errors.Is(err, errProcLine) {
 			t.Errorf("%q: %v, want a malformed line", bad, err)
+		}
+		if !slices.Equal(unlisted, []ipvs.Key{k}) {
+			t.Errorf("%q: the virtual server read when the line failed is listed: unlisted %v", bad, unlisted)
 		}
 	}
 }
@@ -116,17 +143,27 @@ func procText(n, m int) string {
 }
 
 // BenchmarkParseProc: the listing of 10,000 virtual servers × 10 real
-// servers as a full sync reads it (listing) and as the graceful
+// servers as a full sync walks it (listing) and as the graceful
 // termination queue does (counters).
 //
 //	go test -run '^$' -bench ParseProc -benchmem ./ipvs/kernel/
 func BenchmarkParseProc(b *testing.B) {
 	text := procText(10000, 10)
 	b.Run("listing", func(b *testing.B) {
+		dumped := make([]dumpedVS, 10000)
+		idx := make(map[ipvs.Key]int32, len(dumped))
+		for i := range dumped {
+			k := ipvs.Key{Protocol: model.TCP, Address: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80}
+			dumped[i].vs.Key, idx[k] = k, int32(i)
+		}
 		b.ReportAllocs()
 		for b.Loop() {
-			if _, err := parseProcListing(strings.NewReader(text), 100000+100000/8); err != nil {
-				b.Fatal(err)
+			for i := range dumped {
+				dumped[i].listed = false
+			}
+			n := 0
+			if err := walkProcListing(strings.NewReader(text), dumped, idx, func(vs *ipvs.VirtualServer) { n += len(vs.RealServers) }); err != nil || n != 100000 {
+				b.Fatal(n, err)
 			}
 		}
 	})

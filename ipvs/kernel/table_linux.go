@@ -8,6 +8,7 @@ import (
 	"net"
 	"net/netip"
 	"os"
+	"slices"
 	"syscall"
 	"time"
 
@@ -29,9 +30,10 @@ const procIPVS = "/proc/thread-self/net/ip_vs"
 // (internal/nlbatch), where AddServices and AddRealServers send many
 // requests to a sendmsg.
 //
-// Services reads the table with one netlink dump of the virtual servers,
-// on a second socket of the same namespace and parsed as it arrives
-// (dumper), plus one read of /proc/thread-self/net/ip_vs for all real servers: IPVS
+// EachService (and Services over it) reads the table with one netlink dump
+// of the virtual servers, on a second socket of the same namespace and
+// parsed as it arrives (dumper), plus one read of
+// /proc/thread-self/net/ip_vs for all real servers, streamed: IPVS
 // netlink has no "all destinations" dump (IPVS_CMD_GET_DEST needs a
 // service), so moby's GetDestinations would cost one dump per service.
 // When the /proc listing is unavailable, or lacks a service the netlink
@@ -51,12 +53,12 @@ type Table struct {
 	// lastDumped is how many virtual servers the last dump held: the
 	// next one's slice is sized from it.
 	lastDumped int
-	// lastListed is how many real servers the last listing held: the
-	// next one's array is sized from it.
-	lastListed int
 }
 
-var _ ipvs.Table = (*Table)(nil)
+var (
+	_ ipvs.Table  = (*Table)(nil)
+	_ ipvs.Walker = (*Table)(nil)
+)
 
 // Open opens the IPVS table of the calling thread's network
 // namespace (moby/ipvs New("")); it loads ip_vs through modprobe if needed.
@@ -108,36 +110,64 @@ func (k *Table) Timeouts() (tcp, tcpFin, udp time.Duration, err error) {
 	return c.TimeoutTCP, c.TimeoutTCPFin, c.TimeoutUDP, nil
 }
 
-// Services implements Table: one virtual server dump plus one read of the
-// /proc listing for every real server; a service missing from the listing
-// (see below) costs one IPVS_CMD_GET_DEST dump of its own.
+// Services implements Table: EachService, every virtual server with a
+// real-server list of its own.
 func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 	out := make([]ipvs.VirtualServer, 0, k.lastDumped+k.lastDumped/8)
-	if err := k.dump.services(func(vs ipvs.VirtualServer) { out = append(out, vs) }); err != nil {
-		return nil, fmt.Errorf("dump IPVS virtual servers: %w", err)
-	}
-	k.lastDumped = len(out)
-	listing, procErr := k.readListing()
-	for i := range out {
-		vs := &out[i]
-		if rs, listed := listing.realServers(vs.Key); procErr == nil && listed {
-			vs.RealServers = rs
-		} else {
-			// Not in the listing: the kernel's /proc iterator loses whole
-			// services when other network namespaces have IPVS services
-			// (it resumes each read(2) at a position counted over all
-			// namespaces but seeks it over this one's only), so a service
-			// the netlink dump has and the listing lacks is asked for.
-			ds, err := k.h.GetDestinations(toService(*vs))
-			if err != nil {
-				return nil, fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
-			}
-			for _, d := range ds {
-				vs.RealServers = append(vs.RealServers, fromDestination(d).RealServer)
-			}
+	err := k.EachService(func(vs *ipvs.VirtualServer) {
+		c := *vs
+		c.RealServers = nil
+		if len(vs.RealServers) > 0 {
+			c.RealServers = slices.Clone(vs.RealServers)
 		}
+		out = append(out, c)
+	})
+	if err != nil {
+		return nil, err
 	}
 	return out, nil
+}
+
+// EachService implements ipvs.Walker: one virtual server dump, then one
+// read of the /proc listing for every real server, streamed, so that no
+// more than one virtual server's real servers are held at a time; a
+// service missing from the listing (see below) costs one
+// IPVS_CMD_GET_DEST dump of its own.
+func (k *Table) EachService(fn func(vs *ipvs.VirtualServer)) error {
+	dumped := make([]dumpedVS, 0, k.lastDumped+k.lastDumped/8)
+	if err := k.dump.services(func(vs ipvs.VirtualServer) { dumped = append(dumped, dumpedVS{vs: vs}) }); err != nil {
+		return fmt.Errorf("dump IPVS virtual servers: %w", err)
+	}
+	k.lastDumped = len(dumped)
+	idx := make(map[ipvs.Key]int32, len(dumped))
+	for i := range dumped {
+		idx[dumped[i].vs.Key] = int32(i)
+	}
+	if f, err := os.Open(k.procPath); err == nil {
+		// A listing that fails part way leaves the rest to the fallback.
+		_ = walkProcListing(bufio.NewReaderSize(f, 1<<20), dumped, idx, fn)
+		f.Close()
+	}
+	for i := range dumped {
+		if dumped[i].listed {
+			continue
+		}
+		// Not in the listing: the kernel's /proc iterator loses whole
+		// services when other network namespaces have IPVS services (it
+		// resumes each read(2) at a position counted over all namespaces
+		// but seeks it over this one's only), so a service the netlink
+		// dump has and the listing lacks is asked for.
+		vs := dumped[i].vs
+		ds, err := k.h.GetDestinations(toService(vs))
+		if err != nil {
+			return fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
+		}
+		for _, d := range ds {
+			vs.RealServers = append(vs.RealServers, fromDestination(d).RealServer)
+		}
+		fn(&vs)
+	}
+	return nil
 }
 
 // readProc parses the whole /proc listing with parse, read with large
@@ -150,19 +180,6 @@ func readProc[T any](path string, parse func(io.Reader) (T, error)) (T, error) {
 	}
 	defer f.Close()
 	return parse(bufio.NewReaderSize(f, 1<<20))
-}
-
-// readListing reads the /proc listing as Services needs it, all real
-// servers in one array sized by the last listing's.
-func (k *Table) readListing() (*procListing, error) {
-	l, err := readProc(k.procPath, func(r io.Reader) (*procListing, error) {
-		return parseProcListing(r, k.lastListed+k.lastListed/8)
-	})
-	if err != nil {
-		return nil, err
-	}
-	k.lastListed = len(l.rs)
-	return l, nil
 }
 
 // AllRealServers implements CounterReader with one read of the /proc listing.
