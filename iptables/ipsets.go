@@ -6,6 +6,8 @@ import (
 	"slices"
 
 	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/digest"
 )
 
 // SetKernel is the kernel's ipset table, as the set syncer needs it. The
@@ -42,6 +44,10 @@ type mirrorSet struct {
 	// equal to, with nothing refused (nil otherwise): the same slice given
 	// again is the same entries (apply).
 	planned []Entry
+	// sum is entries' digest while summed (setdigest.go); entries are
+	// only ever set anew, which clears it.
+	sum    digest.Set
+	summed bool
 }
 
 // matches reports whether the kernel's set is still the one the mirror
@@ -336,7 +342,7 @@ func (s *setSyncer) apply(w IPSet) error {
 		slices.SortFunc(next, CompareEntries)
 	}
 	m.spec = specOf(&w)
-	m.entries = next
+	m.entries, m.summed = next, false
 	if len(errs) == 0 {
 		m.planned = given
 	}

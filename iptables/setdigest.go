@@ -33,9 +33,17 @@ func entriesDigest(typ string, es []Entry) digest.Set {
 func (s *setSyncer) digests() map[string]setDigest {
 	out := make(map[string]setDigest, len(s.mirror))
 	for name, m := range s.mirror {
-		out[name] = setDigest{shape: mirrorSet{spec: m.spec, maxElem: m.maxElem}, n: len(m.entries), sum: entriesDigest(m.spec.Type, m.entries)}
+		out[name] = setDigest{shape: mirrorSet{spec: m.spec, maxElem: m.maxElem}, n: len(m.entries), sum: m.digest()}
 	}
 	return out
+}
+
+// digest is m's entries' digest, computed again only after they changed.
+func (m *mirrorSet) digest() digest.Set {
+	if !m.summed {
+		m.sum, m.summed = entriesDigest(m.spec.Type, m.entries), true
+	}
+	return m.sum
 }
 
 // listCompared is `ipset save` compared with snap, the mirror's sets when

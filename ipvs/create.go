@@ -81,7 +81,7 @@ func (r *Reconciler) addRealServers(d *VirtualServer, m *mirrorVS, add []RealSer
 			return
 		}
 		if prefix && len(m.vs.RealServers) == i {
-			m.vs.RealServers = d.RealServers[: i+1 : i+1]
+			m.vs.RealServers, m.summed = d.RealServers[:i+1:i+1], false
 		} else {
 			m.ownRS()
 			m.vs.RealServers = append(m.vs.RealServers, rs)

@@ -12,7 +12,7 @@ import (
 )
 
 // checkIndex fails unless the service index is exactly the mirror's keys
-// filed under their services' names.
+// filed under their services' names, and every cached digest is current.
 func checkIndex(t *testing.T, r *Reconciler) {
 	t.Helper()
 	want := serviceIndex{}
@@ -22,6 +22,14 @@ func checkIndex(t *testing.T, r *Reconciler) {
 	sorted := func(ks []Key) []Key { return slices.SortedFunc(slices.Values(ks), CompareKeys) }
 	if !maps.EqualFunc(r.byService, want, func(a, b []Key) bool { return slices.Equal(sorted(a), b) }) {
 		t.Fatalf("service index %v, the mirror files %v", r.byService, want)
+	}
+	// And every mirror entry's cached digest is its own; computed now, so
+	// that the next step's changes must clear it.
+	for k, m := range r.mirror {
+		if m.summed && m.sum != digestOf(&m.vs) {
+			t.Fatalf("%v: the cached digest is of an older %+v", k, m.vs)
+		}
+		m.digest()
 	}
 }
 

@@ -75,7 +75,7 @@ func (r *Reconciler) wrote(k Key) {
 func (r *Reconciler) digests() map[Key]Digest {
 	snap := make(map[Key]Digest, len(r.mirror))
 	for k, m := range r.mirror {
-		snap[k] = digestOf(&m.vs)
+		snap[k] = m.digest()
 	}
 	return snap
 }

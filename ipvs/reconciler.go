@@ -63,6 +63,21 @@ type mirrorVS struct {
 	// wanted is the number of the last full sync that desired this
 	// virtual server (full.go).
 	wanted uint64
+	// sum is vs's Digest while summed: a full sync's read compares the
+	// kernel with it (BeginRead), and a change of vs clears summed (ownRS,
+	// and where the list or the attributes are set anew).
+	sum    Digest
+	summed bool
+}
+
+// digest is m's Digest, computed again only after m changed: at 10,000
+// virtual servers a full sync's start would otherwise walk every real
+// server of the mirror on the loop.
+func (m *mirrorVS) digest() Digest {
+	if !m.summed {
+		m.sum, m.summed = digestOf(&m.vs), true
+	}
+	return m.sum
 }
 
 // programmed reports whether m is d as the last sync programmed it: the
@@ -76,6 +91,7 @@ func (m *mirrorVS) programmed(d *VirtualServer) bool {
 
 // ownRS makes m's real-server list its own before it is changed.
 func (m *mirrorVS) ownRS() {
+	m.summed = false
 	if m.shared {
 		m.vs.RealServers = slices.Clone(m.vs.RealServers)
 		m.shared = false
@@ -324,6 +340,7 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 			return r.applyService(d, res)
 		}
 		m.vs.Scheduler, m.vs.Flags, m.vs.PersistenceTimeout = d.Scheduler, d.Flags, d.PersistenceTimeout
+		m.summed = false
 		res.ServicesUpdated++
 	}
 	return m, true
@@ -375,7 +392,7 @@ func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result
 	prefix := fresh && add == nil
 	if prefix {
 		add = d.RealServers
-		m.vs.RealServers, m.shared = d.RealServers[:0:0], true
+		m.vs.RealServers, m.shared, m.summed = d.RealServers[:0:0], true, false
 	}
 	r.addRealServers(d, m, add, prefix, res)
 	return wantRS
