@@ -144,7 +144,7 @@ func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range sets {
-		if ks := rb.sets[w.Name]; ks == nil || !ks.unchanged || ks.Entries != nil {
+		if ks := rb.sets[w.Name]; ks == nil || !ks.unchanged || len(ks.Entries) != 0 {
 			t.Errorf("%s read as %+v, want unchanged and no entries", w.Name, ks)
 		}
 	}

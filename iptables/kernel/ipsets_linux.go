@@ -317,10 +317,36 @@ func entryAttr(s iptables.IPSet, e iptables.Entry) (*nl.RtAttr, error) {
 // ListAll is `ipset save`: every set in the namespace with its entries, in
 // one dump. Sets spanning several messages are merged.
 func (n *Sets) ListAll() (map[string]*iptables.KernelSet, error) {
+	return n.WalkAll(func(*iptables.KernelSet, iptables.Entry) bool { return true })
+}
+
+// WalkAll implements iptables.SetWalker: the dump of ListAll, each entry
+// handed to keep as it is parsed and kept in its set only when keep says
+// so.
+func (n *Sets) WalkAll(keep func(ks *iptables.KernelSet, e iptables.Entry) bool) (map[string]*iptables.KernelSet, error) {
 	req := n.request(nl.IPSET_CMD_LIST, unix.NLM_F_ACK|unix.NLM_F_DUMP)
+	return n.list(req, keep)
+}
+
+// List implements iptables.SetWalker: `ipset list NAME`, the dump of one
+// set; ErrSetNotFound when there is none.
+func (n *Sets) List(name string) (*iptables.KernelSet, error) {
+	req := n.request(nl.IPSET_CMD_LIST, unix.NLM_F_ACK|unix.NLM_F_DUMP)
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(name)))
+	sets, err := n.list(req, func(*iptables.KernelSet, iptables.Entry) bool { return true })
+	if err != nil {
+		return nil, err
+	}
+	if ks := sets[name]; ks != nil {
+		return ks, nil
+	}
+	return nil, fmt.Errorf("ipset list %s: %w", name, iptables.ErrSetNotFound)
+}
+
+func (n *Sets) list(req *nl.NetlinkRequest, keep func(*iptables.KernelSet, iptables.Entry) bool) (map[string]*iptables.KernelSet, error) {
 	sets := map[string]*iptables.KernelSet{}
 	err := req.ExecuteIter(unix.NETLINK_NETFILTER, 0, func(msg []byte) bool {
-		parseSetMessage(msg, sets)
+		parseSetMessage(msg, sets, keep)
 		return true
 	})
 	if err != nil {
@@ -361,7 +387,9 @@ func cstring(b []byte) string {
 	return string(b)
 }
 
-func parseSetMessage(msg []byte, sets map[string]*iptables.KernelSet) {
+// parseSetMessage merges one message of a list dump into sets, its
+// entries kept where keep says so.
+func parseSetMessage(msg []byte, sets map[string]*iptables.KernelSet, keep func(*iptables.KernelSet, iptables.Entry) bool) {
 	if len(msg) < 4 {
 		return
 	}
@@ -417,7 +445,9 @@ func parseSetMessage(msg []byte, sets map[string]*iptables.KernelSet) {
 		case nl.IPSET_ATTR_ADT:
 			for _, d := range attrs(a.value) {
 				if d.typ == nl.IPSET_ATTR_DATA {
-					s.Entries = append(s.Entries, parseEntry(s.Type, d.value))
+					if e := parseEntry(s.Type, d.value); keep(s, e) {
+						s.Entries = append(s.Entries, e)
+					}
 				}
 			}
 		}
