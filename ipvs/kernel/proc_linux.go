@@ -105,11 +105,24 @@ func parseProcIPVS(r io.Reader) (map[ipvs.Key][]ipvs.RealServerStatus, error) {
 	return out, nil
 }
 
-// dumpedVS is a virtual server of the netlink dump, without its real
-// servers, and whether the listing gave it to the walk yet.
+// dumpedVS is a virtual server of the netlink dump without its real
+// servers, kept in 80 bytes rather than a VirtualServer's 144 while the
+// listing is read, and whether the listing gave it to the walk yet.
 type dumpedVS struct {
-	vs     ipvs.VirtualServer
-	listed bool
+	key       ipvs.Key
+	scheduler string
+	flags     ipvs.Flags
+	timeout   uint32
+	listed    bool
+}
+
+func dumpedOf(vs ipvs.VirtualServer) dumpedVS {
+	return dumpedVS{key: vs.Key, scheduler: vs.Scheduler, flags: vs.Flags, timeout: vs.PersistenceTimeout}
+}
+
+// virtualServer is d with rs as its real servers.
+func (d *dumpedVS) virtualServer(rs []ipvs.RealServer) ipvs.VirtualServer {
+	return ipvs.VirtualServer{Key: d.key, Scheduler: d.scheduler, Flags: d.flags, PersistenceTimeout: d.timeout, RealServers: rs}
 }
 
 // walkProcListing streams the listing: for every virtual server of dumped
@@ -125,8 +138,7 @@ func walkProcListing(r io.Reader, dumped []dumpedVS, idx map[ipvs.Key]int32, fn 
 	var vs ipvs.VirtualServer // one for all: fn's argument escapes
 	flush := func() {
 		if cur != nil {
-			vs = cur.vs
-			vs.RealServers = buf
+			vs = cur.virtualServer(buf)
 			fn(&vs)
 			cur = nil
 		}

@@ -64,7 +64,7 @@ func walkSample(in string, keys ...ipvs.Key) (map[ipvs.Key][]ipvs.RealServer, []
 	dumped := make([]dumpedVS, len(keys))
 	idx := make(map[ipvs.Key]int32)
 	for i, k := range keys {
-		dumped[i].vs = ipvs.VirtualServer{Key: k, Scheduler: "rr"}
+		dumped[i] = dumpedOf(ipvs.VirtualServer{Key: k, Scheduler: "rr"})
 		idx[k] = int32(i)
 	}
 	got := make(map[ipvs.Key][]ipvs.RealServer)
@@ -79,7 +79,7 @@ func walkSample(in string, keys ...ipvs.Key) (map[ipvs.Key][]ipvs.RealServer, []
 	var unlisted []ipvs.Key
 	for _, d := range dumped {
 		if !d.listed {
-			unlisted = append(unlisted, d.vs.Key)
+			unlisted = append(unlisted, d.key)
 		}
 	}
 	return got, unlisted, calls, err
@@ -154,7 +154,7 @@ func BenchmarkParseProc(b *testing.B) {
 		idx := make(map[ipvs.Key]int32, len(dumped))
 		for i := range dumped {
 			k := ipvs.Key{Protocol: model.TCP, Address: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80}
-			dumped[i].vs.Key, idx[k] = k, int32(i)
+			dumped[i].key, idx[k] = k, int32(i)
 		}
 		b.ReportAllocs()
 		for b.Loop() {

@@ -135,13 +135,13 @@ func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 // IPVS_CMD_GET_DEST dump of its own.
 func (k *Table) EachService(fn func(vs *ipvs.VirtualServer)) error {
 	dumped := make([]dumpedVS, 0, k.lastDumped+k.lastDumped/8)
-	if err := k.dump.services(func(vs ipvs.VirtualServer) { dumped = append(dumped, dumpedVS{vs: vs}) }); err != nil {
+	if err := k.dump.services(func(vs ipvs.VirtualServer) { dumped = append(dumped, dumpedOf(vs)) }); err != nil {
 		return fmt.Errorf("dump IPVS virtual servers: %w", err)
 	}
 	k.lastDumped = len(dumped)
 	idx := make(map[ipvs.Key]int32, len(dumped))
 	for i := range dumped {
-		idx[dumped[i].vs.Key] = int32(i)
+		idx[dumped[i].key] = int32(i)
 	}
 	if f, err := os.Open(k.procPath); err == nil {
 		// A listing that fails part way leaves the rest to the fallback.
@@ -157,7 +157,7 @@ func (k *Table) EachService(fn func(vs *ipvs.VirtualServer)) error {
 		// resumes each read(2) at a position counted over all namespaces
 		// but seeks it over this one's only), so a service the netlink
 		// dump has and the listing lacks is asked for.
-		vs := dumped[i].vs
+		vs := dumped[i].virtualServer(nil)
 		ds, err := k.h.GetDestinations(toService(vs))
 		if err != nil {
 			return fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
