@@ -71,25 +71,36 @@ func (r *Reconciler) wrote(k Key) {
 	}
 }
 
-// digests are the mirror's virtual servers as a read compares them.
-func (r *Reconciler) digests() map[Key]Digest {
-	snap := make(map[Key]Digest, len(r.mirror))
+// keyDigest is one mirrored virtual server as a read compares it, and
+// whether the read found it.
+type keyDigest struct {
+	k     Key
+	d     Digest
+	found bool
+}
+
+// digests are the mirror's virtual servers as a read compares them, in
+// no order (the read sorts them, off the loop): 72 bytes each, a third of
+// what a map of them took.
+func (r *Reconciler) digests() []keyDigest {
+	snap := make([]keyDigest, 0, len(r.mirror))
 	for k, m := range r.mirror {
-		snap[k] = m.digest()
+		snap = append(snap, keyDigest{k: k, d: m.digest()})
 	}
 	return snap
 }
 
 // readDump reads t and compares each virtual server with snap, the
-// mirror's digests, which it consumes: what differs is copied into the
-// Dump, what equals is counted only.
-func readDump(t Table, snap map[Key]Digest) (*Dump, error) {
+// mirror's digests, which it sorts and marks: what differs is copied into
+// the Dump, what equals is counted only.
+func readDump(t Table, snap []keyDigest) (*Dump, error) {
+	slices.SortFunc(snap, func(a, b keyDigest) int { return CompareKeys(a.k, b.k) })
 	d := &Dump{}
 	visit := func(vs *VirtualServer) {
 		d.Listed++
-		if want, ok := snap[vs.Key]; ok {
-			delete(snap, vs.Key)
-			if want == digestOf(vs) {
+		if i, ok := slices.BinarySearchFunc(snap, vs.Key, func(e keyDigest, k Key) int { return CompareKeys(e.k, k) }); ok {
+			snap[i].found = true
+			if snap[i].d == digestOf(vs) {
 				return
 			}
 		}
@@ -110,10 +121,11 @@ func readDump(t Table, snap map[Key]Digest) (*Dump, error) {
 			visit(&vss[i])
 		}
 	}
-	for k := range snap {
-		d.Missing = append(d.Missing, k)
+	for _, e := range snap {
+		if !e.found {
+			d.Missing = append(d.Missing, e.k)
+		}
 	}
 	slices.SortFunc(d.Changed, func(a, b VirtualServer) int { return CompareKeys(a.Key, b.Key) })
-	slices.SortFunc(d.Missing, CompareKeys)
 	return d, nil
 }

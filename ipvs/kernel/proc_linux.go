@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -126,13 +127,13 @@ func (d *dumpedVS) virtualServer(rs []ipvs.RealServer) ipvs.VirtualServer {
 }
 
 // walkProcListing streams the listing: for every virtual server of dumped
-// (indexed by idx) that it lists, it calls fn with the dumped attributes
+// (sorted by key: CompareKeys) that it lists, it calls fn with the dumped attributes
 // and the listed real servers at their weights, in one buffer reused for
 // the next, and marks it listed. A virtual server listed twice (a resumed
 // read) is given once, at its first listing; one the dump lacks (created
 // since) is skipped. On a malformed line it returns the error and leaves
 // the virtual server it was reading unlisted.
-func walkProcListing(r io.Reader, dumped []dumpedVS, idx map[ipvs.Key]int32, fn func(*ipvs.VirtualServer)) error {
+func walkProcListing(r io.Reader, dumped []dumpedVS, fn func(*ipvs.VirtualServer)) error {
 	var cur *dumpedVS
 	var buf []ipvs.RealServer
 	var vs ipvs.VirtualServer // one for all: fn's argument escapes
@@ -146,7 +147,7 @@ func walkProcListing(r io.Reader, dumped []dumpedVS, idx map[ipvs.Key]int32, fn 
 	err := scanProcIPVS(r, func(k ipvs.Key) {
 		flush()
 		buf = buf[:0]
-		if i, ok := idx[k]; ok && !dumped[i].listed {
+		if i, ok := slices.BinarySearchFunc(dumped, k, func(d dumpedVS, k ipvs.Key) int { return ipvs.CompareKeys(d.key, k) }); ok && !dumped[i].listed {
 			cur = &dumped[i]
 			cur.listed = true
 		}

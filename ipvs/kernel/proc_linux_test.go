@@ -62,14 +62,13 @@ func TestParseProcIPVS(t *testing.T) {
 // what the walk gave (copied) and which keys it left unlisted.
 func walkSample(in string, keys ...ipvs.Key) (map[ipvs.Key][]ipvs.RealServer, []ipvs.Key, int, error) {
 	dumped := make([]dumpedVS, len(keys))
-	idx := make(map[ipvs.Key]int32)
 	for i, k := range keys {
 		dumped[i] = dumpedOf(ipvs.VirtualServer{Key: k, Scheduler: "rr"})
-		idx[k] = int32(i)
 	}
 	got := make(map[ipvs.Key][]ipvs.RealServer)
 	calls := 0
-	err := walkProcListing(strings.NewReader(in), dumped, idx, func(vs *ipvs.VirtualServer) {
+	slices.SortFunc(dumped, func(a, b dumpedVS) int { return ipvs.CompareKeys(a.key, b.key) })
+	err := walkProcListing(strings.NewReader(in), dumped, func(vs *ipvs.VirtualServer) {
 		calls++
 		if vs.Scheduler != "rr" {
 			panic("the dump's attributes were not given")
@@ -151,10 +150,9 @@ func BenchmarkParseProc(b *testing.B) {
 	text := procText(10000, 10)
 	b.Run("listing", func(b *testing.B) {
 		dumped := make([]dumpedVS, 10000)
-		idx := make(map[ipvs.Key]int32, len(dumped))
 		for i := range dumped {
 			k := ipvs.Key{Protocol: model.TCP, Address: netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), Port: 80}
-			dumped[i].key, idx[k] = k, int32(i)
+			dumped[i].key = k
 		}
 		b.ReportAllocs()
 		for b.Loop() {
@@ -162,7 +160,7 @@ func BenchmarkParseProc(b *testing.B) {
 				dumped[i].listed = false
 			}
 			n := 0
-			if err := walkProcListing(strings.NewReader(text), dumped, idx, func(vs *ipvs.VirtualServer) { n += len(vs.RealServers) }); err != nil || n != 100000 {
+			if err := walkProcListing(strings.NewReader(text), dumped, func(vs *ipvs.VirtualServer) { n += len(vs.RealServers) }); err != nil || n != 100000 {
 				b.Fatal(n, err)
 			}
 		}
