@@ -172,7 +172,10 @@ func (k *Table) EachService(fn func(vs *ipvs.VirtualServer)) error {
 // procReadSize is the size of each read(2) of the /proc listing. The
 // kernel walks the service hash from its start to the read's position at
 // every read (ip_vs_info_seq_start), so small reads cost a walk each; at
-// 256 KiB a listing of 10,000 × 10 (5.6 MB) takes 22 of them.
+// 256 KiB a listing of 10,000 × 10 (5.6 MB) takes 22 of them. Each resumed
+// read may also lose services when another namespace holds IPVS services
+// (EachService asks for those one by one), so the size trades the read's
+// buffer, held while it streams, against those round trips on such hosts.
 const procReadSize = 256 << 10
 
 // readProc parses the whole /proc listing with parse, read procReadSize
