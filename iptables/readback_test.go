@@ -9,12 +9,10 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
-// TestFullFromKeepsWritesSinceTheRead: partial syncs run between
-// BeginFull's read and FullFrom. The entries they wrote are newer than the
-// dump and stay as the mirror has them; an entry deleted by hand before
-// the read is repaired, and counted, as by Full. The read's iptables-save
-// is used unless a chain sync ran meanwhile.
-func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
+// syncedWithReader is a fake syncer whose full syncs read the sets beside
+// the loop, after one Full of the planned sets and IPv4 rules.
+func syncedWithReader(t *testing.T) (*Syncer, *fakeKernel, []IPSet, []Ruleset) {
+	t.Helper()
 	a, k := newFakeSyncer(t)
 	a.Reader = k.sets
 	rules := []Ruleset{testRules(FamilyIPv4)}
@@ -22,6 +20,16 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatal(err)
 	}
+	return a, k, sets, rules
+}
+
+// TestFullFromKeepsWritesSinceTheRead: partial syncs run between
+// BeginFull's read and FullFrom. The entries they wrote are newer than the
+// dump and stay as the mirror has them; an entry deleted by hand before
+// the read is repaired, and counted, as by Full. The read's iptables-save
+// is used unless a chain sync ran meanwhile.
+func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
+	a, k, sets, rules := syncedWithReader(t)
 	cip := findSet(sets, SetClusterIP)
 	dns, api := cip.Entries[0], cip.Entries[1]
 	// Before the read: someone deletes the API server's entry.
@@ -132,13 +140,7 @@ func TestFullFromSortsWritesIntoTheDump(t *testing.T) {
 // writes nothing. A set someone replaced with the same entries but
 // another maxelem is read whole, counted as drift and replaced back.
 func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
-	a, k := newFakeSyncer(t)
-	a.Reader = k.sets
-	rules := []Ruleset{testRules(FamilyIPv4)}
-	sets := plannedSets()
-	if err := a.Full(sets, rules); err != nil {
-		t.Fatal(err)
-	}
+	a, k, sets, rules := syncedWithReader(t)
 	rb, err := a.BeginFull()()
 	if err != nil {
 		t.Fatal(err)

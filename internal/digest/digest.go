@@ -6,6 +6,7 @@
 package digest
 
 import (
+	"encoding/binary"
 	"math/bits"
 	"net/netip"
 )
@@ -33,7 +34,7 @@ func Mix(x, y uint64) uint64 {
 // the same address mapped into IPv6 (::ffff:a.b.c.d).
 func Addr(a netip.Addr) (hi, lo uint64) {
 	b := a.As16()
-	hi, lo = be64(b[:8]), be64(b[8:])
+	hi, lo = binary.BigEndian.Uint64(b[:8]), binary.BigEndian.Uint64(b[8:])
 	if a.Is4() {
 		hi ^= 1 << 63
 	}
@@ -64,9 +65,4 @@ func fmix(k uint64) uint64 {
 	k *= 0xc4ceb9fe1a85ec53
 	k ^= k >> 33
 	return k
-}
-
-func be64(b []byte) uint64 {
-	return uint64(b[0])<<56 | uint64(b[1])<<48 | uint64(b[2])<<40 | uint64(b[3])<<32 |
-		uint64(b[4])<<24 | uint64(b[5])<<16 | uint64(b[6])<<8 | uint64(b[7])
 }
