@@ -25,6 +25,8 @@ import (
 // entry it is read-only: the rebuilt object shares its lists and strings.
 type cachedService struct {
 	objectID
+	// uid is the Service's: Events name it (Watcher.ServiceObject).
+	uid                 types.UID
 	labels, annotations map[string]string
 	typ                 corev1.ServiceType
 	clusterIP           string
@@ -55,6 +57,7 @@ func (l *leaner) service(s *corev1.Service) *cachedService {
 	sp := &s.Spec
 	out := &cachedService{
 		objectID:            l.idOf(&s.ObjectMeta),
+		uid:                 s.UID,
 		labels:              keep(s.Labels, serviceLabels),
 		annotations:         keep(s.Annotations, serviceAnnotations),
 		typ:                 corev1.ServiceType(l.str(string(sp.Type))),
@@ -91,6 +94,7 @@ func (l *leaner) service(s *corev1.Service) *cachedService {
 // shares the lists, maps and strings of c.
 func (c *cachedService) api() *corev1.Service {
 	out := &corev1.Service{ObjectMeta: c.objectMeta()}
+	out.UID = c.uid
 	out.Labels, out.Annotations = c.labels, c.annotations
 	out.Spec = corev1.ServiceSpec{
 		Type:                     c.typ,
@@ -114,6 +118,10 @@ func (c *cachedService) api() *corev1.Service {
 	out.Status.LoadBalancer.Ingress = c.ingress
 	return out
 }
+
+// GetUID is metav1.Object's: a cachedService keeps its UID (objectID
+// does not).
+func (c *cachedService) GetUID() types.UID { return c.uid }
 
 // serviceName is the Service's namespace and name (ServiceName).
 func (c *cachedService) serviceName() types.NamespacedName {

@@ -24,7 +24,7 @@ import (
 // a sync converts the Service. Like every informer cache entry it is
 // read-only: the rebuilt object shares its ports and strings.
 type cachedSlice struct {
-	// objectID is the store's key, the names a refusal gives, the UID.
+	// objectID is the store's key and the names a refusal gives.
 	objectID
 	service     string
 	trigger     string
@@ -150,7 +150,7 @@ func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
 }
 
 // api rebuilds the EndpointSlice the conversion reads: the identity (name,
-// namespace, UID, resourceVersion), the
+// namespace, resourceVersion; not the UID, which nothing reads), the
 // service-name label, the address type, the ports and every endpoint with
 // its first address. It shares the ports, strings and hints of c.
 func (c *cachedSlice) api() *discoveryv1.EndpointSlice {

@@ -5,26 +5,29 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 )
 
-// objectID is what a cache entry of the proxy's own type (cachedSlice)
-// keeps of its object's metadata: the namespace and name client-go's
-// store keys it by, the UID Events name and the resourceVersion the
-// informer compares (64 B against ObjectMeta's 232). It is a metav1.Object
-// for client-go (meta.Accessor); every other field reads as unset, and
-// setting one does nothing: cache entries are read-only.
+// objectID is what a cache entry of the proxy's own type (cachedSlice,
+// cachedService) keeps of its object's metadata: the namespace and name
+// client-go's store keys it by and the resourceVersion the informer
+// compares (an update with an unchanged one is a resync, which the
+// Watcher's handlers are not sent): 48 B against ObjectMeta's 232. It is a
+// metav1.Object for client-go (meta.Accessor); every other field reads as
+// unset, and setting one does nothing: cache entries are read-only. The
+// UID is not kept: Events name a Service by it, and cachedService keeps
+// its own (GetUID); nothing reads an EndpointSlice's (its 36 characters
+// were 64 B a slice).
 type objectID struct {
 	name, namespace string
-	uid             types.UID
 	resourceVersion string
 }
 
 // idOf keeps m's identity, its namespace interned.
 func (l *leaner) idOf(m *metav1.ObjectMeta) objectID {
-	return objectID{name: m.Name, namespace: l.str(m.Namespace), uid: m.UID, resourceVersion: m.ResourceVersion}
+	return objectID{name: m.Name, namespace: l.str(m.Namespace), resourceVersion: m.ResourceVersion}
 }
 
-// objectMeta is the ObjectMeta of id: its four fields.
+// objectMeta is the ObjectMeta of id: its three fields.
 func (id *objectID) objectMeta() metav1.ObjectMeta {
-	return metav1.ObjectMeta{Name: id.name, Namespace: id.namespace, UID: id.uid, ResourceVersion: id.resourceVersion}
+	return metav1.ObjectMeta{Name: id.name, Namespace: id.namespace, ResourceVersion: id.resourceVersion}
 }
 
 var _ metav1.Object = (*objectID)(nil)
@@ -33,8 +36,8 @@ func (id *objectID) GetNamespace() string                        { return id.nam
 func (id *objectID) SetNamespace(namespace string)               { id.namespace = namespace }
 func (id *objectID) GetName() string                             { return id.name }
 func (id *objectID) SetName(name string)                         { id.name = name }
-func (id *objectID) GetUID() types.UID                           { return id.uid }
-func (id *objectID) SetUID(uid types.UID)                        { id.uid = uid }
+func (id *objectID) GetUID() types.UID                           { return "" }
+func (id *objectID) SetUID(types.UID)                            {}
 func (id *objectID) GetResourceVersion() string                  { return id.resourceVersion }
 func (id *objectID) SetResourceVersion(version string)           { id.resourceVersion = version }
 func (id *objectID) GetGenerateName() string                     { return "" }
