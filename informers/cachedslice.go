@@ -1,6 +1,11 @@
 package informers
 
 import (
+	"net/netip"
+	"slices"
+	"strings"
+	"unique"
+
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
@@ -14,10 +19,10 @@ import (
 // type, the ports and, of every endpoint in order, its first address, its
 // conditions in one byte, and its node name, zone and hints (one shared
 // endpointTopology per node and zone). It replaces the lean
-// discoveryv1.EndpointSlice: an endpoint costs 32 B here against 96 B and a
-// one-element address list there, and the Service's name a string against
-// a label map (about 1 KiB less per slice of 10 endpoints,
-// docs/benchmarks.md).
+// discoveryv1.EndpointSlice: an endpoint costs 16 B here (an IPv4 address
+// in its 4 bytes) against 96 B, a one-element address list and the
+// address string there, and the Service's name a string against a label
+// map (about 1.3 KiB less per slice of 10 endpoints, docs/benchmarks.md).
 //
 // The conversion (EndpointsFromSlice, ServiceEndpoints, Convert) reads API
 // objects; api rebuilds one, holding every field it reads, for as long as
@@ -26,19 +31,28 @@ import (
 type cachedSlice struct {
 	// objectID is the store's key and the names a refusal gives.
 	objectID
-	service     string
-	trigger     string
-	addressType discoveryv1.AddressType
+	service string
+	trigger string
+	// addressType is interned: a handle is 8 B against a string's 16, which
+	// keeps the struct in the 160 B size class with addresses.
+	addressType unique.Handle[string]
 	ports       []discoveryv1.EndpointPort
 	endpoints   []cachedEndpoint
+	// addresses are the endpoints' first addresses (of those with
+	// hasAddress), in order, when any of them is not an IPv4 address in
+	// its canonical text (an IPv6 slice, an invalid address); nil when
+	// every one is in its endpoint's ip4.
+	addresses []string
 }
 
 // cachedEndpoint is one endpoint of a cachedSlice.
 type cachedEndpoint struct {
-	// address is the first of the endpoint's addresses (hasAddress set).
-	address string
-	topo    *endpointTopology
-	flags   endpointFlags
+	topo *endpointTopology
+	// ip4 is the first of the endpoint's addresses (hasAddress set) when
+	// the slice has no addresses: an IPv4 address, whose canonical text it
+	// formats back to.
+	ip4   [4]byte
+	flags endpointFlags
 }
 
 // endpointTopology is where an endpoint runs and which zones and nodes it
@@ -125,36 +139,86 @@ func (f endpointFlags) cond(set, val endpointFlags) *bool {
 // but the Service's name and every annotation but the trigger time go.
 func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
 	out := &cachedSlice{objectID: l.idOf(&s.ObjectMeta), service: s.Labels[LabelServiceName],
-		trigger: s.Annotations[AnnotationTriggerTime], addressType: discoveryv1.AddressType(l.str(string(s.AddressType)))}
+		trigger: s.Annotations[AnnotationTriggerTime], addressType: unique.Make(string(s.AddressType))}
 	if len(s.Ports) > 0 {
 		out.ports = make([]discoveryv1.EndpointPort, len(s.Ports))
 		for i, p := range s.Ports {
 			out.ports[i] = discoveryv1.EndpointPort{Name: l.ptr(p.Name), Protocol: protoPtr(p.Protocol), Port: p.Port}
 		}
 	}
-	if len(s.Endpoints) > 0 {
-		out.endpoints = make([]cachedEndpoint, len(s.Endpoints))
-		for i := range s.Endpoints {
-			e := &s.Endpoints[i]
-			c := cachedEndpoint{topo: l.topology(e),
-				flags: condFlags(e.Conditions.Ready, readySet, ready) |
-					condFlags(e.Conditions.Serving, servingSet, serving) |
-					condFlags(e.Conditions.Terminating, terminatingSet, terminating)}
-			if len(e.Addresses) > 0 {
-				c.address, c.flags = e.Addresses[0], c.flags|hasAddress
+	if len(s.Endpoints) == 0 {
+		return out
+	}
+	out.endpoints = make([]cachedEndpoint, len(s.Endpoints))
+	inline := true
+	for i := range s.Endpoints {
+		e := &s.Endpoints[i]
+		c := cachedEndpoint{topo: l.topology(e),
+			flags: condFlags(e.Conditions.Ready, readySet, ready) |
+				condFlags(e.Conditions.Serving, servingSet, serving) |
+				condFlags(e.Conditions.Terminating, terminatingSet, terminating)}
+		if len(e.Addresses) > 0 {
+			c.flags |= hasAddress
+			var ok bool
+			if c.ip4, ok = canonicalIPv4(e.Addresses[0]); !ok {
+				inline = false
 			}
-			out.endpoints[i] = c
+		}
+		out.endpoints[i] = c
+	}
+	if !inline {
+		// Rare (IPv6 slices keep their strings, as before): every address
+		// of the slice is kept as text, so that the endpoints need no mark.
+		out.addresses = make([]string, 0, len(s.Endpoints))
+		for i := range s.Endpoints {
+			if as := s.Endpoints[i].Addresses; len(as) > 0 {
+				out.addresses = append(out.addresses, as[0])
+			}
 		}
 	}
 	return out
 }
 
+// maxIPv4Text is the length of the longest IPv4 address text.
+const maxIPv4Text = len("255.255.255.255")
+
+// canonicalIPv4 is s's 4 bytes when s is an IPv4 address in its canonical
+// text, the one netip formats it back to (so that api rebuilds the very
+// string); false for any other string.
+func canonicalIPv4(s string) ([4]byte, bool) {
+	a, err := netip.ParseAddr(s)
+	if err != nil || !a.Is4() {
+		return [4]byte{}, false
+	}
+	var b [maxIPv4Text]byte
+	if string(a.AppendTo(b[:0])) != s {
+		return [4]byte{}, false
+	}
+	return a.As4(), true
+}
+
+// ipv4Texts is the text of every inline address of eps (hasAddress), in
+// order, in one string: one allocation for the slice's addresses.
+func ipv4Texts(eps []cachedEndpoint) string {
+	var sb strings.Builder
+	sb.Grow(len(eps) * maxIPv4Text)
+	var b [maxIPv4Text]byte
+	for _, e := range eps {
+		if e.flags&hasAddress != 0 {
+			sb.Write(netip.AddrFrom4(e.ip4).AppendTo(b[:0]))
+		}
+	}
+	return sb.String()
+}
+
 // api rebuilds the EndpointSlice the conversion reads: the identity (name,
 // namespace, resourceVersion; not the UID, which nothing reads), the
 // service-name label, the address type, the ports and every endpoint with
-// its first address. It shares the ports, strings and hints of c.
+// its first address. It shares the ports, strings and hints of c; the
+// IPv4 addresses kept inline are formatted again, into one string.
 func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
-	out := &discoveryv1.EndpointSlice{ObjectMeta: c.objectMeta(), AddressType: c.addressType, Ports: c.ports}
+	out := &discoveryv1.EndpointSlice{ObjectMeta: c.objectMeta(), AddressType: discoveryv1.AddressType(c.addressType.Value()),
+		Ports: c.ports}
 	if c.service != "" {
 		out.Labels = map[string]string{LabelServiceName: c.service}
 	}
@@ -163,6 +227,13 @@ func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
 	}
 	out.Endpoints = make([]discoveryv1.Endpoint, len(c.endpoints))
 	addrs := make([]string, len(c.endpoints)) // one array for the one-element lists
+	// The addresses as text, taken in order: the kept ones, or else the
+	// inline ones' texts in one string (next is where the next one starts).
+	kept, texts, next := c.addresses, "", 0
+	if kept == nil {
+		texts = ipv4Texts(c.endpoints)
+	}
+	var b [maxIPv4Text]byte
 	for i, e := range c.endpoints {
 		ep := discoveryv1.Endpoint{
 			Conditions: discoveryv1.EndpointConditions{
@@ -175,7 +246,12 @@ func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
 			Hints:    e.topo.hints,
 		}
 		if e.flags&hasAddress != 0 {
-			addrs[i] = e.address
+			if kept != nil {
+				addrs[i], kept = kept[0], kept[1:]
+			} else {
+				n := len(netip.AddrFrom4(e.ip4).AppendTo(b[:0]))
+				addrs[i], next = texts[next:next+n], next+n
+			}
 			ep.Addresses = addrs[i : i+1 : i+1]
 		}
 		out.Endpoints[i] = ep
@@ -228,6 +304,7 @@ func (c *cachedSlice) DeepCopyObject() runtime.Object {
 			out.endpoints[i] = e
 		}
 	}
+	out.addresses = slices.Clone(c.addresses)
 	return &out
 }
 

@@ -284,6 +284,18 @@ func TestStripUnusedConverts(t *testing.T) {
 		sl2 := fullSlice()
 		sl2.Name, sl2.Labels[LabelServiceName] = "web2-x", "web2"
 		eps = append(eps, sl2)
+		// IPv4 addresses are kept inline unless a slice has another
+		// address: an endpoint without one between them, and a slice
+		// whose one IPv4-mapped IPv6 address keeps them all as text.
+		sl3 := fullSlice()
+		sl3.Name, sl3.Labels[LabelServiceName] = "web2-v4", "web2"
+		sl3.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.4.5"}}, {}, {Addresses: []string{"10.244.4.66", "x"}},
+			{Addresses: []string{"0.0.0.0"}}, {Addresses: []string{"255.255.255.255"}}}
+		sl4 := fullSlice()
+		sl4.Name, sl4.Labels[LabelServiceName] = "web2-mapped", "web2"
+		sl4.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.5.5"}}, {Addresses: []string{"::ffff:10.244.5.6"}},
+			{Addresses: []string{"10.244.5.7"}}}
+		eps = append(eps, sl3, sl4)
 		for i := range 20 {
 			sh := memShapes[i%2]
 			svcs = append(svcs, memService(i, sh))
