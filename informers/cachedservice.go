@@ -2,6 +2,7 @@ package informers
 
 import (
 	"net/netip"
+	"unique"
 
 	corev1 "k8s.io/api/core/v1"
 	"k8s.io/apimachinery/pkg/runtime"
@@ -16,9 +17,10 @@ import (
 // health check node port, session affinity, traffic distribution, each
 // port's name, protocol, port and node port, the load balancer ingress IPs
 // and IP modes. The selector, IP family fields, target ports, app
-// protocols, ingress hostnames and ports, and status conditions go. About
-// 320 B against the 592 B corev1.Service and its 80 B ports
-// (docs/benchmarks.md).
+// protocols, ingress hostnames and ports, and status conditions go. 160 B
+// against the 592 B corev1.Service and its 80 B ports (docs/benchmarks.md),
+// and 128 B more for a Service with any of the fields most Services leave
+// unset (serviceExtras: a NodePort or LoadBalancer Service's, say).
 //
 // The conversion reads API objects; api rebuilds one for as long as a sync
 // converts the Service or an Event names it. Like every informer cache
@@ -26,22 +28,34 @@ import (
 type cachedService struct {
 	objectID
 	// uid is the Service's: Events name it (Watcher.ServiceObject).
-	uid                 types.UID
+	uid types.UID
+	// typ and affinity are interned: a handle is 8 B against a string's 16.
+	typ, affinity unique.Handle[string]
+	clusterIP     string
+	clusterIPs    []string
+	// itp is one of the package's pointers for Cluster and Local.
+	itp   *corev1.ServiceInternalTrafficPolicy
+	ports []cachedServicePort
+	// extras are the fields most Services leave unset; nil when all are.
+	extras *serviceExtras
+}
+
+// serviceExtras are the fields of a cachedService that a ClusterIP Service
+// without labels or annotations the proxy reads leaves unset: kept apart,
+// so that such a Service does not carry them.
+type serviceExtras struct {
 	labels, annotations map[string]string
-	typ                 corev1.ServiceType
-	clusterIP           string
-	clusterIPs          []string
 	externalIPs         []string
 	sourceRanges        []string
 	etp                 corev1.ServiceExternalTrafficPolicy
-	itp                 *corev1.ServiceInternalTrafficPolicy
-	affinity            corev1.ServiceAffinity
 	affinityConfig      *corev1.SessionAffinityConfig
 	trafficDistribution *string
-	ports               []cachedServicePort
 	ingress             []corev1.LoadBalancerIngress
 	healthCheckNodePort int32
 }
+
+// noExtras are a Service's extras when it has none.
+var noExtras serviceExtras
 
 // cachedServicePort is one port of a cachedService.
 type cachedServicePort struct {
@@ -56,21 +70,13 @@ type cachedServicePort struct {
 func (l *leaner) service(s *corev1.Service) *cachedService {
 	sp := &s.Spec
 	out := &cachedService{
-		objectID:            l.idOf(&s.ObjectMeta),
-		uid:                 s.UID,
-		labels:              keep(s.Labels, serviceLabels),
-		annotations:         keep(s.Annotations, serviceAnnotations),
-		typ:                 corev1.ServiceType(l.str(string(sp.Type))),
-		clusterIP:           sp.ClusterIP,
-		clusterIPs:          sp.ClusterIPs,
-		externalIPs:         sp.ExternalIPs,
-		sourceRanges:        sp.LoadBalancerSourceRanges,
-		etp:                 corev1.ServiceExternalTrafficPolicy(l.str(string(sp.ExternalTrafficPolicy))),
-		itp:                 sp.InternalTrafficPolicy,
-		affinity:            corev1.ServiceAffinity(l.str(string(sp.SessionAffinity))),
-		affinityConfig:      sp.SessionAffinityConfig,
-		trafficDistribution: sp.TrafficDistribution,
-		healthCheckNodePort: sp.HealthCheckNodePort,
+		objectID:   l.idOf(&s.ObjectMeta),
+		uid:        s.UID,
+		typ:        unique.Make(string(sp.Type)),
+		clusterIP:  sp.ClusterIP,
+		clusterIPs: sp.ClusterIPs,
+		itp:        itpPtr(sp.InternalTrafficPolicy),
+		affinity:   unique.Make(string(sp.SessionAffinity)),
 	}
 	if len(sp.ClusterIPs) > 0 && sp.ClusterIPs[0] == sp.ClusterIP {
 		out.clusterIP = sp.ClusterIPs[0] // one string, not two equal ones
@@ -81,13 +87,57 @@ func (l *leaner) service(s *corev1.Service) *cachedService {
 			out.ports[i] = cachedServicePort{name: l.str(p.Name), protocol: corev1.Protocol(l.str(string(p.Protocol))), port: p.Port, nodePort: p.NodePort}
 		}
 	}
+	x := serviceExtras{
+		labels:              keep(s.Labels, serviceLabels),
+		annotations:         keep(s.Annotations, serviceAnnotations),
+		externalIPs:         sp.ExternalIPs,
+		sourceRanges:        sp.LoadBalancerSourceRanges,
+		etp:                 corev1.ServiceExternalTrafficPolicy(l.str(string(sp.ExternalTrafficPolicy))),
+		affinityConfig:      sp.SessionAffinityConfig,
+		trafficDistribution: l.ptr(sp.TrafficDistribution),
+		healthCheckNodePort: sp.HealthCheckNodePort,
+	}
 	if ing := s.Status.LoadBalancer.Ingress; len(ing) > 0 {
-		out.ingress = make([]corev1.LoadBalancerIngress, len(ing))
+		x.ingress = make([]corev1.LoadBalancerIngress, len(ing))
 		for i, in := range ing {
-			out.ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode}
+			x.ingress[i] = corev1.LoadBalancerIngress{IP: in.IP, IPMode: in.IPMode}
 		}
 	}
+	if !x.none() {
+		out.extras = &x
+	}
 	return out
+}
+
+// none reports whether every field of x is unset (nil or empty: what the
+// rebuilt Service gets from noExtras is the same to every reader).
+func (x *serviceExtras) none() bool {
+	return x.labels == nil && x.annotations == nil && x.externalIPs == nil && x.sourceRanges == nil && x.etp == "" &&
+		x.affinityConfig == nil && x.trafficDistribution == nil && x.ingress == nil && x.healthCheckNodePort == 0
+}
+
+// more are c's extras, noExtras when it has none.
+func (c *cachedService) more() *serviceExtras {
+	if c.extras == nil {
+		return &noExtras
+	}
+	return c.extras
+}
+
+var itpCluster, itpLocal = corev1.ServiceInternalTrafficPolicyCluster, corev1.ServiceInternalTrafficPolicyLocal
+
+// itpPtr shares the pointers of the internal traffic policies the API
+// knows (every Service of a cluster has one, defaulted to Cluster).
+func itpPtr(p *corev1.ServiceInternalTrafficPolicy) *corev1.ServiceInternalTrafficPolicy {
+	switch {
+	case p == nil:
+		return nil
+	case *p == itpCluster:
+		return &itpCluster
+	case *p == itpLocal:
+		return &itpLocal
+	}
+	return p
 }
 
 // api rebuilds the Service the conversion reads, and Events (its UID). It
@@ -95,19 +145,20 @@ func (l *leaner) service(s *corev1.Service) *cachedService {
 func (c *cachedService) api() *corev1.Service {
 	out := &corev1.Service{ObjectMeta: c.objectMeta()}
 	out.UID = c.uid
-	out.Labels, out.Annotations = c.labels, c.annotations
+	x := c.more()
+	out.Labels, out.Annotations = x.labels, x.annotations
 	out.Spec = corev1.ServiceSpec{
-		Type:                     c.typ,
+		Type:                     corev1.ServiceType(c.typ.Value()),
 		ClusterIP:                c.clusterIP,
 		ClusterIPs:               c.clusterIPs,
-		ExternalIPs:              c.externalIPs,
-		LoadBalancerSourceRanges: c.sourceRanges,
-		ExternalTrafficPolicy:    c.etp,
+		ExternalIPs:              x.externalIPs,
+		LoadBalancerSourceRanges: x.sourceRanges,
+		ExternalTrafficPolicy:    x.etp,
 		InternalTrafficPolicy:    c.itp,
-		HealthCheckNodePort:      c.healthCheckNodePort,
-		SessionAffinity:          c.affinity,
-		SessionAffinityConfig:    c.affinityConfig,
-		TrafficDistribution:      c.trafficDistribution,
+		HealthCheckNodePort:      x.healthCheckNodePort,
+		SessionAffinity:          corev1.ServiceAffinity(c.affinity.Value()),
+		SessionAffinityConfig:    x.affinityConfig,
+		TrafficDistribution:      x.trafficDistribution,
 	}
 	if len(c.ports) > 0 {
 		out.Spec.Ports = make([]corev1.ServicePort, len(c.ports))
@@ -115,7 +166,7 @@ func (c *cachedService) api() *corev1.Service {
 			out.Spec.Ports[i] = corev1.ServicePort{Name: p.name, Protocol: p.protocol, Port: p.port, NodePort: p.nodePort}
 		}
 	}
-	out.Status.LoadBalancer.Ingress = c.ingress
+	out.Status.LoadBalancer.Ingress = x.ingress
 	return out
 }
 

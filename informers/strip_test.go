@@ -434,3 +434,38 @@ func TestChangesSeen(t *testing.T) {
 		t.Errorf("Seen %v after a take with nothing new, want zero", c.Seen)
 	}
 }
+
+// TestCachedServiceExtras: each field a cachedService keeps apart
+// (serviceExtras) survives alone, on a Service that sets no other.
+func TestCachedServiceExtras(t *testing.T) {
+	base := func() *corev1.Service {
+		return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u-web"},
+			Spec: corev1.ServiceSpec{Type: corev1.ServiceTypeClusterIP, ClusterIP: "10.96.0.10", ClusterIPs: []string{"10.96.0.10"},
+				InternalTrafficPolicy: ptr.To(corev1.ServiceInternalTrafficPolicyCluster), SessionAffinity: corev1.ServiceAffinityNone,
+				Ports: []corev1.ServicePort{{Port: 80, Protocol: corev1.ProtocolTCP}}}}
+	}
+	plain := cachedSvc(t, base())
+	if plain.extras != nil {
+		t.Errorf("a ClusterIP Service keeps extras: %+v", plain.extras)
+	}
+	for name, set := range map[string]func(*corev1.Service){
+		"label":               func(s *corev1.Service) { s.Labels = map[string]string{LabelServiceProxyName: "x"} },
+		"annotation":          func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationScheduler: "lc"} },
+		"externalIPs":         func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1"} },
+		"sourceRanges":        func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"} },
+		"etp":                 func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal },
+		"affinityConfig":      func(s *corev1.Service) { s.Spec.SessionAffinityConfig = &corev1.SessionAffinityConfig{} },
+		"trafficDistribution": func(s *corev1.Service) { s.Spec.TrafficDistribution = ptr.To("PreferClose") },
+		"ingress": func(s *corev1.Service) {
+			s.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.2"}}
+		},
+		"healthCheckNodePort": func(s *corev1.Service) { s.Spec.HealthCheckNodePort = 30000 },
+	} {
+		s := base()
+		set(s)
+		c := cachedSvc(t, s)
+		if c.extras == nil || reflect.DeepEqual(c.api(), plain.api()) {
+			t.Errorf("%s: not kept", name)
+		}
+	}
+}
