@@ -109,7 +109,7 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 			for _, c := range pp.claims {
 				inc.unclaim(c)
 			}
-			for _, r := range pp.refusals {
+			for _, r := range pp.more().refusals {
 				inc.refusals.remove(r)
 			}
 			inc.hold(pp, -1)
@@ -132,7 +132,7 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 			inc.claims[c.vs.Key] = append(inc.claims[c.vs.Key], c)
 			inc.dirty[c.vs.Key] = struct{}{}
 		}
-		for _, r := range pp.refusals {
+		for _, r := range pp.more().refusals {
 			inc.refusals.add(r)
 		}
 		inc.hold(pp, +1)
@@ -152,7 +152,7 @@ func (inc *Incremental) update(key types.NamespacedName, ports []*model.ServiceP
 // hold adds (d = +1) or removes (d = -1) the set entries a port holds
 // while it is planned, won or lost: its healthCheckNodePort.
 func (inc *Incremental) hold(pp *portPlan, d int) {
-	for _, es := range pp.health {
+	for _, es := range pp.more().health {
 		for _, se := range es {
 			inc.sets[se.fam][se.spec].move(se.e, d)
 		}
@@ -242,9 +242,9 @@ func (inc *Incremental) contribute(c *claim, d int) {
 	f := famOf(c.vs.Address)
 	pp := c.port
 	before := pp.wins[f]
-	pp.wins[f] += d
+	pp.wins[f] += int32(d)
 	if before == 0 || pp.wins[f] == 0 {
-		for _, se := range pp.loop[f] {
+		for _, se := range pp.more().loop[f] {
 			inc.sets[se.fam][se.spec].move(se.e, d)
 		}
 	}

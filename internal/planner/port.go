@@ -30,26 +30,56 @@ type setEntry struct {
 }
 
 // portPlan is one service port's share of the state, whatever other
-// services ask for.
+// services ask for: 96 B, one per service port for the life of the plan,
+// what most ports hold no more of kept apart (portExtras).
 type portPlan struct {
-	name model.ServicePortName
+	name   model.ServicePortName
+	claims []*claim
 	// index is the port's position among its service's ports: the last
 	// tie-break between two claims of equal kind and name.
-	index    int
-	claims   []*claim
+	index int32
+	// wins counts, per family, the port's claims that win their virtual
+	// server (the hairpin entries are in the state while it is not 0).
+	wins [2]int32
+	// noLocal is, per family, what the port adds to NoLocalEndpoints.
+	noLocal [2]noLocalPolicies
+	// extras are the port's refusals and set entries outside its claims;
+	// nil when it has none.
+	extras *portExtras
+}
+
+// portExtras are what a port plan holds that most ports do not: a port
+// without refusals, endpoints on this node or a healthCheckNodePort has
+// none.
+type portExtras struct {
 	refusals []model.Refusal
 	// loop are the hairpin entries (KUBE-LOOP-BACK) of each family, in the
-	// state while the port wins a virtual server of that family; wins
-	// counts those.
+	// state while the port wins a virtual server of that family.
 	loop [2][]setEntry
-	wins [2]int
 	// health is the port's healthCheckNodePort entry of each family it
 	// claims anything in, in the state while the port is planned, whether
 	// or not its claims win (kube-proxy opens it for every service port
 	// that has one, and the health server answers on it all the same).
 	health [2][]setEntry
-	// noLocal is, per family, what the port adds to NoLocalEndpoints.
-	noLocal [2]noLocalPolicies
+}
+
+// noPortExtras are a port's extras when it has none.
+var noPortExtras portExtras
+
+// more are pp's extras to read: noPortExtras when it has none.
+func (pp *portPlan) more() *portExtras {
+	if pp.extras == nil {
+		return &noPortExtras
+	}
+	return pp.extras
+}
+
+// extra are pp's extras to write, new when it had none.
+func (pp *portPlan) extra() *portExtras {
+	if pp.extras == nil {
+		pp.extras = &portExtras{}
+	}
+	return pp.extras
 }
 
 // portPlanner plans one service port against the env.
@@ -70,16 +100,18 @@ type portPlanner struct {
 // among its service's ports. It returns the plan, and guarded with the
 // addresses the port asked the guard about appended (guard.Key).
 func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int, guarded []netip.Addr) (*portPlan, []netip.Addr) {
-	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: index}, guarded: guarded}
+	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: int32(index)}, guarded: guarded}
 	p.service()
 	for f := range p.fam {
-		if n := len(p.fam[f].loop); n > 0 && p.e.families[f] {
-			// Sized once: the slice is kept for the life of the plan (one
-			// entry per endpoint on this node).
-			p.out.loop[f] = make([]setEntry, 0, n)
+		if len(p.fam[f].loop) == 0 || !p.e.families[f] {
+			continue
 		}
+		// Sized once: the slice is kept for the life of the plan (one
+		// entry per endpoint on this node).
+		x := p.out.extra()
+		x.loop[f] = make([]setEntry, 0, len(p.fam[f].loop))
 		for _, rs := range p.fam[f].loop {
-			p.out.loop[f] = p.add(p.out.loop[f], f, iptables.SetLoopBack,
+			x.loop[f] = p.add(x.loop[f], f, iptables.SetLoopBack,
 				iptables.Entry{IP: rs.Address, Protocol: sp.Protocol, Port: rs.Port, Net: iptables.HostPrefix(rs.Address)})
 		}
 	}
@@ -87,7 +119,8 @@ func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int, g
 }
 
 func (p *portPlanner) refuse(field, addr string, r model.Reason, msg string) {
-	p.out.refusals = append(p.out.refusals, model.Refusal{
+	x := p.out.extra()
+	x.refusals = append(x.refusals, model.Refusal{
 		Subject: model.ServiceSubject(p.sp.Name.NamespacedName),
 		Field:   field,
 		Address: addr,
@@ -342,8 +375,9 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 	// LoadBalancer without node ports or ingress yet, ipMode Proxy, refused
 	// external addresses, claims lost to another service), through any
 	// claim of the port (the set counts).
-	if sp.HealthCheckNodePort != 0 && len(p.out.health[f]) == 0 {
-		p.out.health[f] = p.add(nil, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
+	if sp.HealthCheckNodePort != 0 && len(p.out.more().health[f]) == 0 && p.e.families[f] {
+		x := p.out.extra()
+		x.health[f] = p.add(nil, f, iptables.SetHealthCheckNodePort, iptables.Entry{Port: sp.HealthCheckNodePort})
 	}
 	c.entries = es
 }
