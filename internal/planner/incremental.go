@@ -35,7 +35,7 @@ type Incremental struct {
 	// dirty are the keys whose claims changed since the last State.
 	dirty    map[ipvs.Key]struct{}
 	addrs    counted[netip.Prefix]
-	sets     [2][]counted[iptables.Entry]
+	sets     [2][]counted[entryKey]
 	refusals counted[model.Refusal]
 	noLocal  noLocalCount
 	// realServers counts the winners' real servers: the size of the
@@ -72,7 +72,7 @@ func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *In
 		dirty:    map[ipvs.Key]struct{}{},
 	}
 	for f := range inc.sets {
-		inc.sets[f] = make([]counted[iptables.Entry], len(iptables.SetSpecs))
+		inc.sets[f] = make([]counted[entryKey], len(iptables.SetSpecs))
 	}
 	inc.nodeRefusals = slices.Clone(refusals)
 	for _, r := range refusals {
@@ -273,11 +273,11 @@ func (inc *Incremental) State() State {
 		slices.SortFunc(changed, ipvs.CompareKeys)
 		st.VirtualServers = patchVirtualServers(inc.st.VirtualServers, changed, inc.winners)
 	}
-	st.Addresses = inc.addrs.patch(inc.st.Addresses, comparePrefix)
+	st.Addresses = patch(&inc.addrs, inc.st.Addresses, same, comparePrefix)
 	if st.Addresses == nil {
 		st.Addresses = []netip.Prefix{}
 	}
-	st.Refusals = inc.refusals.patch(inc.st.Refusals, model.Refusal.Compare)
+	st.Refusals = patch(&inc.refusals, inc.st.Refusals, same, model.Refusal.Compare)
 	if st.Refusals == nil {
 		st.Refusals = []model.Refusal{}
 	}
@@ -326,7 +326,7 @@ func (inc *Incremental) ipsets() []iptables.IPSet {
 	out := make([]iptables.IPSet, len(inc.env.sets))
 	for i, ref := range inc.env.sets {
 		old := prev[ref]
-		es := inc.sets[ref.fam][ref.spec].patch(old, iptables.CompareEntries)
+		es := patch(&inc.sets[ref.fam][ref.spec], old, entryKey.entry, iptables.CompareEntries)
 		if len(es) == 0 {
 			es = nil
 		}
@@ -432,27 +432,31 @@ func (c *counted[T]) move(t T, d int) {
 	}
 }
 
-// patch returns sorted, the distinct elements at the last patch, with the
-// elements that appeared since inserted and those that disappeared
-// removed; sorted itself when none did. The first patch is given the empty
-// slice: every counted element is new.
-func (c *counted[T]) patch(sorted []T, cmp func(a, b T) int) []T {
+// same is the identity: what patch turns an element counted as itself into.
+func same[T any](t T) T { return t }
+
+// patch returns sorted, the distinct elements of c (as of turns them into)
+// at the last patch, with the elements that appeared since inserted and
+// those that disappeared removed; sorted itself when none did. The first
+// patch is given the empty slice: every counted element is new. of must
+// be one to one, and cmp order what it returns.
+func patch[K comparable, T any](c *counted[K], sorted []T, of func(K) T, cmp func(a, b T) int) []T {
 	if !c.patched {
 		c.patched = true
 		if len(c.n) == 0 {
 			return sorted
 		}
 		out := make([]T, 0, len(c.n))
-		for t := range c.n {
-			out = append(out, t)
+		for k := range c.n {
+			out = append(out, of(k))
 		}
 		slices.SortFunc(out, cmp)
 		return out
 	}
 	var ch []T
-	for t, was := range c.was {
-		if (c.n[t] > 0) != was {
-			ch = append(ch, t)
+	for k, was := range c.was {
+		if (c.n[k] > 0) != was {
+			ch = append(ch, of(k))
 		}
 	}
 	if len(c.was) > 1024 {

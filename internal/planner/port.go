@@ -23,10 +23,10 @@ type claim struct {
 	entries []setEntry
 }
 
-// setEntry is an entry of the set SetSpecs[spec] of family fam.
+// setEntry is an entry of the set SetSpecs[spec] of family fam: 40 B.
 type setEntry struct {
 	fam, spec uint8
-	e         iptables.Entry
+	e         entryKey
 }
 
 // portPlan is one service port's share of the state, whatever other
@@ -287,7 +287,7 @@ func (p *portPlanner) add(es []setEntry, f int, set string, e iptables.Entry) []
 	if !p.e.families[f] {
 		return es
 	}
-	return append(es, setEntry{fam: uint8(f), spec: setIndex[set], e: e})
+	return append(es, setEntry{fam: uint8(f), spec: setIndex[set], e: keyOf(e)})
 }
 
 // claim records the port's claim on key: the virtual server it gets if it

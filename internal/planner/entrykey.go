@@ -1,0 +1,84 @@
+package planner
+
+import (
+	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+)
+
+// entryKey is an ipset entry as the plan holds it while it counts it: 38 B
+// against the 80 of an iptables.Entry (whose addresses carry a zone pointer
+// and whose protocol is a string), in every claim's entries and as the
+// key of the set counts (counted), about 2 MiB at 10,000 Services. The
+// state's sets are iptables.Entry lists still (entry).
+//
+// It holds every entry the planner builds: their addresses have no zone
+// (vip, the node port addresses, the endpoints and the source ranges are
+// all without one) and their protocol is none, TCP, UDP or SCTP
+// (portPlanner.service refuses any other before the port claims anything).
+type entryKey struct {
+	ip, net [16]byte
+	port    uint16
+	// ipFam and netFam are 0 for the zero address, 4 or 6.
+	ipFam, netFam uint8
+	// netBits is the prefix length plus one: 0 for no prefix.
+	netBits uint8
+	// proto is the protocol's index in entryProtocols.
+	proto uint8
+}
+
+// entryProtocols are the protocols of the planner's entries.
+var entryProtocols = [...]model.Protocol{"", model.TCP, model.UDP, model.SCTP}
+
+// keyOf is e's entryKey. It panics on an entry the planner never builds: an
+// address with a zone, a protocol outside entryProtocols.
+func keyOf(e iptables.Entry) entryKey {
+	k := entryKey{port: e.Port, proto: 0xff}
+	for i, p := range entryProtocols {
+		if e.Protocol == p {
+			k.proto = uint8(i)
+		}
+	}
+	if k.proto == 0xff || e.IP.Zone() != "" {
+		panic("planner: an ipset entry of protocol " + string(e.Protocol) + " or with a zone (" + e.IP.String() + ")")
+	}
+	k.ip, k.ipFam = addrBytes(e.IP)
+	if e.Net.IsValid() {
+		k.net, k.netFam = addrBytes(e.Net.Addr())
+		k.netBits = uint8(e.Net.Bits() + 1)
+	}
+	return k
+}
+
+// entry is the iptables.Entry of k.
+func (k entryKey) entry() iptables.Entry {
+	e := iptables.Entry{IP: bytesAddr(k.ip, k.ipFam), Protocol: entryProtocols[k.proto], Port: k.port}
+	if k.netBits > 0 {
+		e.Net = netip.PrefixFrom(bytesAddr(k.net, k.netFam), int(k.netBits)-1)
+	}
+	return e
+}
+
+func addrBytes(a netip.Addr) ([16]byte, uint8) {
+	switch {
+	case a.Is4():
+		var b [16]byte
+		a4 := a.As4()
+		copy(b[:], a4[:])
+		return b, 4
+	case a.Is6():
+		return a.As16(), 6
+	}
+	return [16]byte{}, 0
+}
+
+func bytesAddr(b [16]byte, fam uint8) netip.Addr {
+	switch fam {
+	case 4:
+		return netip.AddrFrom4([4]byte(b[:4]))
+	case 6:
+		return netip.AddrFrom16(b)
+	}
+	return netip.Addr{}
+}
