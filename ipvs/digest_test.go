@@ -100,7 +100,7 @@ func TestDumpOfAnUnchangedTableIsEmpty(t *testing.T) {
 	if len(d.Changed) != 0 || len(d.Missing) != 0 || d.Listed != 3 {
 		t.Errorf("unchanged table: %+v, want only Listed 3", d)
 	}
-	if _, err := r.FullFrom(d, []VirtualServer{web, api, dns}, own(vip)); err != nil {
+	if _, err := r.FullFrom(d, []VirtualServer{web, api, dns}, own(vip), nil); err != nil {
 		t.Fatal(err)
 	}
 

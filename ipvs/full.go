@@ -26,7 +26,7 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 	if err != nil {
 		return nil, err
 	}
-	return r.full(dump, nil, desired, own), nil
+	return r.full(dump, nil, desired, own, nil), nil
 }
 
 // full is Full over dump, the table as read and compared with the mirror
@@ -39,7 +39,10 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 // with the plan's list it may share, so that a full sync of an unchanged
 // table allocates next to nothing beyond the dump, and the apply of each
 // desired virtual server finds it programmed (apply's fast path).
-func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServer, own Ownership) *Result {
+//
+// turn, when not nil, is called between two batches of desired virtual
+// servers (Turn); the walk goes on in the desired list it returns.
+func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServer, own Ownership, turn Turn) *Result {
 	r.loadJournal()
 	r.fulls++
 	gen := r.fulls
@@ -111,7 +114,7 @@ func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServe
 	// The virtual servers the mirror lacks are created createBatch at a
 	// time, each batch's real servers added right after it: a new one
 	// waits for its real servers no longer than a batch takes.
-	for lo := 0; lo < len(desired); lo += createBatch {
+	for lo := 0; lo < len(desired); {
 		batch := desired[lo:min(lo+createBatch, len(desired))]
 		refused := r.createAll(batch, res)
 		for i := range batch {
@@ -120,6 +123,12 @@ func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServe
 			}
 			if m := r.apply(&batch[i], res); m != nil {
 				m.wanted = gen
+			}
+		}
+		lo += len(batch)
+		if turn != nil && lo < len(desired) {
+			if next := r.takeTurn(turn, gen); next != nil {
+				desired, lo = next, resumeAfter(next, batch[len(batch)-1].Key)
 			}
 		}
 	}

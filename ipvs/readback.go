@@ -52,13 +52,18 @@ func (r *Reconciler) BeginRead() func() (*Dump, error) {
 // FullFrom is Full over the table as dump, what the read BeginRead
 // returned, found it. Calling Full or FullFrom ends the read: a later
 // FullFrom needs another BeginRead.
-func (r *Reconciler) FullFrom(dump *Dump, desired []VirtualServer, own Ownership) (*Result, error) {
+//
+// turn, when not nil, gives changes waiting beside the full sync their
+// turn between its batches (Turn): desired must then be sorted by
+// CompareKeys, as a planner's state is, and so must each list turn
+// returns.
+func (r *Reconciler) FullFrom(dump *Dump, desired []VirtualServer, own Ownership, turn Turn) (*Result, error) {
 	if !r.reading() {
 		return nil, ErrNoRead
 	}
 	since := r.since
 	r.since = nil
-	return r.full(dump, since, desired, own), nil
+	return r.full(dump, since, desired, own, turn), nil
 }
 
 // reading reports whether a BeginRead is waiting for its FullFrom.

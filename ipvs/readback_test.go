@@ -41,7 +41,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	}
 
 	desired := []VirtualServer{web, api, added, dns}
-	res, err = r.FullFrom(kernel, desired, own(vip))
+	res, err = r.FullFrom(kernel, desired, own(vip), nil)
 	if err != nil || res.Err() != nil {
 		t.Fatalf("FullFrom: %v %v", err, res.Err())
 	}
@@ -56,7 +56,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if r.reading() {
 		t.Error("Reading after FullFrom = true")
 	}
-	if _, err := r.FullFrom(kernel, desired, own(vip)); !errors.Is(err, ErrNoRead) {
+	if _, err := r.FullFrom(kernel, desired, own(vip), nil); !errors.Is(err, ErrNoRead) {
 		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
 	}
 	// The mirror is the kernel's: a Full finds no drift.

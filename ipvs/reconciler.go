@@ -142,6 +142,9 @@ type Reconciler struct {
 	since map[Key]bool
 	// fulls numbers the full syncs (mirrorVS.wanted).
 	fulls uint64
+	// inTurn is the number of the full sync whose Turn is running (turn.go),
+	// 0 outside one: what a Partial then keeps, that full sync wants.
+	inTurn uint64
 }
 
 // NewReconciler returns a reconciler over t. Call Full before Partial.
@@ -201,7 +204,9 @@ func (r *Reconciler) Partial(desired []VirtualServer, changed Changed) (*Result,
 			continue
 		}
 		want[desired[i].Key] = true
-		r.apply(&desired[i], res)
+		if m := r.apply(&desired[i], res); m != nil && r.inTurn != 0 {
+			m.wanted = r.inTurn
+		}
 	}
 	// The changed services' mirrored servers, through the index: no walk
 	// of the mirror.

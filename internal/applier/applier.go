@@ -110,6 +110,10 @@ type Result struct {
 	Drift Drift
 	// Took is how long each phase of the sync took.
 	Took Timings
+	// Turns are the partial syncs a full sync ran between its steps for
+	// the changes that arrived meanwhile (turn.go); their time is in
+	// Took.Turns, not in the steps'.
+	Turns int
 	// AddressesDumped says kube-ipvs0 was read: always in a full sync, in
 	// a partial one when the address manager's view was not trusted (see
 	// addrmgr.Manager.Refresh).
@@ -123,8 +127,9 @@ type Result struct {
 type Timings struct {
 	// Dump is the kube-ipvs0 address dump (in a partial sync, the check
 	// whether one is needed, and the dump if so); Journal the ownership
-	// journal's Record and Settle; Unbind, IPVS, Rules and Bind the phases.
-	Dump, Journal, Unbind, IPVS, Rules, Bind time.Duration
+	// journal's Record and Settle; Unbind, IPVS, Rules and Bind the phases;
+	// Turns the partial syncs a full sync gave a turn (Result.Turns).
+	Dump, Journal, Unbind, IPVS, Rules, Bind, Turns time.Duration
 }
 
 // Add adds u's phases to t's (to average over several syncs).
@@ -135,6 +140,7 @@ func (t *Timings) Add(u Timings) {
 	t.IPVS += u.IPVS
 	t.Rules += u.Rules
 	t.Bind += u.Bind
+	t.Turns += u.Turns
 }
 
 // Err joins every failure, or is nil. Guard refusals are not failures.
@@ -173,7 +179,7 @@ func (r *Result) add(service model.ServicePortName, err error) {
 // kernel could not be read; then nothing was changed.
 func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	a.nodeAddrs = slices.Clone(nodeAddrs)
-	return a.sync(st, true, nil, nil, nil)
+	return a.sync(st, true, nil, nil, nil, nil)
 }
 
 // Cleanup removes what the proxy owns and nothing else, in a safe order:
@@ -273,7 +279,7 @@ func (a *Applier) PartialIndexed(st *planner.State, idx Index, changed ...types.
 		selected = append(selected, idx.VirtualServersOf(n)...)
 	}
 	slices.SortFunc(selected, func(a, b ipvs.VirtualServer) int { return ipvs.CompareKeys(a.Key, b.Key) })
-	return a.sync(st, false, set, selected, nil)
+	return a.sync(st, false, set, selected, nil, nil)
 }
 
 // changedSet reports whether a service port belongs to one of the changed
@@ -301,9 +307,11 @@ func (c changedSet) names() ipvs.Changed {
 }
 
 // sync applies st: all of it (full), or the addresses, rules and the
-// selected virtual servers, the changed services' share (partial).
-func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer, rb *Readback) (*Result, error) {
-	s := &syncRun{a: a, st: st, full: full, changed: changed, rb: rb, res: &Result{}, mark: a.Clock.Now()}
+// selected virtual servers, the changed services' share (partial). A full
+// sync with a turn gives it a turn between its steps (turn.go) and goes on
+// with the state it returns.
+func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer, rb *Readback, turn Turn) (*Result, error) {
+	s := &syncRun{a: a, st: st, full: full, changed: changed, rb: rb, turn: turn, res: &Result{}, mark: a.Clock.Now()}
 	bound, err := s.dump()
 	if err != nil {
 		return nil, err
@@ -316,7 +324,9 @@ func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selecte
 	if err := s.reconcileIPVS(selected, bound); err != nil {
 		return nil, err
 	}
+	s.takeTurn()
 	s.syncRules()
+	s.takeTurn()
 	s.bind()
 	a.settle(s.res, full)
 	s.lap(&s.res.Took.Journal)
@@ -333,8 +343,10 @@ type syncRun struct {
 	changed changedSet
 	// rb, in a full sync, is the IPVS table read off the loop (FullFrom);
 	// nil: the sync reads it.
-	rb  *Readback
-	res *Result
+	rb *Readback
+	// turn, in a full sync from rb, runs the changes waiting (turn.go).
+	turn Turn
+	res  *Result
 	// mark is when the step being timed began.
 	mark time.Time
 	// byAddrMap is who asked for each address, built when byAddr does not
@@ -466,7 +478,7 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}
 		if s.rb != nil {
-			res.IPVS, err = a.ipvs.FullFrom(s.rb.ipvs, s.st.VirtualServers, own)
+			res.IPVS, err = a.ipvs.FullFrom(s.rb.ipvs, s.st.VirtualServers, own, s.ipvsTurn())
 		} else {
 			res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
 		}

@@ -77,7 +77,12 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 // FullFrom is Full with the IPVS table as rb, the read BeginFull returned,
 // found it. The error is ipvs.ErrNoRead when a Full ran since BeginFull
 // (a full sync the loop could not defer): the read is then stale.
-func (a *Applier) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *Readback) (*Result, error) {
+//
+// turn, when not nil, gives the changes that arrive while it runs their
+// turn between its steps (Turn), and the sync goes on with the state turn
+// returns: st's virtual servers must be sorted by ipvs.CompareKeys, as a
+// planner's are.
+func (a *Applier) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *Readback, turn Turn) (*Result, error) {
 	a.nodeAddrs = slices.Clone(nodeAddrs)
-	return a.sync(st, true, nil, nil, rb)
+	return a.sync(st, true, nil, nil, rb, turn)
 }

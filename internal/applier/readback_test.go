@@ -48,7 +48,7 @@ func TestFullFromReadBesideAPartial(t *testing.T) {
 		t.Fatalf("partial: %v %v %+v", err, res.Err(), res.IPVS)
 	}
 	dumps := b.link.Dumps
-	res, err := b.a.FullFrom(after, nodeAddrs, rb)
+	res, err := b.a.FullFrom(after, nodeAddrs, rb, nil)
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -105,7 +105,7 @@ func TestFullFromAddressesReadBeside(t *testing.T) {
 		t.Fatalf("partial: %v %v, dumped %v (the watched view is trusted)", err, res.Err(), res.AddressesDumped)
 	}
 	b.link.Flush()
-	res, err := b.a.FullFrom(after, nodeAddrs, rb)
+	res, err := b.a.FullFrom(after, nodeAddrs, rb, nil)
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -166,7 +166,7 @@ func TestFullFromReadsTheRulesToo(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res, err := b.a.FullFrom(st, []netip.Addr{nodeIP}, rb); err != nil || res.Err() != nil {
+	if res, err := b.a.FullFrom(st, []netip.Addr{nodeIP}, rb, nil); err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
 	if rr.begun != 1 || rr.fullFroms != 1 || rr.fulls != 1 {

@@ -13,7 +13,9 @@
 // A change of the node's own addresses or of any Node makes the next sync a
 // full one.
 // Changes are coalesced: with --min-sync-period 0 a change is applied at
-// once and whatever arrives during an apply is batched into the next one.
+// once and whatever arrives during an apply is batched into the next one;
+// what arrives during a periodic full sync is applied in a turn between its
+// steps (turn.go), not after it.
 // A failed apply is retried with exponential backoff; a failure outside a
 // service, or a kernel that could not be read, is retried as a full sync.
 //

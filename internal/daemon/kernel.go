@@ -241,9 +241,10 @@ func (k *kernel) Full(st *planner.State, nodeAddrs []netip.Addr) (*applier.Resul
 // the ipsets and the tables run beside the loop (Readbacker).
 func (k *kernel) BeginFull() func() (*applier.Readback, error) { return k.app.BeginFull() }
 
-// FullFrom is Full with the IPVS table as BeginFull's read found it.
-func (k *kernel) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error) {
-	return k.app.FullFrom(st, nodeAddrs, rb)
+// FullFrom is Full with the IPVS table as BeginFull's read found it, in
+// turns (applier.Turn).
+func (k *kernel) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback, turn applier.Turn) (*applier.Result, error) {
+	return k.app.FullFrom(st, nodeAddrs, rb, turn)
 }
 
 var _ Readbacker = (*kernel)(nil)

@@ -152,6 +152,9 @@ type Loop struct {
 	// full sync that is then due.
 	reading chan readResult
 	read    *readResult
+	// nodesWaiting: a full sync's turn took a Node change with the
+	// services it applied (turn.go); the next sync takes it.
+	nodesWaiting bool
 }
 
 // Stats count what the loop did; Run's caller may read them after Run
@@ -178,7 +181,11 @@ type SyncReport struct {
 	Duration time.Duration
 	// Stages split Duration, and say how long the changes waited for it.
 	Stages Stages
-	Err    error // nil when everything was applied
+	// Turns are the partial syncs this full sync ran between its steps
+	// for the changes that arrived meanwhile (turn.go), each reported
+	// before it; their time is in Duration.
+	Turns int
+	Err   error // nil when everything was applied
 }
 
 func (l *Loop) defaults() {
@@ -286,12 +293,7 @@ func (l *Loop) Stats() Stats { return l.stats }
 // syncOnce takes the changes and applies them, fully or partially.
 func (l *Loop) syncOnce() {
 	full := l.needFull
-	// A notification sent before this take is answered by it.
-	select {
-	case <-l.Source.Notify():
-	default:
-	}
-	changes := l.Source.TakeChanges()
+	changes := l.takeChanges()
 	kicked := l.kicked
 	l.dirty, l.kicked = false, false
 	if !full && changes.Empty() && !kicked {
@@ -346,15 +348,22 @@ func (l *Loop) syncOnce() {
 	if err == nil {
 		st, res, err = l.apply(&rep, o, nodes, &sw)
 	}
-	rep.Duration = l.Clock.Since(start)
-	if err == nil {
-		err = res.Err()
+	l.conclude(&rep, start, changes, st, res, err)
+}
+
+// takeChanges takes the changes waiting, with a Node change a full sync's
+// turn left (nodesWaiting).
+func (l *Loop) takeChanges() informers.Changes {
+	// A notification sent before this take is answered by it.
+	select {
+	case <-l.Source.Notify():
+	default:
 	}
-	rep.Err = err
-	l.finish(&rep, changes, st, res)
-	if l.Observe != nil {
-		l.Observe(rep, l.stats)
+	changes := l.Source.TakeChanges()
+	if l.nodesWaiting {
+		changes.Nodes, l.nodesWaiting = true, false
 	}
+	return changes
 }
 
 // options are the planning options of this sync: l.Options with the
@@ -422,10 +431,29 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 		// takeover, are removed (docs/migration.md).
 		addrs := slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs)
 		if r := l.read; r != nil && r.rb != nil {
-			res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, r.rb)
-		} else {
-			res, err = l.Applier.Full(&st, addrs)
+			// The periodic full sync, in turns: the state it ends with
+			// is the last turn's.
+			latest := &st
+			turn := func() *planner.State {
+				t := l.turn()
+				if t != nil {
+					latest = t
+				}
+				return t
+			}
+			res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, r.rb, turn)
+			if res != nil {
+				rep.Turns = res.Turns
+			}
+			// A read still under way is older than this sync's: dropped.
+			l.reading, l.read = nil, nil
+			sw.lap(&stages.Apply)
+			if err != nil {
+				return latest, nil, err
+			}
+			return latest, res, nil
 		}
+		res, err = l.Applier.Full(&st, addrs)
 		// A read still under way is older than this sync's: dropped.
 		l.reading, l.read = nil, nil
 	} else {
@@ -436,159 +464,4 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 		return &st, nil, err
 	}
 	return &st, res, nil
-}
-
-// finish records the outcome: retries, metrics, health, Events.
-func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.State, res *applier.Result) {
-	mode := metrics.ModePartial
-	if rep.Full {
-		mode = metrics.ModeFull
-		l.stats.Full++
-	} else {
-		l.stats.Partial++
-	}
-	now := l.Clock.Now()
-	if res != nil && res.Drift.Total() > 0 {
-		l.noteDrift(mode, res.Drift)
-	}
-	failed := map[types.NamespacedName]bool{}
-	if rep.Err != nil {
-		l.stats.Failed++
-		l.scheduleRetry(now)
-		if res == nil {
-			// Nothing is known to be applied: every change is retried,
-			// as a full sync.
-			l.needFull = true
-			l.Source.Requeue(changes.Services)
-			for _, s := range changes.Services {
-				failed[s] = true
-			}
-		} else {
-			var keys []types.NamespacedName
-			for _, s := range res.FailedServices() {
-				if s.IsZero() {
-					l.needFull = true
-					continue
-				}
-				if !failed[s.NamespacedName] {
-					failed[s.NamespacedName] = true
-					keys = append(keys, s.NamespacedName)
-				}
-			}
-			l.Source.Requeue(keys)
-		}
-		l.Log.Warn("sync failed; retrying", zap.String("mode", mode), zap.Duration("took", rep.Duration),
-			zap.Duration("retryIn", l.backoff), zap.Bool("retryFull", l.needFull), zap.Error(rep.Err))
-	} else {
-		l.backoff = 0
-		l.retryAt = time.Time{}
-		l.Log.Debug("sync done", append([]zap.Field{zap.String("mode", mode), zap.Duration("took", rep.Duration),
-			zap.Int("services", len(changes.Services)), zap.Bool("replanned", rep.Replanned)}, rep.Stages.fields()...)...)
-	}
-	if rep.Full && rep.Err == nil && !l.firstFullDone && st != nil {
-		l.firstFullDone = true
-		l.Log.Info("first full sync applied", zap.Duration("took", rep.Duration),
-			zap.Duration("sinceStart", now.Sub(l.started)),
-			zap.Int("virtualServers", len(st.VirtualServers)), zap.Int("addresses", len(st.Addresses)),
-			zap.Int("refusals", len(st.Refusals)))
-	}
-	if l.Health != nil {
-		if rep.Err == nil {
-			l.Health.Updated()
-		}
-		if rep.Err != nil || l.Source.Pending() > 0 {
-			l.Health.QueuedUpdate()
-		}
-	}
-	if l.Metrics != nil {
-		l.observe(mode, rep, changes, failed, st, now)
-		l.observeConntrack(res)
-	}
-	if l.Events != nil && st != nil {
-		if _, limited := l.Events.Report(st.Refusals); limited > 0 {
-			l.Log.Debug("refusal events rate-limited", zap.Int("held", limited))
-		}
-	}
-}
-
-// noteDrift logs and counts what a sync found changed by others, and
-// repaired.
-func (l *Loop) noteDrift(mode string, d applier.Drift) {
-	l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
-		zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
-		zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
-	if l.Metrics != nil {
-		l.Metrics.AddDriftRepairs(map[string]int{
-			metrics.DriftVirtualServer: d.VirtualServers, metrics.DriftAddress: d.Addresses,
-			metrics.DriftIPSetEntry: d.SetEntries, metrics.DriftIPSet: d.Sets, metrics.DriftIPTablesTable: d.Tables,
-		})
-	}
-}
-
-// observe records a finished sync in the metrics: its duration and
-// outcome, the pending changes, the network programming latency of the
-// changes it applied (failed ones are not), and the planned state's sizes
-// and refusals.
-func (l *Loop) observe(mode string, rep *SyncReport, changes informers.Changes, failed map[types.NamespacedName]bool, st *planner.State, now time.Time) {
-	l.Metrics.ObserveSync(mode, rep.Duration, rep.Err == nil)
-	l.Metrics.PendingChanges.Set(float64(l.Source.Pending()))
-	for key, t := range changes.Triggers {
-		// As kube-proxy: a change from before this process started
-		// (the initial list) says nothing about its latency.
-		if !failed[key] && !t.IsZero() && !t.Before(l.started) {
-			l.Metrics.NetworkProgrammingLatency.Observe(now.Sub(t).Seconds())
-		}
-	}
-	if st == nil {
-		return
-	}
-	// Counted by the plan as winners change: a walk of 200,000 real
-	// servers per partial sync would cost more than the change.
-	l.Metrics.VirtualServers.Set(float64(len(st.VirtualServers)))
-	l.Metrics.RealServers.Set(float64(l.plan.RealServers()))
-	l.Metrics.Addresses.Set(float64(len(st.Addresses)))
-	for f, n := range l.noLocal {
-		l.Metrics.KubeProxy.SetNoLocalEndpoints(metrics.IPFamilies[f], n.Internal, n.External)
-	}
-	if sameRefusals(st.Refusals, l.counted) {
-		// The plan hands on unchanged refusals as the same slice.
-		return
-	}
-	l.counted = st.Refusals
-	byReason := map[string]int{}
-	for _, r := range st.Refusals {
-		byReason[string(r.Reason)]++
-	}
-	l.Metrics.SetRefusals(byReason)
-}
-
-// observeConntrack records the sync's conntrack flow deletions, each
-// family's as one round of kube-proxy's conntrack reconciler.
-func (l *Loop) observeConntrack(res *applier.Result) {
-	if res == nil || res.IPVS == nil {
-		return
-	}
-	for f, round := range res.IPVS.Conntrack {
-		if round.Ran {
-			l.Metrics.KubeProxy.ConntrackReconciled(metrics.IPFamilies[f], round.Took.Seconds(), round.Entries)
-		}
-	}
-}
-
-// sameRefusals reports whether a and b are the same slice: the same first
-// element and length, and not nil.
-func sameRefusals(a, b []model.Refusal) bool {
-	return a != nil && b != nil && len(a) == len(b) && (len(a) == 0 || &a[0] == &b[0])
-}
-
-func (l *Loop) scheduleRetry(now time.Time) {
-	if l.backoff == 0 {
-		l.backoff = l.BackoffInitial
-	} else {
-		l.backoff *= 2
-		if l.backoff > l.BackoffMax {
-			l.backoff = l.BackoffMax
-		}
-	}
-	l.retryAt = now.Add(l.backoff)
 }

@@ -54,6 +54,9 @@ type fakeSource struct {
 	api []netip.Addr
 	// converted counts the Services converted (Service calls).
 	converted int
+	// onPending, if set, runs once at the next Pending call, before it
+	// counts: a change that arrives at that moment.
+	onPending func()
 }
 
 func newFakeSource() *fakeSource {
@@ -99,6 +102,10 @@ func (s *fakeSource) Requeue(keys []types.NamespacedName) {
 }
 
 func (s *fakeSource) Pending() int {
+	if f := s.onPending; f != nil {
+		s.onPending = nil
+		f()
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return len(s.dirty)

@@ -23,8 +23,9 @@ type Readbacker interface {
 	// BeginFull starts the full sync; the read it returns runs on another
 	// goroutine.
 	BeginFull() func() (*applier.Readback, error)
-	// FullFrom is Full with the kernel as the read found it.
-	FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error)
+	// FullFrom is Full with the kernel as the read found it, giving the
+	// changes that arrive meanwhile their turns (applier.Turn).
+	FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback, turn applier.Turn) (*applier.Result, error)
 }
 
 // readResult is what a periodic full sync's read returned.

@@ -23,6 +23,8 @@ type readbackApplier struct {
 	fullFromAddrs []netip.Addr
 }
 
+var _ Readbacker = (*readbackApplier)(nil)
+
 func (r *readbackApplier) BeginFull() func() (*applier.Readback, error) {
 	r.begun.Add(1)
 	return func() (*applier.Readback, error) {
@@ -33,7 +35,7 @@ func (r *readbackApplier) BeginFull() func() (*applier.Readback, error) {
 	}
 }
 
-func (r *readbackApplier) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback) (*applier.Result, error) {
+func (r *readbackApplier) FullFrom(st *planner.State, nodeAddrs []netip.Addr, rb *applier.Readback, _ applier.Turn) (*applier.Result, error) {
 	if rb == nil {
 		panic("FullFrom without a read")
 	}

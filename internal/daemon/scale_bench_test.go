@@ -60,7 +60,7 @@ type scaleNode struct {
 	sets  *iptables.FakeSets
 }
 
-func newScaleLoopOn(b *testing.B, n int, node scaleNode) (l *Loop, src *fakeSource, last *SyncReport) {
+func newScaleLoopOn(b testing.TB, n int, node scaleNode) (l *Loop, src *fakeSource, last *SyncReport) {
 	src = newFakeSource()
 	fillScale(src, n, 10)
 	mgr := addrmgr.NewManager(node.link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)

@@ -1,0 +1,130 @@
+package daemon
+
+import (
+	"fmt"
+	"maps"
+	"net/netip"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+)
+
+// TestChangeTakesATurnInAPeriodicFullSync: changes that arrive once a
+// periodic full sync from its read took its changes are applied in a turn
+// inside it (a partial sync, reported before the full sync ends), not
+// after it, and the full sync goes on with the state they leave: the node
+// ends as a fresh loop programs the same services, a service changed late
+// in the walk is not set back, one added early is not deleted, one
+// removed is not created again.
+func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
+	const n = 2000 // 2,500 virtual servers: five batches of the IPVS walk
+	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	l, src, _ := newScaleLoopOn(t, n, node)
+	var reps []SyncReport
+	l.Observe = func(rep SyncReport, _ Stats) { reps = append(reps, rep) }
+	l.needFull = true
+	l.syncOnce()
+
+	late, gone, early := svcKey(1900), svcKey(3), types.NamespacedName{Namespace: "ns", Name: "early"}
+	trigger := time.Now()
+	var replaced netip.Addr
+	src.onPending = func() {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		eps := slices.Clone(src.eps[late])
+		replaced = eps[0].Address
+		eps[0].Address = netip.MustParseAddr("10.250.0.1")
+		src.eps[late] = eps
+		delete(src.svcs, gone)
+		delete(src.eps, gone)
+		// Its ClusterIP sorts before every other: in the walk's first batch.
+		src.svcs[early] = model.ServicePort{Name: model.ServicePortName{NamespacedName: early, Port: "http"}, Protocol: model.TCP, Port: 80,
+			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.95.0.1")}}
+		src.eps[early] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.2"), Port: 8080, Ready: true, Serving: true}}
+		for _, k := range []types.NamespacedName{late, gone, early} {
+			src.dirty[k] = true
+		}
+		src.triggers[late] = trigger
+	}
+	rb, err := l.Applier.(Readbacker).BeginFull()()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l.read, l.needFull = &readResult{rb: rb}, true
+	l.syncOnce()
+
+	if len(reps) != 3 {
+		t.Fatalf("%d syncs reported, want 3: the first full sync, the turn's partial sync, the periodic full sync", len(reps))
+	}
+	turn, full := reps[1], reps[2]
+	if turn.Full || turn.Err != nil || !slices.Equal(turn.Services, []types.NamespacedName{early, gone, late}) {
+		t.Errorf("the turn: full %t, services %v, error %v; want a partial sync of the three changed services", turn.Full, turn.Services, turn.Err)
+	}
+	if !full.Full || full.Err != nil || full.Turns != 1 || len(full.Services) != 0 {
+		t.Errorf("the periodic full sync: full %t, turns %d, services %v, error %v; want one turn and none of the changes taken itself", full.Full, full.Turns, full.Services, full.Err)
+	}
+	if src.Pending() != 0 || l.needFull || l.dirty {
+		t.Errorf("after the full sync: %d changes pending, needFull %t, dirty %t; want nothing left", src.Pending(), l.needFull, l.dirty)
+	}
+
+	// A fresh loop over a fresh node, from the same services.
+	fresh := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	fl, _, flast := newScaleLoopOn(t, n, fresh)
+	fl.Source = src
+	fl.needFull = true
+	if fl.syncOnce(); flast.Err != nil {
+		t.Fatal(flast.Err)
+	}
+	// The replaced endpoint is quiesced (weight 0) until its connections
+	// end, as any removed one; a fresh sync never had it.
+	quiesced := fmt.Sprintf(" -r %s:8080 -m -w 0", replaced)
+	got := strings.Join(slices.DeleteFunc(strings.Split(node.table.String(), "\n"), func(l string) bool { return strings.HasSuffix(l, quiesced) }), "\n")
+	if want := fresh.table.String(); got != want {
+		t.Errorf("IPVS after the full sync in turns differs from a fresh sync's:\n%s", lineDiff(got, want))
+	}
+	if got, want := node.link.String(), fresh.link.String(); got != want {
+		t.Errorf("kube-ipvs0 after the full sync in turns differs from a fresh sync's")
+	}
+	if got, want := setMembers(t, node.sets), setMembers(t, fresh.sets); !maps.EqualFunc(got, want, slices.Equal) {
+		t.Errorf("ipsets after the full sync in turns differ from a fresh sync's")
+	}
+}
+
+func svcKey(i int) types.NamespacedName {
+	return types.NamespacedName{Namespace: "ns", Name: fmt.Sprintf("s%05d", i)}
+}
+
+// setMembers are every set's entries, rendered and sorted.
+func setMembers(t *testing.T, sets *iptables.FakeSets) map[string][]string {
+	t.Helper()
+	all, err := sets.ListAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := map[string][]string{}
+	for name, ks := range all {
+		var es []string
+		for _, e := range ks.Entries {
+			es = append(es, fmt.Sprint(e))
+		}
+		slices.Sort(es)
+		out[name] = es
+	}
+	return out
+}
+
+// lineDiff lists the lines only got or only want has.
+func lineDiff(got, want string) string {
+	g, w := strings.Split(got, "\n"), strings.Split(want, "\n")
+	return fmt.Sprintf("only after the turns: %q\nonly in a fresh sync: %q",
+		slices.DeleteFunc(slices.Clone(g), func(l string) bool { return slices.Contains(w, l) }),
+		slices.DeleteFunc(slices.Clone(w), func(l string) bool { return slices.Contains(g, l) }))
+}
