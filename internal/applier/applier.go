@@ -312,15 +312,19 @@ func (c changedSet) names() ipvs.Changed {
 // with the state it returns.
 func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer, rb *Readback, turn Turn) (*Result, error) {
 	s := &syncRun{a: a, st: st, full: full, changed: changed, rb: rb, turn: turn, res: &Result{}, mark: a.Clock.Now()}
+	s.takeTurn()
 	bound, err := s.dump()
 	if err != nil {
 		return nil, err
 	}
 	if full {
-		selected = st.VirtualServers
+		selected = s.st.VirtualServers
 	}
 	unwanted := s.record(selected)
 	s.unbind(unwanted)
+	if s.takeTurn() {
+		selected = s.st.VirtualServers
+	}
 	if err := s.reconcileIPVS(selected, bound); err != nil {
 		return nil, err
 	}

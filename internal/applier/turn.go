@@ -7,8 +7,9 @@ import (
 
 // Turn is a periodic full sync's turn for the changes that arrived while
 // it runs (the full sync in turns, docs/architecture.md): FullFrom calls
-// it between batches of its IPVS walk (ipvs.Turn), after the IPVS step and
-// after the ipsets and iptables. It applies the waiting changes with
+// it before its kube-ipvs0 dump, before its IPVS step, between batches of
+// its IPVS walk (ipvs.Turn), after the IPVS step and after the ipsets and
+// iptables. It applies the waiting changes with
 // Partial, as the sync loop applies any change, and returns the state
 // they leave, which the full sync goes on with; nil when nothing was
 // waiting.

@@ -36,7 +36,16 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	late, gone, early := svcKey(1900), svcKey(3), types.NamespacedName{Namespace: "ns", Name: "early"}
 	trigger := time.Now()
 	var replaced netip.Addr
-	src.onPending = func() {
+	// They arrive at the fourth question whether changes wait: the loop's
+	// metrics, the turns before the kube-ipvs0 dump and before the IPVS
+	// step, then the first between two batches of the IPVS walk.
+	asked := 0
+	var arrive func()
+	arrive = func() {
+		if asked++; asked < 4 {
+			src.onPending = arrive
+			return
+		}
 		src.mu.Lock()
 		defer src.mu.Unlock()
 		eps := slices.Clone(src.eps[late])
@@ -54,6 +63,7 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 		}
 		src.triggers[late] = trigger
 	}
+	src.onPending = arrive
 	rb, err := l.Applier.(Readbacker).BeginFull()()
 	if err != nil {
 		t.Fatal(err)
