@@ -183,15 +183,10 @@ func benchReadbackFullSync(b *testing.B, n int, adopted bool) {
 			b.Fatalf("the adopting full sync failed or changed the table: %v", last.Err)
 		}
 	}
-	rba := l.Applier.(Readbacker)
 	b.ReportAllocs()
 	for i := 0; b.Loop(); i++ {
 		b.StopTimer()
-		rb, err := rba.BeginFull()()
-		if err != nil {
-			b.Fatal(err)
-		}
-		l.read, l.needFull = &readResult{rb: rb}, true
+		readBeside(b, l)
 		b.StartTimer()
 		l.syncOnce()
 		if last.Err != nil || !last.Full || l.read != nil {
@@ -253,15 +248,10 @@ func BenchmarkChangeDuringFullSync(b *testing.B) {
 					turns++
 				}
 			}
-			rba := l.Applier.(Readbacker)
 			var waited, held time.Duration
 			for i := 0; b.Loop(); i++ {
 				b.StopTimer()
-				rb, err := rba.BeginFull()()
-				if err != nil {
-					b.Fatal(err)
-				}
-				l.read, l.needFull = &readResult{rb: rb}, true
+				readBeside(b, l)
 				src.onPending = func() {
 					src.mu.Lock()
 					eps := slices.Clone(src.eps[changed])
@@ -283,4 +273,15 @@ func BenchmarkChangeDuringFullSync(b *testing.B) {
 			b.ReportMetric(float64(held.Microseconds())/1000/float64(b.N), "held-ms")
 		})
 	}
+}
+
+// readBeside runs a periodic full sync's read beside the loop at once, and
+// makes the full sync from it due.
+func readBeside(tb testing.TB, l *Loop) {
+	tb.Helper()
+	rb, err := l.Applier.(Readbacker).BeginFull()()
+	if err != nil {
+		tb.Fatal(err)
+	}
+	l.read, l.needFull = &readResult{rb: rb}, true
 }

@@ -64,11 +64,7 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 		src.triggers[late] = trigger
 	}
 	src.onPending = arrive
-	rb, err := l.Applier.(Readbacker).BeginFull()()
-	if err != nil {
-		t.Fatal(err)
-	}
-	l.read, l.needFull = &readResult{rb: rb}, true
+	readBeside(t, l)
 	l.syncOnce()
 
 	if len(reps) != 3 {
