@@ -60,6 +60,10 @@ type breakdown struct {
 	// that programs the kernel: where the time to the first complete sync
 	// goes after the caches are synced.
 	first [][]time.Duration
+	// turns are the partial syncs those full syncs ran inside them for
+	// changes that arrived meanwhile (the full sync in turns), and
+	// turned how many of them ran any.
+	turns, turned int
 	// replanned is how many of those planned every service again (a
 	// changed node, as the loop read it) rather than reading the
 	// incremental plan.
@@ -134,6 +138,10 @@ func readBreakdown(t *testing.T, path string) breakdown {
 				if m["replanned"] == true {
 					b.replanned++
 				}
+				if n, _ := m["turns"].(float64); n > 0 {
+					b.turns += int(n)
+					b.turned++
+				}
 			}
 		} else if d, _ := m["deliveredIn"].(float64); d > 0 && a != nil {
 			collect(b.per, stages, m, a)
@@ -201,7 +209,7 @@ func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 	}
 	row("end to end: write → the poll saw it", lat)
 	if len(b.full[0]) > 0 {
-		fmt.Fprintf(&out, "\nipvs-proxy's full syncs after the first (%d: the periodic ones, from the start to the end of the changes; %d planned every service again)\n", len(b.full[0]), b.replanned)
+		fmt.Fprintf(&out, "\nipvs-proxy's full syncs after the first (%d: the periodic ones, from the start to the end of the changes; %d planned every service again; %d gave changes that arrived meanwhile %d turns, their time in the sync's own duration)\n", len(b.full[0]), b.replanned, b.turned, b.turns)
 		out.WriteString("| Stage | p50 | mean |\n|---|---|---|\n")
 		for i, s := range fullStages {
 			row(s.name, b.full[i])
