@@ -24,6 +24,9 @@ var (
 	ErrNotHost = errors.New("not a /32 or /128")
 	// ErrNotDummy is returned when kube-ipvs0 exists but is not a dummy device.
 	ErrNotDummy = errors.New("kube-ipvs0 exists and is not a dummy device")
+	// ErrNotReady is Bind's failure for an address its ready function
+	// refused: not all of its virtual servers exist.
+	ErrNotReady = errors.New("its virtual servers are not all programmed")
 )
 
 // Protector is what the Manager asks immediately before each bind: the
@@ -511,7 +514,7 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			continue
 		}
 		if ready != nil && !ready(p.Addr()) {
-			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: errors.New("its virtual servers are not all programmed")})
+			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: ErrNotReady})
 			continue
 		}
 		if v := m.guard.Check(p.Addr()); v.Protected {

@@ -88,6 +88,9 @@ type Applier struct {
 	log   *zap.Logger
 	// nodeAddrs are the node's own addresses from the last Full.
 	nodeAddrs []netip.Addr
+	// turning is set while a full sync gives changes a turn (turn.go): the
+	// partial syncs then run inside it.
+	turning bool
 }
 
 // New returns an applier. rules may be nil: ipsets and iptables are then
@@ -332,7 +335,13 @@ func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selecte
 	s.syncRules()
 	s.takeTurn()
 	s.bind()
-	a.settle(s.res, full)
+	if !a.turning {
+		// A partial sync inside a full sync's turn leaves the journal as
+		// it is: the full sync journaled virtual servers its walk may not
+		// have created yet, which a prune to the mirror would drop; its
+		// own settle, at its end, prunes what both left.
+		a.settle(s.res, full)
+	}
 	s.lap(&s.res.Took.Journal)
 	s.logResult()
 	return s.res, nil
@@ -536,6 +545,13 @@ func (s *syncRun) bind() {
 		return true
 	}
 	res.Bind = a.addrs.Bind(s.st.Addresses, ready)
+	if a.turning {
+		// Inside a full sync's turn, an address whose virtual servers are
+		// not all there yet is the full sync's to bind, after its IPVS
+		// walk, or to report: a changed service whose virtual server
+		// failed has that failure from the IPVS step.
+		res.Bind.Failures = slices.DeleteFunc(res.Bind.Failures, func(f addrmgr.Failure) bool { return errors.Is(f.Err, addrmgr.ErrNotReady) })
+	}
 	for _, f := range res.Bind.Failures {
 		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
 			res.add(svc, f)

@@ -29,7 +29,9 @@ func (s *syncRun) takeTurn() bool {
 		return false
 	}
 	start := s.a.Clock.Now()
+	s.a.turning = true
 	st := s.turn()
+	s.a.turning = false
 	took := s.a.Clock.Since(start)
 	s.mark = s.mark.Add(took)
 	if st == nil {

@@ -13,7 +13,8 @@ import (
 //
 // It returns nil, leaving the changes to the sync after the full one,
 // when nothing waits, when --min-sync-period has not passed since the
-// last sync began, and when the node's addresses differ from those the
+// last sync began, while a failed sync's retry backs off, and when the
+// node's addresses differ from those the
 // full sync plans with (a sync that plans everything is then due). A Node
 // change taken with the services is left to the next sync
 // (nodesWaiting): a turn plans the changed services alone.
@@ -23,6 +24,10 @@ func (l *Loop) turn() *planner.State {
 	}
 	start := l.Clock.Now()
 	if l.MinSyncPeriod > 0 && start.Before(l.lastStart.Add(l.MinSyncPeriod)) {
+		return nil
+	}
+	if start.Before(l.retryAt) {
+		// A failed sync's retry waits out its backoff, turn or not.
 		return nil
 	}
 	var rep SyncReport

@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"errors"
 	"fmt"
 	"maps"
 	"net/netip"
@@ -101,6 +102,106 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	}
 	if got, want := setMembers(t, node.sets), setMembers(t, fresh.sets); !maps.EqualFunc(got, want, slices.Equal) {
 		t.Errorf("ipsets after the full sync in turns differ from a fresh sync's")
+	}
+}
+
+// TestTurnsKeepTheRetryBackoff: a change whose apply fails in a turn of a
+// periodic full sync is requeued and waits out its backoff (retryAt), as
+// after any failed sync: it is not applied again at every later turn
+// point of the same full sync (every 512 virtual servers of the walk).
+func TestTurnsKeepTheRetryBackoff(t *testing.T) {
+	const n = 2000 // 2,500 virtual servers: five batches of the IPVS walk
+	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	l, src, _ := newScaleLoopOn(t, n, node)
+	l.BackoffInitial, l.BackoffMax = time.Hour, time.Hour
+	var reps []SyncReport
+	l.Observe = func(rep SyncReport, _ Stats) { reps = append(reps, rep) }
+	l.needFull = true
+	l.syncOnce()
+
+	bad := types.NamespacedName{Namespace: "ns", Name: "bad"}
+	badIP := netip.MustParseAddr("10.95.0.1")
+	node.table.Fail = func(op string, k ipvs.Key) error {
+		if op == "AddService" && k.Address == badIP {
+			return errors.New("refused")
+		}
+		return nil
+	}
+	src.onPending = func() {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		src.svcs[bad] = model.ServicePort{Name: model.ServicePortName{NamespacedName: bad, Port: "http"}, Protocol: model.TCP, Port: 80,
+			ClusterIPs: []netip.Addr{badIP}}
+		src.eps[bad] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.2"), Port: 8080, Ready: true, Serving: true}}
+		src.dirty[bad] = true
+	}
+	readBeside(t, l)
+	reps = nil
+	l.syncOnce()
+
+	failed := 0
+	for _, rep := range reps {
+		if !rep.Full && rep.Err != nil {
+			failed++
+		}
+	}
+	if failed > 1 {
+		t.Errorf("one periodic full sync applied the failing change %d times in its turns, each failing, with an hour's backoff; want once", failed)
+	}
+}
+
+// TestTurnLeavesTheFullSyncsNewServiceToIt: a periodic full sync that took
+// a new Service with its changes creates its virtual server in its IPVS
+// walk and binds its ClusterIP at its end. A change that arrives
+// meanwhile takes a turn, whose partial sync binds the ready addresses of
+// the whole state: the new Service's, whose virtual server the walk has
+// not reached yet, is the full sync's to bind, not a failure of the turn
+// (which would be counted, logged, the new Service requeued and a retry
+// backed off although nothing failed).
+func TestTurnLeavesTheFullSyncsNewServiceToIt(t *testing.T) {
+	const n = 2000
+	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	l, src, _ := newScaleLoopOn(t, n, node)
+	var reps []SyncReport
+	l.Observe = func(rep SyncReport, _ Stats) { reps = append(reps, rep) }
+	l.needFull = true
+	l.syncOnce()
+
+	// Taken by the periodic full sync: its ClusterIP sorts after every
+	// other, in the walk's last batch.
+	fresh := types.NamespacedName{Namespace: "ns", Name: "fresh"}
+	src.svcs[fresh] = model.ServicePort{Name: model.ServicePortName{NamespacedName: fresh, Port: "http"}, Protocol: model.TCP, Port: 80,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.97.0.1")}}
+	src.eps[fresh] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.3"), Port: 8080, Ready: true, Serving: true}}
+	src.dirty[fresh] = true
+	// Arrives at the fourth question (inside the IPVS walk, as
+	// TestChangeTakesATurnInAPeriodicFullSync's).
+	changed := svcKey(3)
+	asked := 0
+	var arrive func()
+	arrive = func() {
+		if asked++; asked < 4 {
+			src.onPending = arrive
+			return
+		}
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		eps := append([]model.Endpoint(nil), src.eps[changed]...)
+		eps[0].Address = netip.MustParseAddr("10.250.0.4")
+		src.eps[changed] = eps
+		src.dirty[changed] = true
+	}
+	src.onPending = arrive
+	readBeside(t, l)
+	reps = nil
+	l.syncOnce()
+	for i, rep := range reps {
+		if rep.Err != nil {
+			t.Errorf("sync %d of %d (full %t, services %v) failed: %v", i+1, len(reps), rep.Full, rep.Services, rep.Err)
+		}
+	}
+	if len(reps) != 2 {
+		t.Errorf("%d syncs reported, want 2: the turn's and the full sync's", len(reps))
 	}
 }
 
