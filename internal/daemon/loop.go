@@ -412,6 +412,11 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 		}
 	}
 	st := l.plan.State()
+	// A Service that won a virtual server a changed one let go is
+	// applied with it (planner.Incremental.TakeHandedOver).
+	if handed := l.plan.TakeHandedOver(); len(handed) > 0 && !full {
+		changed = mergeNames(changed, handed)
+	}
 	l.noLocal = l.plan.NoLocalEndpoints()
 	if l.OnPlan != nil && (full || rep.Reguarded) {
 		l.OnPlan(l.plan.Guard(), &st)

@@ -33,11 +33,14 @@ type Incremental struct {
 	// dups are the DuplicateVirtualServer refusals of each key's losers.
 	dups map[ipvs.Key][]model.Refusal
 	// dirty are the keys whose claims changed since the last State.
-	dirty    map[ipvs.Key]struct{}
-	addrs    counted[netip.Prefix]
-	sets     [2][]counted[entryKey]
-	refusals counted[model.Refusal]
-	noLocal  noLocalCount
+	dirty map[ipvs.Key]struct{}
+	// handedOver are the Services that won a key another Service held,
+	// since the last TakeHandedOver (handover.go).
+	handedOver map[types.NamespacedName]bool
+	addrs      counted[netip.Prefix]
+	sets       [2][]counted[entryKey]
+	refusals   counted[model.Refusal]
+	noLocal    noLocalCount
 	// realServers counts the winners' real servers: the size of the
 	// state's IPVS table without a walk of it.
 	realServers int
@@ -224,6 +227,9 @@ func (inc *Incremental) resolve(k ipvs.Key) bool {
 	if win != nil {
 		inc.contribute(win, +1)
 		inc.winners[k] = win
+		if old != nil && old.port.name.NamespacedName != win.port.name.NamespacedName {
+			inc.handOver(win.port.name.NamespacedName)
+		}
 	}
 	return true
 }
