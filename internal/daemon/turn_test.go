@@ -26,27 +26,12 @@ import (
 // in the walk is not set back, one added early is not deleted, one
 // removed is not created again.
 func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
-	const n = 2000 // 2,500 virtual servers: five batches of the IPVS walk
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
-	l, src, _ := newScaleLoopOn(t, n, node)
-	var reps []SyncReport
-	l.Observe = func(rep SyncReport, _ Stats) { reps = append(reps, rep) }
-	l.needFull = true
-	l.syncOnce()
+	l, src, node, reps := newTurnBed(t)
 
 	late, gone, early := svcKey(1900), svcKey(3), types.NamespacedName{Namespace: "ns", Name: "early"}
 	trigger := time.Now()
 	var replaced netip.Addr
-	// They arrive at the fourth question whether changes wait: the loop's
-	// metrics, the turns before the kube-ipvs0 dump and before the IPVS
-	// step, then the first between two batches of the IPVS walk.
-	asked := 0
-	var arrive func()
-	arrive = func() {
-		if asked++; asked < 4 {
-			src.onPending = arrive
-			return
-		}
+	arriveInTheWalk(src, func() {
 		src.mu.Lock()
 		defer src.mu.Unlock()
 		eps := slices.Clone(src.eps[late])
@@ -63,15 +48,14 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 			src.dirty[k] = true
 		}
 		src.triggers[late] = trigger
-	}
-	src.onPending = arrive
+	})
 	readBeside(t, l)
 	l.syncOnce()
 
-	if len(reps) != 3 {
-		t.Fatalf("%d syncs reported, want 3: the first full sync, the turn's partial sync, the periodic full sync", len(reps))
+	if len(*reps) != 2 {
+		t.Fatalf("%d syncs reported, want 2: the turn's partial sync, the periodic full sync", len(*reps))
 	}
-	turn, full := reps[1], reps[2]
+	turn, full := (*reps)[0], (*reps)[1]
 	if turn.Full || turn.Err != nil || !slices.Equal(turn.Services, []types.NamespacedName{early, gone, late}) {
 		t.Errorf("the turn: full %t, services %v, error %v; want a partial sync of the three changed services", turn.Full, turn.Services, turn.Err)
 	}
@@ -84,7 +68,7 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 
 	// A fresh loop over a fresh node, from the same services.
 	fresh := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
-	fl, _, flast := newScaleLoopOn(t, n, fresh)
+	fl, _, flast := newScaleLoopOn(t, 1, fresh)
 	fl.Source = src
 	fl.needFull = true
 	if fl.syncOnce(); flast.Err != nil {
@@ -110,14 +94,8 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 // after any failed sync: it is not applied again at every later turn
 // point of the same full sync (every 512 virtual servers of the walk).
 func TestTurnsKeepTheRetryBackoff(t *testing.T) {
-	const n = 2000 // 2,500 virtual servers: five batches of the IPVS walk
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
-	l, src, _ := newScaleLoopOn(t, n, node)
+	l, src, node, reps := newTurnBed(t)
 	l.BackoffInitial, l.BackoffMax = time.Hour, time.Hour
-	var reps []SyncReport
-	l.Observe = func(rep SyncReport, _ Stats) { reps = append(reps, rep) }
-	l.needFull = true
-	l.syncOnce()
 
 	bad := types.NamespacedName{Namespace: "ns", Name: "bad"}
 	badIP := netip.MustParseAddr("10.95.0.1")
@@ -136,11 +114,10 @@ func TestTurnsKeepTheRetryBackoff(t *testing.T) {
 		src.dirty[bad] = true
 	}
 	readBeside(t, l)
-	reps = nil
 	l.syncOnce()
 
 	failed := 0
-	for _, rep := range reps {
+	for _, rep := range *reps {
 		if !rep.Full && rep.Err != nil {
 			failed++
 		}
@@ -159,13 +136,7 @@ func TestTurnsKeepTheRetryBackoff(t *testing.T) {
 // (which would be counted, logged, the new Service requeued and a retry
 // backed off although nothing failed).
 func TestTurnLeavesTheFullSyncsNewServiceToIt(t *testing.T) {
-	const n = 2000
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
-	l, src, _ := newScaleLoopOn(t, n, node)
-	var reps []SyncReport
-	l.Observe = func(rep SyncReport, _ Stats) { reps = append(reps, rep) }
-	l.needFull = true
-	l.syncOnce()
+	l, src, _, reps := newTurnBed(t)
 
 	// Taken by the periodic full sync: its ClusterIP sorts after every
 	// other, in the walk's last batch.
@@ -174,9 +145,48 @@ func TestTurnLeavesTheFullSyncsNewServiceToIt(t *testing.T) {
 		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.97.0.1")}}
 	src.eps[fresh] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.3"), Port: 8080, Ready: true, Serving: true}}
 	src.dirty[fresh] = true
-	// Arrives at the fourth question (inside the IPVS walk, as
-	// TestChangeTakesATurnInAPeriodicFullSync's).
 	changed := svcKey(3)
+	arriveInTheWalk(src, func() {
+		src.mu.Lock()
+		defer src.mu.Unlock()
+		eps := append([]model.Endpoint(nil), src.eps[changed]...)
+		eps[0].Address = netip.MustParseAddr("10.250.0.4")
+		src.eps[changed] = eps
+		src.dirty[changed] = true
+	})
+	readBeside(t, l)
+	l.syncOnce()
+	for i, rep := range *reps {
+		if rep.Err != nil {
+			t.Errorf("sync %d of %d (full %t, services %v) failed: %v", i+1, len(*reps), rep.Full, rep.Services, rep.Err)
+		}
+	}
+	if len(*reps) != 2 {
+		t.Errorf("%d syncs reported, want 2: the turn's and the full sync's", len(*reps))
+	}
+}
+
+// newTurnBed is a loop over the fakes with 2,000 services (2,500 virtual
+// servers: five batches of the IPVS walk) after its first full sync, and
+// the reports of its syncs from then on.
+func newTurnBed(t *testing.T) (*Loop, *fakeSource, scaleNode, *[]SyncReport) {
+	t.Helper()
+	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	l, src, last := newScaleLoopOn(t, 2000, node)
+	l.needFull = true
+	if l.syncOnce(); last.Err != nil {
+		t.Fatalf("the first full sync: %v", last.Err)
+	}
+	reps := new([]SyncReport)
+	l.Observe = func(rep SyncReport, _ Stats) { *reps = append(*reps, rep) }
+	return l, src, node, reps
+}
+
+// arriveInTheWalk makes change happen at the fourth question whether
+// changes wait (the loop's metrics, the turns before the kube-ipvs0 dump
+// and before the IPVS step, then the first between two batches of the
+// IPVS walk): inside a periodic full sync's IPVS walk.
+func arriveInTheWalk(src *fakeSource, change func()) {
 	asked := 0
 	var arrive func()
 	arrive = func() {
@@ -184,25 +194,9 @@ func TestTurnLeavesTheFullSyncsNewServiceToIt(t *testing.T) {
 			src.onPending = arrive
 			return
 		}
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		eps := append([]model.Endpoint(nil), src.eps[changed]...)
-		eps[0].Address = netip.MustParseAddr("10.250.0.4")
-		src.eps[changed] = eps
-		src.dirty[changed] = true
+		change()
 	}
 	src.onPending = arrive
-	readBeside(t, l)
-	reps = nil
-	l.syncOnce()
-	for i, rep := range reps {
-		if rep.Err != nil {
-			t.Errorf("sync %d of %d (full %t, services %v) failed: %v", i+1, len(reps), rep.Full, rep.Services, rep.Err)
-		}
-	}
-	if len(reps) != 2 {
-		t.Errorf("%d syncs reported, want 2: the turn's and the full sync's", len(reps))
-	}
 }
 
 func svcKey(i int) types.NamespacedName {
