@@ -430,15 +430,14 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 	sw.lap(&stages.Health)
 	var res *applier.Result
 	var err error
+	// The state the sync ends with: a periodic full sync's last turn's.
+	latest := &st
 	if full {
 		// NodePort virtual servers on a link-local address are the
 		// proxy's even when none is planned there: kube-proxy's, left at a
 		// takeover, are removed (docs/migration.md).
 		addrs := slices.Concat(o.LocalAddrs, l.env.LinkLocalAddrs)
 		if r := l.read; r != nil && r.rb != nil {
-			// The periodic full sync, in turns: the state it ends with
-			// is the last turn's.
-			latest := &st
 			turn := func() *planner.State {
 				t := l.turn()
 				if t != nil {
@@ -446,19 +445,12 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 				}
 				return t
 			}
-			res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, r.rb, turn)
-			if res != nil {
+			if res, err = l.Applier.(Readbacker).FullFrom(&st, addrs, r.rb, turn); res != nil {
 				rep.Turns = res.Turns
 			}
-			// A read still under way is older than this sync's: dropped.
-			l.reading, l.read = nil, nil
-			sw.lap(&stages.Apply)
-			if err != nil {
-				return latest, nil, err
-			}
-			return latest, res, nil
+		} else {
+			res, err = l.Applier.Full(&st, addrs)
 		}
-		res, err = l.Applier.Full(&st, addrs)
 		// A read still under way is older than this sync's: dropped.
 		l.reading, l.read = nil, nil
 	} else {
@@ -466,7 +458,7 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 	}
 	sw.lap(&stages.Apply)
 	if err != nil {
-		return &st, nil, err
+		return latest, nil, err
 	}
-	return &st, res, nil
+	return latest, res, nil
 }

@@ -60,23 +60,23 @@ func (k entryKey) entry() iptables.Entry {
 	return e
 }
 
+// addrBytes is a's 16 bytes as netip holds them (an IPv4 address mapped)
+// and its family: 4, 6, or 0 for the zero address.
 func addrBytes(a netip.Addr) ([16]byte, uint8) {
 	switch {
 	case a.Is4():
-		var b [16]byte
-		a4 := a.As4()
-		copy(b[:], a4[:])
-		return b, 4
+		return a.As16(), 4
 	case a.Is6():
 		return a.As16(), 6
 	}
 	return [16]byte{}, 0
 }
 
+// bytesAddr is addrBytes undone.
 func bytesAddr(b [16]byte, fam uint8) netip.Addr {
 	switch fam {
 	case 4:
-		return netip.AddrFrom4([4]byte(b[:4]))
+		return netip.AddrFrom16(b).Unmap()
 	case 6:
 		return netip.AddrFrom16(b)
 	}
