@@ -2,6 +2,7 @@ package planner
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -13,10 +14,10 @@ import (
 // key of the set counts (counted), about 2 MiB at 10,000 Services. The
 // state's sets are iptables.Entry lists still (entry).
 //
-// It holds every entry the planner builds: their addresses have no zone
-// (vip, the node port addresses, the endpoints and the source ranges are
-// all without one) and their protocol is none, TCP, UDP or SCTP
-// (portPlanner.service refuses any other before the port claims anything).
+// It holds every entry the planner builds: their protocol is none, TCP,
+// UDP or SCTP (portPlanner.service refuses any other before the port
+// claims anything), and an address's zone, which no ipset entry has, is
+// dropped.
 type entryKey struct {
 	ip, net [16]byte
 	port    uint16
@@ -31,24 +32,23 @@ type entryKey struct {
 // entryProtocols are the protocols of the planner's entries.
 var entryProtocols = [...]model.Protocol{"", model.TCP, model.UDP, model.SCTP}
 
-// keyOf is e's entryKey. It panics on an entry the planner never builds: an
-// address with a zone, a protocol outside entryProtocols.
-func keyOf(e iptables.Entry) entryKey {
-	k := entryKey{port: e.Port, proto: 0xff}
-	for i, p := range entryProtocols {
-		if e.Protocol == p {
-			k.proto = uint8(i)
-		}
+// keyOf is e's entryKey, and false for an entry of a protocol outside
+// entryProtocols, which the planner never builds (portPlanner.service
+// refuses the port first) and add refuses if it ever did. An address's
+// zone is not kept: the kernel's ipset entries have none.
+func keyOf(e iptables.Entry) (entryKey, bool) {
+	k := entryKey{port: e.Port}
+	i := slices.Index(entryProtocols[:], e.Protocol)
+	if i < 0 {
+		return entryKey{}, false
 	}
-	if k.proto == 0xff || e.IP.Zone() != "" {
-		panic("planner: an ipset entry of protocol " + string(e.Protocol) + " or with a zone (" + e.IP.String() + ")")
-	}
+	k.proto = uint8(i)
 	k.ip, k.ipFam = addrBytes(e.IP)
 	if e.Net.IsValid() {
 		k.net, k.netFam = addrBytes(e.Net.Addr())
 		k.netBits = uint8(e.Net.Bits() + 1)
 	}
-	return k
+	return k, true
 }
 
 // entry is the iptables.Entry of k.

@@ -34,7 +34,10 @@ func TestEntryKey(t *testing.T) {
 	}
 	keys := map[entryKey]bool{}
 	for _, e := range es {
-		k := keyOf(e)
+		k, ok := keyOf(e)
+		if !ok {
+			t.Errorf("%+v: no key", e)
+		}
 		if got := k.entry(); got != e {
 			t.Errorf("%+v: back as %+v", e, got)
 		}
@@ -46,14 +49,28 @@ func TestEntryKey(t *testing.T) {
 	if n := unsafe.Sizeof(setEntry{}); n > 40 {
 		t.Errorf("setEntry is %d B, want at most 40", n)
 	}
-	for _, e := range []iptables.Entry{{IP: v4, Protocol: "ICMP"}, {IP: netip.MustParseAddr("fe80::1%eth0")}} {
-		func() {
-			defer func() {
-				if recover() == nil {
-					t.Errorf("%+v: no panic", e)
-				}
-			}()
-			keyOf(e)
-		}()
+	if _, ok := keyOf(iptables.Entry{IP: v4, Protocol: "ICMP"}); ok {
+		t.Errorf("an ICMP entry has a key")
+	}
+	zoned := iptables.Entry{IP: netip.MustParseAddr("fe80::1%eth0"), Protocol: model.TCP, Port: 80}
+	if k, ok := keyOf(zoned); !ok || k.entry() != (iptables.Entry{IP: zoned.IP.WithZone(""), Protocol: model.TCP, Port: 80}) {
+		t.Errorf("%+v: key %t, back as %+v; want the entry without its zone", zoned, ok, k.entry())
+	}
+}
+
+// TestEntryOfAnotherProtocolRefused: an ipset entry of a protocol the
+// entry key cannot hold (never built: service refuses the port first) is
+// refused with the port, not planned, and does not stop the planner.
+func TestEntryOfAnotherProtocolRefused(t *testing.T) {
+	sp := svc("icmp", "10.96.0.1")
+	sp.Protocol = "ICMP"
+	p := &portPlanner{e: &env{families: [2]bool{true, false}}, sp: &sp, out: &portPlan{}}
+	es := p.add(nil, 0, iptables.SetClusterIP, iptables.Entry{IP: addr("10.96.0.1"), Protocol: sp.Protocol, Port: 80})
+	if len(es) != 0 {
+		t.Errorf("entries %v planned, want none", es)
+	}
+	rs := p.out.extra().refusals
+	if len(rs) != 1 || rs[0].Reason != model.ReasonInvalidProtocol || rs[0].Field != FieldProtocol {
+		t.Errorf("refusals %v, want one of the protocol", rs)
 	}
 }

@@ -282,12 +282,20 @@ func ipvsAddrPort(k ipvs.Key) string { return string(ipvs.AppendAddrPort(nil, k.
 
 // add appends entry e of set (a SetSpecs name) of family f to es; a
 // family the node does not plan gets nothing (never reached: its addresses
-// are refused before they are claimed).
+// are refused before they are claimed), nor does an entry keyOf cannot
+// hold, which is refused (never reached either: service refuses the
+// port's protocol first).
 func (p *portPlanner) add(es []setEntry, f int, set string, e iptables.Entry) []setEntry {
 	if !p.e.families[f] {
 		return es
 	}
-	return append(es, setEntry{fam: uint8(f), spec: setIndex[set], e: keyOf(e)})
+	k, ok := keyOf(e)
+	if !ok {
+		p.refuse(FieldProtocol, string(e.Protocol), model.ReasonInvalidProtocol,
+			"ipsets hold entries of TCP, UDP and SCTP only; no "+set+" entry for port "+portLabel(p.sp))
+		return es
+	}
+	return append(es, setEntry{fam: uint8(f), spec: setIndex[set], e: k})
 }
 
 // claim records the port's claim on key: the virtual server it gets if it
