@@ -22,7 +22,7 @@ func TestDigestIsTheFullSyncsComparison(t *testing.T) {
 			v.Flags, v.PersistenceTimeout = FlagPersistent, uint32(rnd.IntN(3))*10800
 		}
 		for i := range rnd.IntN(6) {
-			v.RealServers = append(v.RealServers, RealServer{Address: addrs[rnd.IntN(len(addrs))], Port: uint16(8080 + i), Weight: rnd.IntN(2)})
+			v.RealServers = append(v.RealServers, RealServer{Address: addrs[rnd.IntN(len(addrs))], Port: uint16(8080 + i), Weight: rnd.Int32N(2)})
 		}
 		return v
 	}

@@ -95,14 +95,14 @@ func TestFullKeepsMatchingMirror(t *testing.T) {
 }
 
 func TestSameRealServers(t *testing.T) {
-	rs := func(ws ...int) []RealServer {
+	rs := func(ws ...int32) []RealServer {
 		var out []RealServer
 		for i, w := range ws {
 			out = append(out, RealServer{Address: ep1, Port: uint16(8000 + i), Weight: w})
 		}
 		return out
 	}
-	long := make([]int, smallRealServers+1)
+	long := make([]int32, smallRealServers+1)
 	for _, tc := range []struct {
 		name string
 		a, b []RealServer
@@ -114,7 +114,7 @@ func TestSameRealServers(t *testing.T) {
 		{"length", rs(1), rs(1, 1), false},
 		{"port", rs(1), []RealServer{{Address: ep1, Port: 9, Weight: 1}}, false},
 		{"long equal", rs(long...), rs(long...), true},
-		{"long weight", rs(long...), rs(append(make([]int, smallRealServers), 1)...), false},
+		{"long weight", rs(long...), rs(append(make([]int32, smallRealServers), 1)...), false},
 	} {
 		if got := sameRealServers(tc.a, tc.b); got != tc.want {
 			t.Errorf("%s: sameRealServers = %v, want %v", tc.name, got, tc.want)

@@ -244,7 +244,7 @@ func sameRealServers(a, b []RealServer) bool {
 		}
 		return true
 	}
-	w := make(map[netip.AddrPort]int, len(a))
+	w := make(map[netip.AddrPort]int32, len(a))
 	for _, rs := range a {
 		w[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
 	}
@@ -357,8 +357,8 @@ func (r *Reconciler) applyService(d *VirtualServer, res *Result) (*mirrorVS, boo
 // returns the wanted set. A real server d lists twice is programmed once,
 // at its first weight. While m had none and every one is added in order,
 // m's list is a prefix of d's, not a copy.
-func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result) map[netip.AddrPort]int {
-	wantRS := make(map[netip.AddrPort]int, len(d.RealServers))
+func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result) map[netip.AddrPort]int32 {
+	wantRS := make(map[netip.AddrPort]int32, len(d.RealServers))
 	fresh := len(m.vs.RealServers) == 0
 	// add is what m lacks, in d's order; nil while m had none and that is
 	// d's list itself.
@@ -406,7 +406,7 @@ func (r *Reconciler) applyRealServers(d *VirtualServer, m *mirrorVS, res *Result
 // retireRealServers handles m's real servers d no longer wants: UDP and
 // SCTP ones leave at once; TCP ones are quiesced (weight 0) and queued
 // for graceful termination.
-func (r *Reconciler) retireRealServers(d *VirtualServer, m *mirrorVS, wantRS map[netip.AddrPort]int, res *Result) {
+func (r *Reconciler) retireRealServers(d *VirtualServer, m *mirrorVS, wantRS map[netip.AddrPort]int32, res *Result) {
 	for i := 0; i < len(m.vs.RealServers); i++ {
 		rs := m.vs.RealServers[i]
 		if _, ok := wantRS[netip.AddrPortFrom(rs.Address, rs.Port)]; ok {

@@ -59,5 +59,5 @@ type VirtualServer struct {
 type RealServer struct {
 	Address netip.Addr
 	Port    uint16
-	Weight  int
+	Weight  int32
 }

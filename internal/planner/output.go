@@ -154,7 +154,7 @@ func WriteJSON(w io.Writer, s State) error {
 			Service: vs.Service.String(), RealServers: make([]jsonRealServer, len(vs.RealServers)),
 		}
 		for j, rs := range vs.RealServers {
-			jv.RealServers[j] = jsonRealServer{Address: rs.Address.String(), Port: rs.Port, Weight: rs.Weight}
+			jv.RealServers[j] = jsonRealServer{Address: rs.Address.String(), Port: rs.Port, Weight: int(rs.Weight)}
 		}
 		js.VirtualServers[i] = jv
 	}

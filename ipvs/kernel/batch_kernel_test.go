@@ -28,7 +28,7 @@ func TestKernelAddRealServers(t *testing.T) {
 	missing := ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr("10.96.0.11"), Port: 80}
 	var rss4 []ipvs.RealServer
 	for i := range 700 {
-		rss4 = append(rss4, ipvs.RealServer{Address: netip.AddrFrom4([4]byte{10, 244, byte(i / 250), byte(i%250 + 1)}), Port: 8080, Weight: 1 + i%3})
+		rss4 = append(rss4, ipvs.RealServer{Address: netip.AddrFrom4([4]byte{10, 244, byte(i / 250), byte(i%250 + 1)}), Port: 8080, Weight: int32(1 + i%3)})
 	}
 	rss6 := []ipvs.RealServer{
 		{Address: netip.MustParseAddr("fd00:244::5"), Port: 5353, Weight: 2},
@@ -75,7 +75,7 @@ func TestKernelAddRealServers(t *testing.T) {
 	if len(gotMissing) != 2 || !errors.Is(gotMissing[0].err, ipvs.ErrNotFound) || !errors.Is(gotMissing[1].err, ipvs.ErrNotFound) {
 		t.Errorf("to a missing virtual server: %v", gotMissing)
 	}
-	weights := map[netip.AddrPort]int{}
+	weights := map[netip.AddrPort]int32{}
 	for _, rs := range append(listed4, listed6...) {
 		weights[netip.AddrPortFrom(rs.Address, rs.Port)] = rs.Weight
 	}

@@ -53,7 +53,7 @@ func scanProcIPVS(r io.Reader, service func(ipvs.Key), dest func(ipvs.RealServer
 				return fmt.Errorf("parse %s line %q: %w", procIPVS, line, errors.Join(errProcLine, err))
 			}
 			dest(ipvs.RealServerStatus{
-				RealServer:    ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: w},
+				RealServer:    ipvs.RealServer{Address: ap.Addr(), Port: ap.Port(), Weight: int32(w)},
 				ActiveConns:   act,
 				InactiveConns: inact,
 			})

@@ -351,7 +351,7 @@ func toDestination(rs ipvs.RealServer) *mobyipvs.Destination {
 	d := &mobyipvs.Destination{
 		Address:         net.IP(rs.Address.AsSlice()),
 		Port:            rs.Port,
-		Weight:          rs.Weight,
+		Weight:          int(rs.Weight),
 		ConnectionFlags: mobyipvs.ConnectionFlagMasq,
 	}
 	if rs.Address.Is4() {
@@ -365,7 +365,7 @@ func toDestination(rs ipvs.RealServer) *mobyipvs.Destination {
 func fromDestination(d *mobyipvs.Destination) ipvs.RealServerStatus {
 	addr, _ := netip.AddrFromSlice(d.Address)
 	return ipvs.RealServerStatus{
-		RealServer:    ipvs.RealServer{Address: addr.Unmap(), Port: d.Port, Weight: d.Weight},
+		RealServer:    ipvs.RealServer{Address: addr.Unmap(), Port: d.Port, Weight: int32(d.Weight)},
 		ActiveConns:   d.ActiveConnections,
 		InactiveConns: d.InactiveConnections,
 	}

@@ -338,7 +338,7 @@ func check(node *ktest.Node, p *proxy, st *planner.State, g *guard.Guard, f *fin
 		if got.Scheduler != want.Scheduler || got.Flags&^ipvs.FlagHashed != want.Flags&^ipvs.FlagHashed || got.PersistenceTimeout != want.PersistenceTimeout {
 			f.add("%s: virtual server %v: kernel %s/%#x/%d, plan %s/%#x/%d", when, want.Key, got.Scheduler, got.Flags, got.PersistenceTimeout, want.Scheduler, want.Flags, want.PersistenceTimeout)
 		}
-		rs := make(map[netip.AddrPort]int, len(got.RealServers))
+		rs := make(map[netip.AddrPort]int32, len(got.RealServers))
 		for _, r := range got.RealServers {
 			rs[netip.AddrPortFrom(r.Address, r.Port)] = r.Weight
 		}

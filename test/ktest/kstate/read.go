@@ -137,11 +137,11 @@ func parseRealServer(opts []string) (rs ipvs.RealServer, why string) {
 				}
 				rs.Address, rs.Port = ap.Addr(), ap.Port()
 			} else {
-				w, err := strconv.Atoi(opts[j+1])
+				w, err := strconv.ParseInt(opts[j+1], 10, 32)
 				if err != nil {
 					return rs, "weight " + opts[j+1]
 				}
-				rs.Weight = w
+				rs.Weight = int32(w)
 			}
 			j++
 		default:
