@@ -115,7 +115,7 @@ func TestVsKubeProxy(t *testing.T) {
 		}
 		t.Logf("size %d: created Services %d..%d with their EndpointSlices in %v", services, have, services-1, time.Since(start).Round(time.Millisecond))
 		have = services
-		// Fresh tokens for every size: a bound token lives an hour.
+		// Fresh tokens for every size (apiserver.TokenLifetime).
 		proxyCfg, err := srv.ServiceAccountConfig(ctx, inst.ServiceAccount.Namespace, inst.ServiceAccount.Name)
 		if err != nil {
 			t.Fatal(err)
