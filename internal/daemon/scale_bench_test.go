@@ -62,8 +62,6 @@ type scaleNode struct {
 }
 
 func newScaleLoopOn(b testing.TB, n int, node scaleNode) (l *Loop, src *fakeSource, last *SyncReport) {
-	src = newFakeSource()
-	fillScale(src, n, 10)
 	mgr := addrmgr.NewManager(node.link, guard.New(guard.Inputs{LocalAddrs: testOpts.LocalAddrs}), nil)
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
@@ -72,7 +70,16 @@ func newScaleLoopOn(b testing.TB, n int, node scaleNode) (l *Loop, src *fakeSour
 	// The ipsets read beside the loop, as run reads them (a second socket).
 	rules.Reader = node.sets
 	app := applier.New(ipvs.NewReconciler(node.table, ipvs.Options{}), mgr, rules, nil)
-	l = &Loop{Source: src, Applier: &kernel{app: app}, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
+	return newScaleLoopOver(b, n, &kernel{app: app})
+}
+
+// newScaleLoopOver is a loop over app (newScaleLoopOn's fakes, or the
+// kernel of a node namespace) and a source of n services × 10 endpoints
+// (fillScale), with the last sync's report at *last.
+func newScaleLoopOver(b testing.TB, n int, app Applier) (l *Loop, src *fakeSource, last *SyncReport) {
+	src = newFakeSource()
+	fillScale(src, n, 10)
+	l = &Loop{Source: src, Applier: app, Options: testOpts, Metrics: metrics.New(), SyncPeriod: time.Hour}
 	l.defaults()
 	last = new(SyncReport)
 	l.Observe = func(rep SyncReport, _ Stats) { *last = rep }
