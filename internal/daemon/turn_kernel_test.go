@@ -16,7 +16,6 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest/kstate"
@@ -124,30 +123,6 @@ func TestKernelChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 		t.Errorf("IPVS still holds the virtual server of %s, removed in the turn (%q)", gone, goneVS)
 	}
 	t.Logf("in all: %v", time.Since(began).Round(time.Millisecond))
-}
-
-// changeInTheWalk is the change of TestChangeTakesATurnInAPeriodicFullSync,
-// made in src: late's first endpoint replaced by 10.250.0.1, gone
-// removed, early added with a ClusterIP (10.95.0.1) that sorts before
-// every other, in the walk's first batch. It returns the replaced
-// endpoint's address.
-func changeInTheWalk(src *fakeSource, late, gone, early types.NamespacedName) netip.Addr {
-	src.mu.Lock()
-	defer src.mu.Unlock()
-	eps := slices.Clone(src.eps[late])
-	replaced := eps[0].Address
-	eps[0].Address = netip.MustParseAddr("10.250.0.1")
-	src.eps[late] = eps
-	delete(src.svcs, gone)
-	delete(src.eps, gone)
-	src.svcs[early] = model.ServicePort{Name: model.ServicePortName{NamespacedName: early, Port: "http"}, Protocol: model.TCP, Port: 80,
-		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.95.0.1")}}
-	src.eps[early] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.2"), Port: 8080, Ready: true, Serving: true}}
-	for _, k := range []types.NamespacedName{late, gone, early} {
-		src.dirty[k] = true
-	}
-	src.triggers[late] = time.Now()
-	return replaced
 }
 
 // newKernelTurnBed is newTurnBed in a node namespace's kernel: a loop over

@@ -29,26 +29,8 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	l, src, node, reps := newTurnBed(t)
 
 	late, gone, early := svcKey(1900), svcKey(3), types.NamespacedName{Namespace: "ns", Name: "early"}
-	trigger := time.Now()
 	var replaced netip.Addr
-	arriveInTheWalk(src, func() {
-		src.mu.Lock()
-		defer src.mu.Unlock()
-		eps := slices.Clone(src.eps[late])
-		replaced = eps[0].Address
-		eps[0].Address = netip.MustParseAddr("10.250.0.1")
-		src.eps[late] = eps
-		delete(src.svcs, gone)
-		delete(src.eps, gone)
-		// Its ClusterIP sorts before every other: in the walk's first batch.
-		src.svcs[early] = model.ServicePort{Name: model.ServicePortName{NamespacedName: early, Port: "http"}, Protocol: model.TCP, Port: 80,
-			ClusterIPs: []netip.Addr{netip.MustParseAddr("10.95.0.1")}}
-		src.eps[early] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.2"), Port: 8080, Ready: true, Serving: true}}
-		for _, k := range []types.NamespacedName{late, gone, early} {
-			src.dirty[k] = true
-		}
-		src.triggers[late] = trigger
-	})
+	arriveInTheWalk(src, func() { replaced = changeInTheWalk(src, late, gone, early) })
 	readBeside(t, l)
 	l.syncOnce()
 
@@ -164,6 +146,30 @@ func TestTurnLeavesTheFullSyncsNewServiceToIt(t *testing.T) {
 	if len(*reps) != 2 {
 		t.Errorf("%d syncs reported, want 2: the turn's and the full sync's", len(*reps))
 	}
+}
+
+// changeInTheWalk is the change of TestChangeTakesATurnInAPeriodicFullSync
+// and its kernel twin, made in src: late's first endpoint replaced by 10.250.0.1, gone
+// removed, early added with a ClusterIP (10.95.0.1) that sorts before
+// every other, in the walk's first batch. It returns the replaced
+// endpoint's address.
+func changeInTheWalk(src *fakeSource, late, gone, early types.NamespacedName) netip.Addr {
+	src.mu.Lock()
+	defer src.mu.Unlock()
+	eps := slices.Clone(src.eps[late])
+	replaced := eps[0].Address
+	eps[0].Address = netip.MustParseAddr("10.250.0.1")
+	src.eps[late] = eps
+	delete(src.svcs, gone)
+	delete(src.eps, gone)
+	src.svcs[early] = model.ServicePort{Name: model.ServicePortName{NamespacedName: early, Port: "http"}, Protocol: model.TCP, Port: 80,
+		ClusterIPs: []netip.Addr{netip.MustParseAddr("10.95.0.1")}}
+	src.eps[early] = []model.Endpoint{{Address: netip.MustParseAddr("10.250.0.2"), Port: 8080, Ready: true, Serving: true}}
+	for _, k := range []types.NamespacedName{late, gone, early} {
+		src.dirty[k] = true
+	}
+	src.triggers[late] = time.Now()
+	return replaced
 }
 
 // newTurnBed is a loop over the fakes with 2,000 services (2,500 virtual
