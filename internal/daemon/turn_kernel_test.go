@@ -71,20 +71,7 @@ func TestKernelChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	if !arrived {
 		t.Fatal("the change never arrived: the full sync asked fewer than four times whether changes wait")
 	}
-	if len(*reps) != 2 {
-		t.Errorf("%d syncs reported (%s), want 2: the turn's partial sync, the periodic full sync", len(*reps), reportsString(*reps))
-	} else {
-		turn, full := (*reps)[0], (*reps)[1]
-		if turn.Full || turn.Err != nil || !slices.Equal(turn.Services, []types.NamespacedName{early, gone, late}) {
-			t.Errorf("the turn: full %t, services %v, error %v; want a partial sync of the three changed services", turn.Full, turn.Services, turn.Err)
-		}
-		if !full.Full || full.Err != nil || full.Turns != 1 || len(full.Services) != 0 {
-			t.Errorf("the periodic full sync: full %t, turns %d, services %v, error %v; want one turn and none of the changes taken itself", full.Full, full.Turns, full.Services, full.Err)
-		}
-	}
-	if src.Pending() != 0 || l.needFull || l.dirty {
-		t.Errorf("after the full sync: %d changes pending, needFull %t, dirty %t; want nothing left", src.Pending(), l.needFull, l.dirty)
-	}
+	checkOneTurn(t, l, src, *reps, []types.NamespacedName{early, gone, late})
 
 	// A fresh sync of the same services, in a fresh node.
 	freshNode := ktest.NewNode(t)
@@ -171,17 +158,4 @@ func inNode(t *testing.T, node *ktest.Node, f func() error) {
 	if err := node.Do(f); err != nil {
 		t.Fatalf("in %s: %v", node.Name, err)
 	}
-}
-
-// reportsString is what each sync report says of the turn test: partial
-// or full, turns, services, error.
-func reportsString(reps []SyncReport) string {
-	var b strings.Builder
-	for i, r := range reps {
-		if i > 0 {
-			b.WriteString("; ")
-		}
-		fmt.Fprintf(&b, "full %t turns %d services %v error %v", r.Full, r.Turns, r.Services, r.Err)
-	}
-	return b.String()
 }

@@ -34,19 +34,7 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	readBeside(t, l)
 	l.syncOnce()
 
-	if len(*reps) != 2 {
-		t.Fatalf("%d syncs reported, want 2: the turn's partial sync, the periodic full sync", len(*reps))
-	}
-	turn, full := (*reps)[0], (*reps)[1]
-	if turn.Full || turn.Err != nil || !slices.Equal(turn.Services, []types.NamespacedName{early, gone, late}) {
-		t.Errorf("the turn: full %t, services %v, error %v; want a partial sync of the three changed services", turn.Full, turn.Services, turn.Err)
-	}
-	if !full.Full || full.Err != nil || full.Turns != 1 || len(full.Services) != 0 {
-		t.Errorf("the periodic full sync: full %t, turns %d, services %v, error %v; want one turn and none of the changes taken itself", full.Full, full.Turns, full.Services, full.Err)
-	}
-	if src.Pending() != 0 || l.needFull || l.dirty {
-		t.Errorf("after the full sync: %d changes pending, needFull %t, dirty %t; want nothing left", src.Pending(), l.needFull, l.dirty)
-	}
+	checkOneTurn(t, l, src, *reps, []types.NamespacedName{early, gone, late})
 
 	// A fresh loop over a fresh node, from the same services.
 	fresh := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
@@ -170,6 +158,41 @@ func changeInTheWalk(src *fakeSource, late, gone, early types.NamespacedName) ne
 	}
 	src.triggers[late] = time.Now()
 	return replaced
+}
+
+// checkOneTurn checks what a periodic full sync in which changed took one
+// turn reports: two syncs, the turn's partial sync of exactly changed
+// (sorted) and then the full sync, with one turn and no services of its
+// own, neither failed, and nothing left waiting.
+func checkOneTurn(t *testing.T, l *Loop, src *fakeSource, reps []SyncReport, changed []types.NamespacedName) {
+	t.Helper()
+	if len(reps) != 2 {
+		t.Errorf("%d syncs reported (%s), want 2: the turn's partial sync, the periodic full sync", len(reps), reportsString(reps))
+	} else {
+		turn, full := reps[0], reps[1]
+		if turn.Full || turn.Err != nil || !slices.Equal(turn.Services, changed) {
+			t.Errorf("the turn: full %t, services %v, error %v; want a partial sync of %v", turn.Full, turn.Services, turn.Err, changed)
+		}
+		if !full.Full || full.Err != nil || full.Turns != 1 || len(full.Services) != 0 {
+			t.Errorf("the periodic full sync: full %t, turns %d, services %v, error %v; want one turn and none of the changes taken itself", full.Full, full.Turns, full.Services, full.Err)
+		}
+	}
+	if src.Pending() != 0 || l.needFull || l.dirty {
+		t.Errorf("after the full sync: %d changes pending, needFull %t, dirty %t; want nothing left", src.Pending(), l.needFull, l.dirty)
+	}
+}
+
+// reportsString is what each sync report says of the turn test: partial
+// or full, turns, services, error.
+func reportsString(reps []SyncReport) string {
+	var b strings.Builder
+	for i, r := range reps {
+		if i > 0 {
+			b.WriteString("; ")
+		}
+		fmt.Fprintf(&b, "full %t turns %d services %v error %v", r.Full, r.Turns, r.Services, r.Err)
+	}
+	return b.String()
 }
 
 // newTurnBed is a loop over the fakes with 2,000 services (2,500 virtual
