@@ -5,8 +5,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Sentinel errors of the kernel layer; check them with errors.Is.
@@ -189,9 +187,7 @@ func CheckEntry(s IPSet, e Entry) error {
 	if s.Type == TypeHashIP {
 		return nil
 	}
-	switch e.Protocol {
-	case model.TCP, model.UDP, model.SCTP:
-	default:
+	if !e.Protocol.Known() {
 		return fmt.Errorf("%w: protocol %q", ErrInvalidEntry, e.Protocol)
 	}
 	if (s.Type == TypeHashIPPortIP || s.Type == TypeHashIPPortNet) && !e.Net.IsValid() {

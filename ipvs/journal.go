@@ -141,9 +141,6 @@ func (j *FileJournal) Save(addrs []netip.Addr, keys []Key) error {
 	return nil
 }
 
-// keyProtocols are the protocols a Key can name.
-var keyProtocols = []model.Protocol{model.TCP, model.UDP, model.SCTP}
-
 // ParseKey parses a key in Key.String's form: "-t 10.96.0.10:80",
 // "-u [fd00::a]:53", "--sctp-service 10.96.0.12:9".
 func ParseKey(s string) (Key, error) {
@@ -152,11 +149,11 @@ func ParseKey(s string) (Key, error) {
 		return Key{}, fmt.Errorf("virtual server %q: want PROTOCOL-FLAG ADDRESS:PORT", s)
 	}
 	// The inverse of Key.String's protoSwitch.
-	i := slices.IndexFunc(keyProtocols, func(p model.Protocol) bool { return protoSwitch(p) == flag })
+	i := slices.IndexFunc(model.Protocols[:], func(p model.Protocol) bool { return protoSwitch(p) == flag })
 	if i < 0 {
 		return Key{}, fmt.Errorf("virtual server %q: unknown protocol flag %q", s, flag)
 	}
-	p := keyProtocols[i]
+	p := model.Protocols[i]
 	ap, err := netip.ParseAddrPort(strings.TrimSpace(hp))
 	if err != nil {
 		return Key{}, fmt.Errorf("virtual server %q: %w", s, err)

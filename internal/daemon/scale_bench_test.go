@@ -286,9 +286,18 @@ func BenchmarkChangeDuringFullSync(b *testing.B) {
 // makes the full sync from it due.
 func readBeside(tb testing.TB, l *Loop) {
 	tb.Helper()
-	rb, err := l.Applier.(Readbacker).BeginFull()()
-	if err != nil {
+	if err := beginFullFromRead(l); err != nil {
 		tb.Fatal(err)
 	}
+}
+
+// beginFullFromRead is readBeside returning its error, for a caller that
+// must not fail the test where it runs (in a node namespace's ktest.Do).
+func beginFullFromRead(l *Loop) error {
+	rb, err := l.Applier.(Readbacker).BeginFull()()
+	if err != nil {
+		return fmt.Errorf("the periodic full sync's read: %w", err)
+	}
 	l.read, l.needFull = &readResult{rb: rb}, true
+	return nil
 }

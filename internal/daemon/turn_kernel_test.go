@@ -58,11 +58,9 @@ func TestKernelChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	fullStart := time.Now()
 	inNode(t, node, func() error {
 		// As readBeside, in the node: the read, then the full sync from it.
-		rb, err := l.Applier.(Readbacker).BeginFull()()
-		if err != nil {
-			return fmt.Errorf("the periodic full sync's read: %w", err)
+		if err := beginFullFromRead(l); err != nil {
+			return err
 		}
-		l.read, l.needFull = &readResult{rb: rb}, true
 		l.syncOnce()
 		return nil
 	})

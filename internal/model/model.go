@@ -6,6 +6,7 @@ package model
 
 import (
 	"net/netip"
+	"slices"
 	"time"
 
 	"k8s.io/apimachinery/pkg/types"
@@ -20,6 +21,13 @@ const (
 	UDP  Protocol = "udp"
 	SCTP Protocol = "sctp"
 )
+
+// Protocols are the protocols a service port may use, in this order.
+var Protocols = [...]Protocol{TCP, UDP, SCTP}
+
+// Known reports whether p is one of Protocols: the protocols IPVS and the
+// ipsets serve.
+func (p Protocol) Known() bool { return slices.Contains(Protocols[:], p) }
 
 // ServicePortName identifies one port of one Service: the Service's
 // namespace and name, and the port's name (empty for a single unnamed

@@ -29,8 +29,9 @@ type entryKey struct {
 	proto uint8
 }
 
-// entryProtocols are the protocols of the planner's entries.
-var entryProtocols = [...]model.Protocol{"", model.TCP, model.UDP, model.SCTP}
+// entryProtocols are the protocols of the planner's entries, by their
+// index in a key: none, then model.Protocols.
+var entryProtocols = [...]model.Protocol{"", model.Protocols[0], model.Protocols[1], model.Protocols[2]}
 
 // keyOf is e's entryKey, and false for an entry of a protocol outside
 // entryProtocols, which the planner never builds (portPlanner.service

@@ -145,9 +145,7 @@ func (p *portPlanner) service() {
 			"not an IPVS scheduler this kernel ships ("+strings.Join(ipvs.Schedulers, " ")+"); port "+portLabel(sp)+" not planned")
 		return
 	}
-	switch sp.Protocol {
-	case model.TCP, model.UDP, model.SCTP:
-	default:
+	if !sp.Protocol.Known() {
 		p.refuse(FieldProtocol, string(sp.Protocol), model.ReasonInvalidProtocol, "IPVS serves TCP, UDP and SCTP only; port "+portLabel(sp)+" not planned")
 		return
 	}
