@@ -43,7 +43,9 @@ type contender struct {
 	syncMetric string
 	// durMetric is the histogram of its syncs' durations.
 	durMetric string
-	start     func(t *testing.T, node *ktest.Node) process
+	// kubeconfig holds its credentials (credentialsAccepted).
+	kubeconfig string
+	start      func(t *testing.T, node *ktest.Node) process
 }
 
 // process is a started proxy; *kubeproxy.Process is one.
@@ -215,20 +217,22 @@ func TestVsKubeProxyGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	kpBin, proxyBin := vmtest.GuestEnv(t, "KUBE_PROXY_BIN"), vmtest.GuestEnv(t, "DAEMONBENCH_PROXY_BIN")
-	kpConfig := filepath.Join(t.TempDir(), "config.conf")
-	if err := (kubeproxy.Config{Kubeconfig: vmtest.GuestEnv(t, "BENCHVS_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: "10.244.0.0/16"}).WriteFile(kpConfig); err != nil {
+	kpConfig, kpKC := filepath.Join(t.TempDir(), "config.conf"), vmtest.GuestEnv(t, "BENCHVS_KUBECONFIG_KUBE_PROXY")
+	if err := (kubeproxy.Config{Kubeconfig: kpKC, ClusterCIDR: "10.244.0.0/16"}).WriteFile(kpConfig); err != nil {
 		t.Fatal(err)
 	}
 	proxyKC := vmtest.GuestEnv(t, "DAEMONBENCH_KUBECONFIG_PROXY")
 	breakdown := os.Getenv("BENCHVS_BREAKDOWN") == "1"
 	contenders := []contender{
 		{key: "kube-proxy", name: "kube-proxy " + kubeproxy.Version + " (ipvs)", syncMetric: kubeproxy.LastSyncMetric + `{ip_family="IPv4"}`,
-			durMetric: "kubeproxy_sync_proxy_rules_duration_seconds",
+			durMetric:  "kubeproxy_sync_proxy_rules_duration_seconds",
+			kubeconfig: kpKC,
 			start: func(t *testing.T, node *ktest.Node) process {
 				return kubeproxy.Start(t, node.NS, kubeproxy.Options{Bin: kpBin, NodeName: thisNode, ConfigFile: kpConfig})
 			}},
 		{key: "ipvs-proxy", name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
-			durMetric: "ipvs_proxy_sync_duration_seconds",
+			durMetric:  "ipvs_proxy_sync_duration_seconds",
+			kubeconfig: proxyKC,
 			start: func(t *testing.T, node *ktest.Node) process {
 				return startIPVSProxy(t, node, proxyBin, proxyKC, breakdown)
 			}},
@@ -287,6 +291,12 @@ func (b *vsBench) measure(c contender) vsResult {
 		_, _ = node.Exec("ipvsadm", "-C")
 		node.Close()
 	}()
+
+	// A proxy whose credentials are refused would never sync: fail now,
+	// not after its budget.
+	if err := credentialsAccepted(b.ctx, c.kubeconfig, b.adminCfg.Host); err != nil {
+		t.Fatalf("%s: not started: %v", c.name, err)
+	}
 
 	// (1) First full sync: the contender's own end-of-sync gauge, then
 	// the kernel compared with what it should program.
