@@ -68,7 +68,18 @@ type breakdown struct {
 	// changed node, as the loop read it) rather than reading the
 	// incremental plan.
 	replanned int
+	// synced is when each change's partial sync ran, and reads when
+	// each periodic full sync's read beside the loop ran (it ends as
+	// that full sync begins), both from the log's timestamps: a change
+	// whose sync met a read shares the VM with it.
+	synced, reads []span
 }
+
+// span is a stretch of time in ipvs-proxy's log.
+type span struct{ from, to time.Time }
+
+func (a span) overlaps(b span) bool { return a.from.Before(b.to) && b.from.Before(a.to) }
+
 
 // fullStages split a full sync, from its "sync done" and "sync applied"
 // lines.
@@ -135,6 +146,8 @@ func readBreakdown(t *testing.T, path string) breakdown {
 				collect(b.first, fullStages, m, a)
 			} else if fulls > 1 && a != nil {
 				collect(b.full, fullStages, m, a)
+				begun := logTime(m).Add(-seconds(m, "took"))
+				b.reads = append(b.reads, span{begun.Add(-seconds(a, "readbackTook")), begun})
 				if m["replanned"] == true {
 					b.replanned++
 				}
@@ -146,6 +159,7 @@ func readBreakdown(t *testing.T, path string) breakdown {
 		} else if d, _ := m["deliveredIn"].(float64); d > 0 && a != nil {
 			collect(b.per, stages, m, a)
 			b.took = append(b.took, seconds(m, "took"))
+			b.synced = append(b.synced, span{logTime(m).Add(-seconds(m, "took")), logTime(m)})
 		}
 	}
 	if err := sc.Err(); err != nil {
@@ -208,6 +222,9 @@ func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 		row("IPVS step's start → the harness's poll saw it", rest)
 	}
 	row("end to end: write → the poll saw it", lat)
+	if n == len(lat) && len(b.reads) > 0 {
+		out.WriteString(duringReads(b, lat, floor))
+	}
 	if len(b.full[0]) > 0 {
 		fmt.Fprintf(&out, "\nipvs-proxy's full syncs after the first (%d: the periodic ones, from the start to the end of the changes; %d planned every service again; %d gave changes that arrived meanwhile %d turns, their time in the sync's own duration)\n", len(b.full[0]), b.replanned, b.turned, b.turns)
 		out.WriteString("| Stage | p50 | mean |\n|---|---|---|\n")
@@ -227,6 +244,47 @@ func breakdownReport(b breakdown, lat, floor, answered []time.Duration) string {
 	}
 	out.WriteString("BENCHVS-BREAKDOWN-END\n")
 	return out.String()
+}
+
+// duringReads splits the changes by whether their partial sync ran while
+// a periodic full sync's read beside the loop was under way: each group's
+// count, end-to-end p50 and largest, IPVS step p50 and the floor's p50 of
+// the same changes.
+func duringReads(b breakdown, lat, floor []time.Duration) string {
+	var in, apart [3][]time.Duration // lat, IPVS step, floor
+	ipvsStep := b.per[beforeIPVS]
+	for k, sp := range b.synced {
+		g := &apart
+		if slices.ContainsFunc(b.reads, sp.overlaps) {
+			g = &in
+		}
+		g[0], g[1], g[2] = append(g[0], lat[k]), append(g[1], ipvsStep[k]), append(g[2], floor[k])
+	}
+	var took []time.Duration
+	for _, r := range b.reads {
+		took = append(took, r.to.Sub(r.from))
+	}
+	var sb strings.Builder
+	fmt.Fprintf(&sb, "\nchanges whose partial sync ran during a read beside the loop (%d reads, %s each p50)\n", len(b.reads), us(quantile(sorted(took), 0.5)))
+	sb.WriteString("| changes | n | end to end p50 / largest | IPVS step p50 | floor p50 |\n|---|---|---|---|---|\n")
+	for _, g := range []struct {
+		name string
+		d    [3][]time.Duration
+	}{{"during a read", in}, {"no read under way", apart}} {
+		if len(g.d[0]) == 0 {
+			fmt.Fprintf(&sb, "| %s | 0 | — | — | — |\n", g.name)
+			continue
+		}
+		l, st, fl := sorted(g.d[0]), sorted(g.d[1]), sorted(g.d[2])
+		fmt.Fprintf(&sb, "| %s | %d | %s / %s | %s | %s |\n", g.name, len(l), us(quantile(l, 0.5)), us(l[len(l)-1]), us(quantile(st, 0.5)), us(quantile(fl, 0.5)))
+	}
+	return sb.String()
+}
+
+func sorted(d []time.Duration) []time.Duration {
+	s := slices.Clone(d)
+	slices.Sort(s)
+	return s
 }
 
 func us(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d)/float64(time.Millisecond)) }
