@@ -80,7 +80,6 @@ type span struct{ from, to time.Time }
 
 func (a span) overlaps(b span) bool { return a.from.Before(b.to) && b.from.Before(a.to) }
 
-
 // fullStages split a full sync, from its "sync done" and "sync applied"
 // lines.
 var fullStages = []stage{
