@@ -28,6 +28,15 @@ func TestCredentialsAccepted(t *testing.T) {
 	if err := credentialsAccepted(ctx, admin, ""); err != nil {
 		t.Fatalf("admin credentials refused: %v", err)
 	}
+	// host in place of the kubeconfig's server, as the harness in the VM
+	// asks it: a kubeconfig whose server answers nothing is still checked.
+	elsewhere := filepath.Join(dir, "elsewhere.kubeconfig")
+	if err := srv.WriteKubeconfig(elsewhere, srv.Config(), "https://127.0.0.1:1"); err != nil {
+		t.Fatal(err)
+	}
+	if err := credentialsAccepted(ctx, elsewhere, srv.URL); err != nil {
+		t.Errorf("admin credentials with the server given: %v", err)
+	}
 
 	// A ServiceAccount no role is bound to: known, but may not list.
 	sa, err := srv.ServiceAccountConfig(ctx, "credentials-test", "unbound")

@@ -71,9 +71,12 @@ func seconds(r map[string]any, k string) time.Duration {
 	return time.Duration(f * float64(time.Second))
 }
 
+// logTimeLayout is how zap's ISO8601 encoder writes a record's "ts".
+const logTimeLayout = "2006-01-02T15:04:05.000Z0700"
+
 // logTime is a record's "ts" (zap's ISO8601 encoder).
 func logTime(r map[string]any) time.Time {
-	ts, _ := time.Parse("2006-01-02T15:04:05.000Z0700", str(r, "ts"))
+	ts, _ := time.Parse(logTimeLayout, str(r, "ts"))
 	return ts
 }
 

@@ -44,7 +44,7 @@ func TestDuringReads(t *testing.T) {
 
 func mustTime(t *testing.T, hms string) time.Time {
 	t.Helper()
-	ts, err := time.Parse("2006-01-02T15:04:05.000Z0700", "2026-12-02T"+hms+"Z")
+	ts, err := time.Parse(logTimeLayout, "2026-12-02T"+hms+"Z")
 	if err != nil {
 		t.Fatal(err)
 	}
