@@ -185,3 +185,28 @@ func TestDocsLinksResolve(t *testing.T) {
 		}
 	}
 }
+
+// TestReadmeListsEveryPage requires README's "## Documentation" table to
+// link every docs/*.md page.
+func TestReadmeListsEveryPage(t *testing.T) {
+	pages := readPages(t)
+	listed := map[string]bool{}
+	inTable := false
+	for _, l := range pages[0].lines { // README.md
+		if strings.HasPrefix(l.text, "## ") {
+			inTable = strings.TrimSpace(l.text) == "## Documentation"
+			continue
+		}
+		if inTable {
+			for _, target := range links(l.text) {
+				file, _, _ := strings.Cut(target, "#")
+				listed[filepath.ToSlash(filepath.Clean(file))] = true
+			}
+		}
+	}
+	for _, p := range pages[1:] {
+		if !listed[p.path] {
+			t.Errorf("README.md's Documentation table does not link %s; add a row: | [%s](%s) | who it is for |", p.path, p.path, p.path)
+		}
+	}
+}
