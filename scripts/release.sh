@@ -42,10 +42,15 @@ for arch in $ARCHS; do
 	images+=(-platform "$arch=$rootfs,$bin")
 	sbom+=(-arch "$arch=$bin,$rootfs.packages")
 done
-# The host's own binary must print the version it is released as.
-host_bin=$DIST/ipvs-proxy-linux-$($GO env GOARCH)
+# The host's own binary prints the version it is released as and, under
+# the image's name kube-proxy, starts `run` from kubeadm's command line
+# (--init-only: up to the start, as in cmd/ipvs-proxy's tests).
+host_bin=$(realpath "$DIST/ipvs-proxy-linux-$($GO env GOARCH)")
 if [ -x "$host_bin" ]; then
 	"$host_bin" version | grep -q "^ipvs-proxy $VERSION " || { say "$host_bin version: $("$host_bin" version)"; exit 1; }
+	ln -s "$host_bin" "$DIST/work/kube-proxy"
+	"$DIST/work/kube-proxy" --config=internal/config/testdata/kubeadm-v1.34-config.conf \
+		--hostname-override=node-a --init-only >&2 || { say "kube-proxy's command line was refused"; exit 1; }
 fi
 
 say "assembling the image index $DIST/oci:$VERSION"
