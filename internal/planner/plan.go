@@ -32,6 +32,7 @@ const (
 	FieldExternalIPs   = "spec.externalIPs"
 	FieldScheduler     = "metadata.annotations[ipvs-proxy.io/scheduler]"
 	FieldSchedulerFlag = "--ipvs-scheduler"
+	FieldSchedFlags    = "metadata.annotations[ipvs-proxy.io/scheduler-flags]"
 	FieldProtocol      = "spec.ports.protocol"
 	FieldPort          = "spec.ports.port"
 )
