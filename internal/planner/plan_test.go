@@ -230,6 +230,13 @@ func TestNodePort(t *testing.T) {
 	if !strings.Contains(text(t, st), "-A KUBE-SERVICES -d 192.168.1.1/32 -j KUBE-NODE-PORT\n") {
 		t.Error("NodePort jump per selected address")
 	}
+	// The health check node ports listen where NodePorts are served.
+	if a, restricted := NewIncremental(o, c.Nodes, nil).NodePortAddrs(); !restricted || !slices.Equal(a, []netip.Addr{addr("192.168.1.1")}) {
+		t.Errorf("NodePortAddrs: %v restricted %v, want 192.168.1.1 restricted", a, restricted)
+	}
+	if _, restricted := NewIncremental(opts(), c.Nodes, nil).NodePortAddrs(); restricted {
+		t.Error("NodePortAddrs restricted without --nodeport-addresses")
+	}
 
 	// --nodeport-addresses primary: the node's primary IPs only (kube-proxy's
 	// GetNodeHostIPs, informers' Node.PrimaryIPs), nowhere while the Node is
