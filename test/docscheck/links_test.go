@@ -1,14 +1,14 @@
 package docscheck
 
 import (
-	"fmt"
 	"os"
 	"path/filepath"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
-	"unicode"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/mdanchor"
 )
 
 // root is the repository's root, seen from this package's directory.
@@ -83,45 +83,18 @@ func links(l string) []string {
 	return out
 }
 
-// anchors returns the anchors GitHub gives the headings of p: each
-// heading's slug, and slug-N for the Nth repetition of one.
+// anchors returns the anchors GitHub gives the headings of p
+// (mdanchor.Anchors over its prose lines).
 func anchors(p page) map[string]bool {
-	seen := map[string]int{}
+	text := make([]string, len(p.lines))
+	for i, l := range p.lines {
+		text[i] = l.text
+	}
 	out := map[string]bool{}
-	for _, l := range p.lines {
-		h, ok := strings.CutPrefix(l.text, "#")
-		if !ok {
-			continue
-		}
-		h = strings.TrimLeft(h, "#")
-		if !strings.HasPrefix(h, " ") {
-			continue
-		}
-		s := slug(h)
-		if n := seen[s]; n > 0 {
-			out[fmt.Sprintf("%s-%d", s, n)] = true
-		} else {
-			out[s] = true
-		}
-		seen[s]++
+	for _, a := range mdanchor.Anchors(strings.Join(text, "\n")) {
+		out[a] = true
 	}
 	return out
-}
-
-// slug is GitHub's anchor of a heading: lower case, letters, digits,
-// hyphens and underscores kept, spaces made hyphens, everything else
-// dropped.
-func slug(heading string) string {
-	var b strings.Builder
-	for _, r := range strings.ToLower(strings.TrimSpace(heading)) {
-		switch {
-		case r == ' ':
-			b.WriteByte('-')
-		case r == '-' || r == '_' || unicode.IsLetter(r) || unicode.IsDigit(r):
-			b.WriteRune(r)
-		}
-	}
-	return b.String()
 }
 
 func TestSlug(t *testing.T) {
@@ -132,8 +105,8 @@ func TestSlug(t *testing.T) {
 		{"3. ipsets", "3-ipsets"},
 		{"The seed's disaster across real nodes", "the-seeds-disaster-across-real-nodes"},
 	} {
-		if got := slug(c.heading); got != c.want {
-			t.Errorf("slug(%q) = %q, want %q", c.heading, got, c.want)
+		if got := mdanchor.Anchors("## " + c.heading); len(got) != 1 || got[0] != c.want {
+			t.Errorf("anchor of %q = %q, want %q", c.heading, got, c.want)
 		}
 	}
 }

@@ -7,10 +7,11 @@ import (
 	"os"
 	"strconv"
 	"strings"
+	"unicode"
 )
 
 // Anchors are the anchors of markdown's headings, in page order: the
-// heading lowercased, letters, digits, '-' and '_' kept, spaces turned into
+// heading lowercased, letters (any script), digits, '-' and '_' kept, spaces turned into
 // '-', every other character dropped; a repeated anchor gets "-1", "-2", ...
 // as GitHub numbers them. Lines inside fenced code blocks are not headings.
 func Anchors(markdown string) []string {
@@ -33,7 +34,7 @@ func Anchors(markdown string) []string {
 		var b strings.Builder
 		for _, r := range strings.ToLower(strings.TrimSpace(h)) {
 			switch {
-			case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
+			case unicode.IsLetter(r), unicode.IsDigit(r), r == '-', r == '_':
 				b.WriteRune(r)
 			case r == ' ':
 				b.WriteByte('-')
