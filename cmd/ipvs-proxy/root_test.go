@@ -128,3 +128,20 @@ func TestIgnoredKinds(t *testing.T) {
 		t.Errorf("an ignored Pod changed the plan")
 	}
 }
+
+// TestExitStatusesShared: bad usage exits 2 from every subcommand, and
+// --help of the root and of recover shows the one table of exit statuses.
+func TestExitStatusesShared(t *testing.T) {
+	for _, sub := range newRootCommand().Commands() {
+		var stderr bytes.Buffer
+		if code := Main([]string{sub.Name(), "--no-such-flag"}, nil, new(bytes.Buffer), &stderr); code != exitUsage {
+			t.Errorf("%s --no-such-flag: exit %d, want %d: %s", sub.Name(), code, exitUsage, stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"recover", "--help"}} {
+		var stdout bytes.Buffer
+		if code := Main(args, nil, &stdout, new(bytes.Buffer)); code != exitOK || !strings.Contains(stdout.String(), exitStatusHelp) {
+			t.Errorf("%v: exit %d, output lacks the exit status table:\n%s", args, code, stdout.String())
+		}
+	}
+}
