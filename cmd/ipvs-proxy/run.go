@@ -68,6 +68,10 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 				log.Warn("flags ignored: --config is given, and as with kube-proxy the file wins over every kube-proxy flag except --hostname-override and the logging flags; set them in the file",
 					zap.String("config", c.ConfigFile), zap.Strings("flags", c.IgnoredFlags))
 			}
+			if c.KubeProxyModeEmpty {
+				log.Warn(`the KubeProxyConfiguration's mode is "", which kube-proxy runs as iptables: ipvs-proxy serves this node with IPVS, and its first full sync, once its own virtual servers and rules are in place, removes by name what kube-proxy's iptables mode left (KUBE-SVC-*, KUBE-SEP-*, KUBE-EXT-*, KUBE-FW-*, KUBE-SVL-*, KUBE-NODEPORTS; set mode: ipvs to say IPVS outright)`,
+					zap.String("config", c.ConfigFile))
+			}
 			if c.KubeProxy.InitOnly {
 				return initOnly(cmd.Context(), c, log)
 			}

@@ -105,6 +105,10 @@ type Config struct {
 	// them, as kube-proxy decodes v1alpha1 leniently; the pre-flight
 	// (--init-only, --write-config-to) refuses them.
 	UnknownFields []string
+	// KubeProxyModeEmpty is a KubeProxyConfiguration whose mode is "" (and
+	// no --proxy-mode): kube-proxy runs it as iptables on Linux, so the
+	// node may hold kube-proxy's iptables-mode rules; run says so once.
+	KubeProxyModeEmpty bool
 	// IgnoredFlags are the kube-proxy flags given on the command line that
 	// --config overrides, as kube-proxy ignores them; run logs them once.
 	IgnoredFlags []string

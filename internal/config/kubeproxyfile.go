@@ -126,7 +126,9 @@ func (c *Config) loadKubeProxy(data []byte, s setter) error {
 	}
 	var errs []error
 	switch kp.Mode {
-	case "", proxyModeIPVS:
+	case "":
+		c.KubeProxyModeEmpty = s.fs == nil || !s.fs.Changed("proxy-mode")
+	case proxyModeIPVS:
 	default:
 		errs = append(errs, fmt.Errorf("mode %q: ipvs-proxy programs IPVS only; use ipvs or leave it empty (keep kube-proxy for mode %s): %w", kp.Mode, kp.Mode, ErrInvalid))
 	}
