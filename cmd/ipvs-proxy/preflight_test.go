@@ -56,13 +56,7 @@ func unreachable(t *testing.T) string {
 // exit status (issue 39, item 5).
 func TestInitOnlyTellsTheTruth(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, data string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(data), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, data string) string { return writeFile(t, dir, name, data) }
 	misspelt := write("misspelt.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: ipvs\nipvs:\n  schedular: sh\nclusterCIRD: 10.244.0.0/16\n")
 	ownMisspelt := write("own.yaml", "apiVersion: ipvs-proxy.io/v1alpha1\nkind: ProxyConfiguration\nclusterCIRD: 10.244.0.0/16\n")
 	nftables := write("nftables.conf", "apiVersion: kubeproxy.config.k8s.io/v1alpha1\nkind: KubeProxyConfiguration\nmode: nftables\n")

@@ -27,13 +27,7 @@ func TestVersion(t *testing.T) {
 // naming what is wrong, and prints nothing on stdout.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	good := write("good.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n")
 	broken := write("broken.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Service\n  metadata: {name: x\n")
 	unknown := write("unknown.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\napiVersion: v1\nkind: Sevrice\nmetadata: {name: typo, namespace: web}\n")
@@ -144,4 +138,14 @@ func TestExitStatusesShared(t *testing.T) {
 			t.Errorf("%v: exit %d, output lacks the exit status table:\n%s", args, code, stdout.String())
 		}
 	}
+}
+
+// writeFile writes body to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
