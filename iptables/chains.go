@@ -291,6 +291,7 @@ func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
 	if len(stale) > 0 {
 		sc.removeStale(stale, saved, rewritten)
 	}
+	sc.removeJumps(kubeProxyIPTablesJumps[t.Name], saved, rewritten)
 	if sc.empty() {
 		return nil
 	}
@@ -368,6 +369,23 @@ func (sc *restoreScript) removeStale(stale []string, saved savedTable, rewritten
 		if _, exists := saved[n]; exists {
 			sc.decl = append(sc.decl, ":"+n+" - [0:0]")
 			sc.tail = append(sc.tail, "-X "+n)
+		}
+	}
+}
+
+// removeJumps deletes from each built-in chain of jumps that is not
+// rewritten the rules that jump to one of its targets.
+func (sc *restoreScript) removeJumps(jumps map[string][]string, saved savedTable, rewritten map[string]bool) {
+	for _, name := range slices.Sorted(maps.Keys(jumps)) {
+		if rewritten[name] {
+			continue
+		}
+		targets := map[string]bool{}
+		for _, tgt := range jumps[name] {
+			targets[tgt] = true
+		}
+		for _, r := range ourJumps(saved[name], targets) {
+			sc.body = append(sc.body, "-D "+name+" "+r)
 		}
 	}
 }

@@ -220,6 +220,18 @@ func kubeChainsIn(save string) []string {
 	return out
 }
 
+// takenOverChains4 are the KUBE chains and built-in jumps (kubeChainsIn)
+// of an IPv4 node the proxy took over: its own and the kubelet's canaries.
+var takenOverChains4 = []string{
+	"filter/FORWARD -> KUBE-FORWARD", "filter/FORWARD -> KUBE-PROXY-FIREWALL",
+	"filter/INPUT -> KUBE-IPVS-FILTER", "filter/INPUT -> KUBE-NODE-PORT", "filter/INPUT -> KUBE-PROXY-FIREWALL",
+	"filter/KUBE-FORWARD", "filter/KUBE-IPVS-FILTER", "filter/KUBE-KUBELET-CANARY", "filter/KUBE-NODE-PORT",
+	"filter/KUBE-PROXY-FIREWALL", "filter/KUBE-SOURCE-RANGES-FIREWALL",
+	"nat/KUBE-KUBELET-CANARY", "nat/KUBE-LOAD-BALANCER", "nat/KUBE-MARK-MASQ", "nat/KUBE-NODE-PORT",
+	"nat/KUBE-POSTROUTING", "nat/KUBE-SERVICES",
+	"nat/OUTPUT -> KUBE-SERVICES", "nat/POSTROUTING -> KUBE-POSTROUTING", "nat/PREROUTING -> KUBE-SERVICES",
+}
+
 // checkTakenOverChains checks iptables-save and ip6tables-save of the
 // fixture's node after a takeover planned IPv4 only: kube-proxy's chains of
 // planned names are the proxy's, KUBE-IPVS-OUT-FILTER and its jump are
@@ -227,15 +239,7 @@ func kubeChainsIn(save string) []string {
 // stay.
 func checkTakenOverChains(t testing.TB, save4, save6 string) {
 	t.Helper()
-	want4 := []string{
-		"filter/FORWARD -> KUBE-FORWARD", "filter/FORWARD -> KUBE-PROXY-FIREWALL",
-		"filter/INPUT -> KUBE-IPVS-FILTER", "filter/INPUT -> KUBE-NODE-PORT", "filter/INPUT -> KUBE-PROXY-FIREWALL",
-		"filter/KUBE-FORWARD", "filter/KUBE-IPVS-FILTER", "filter/KUBE-KUBELET-CANARY", "filter/KUBE-NODE-PORT",
-		"filter/KUBE-PROXY-FIREWALL", "filter/KUBE-SOURCE-RANGES-FIREWALL",
-		"nat/KUBE-KUBELET-CANARY", "nat/KUBE-LOAD-BALANCER", "nat/KUBE-MARK-MASQ", "nat/KUBE-NODE-PORT",
-		"nat/KUBE-POSTROUTING", "nat/KUBE-SERVICES",
-		"nat/OUTPUT -> KUBE-SERVICES", "nat/POSTROUTING -> KUBE-POSTROUTING", "nat/PREROUTING -> KUBE-SERVICES",
-	}
+	want4 := takenOverChains4
 	if got := kubeChainsIn(save4); !slices.Equal(got, want4) {
 		t.Errorf("iptables KUBE chains and jumps:\n%q\nwant (no KUBE-IPVS-OUT-FILTER):\n%q", got, want4)
 	}

@@ -36,9 +36,41 @@ var KubeProxyChains = map[string][]string{
 	"filter": {ChainForward, ChainNodePort, ChainProxyFirewall, ChainSourceRangesFirewall, ChainIPVSFilter, ChainIPVSOutFilter},
 }
 
+// What kube-proxy's iptables mode (pkg/proxy/iptables/proxier.go, 1.34)
+// leaves: one chain per service, endpoint and external path, named by
+// prefix, and a few fixed chains whose names the proxy does not plan. Its
+// KUBE-SERVICES, KUBE-POSTROUTING, KUBE-MARK-MASQ (nat) and KUBE-FORWARD,
+// KUBE-PROXY-FIREWALL (filter) are names the proxy plans: rewritten by the
+// same iptables-restore that removes these, so the jump from KUBE-SERVICES
+// to a service's DNAT chains and the proxy's rules for its IPVS virtual
+// servers change places at once, never leaving a ClusterIP unserved. Its
+// KUBE-PROXY-CANARY in mangle, an empty chain nothing jumps to, stays.
+var (
+	kubeProxyIPTablesPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-EXT-", "KUBE-FW-"}
+	kubeProxyIPTablesChains   = map[string][]string{
+		"nat":    {"KUBE-NODEPORTS", "KUBE-PROXY-CANARY"},
+		"filter": {ChainServices, "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-PROXY-CANARY"},
+	}
+)
+
+// kubeProxyIPTablesJumps are the jumps of kube-proxy's iptables mode from
+// a built-in chain the proxy does not plan to a chain whose name it plans:
+// by built-in chain, the targets.
+var kubeProxyIPTablesJumps = map[string]map[string][]string{
+	"filter": {"OUTPUT": {ChainProxyFirewall}},
+}
+
+// isKubeProxyIPTablesChain reports whether name in table is a chain of
+// kube-proxy's iptables mode the proxy does not plan.
+func isKubeProxyIPTablesChain(table, name string) bool {
+	return slices.Contains(kubeProxyIPTablesChains[table], name) ||
+		(table == "nat" && slices.ContainsFunc(kubeProxyIPTablesPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }))
+}
+
 // removable are the chains of table to remove now, sorted: those the proxy
 // created and no longer plans (c.owned), and kube-proxy's it does not plan
-// that exist, less any a chain of someone else (not built-in, not ours,
+// that exist (of its IPVS and iptables modes), less any a chain of
+// someone else (not built-in, not ours,
 // not removable) jumps to, directly or through another removable one.
 func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]bool) []string {
 	cand := map[string]bool{}
@@ -50,6 +82,11 @@ func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]
 	}
 	for _, name := range KubeProxyChains[table] {
 		if _, exists := saved[name]; exists && !ours[name] {
+			cand[name] = true
+		}
+	}
+	for name := range saved {
+		if !ours[name] && isKubeProxyIPTablesChain(table, name) {
 			cand[name] = true
 		}
 	}

@@ -16,3 +16,7 @@ import (
 func runDaemon(context.Context, *config.Config, *zap.Logger) error {
 	return errors.New("run needs Linux: it programs IPVS, kube-ipvs0, ipsets and iptables; plan works on any system")
 }
+
+func initOnly(context.Context, *config.Config, *zap.Logger) error {
+	return errors.New("--init-only: ipvs-proxy runs on Linux only")
+}

@@ -85,6 +85,9 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: ignored %d object(s) of kinds the proxy does not use, first: %s\n",
 			len(objs.Ignored), objs.Ignored[0])
 	}
+	for _, u := range objs.UnknownFields {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: %s; planned without it\n", u)
+	}
 	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 	if f.nodeCache != "" {
 		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
@@ -101,6 +104,11 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 			return fmt.Errorf("plan: %w", err)
 		}
 		opts.NodeName = name
+	}
+
+	if !slices.ContainsFunc(cluster.Nodes, func(n model.Node) bool { return n.Name == opts.NodeName }) {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: --node-name %s is not among the %d Node(s) given: the plan is what run would program on a node the API server does not list (run waits for its Node: /healthz answers 503)\n",
+			model.Word(opts.NodeName), len(cluster.Nodes))
 	}
 
 	// --api-server-address is the host run dials: the API server unless it

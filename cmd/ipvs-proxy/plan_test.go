@@ -150,3 +150,41 @@ func lineDiff(want, got string) string {
 	}
 	return b.String()
 }
+
+// TestPlanWarns: plan still prints the plan, and says on stderr what makes
+// it doubtful: a --node-name no Node of the input has, and fields a kind
+// does not have (a misspelt field plans as if it were not there).
+func TestPlanWarns(t *testing.T) {
+	in := `apiVersion: v1
+kind: Service
+metadata: {name: web, namespace: shop}
+spec:
+  clusterIP: 10.96.0.20
+  ports: [{port: 80, protocol: TCP}]
+  externalTrafficPolicy: Local
+  sessionAffinty: ClientIP
+---
+apiVersion: v1
+kind: List
+items:
+- apiVersion: v1
+  kind: Node
+  metadata: {name: n1}
+  status:
+    adresses: [{type: InternalIP, address: 10.10.0.1}]
+`
+	var stdout, stderr bytes.Buffer
+	code := Main([]string{"plan", "-f", "-", "--node-name", "n2", "--node-ip", "10.10.0.2"}, strings.NewReader(in), &stdout, &stderr)
+	if code != exitOK || !strings.Contains(stdout.String(), "-A -t 10.96.0.20:80") {
+		t.Fatalf("exit %d, stdout %q: want the plan all the same; stderr %s", code, stdout.String(), stderr.String())
+	}
+	for _, want := range []string{
+		`<stdin>: document 0: Service shop/web: strict decoding error: unknown field "spec.sessionAffinty"`,
+		`<stdin>: document 1, item 0: Node n1: strict decoding error: unknown field "status.adresses"`,
+		"--node-name n2 is not among the 1 Node(s) given",
+	} {
+		if !strings.Contains(stderr.String(), want) {
+			t.Errorf("stderr lacks %q:\n%s", want, stderr.String())
+		}
+	}
+}

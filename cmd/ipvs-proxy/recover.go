@@ -23,30 +23,20 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 )
 
-// Exit statuses of `recover` (docs/runbook.md).
+// recoverOutcome is what recover found and did; recoverExitCode maps it
+// to the shared exit statuses (exit.go).
+type recoverOutcome int
+
 const (
 	// recoverNothing: no bad address on kube-ipvs0.
-	recoverNothing = 0
+	recoverNothing recoverOutcome = iota
 	// recoverFound: bad addresses found in a dry run; nothing changed.
-	recoverFound = 1
+	recoverFound
 	// recoverRemoved: --apply removed every bad address.
-	recoverRemoved = 2
-	// recoverFailed: the node could not be read, a removal failed, or the
-	// command line is wrong.
-	recoverFailed = 3
+	recoverRemoved
+	// recoverFailed: a removal failed, or --apply refused the API server.
+	recoverFailed
 )
-
-// exitStatus is an error carrying its own exit status; Main returns it
-// instead of its default 1 or 2.
-type exitStatus struct {
-	code int
-	msg  string
-}
-
-func (e exitStatus) Error() string { return e.msg }
-
-// ExitCode is the process exit status.
-func (e exitStatus) ExitCode() int { return e.code }
 
 // recoverFlags are the flags of `recover`.
 type recoverFlags struct {
@@ -94,18 +84,13 @@ another cluster, an empty cluster, a node name that is not this node's),
 its Services say nothing about this node: --apply then refuses and changes
 nothing unless --force.
 
-Exit status: 0 nothing found; 1 found (dry run, nothing changed); 2 removed
-(--apply); 3 failed (the node could not be read, a removal failed, --apply
-refused an API server that does not list this node, or bad usage).`,
+` + exitStatusHelp,
 		Example: `  ipvs-proxy recover                      # dry run, offline or online
   ipvs-proxy recover --apply              # remove what the dry run listed
   ipvs-proxy recover --kubeconfig /etc/kubernetes/kubelet.conf --timeout 3s -o json`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runRecover(cmd, f) },
 	}
-	cmd.SetFlagErrorFunc(func(c *cobra.Command, err error) error {
-		return exitStatus{recoverFailed, fmt.Sprintf("%v (see '%s --help')", err, c.CommandPath())}
-	})
 	fs := cmd.Flags()
 	fs.SortFlags = false
 	fs.BoolVar(&f.apply, "apply", false, "Remove what was found (default: dry run, change nothing).")
@@ -129,7 +114,7 @@ refused an API server that does not list this node, or bad usage).`,
 
 func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 	if f.output != "text" && f.output != "json" {
-		return exitStatus{recoverFailed, fmt.Sprintf("recover: -o %q: must be text or json", f.output)}
+		return fmt.Errorf("recover: -o %q: must be text or json", f.output)
 	}
 	o := recovery.Options{
 		NodeName:                    f.hostname,
@@ -170,19 +155,20 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 	}
 	k, closeKernel, err := openRecoveryKernel()
 	if err != nil {
-		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+		return failure(fmt.Errorf("recover: %w", err))
 	}
 	defer closeKernel()
 	rep, recErr := recovery.Recover(context.Background(), k, o)
 	untrusted := errors.Is(recErr, recovery.ErrUntrustedCluster)
 	if recErr != nil && !untrusted {
-		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", recErr)}
+		return failure(fmt.Errorf("recover: %w", recErr))
 	}
 	rep.Warnings = append(notes, rep.Warnings...)
-	code := recoverExitCode(rep)
+	outcome := recoverOutcomeOf(rep)
 	if untrusted {
-		code = recoverFailed
+		outcome = recoverFailed
 	}
+	code := recoverExitCode(outcome)
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
 		err = writeRecoverJSON(out, rep, code)
@@ -190,24 +176,37 @@ func runRecover(cmd *cobra.Command, f *recoverFlags) error {
 		err = writeRecoverText(out, rep)
 	}
 	if err != nil {
-		return exitStatus{recoverFailed, fmt.Sprintf("recover: %v", err)}
+		return failure(fmt.Errorf("recover: %w", err))
 	}
 	switch {
 	case untrusted:
 		return exitStatus{code, fmt.Sprintf("recover: %v; nothing changed", recErr)}
-	case code == recoverNothing:
+	case outcome == recoverNothing:
 		return nil
-	case code == recoverFound:
+	case outcome == recoverFound:
 		return exitStatus{code, fmt.Sprintf("%d bad address(es) on %s; dry run, nothing changed (run again with --apply)", len(rep.Findings), addrmgr.Device)}
-	case code == recoverRemoved:
+	case outcome == recoverRemoved:
 		return exitStatus{code, fmt.Sprintf("removed %d address(es) from %s and %d virtual server(s)", len(rep.Result.Unbound), addrmgr.Device, len(rep.Result.Deleted))}
 	default:
 		return exitStatus{code, fmt.Sprintf("recover: %v", rep.Result.Err())}
 	}
 }
 
-// recoverExitCode is the exit status for a report.
-func recoverExitCode(rep *recovery.Report) int {
+// recoverExitCode is the shared exit status (exit.go) of an outcome:
+// nothing and removed are success, found is 3, failed 1.
+func recoverExitCode(o recoverOutcome) int {
+	switch o {
+	case recoverFound:
+		return exitFound
+	case recoverFailed:
+		return exitFailure
+	default:
+		return exitOK
+	}
+}
+
+// recoverOutcomeOf is what a report says recover found and did.
+func recoverOutcomeOf(rep *recovery.Report) recoverOutcome {
 	switch {
 	case len(rep.Findings) == 0:
 		return recoverNothing

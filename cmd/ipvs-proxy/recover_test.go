@@ -97,8 +97,8 @@ func TestRecoverCommand(t *testing.T) {
 	// Dry run, text: exit 1, nothing changed.
 	var out, errb bytes.Buffer
 	code := Main(base, nil, &out, &errb)
-	if code != recoverFound {
-		t.Fatalf("dry run exit %d, want %d; stderr %s", code, recoverFound, errb.String())
+	if code != exitFound {
+		t.Fatalf("dry run exit %d, want %d; stderr %s", code, exitFound, errb.String())
 	}
 	checkGolden(t, "dry-run.golden", out.String())
 	if !strings.Contains(errb.String(), "dry run, nothing changed") {
@@ -110,7 +110,7 @@ func TestRecoverCommand(t *testing.T) {
 
 	// Dry run, JSON.
 	out.Reset()
-	if code := Main(append(base, "-o", "json"), nil, &out, &errb); code != recoverFound {
+	if code := Main(append(base, "-o", "json"), nil, &out, &errb); code != exitFound {
 		t.Fatalf("json dry run exit %d", code)
 	}
 	checkGolden(t, "dry-run.json.golden", out.String())
@@ -118,15 +118,15 @@ func TestRecoverCommand(t *testing.T) {
 	if err := json.Unmarshal(out.Bytes(), &j); err != nil {
 		t.Fatal(err)
 	}
-	if len(j.Findings) != 1 || j.Findings[0].Reason != model.ReasonNodeIP || j.ExitCode != recoverFound {
+	if len(j.Findings) != 1 || j.Findings[0].Reason != model.ReasonNodeIP || j.ExitCode != exitFound {
 		t.Errorf("json: %+v", j)
 	}
 
 	// Apply: exit 2, exactly node B's address and its virtual server go.
 	out.Reset()
 	errb.Reset()
-	if code := Main(append(base, "--apply"), nil, &out, &errb); code != recoverRemoved {
-		t.Fatalf("apply exit %d, want %d; stderr %s", code, recoverRemoved, errb.String())
+	if code := Main(append(base, "--apply"), nil, &out, &errb); code != exitOK {
+		t.Fatalf("apply exit %d, want %d (removed is success); stderr %s", code, exitOK, errb.String())
 	}
 	checkGolden(t, "apply.golden", out.String())
 	if !strings.Contains(errb.String(), "removed address") || !strings.Contains(errb.String(), "NodeIP") {
@@ -141,7 +141,7 @@ func TestRecoverCommand(t *testing.T) {
 
 	// Again: nothing left, exit 0.
 	out.Reset()
-	if code := Main(append(base, "--apply"), nil, &out, &errb); code != recoverNothing {
+	if code := Main(append(base, "--apply"), nil, &out, &errb); code != exitOK {
 		t.Fatalf("second apply exit %d, want 0", code)
 	}
 }
@@ -152,16 +152,16 @@ func TestRecoverCommandFailures(t *testing.T) {
 	useFakeKernel(t, n)
 	var out, errb bytes.Buffer
 	args := []string{"recover", "--state-dir", stateDir(t), "--hostname-override", "a", "--proc-root", "-", "--apply"}
-	if code := Main(args, nil, &out, &errb); code != recoverFailed {
-		t.Fatalf("exit %d, want %d", code, recoverFailed)
+	if code := Main(args, nil, &out, &errb); code != exitFailure {
+		t.Fatalf("exit %d, want %d", code, exitFailure)
 	}
 	if !strings.Contains(out.String(), "FAILED: recovery: remove failed: ipvsadm -D -t 198.51.100.2:6443") {
 		t.Errorf("stdout does not name the failure:\n%s", out.String())
 	}
 	for _, bad := range [][]string{{"recover", "--nope"}, {"recover", "-o", "yaml"}, {"recover", "--protected-cidrs", "x"}} {
 		errb.Reset()
-		if code := Main(bad, nil, &out, &errb); code != recoverFailed {
-			t.Errorf("%v: exit %d, want %d (%s)", bad, code, recoverFailed, errb.String())
+		if code := Main(bad, nil, &out, &errb); code != exitUsage {
+			t.Errorf("%v: exit %d, want %d, usage as in every subcommand (%s)", bad, code, exitUsage, errb.String())
 		}
 	}
 }
@@ -205,14 +205,14 @@ func emptyCluster(t *testing.T) string {
 
 // TestRecoverRefusesUntrustedCluster: an API server that answers but does
 // not list this node would make every VIP "not wanted": --apply refuses,
-// changes nothing and exits 3 unless --force (issue 14, item 11).
+// changes nothing and exits 1 unless --force (issue 14, item 11).
 func TestRecoverRefusesUntrustedCluster(t *testing.T) {
 	n := newFakeRecoveryNode()
 	useFakeKernel(t, n)
 	base := []string{"recover", "--state-dir", stateDir(t), "--hostname-override", "a", "--proc-root", "-", "--master", emptyCluster(t)}
 	var out, errb bytes.Buffer
-	if code := Main(append(base, "--apply"), nil, &out, &errb); code != recoverFailed {
-		t.Fatalf("apply against an empty cluster: exit %d, want %d; stderr %s", code, recoverFailed, errb.String())
+	if code := Main(append(base, "--apply"), nil, &out, &errb); code != exitFailure {
+		t.Fatalf("apply against an empty cluster: exit %d, want %d; stderr %s", code, exitFailure, errb.String())
 	}
 	if n.link.Mutations+n.table.Mutations != 0 {
 		t.Fatalf("apply against an empty cluster changed the node:\n%s%s", n.link, n.table)
@@ -225,8 +225,8 @@ func TestRecoverRefusesUntrustedCluster(t *testing.T) {
 	}
 	out.Reset()
 	errb.Reset()
-	if code := Main(append(base, "--apply", "--force"), nil, &out, &errb); code != recoverRemoved {
-		t.Fatalf("--force: exit %d, want %d; stderr %s", code, recoverRemoved, errb.String())
+	if code := Main(append(base, "--apply", "--force"), nil, &out, &errb); code != exitOK {
+		t.Fatalf("--force: exit %d, want %d; stderr %s", code, exitOK, errb.String())
 	}
 	if got := n.link.String(); got != "" {
 		t.Errorf("kube-ipvs0 after --force against an empty cluster: %q, want every address gone", got)

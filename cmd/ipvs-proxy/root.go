@@ -1,23 +1,12 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"io"
 	"path/filepath"
 	"strings"
 
 	"github.com/spf13/cobra"
-)
-
-// Exit statuses.
-const (
-	exitOK = 0
-	// exitFailure is a failure while doing the work (kernel, API server, I/O).
-	exitFailure = 1
-	// exitUsage is bad input: an invalid flag, a missing required flag, a
-	// file that cannot be read or decoded.
-	exitUsage = 2
 )
 
 // subcommands are the constructors of ipvs-proxy's subcommands. Adding a
@@ -32,22 +21,6 @@ var subcommands = []func() *cobra.Command{
 	newVersionCommand,
 }
 
-// failureError marks an error as a failure of the work itself (exit 1)
-// rather than bad input (exit 2, the default for every other error).
-type failureError struct{ err error }
-
-func (e failureError) Error() string { return e.err.Error() }
-func (e failureError) Unwrap() error { return e.err }
-
-// failure wraps err so that the process exits with status 1. Errors not
-// wrapped with failure are treated as bad input and exit with status 2.
-func failure(err error) error {
-	if err == nil {
-		return nil
-	}
-	return failureError{err}
-}
-
 // newRootCommand builds the whole command tree.
 func newRootCommand() *cobra.Command {
 	root := &cobra.Command{
@@ -56,7 +29,9 @@ func newRootCommand() *cobra.Command {
 		Long: `ipvs-proxy programs IPVS virtual servers, the kube-ipvs0 addresses, ipsets and
 iptables rules from the cluster's Services, EndpointSlices and Nodes, in place
 of kube-proxy's IPVS mode. Its node-IP guard refuses any externalIP or
-LoadBalancer IP that would hijack a node's address.`,
+LoadBalancer IP that would hijack a node's address.
+
+` + exitStatusHelp,
 		SilenceErrors: true,
 		SilenceUsage:  true,
 	}
@@ -121,12 +96,5 @@ func Main(args []string, stdin io.Reader, stdout, stderr io.Writer) int {
 		}
 	}
 	fmt.Fprintf(stderr, "ipvs-proxy: %s\n", msg)
-	// An error may carry its own status (recover's 0-3).
-	if es, ok := errors.AsType[exitStatus](err); ok {
-		return es.ExitCode()
-	}
-	if errors.As(err, new(failureError)) {
-		return exitFailure
-	}
-	return exitUsage
+	return exitCode(err)
 }

@@ -27,13 +27,7 @@ func TestVersion(t *testing.T) {
 // naming what is wrong, and prints nothing on stdout.
 func TestBadInput(t *testing.T) {
 	dir := t.TempDir()
-	write := func(name, body string) string {
-		p := filepath.Join(dir, name)
-		if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
-			t.Fatal(err)
-		}
-		return p
-	}
+	write := func(name, body string) string { return writeFile(t, dir, name, body) }
 	good := write("good.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\nspec: {clusterIP: 10.96.0.1, ports: [{port: 80}]}\n")
 	broken := write("broken.yaml", "apiVersion: v1\nkind: Node\nmetadata: {name: n1}\n---\napiVersion: v1\nkind: Service\n  metadata: {name: x\n")
 	unknown := write("unknown.yaml", "apiVersion: v1\nkind: Service\nmetadata: {name: s}\n---\napiVersion: v1\nkind: Sevrice\nmetadata: {name: typo, namespace: web}\n")
@@ -127,4 +121,31 @@ func TestIgnoredKinds(t *testing.T) {
 	if a.String() != b.String() {
 		t.Errorf("an ignored Pod changed the plan")
 	}
+}
+
+// TestExitStatusesShared: bad usage exits 2 from every subcommand, and
+// --help of the root and of recover shows the one table of exit statuses.
+func TestExitStatusesShared(t *testing.T) {
+	for _, sub := range newRootCommand().Commands() {
+		var stderr bytes.Buffer
+		if code := Main([]string{sub.Name(), "--no-such-flag"}, nil, new(bytes.Buffer), &stderr); code != exitUsage {
+			t.Errorf("%s --no-such-flag: exit %d, want %d: %s", sub.Name(), code, exitUsage, stderr.String())
+		}
+	}
+	for _, args := range [][]string{{"--help"}, {"recover", "--help"}} {
+		var stdout bytes.Buffer
+		if code := Main(args, nil, &stdout, new(bytes.Buffer)); code != exitOK || !strings.Contains(stdout.String(), exitStatusHelp) {
+			t.Errorf("%v: exit %d, output lacks the exit status table:\n%s", args, code, stdout.String())
+		}
+	}
+}
+
+// writeFile writes body to dir/name and returns its path.
+func writeFile(t *testing.T, dir, name, body string) string {
+	t.Helper()
+	p := filepath.Join(dir, name)
+	if err := os.WriteFile(p, []byte(body), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
 }

@@ -1,6 +1,9 @@
 package main
 
 import (
+	"fmt"
+	"strings"
+
 	"os/signal"
 	"syscall"
 
@@ -47,6 +50,9 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 				return err
 			}
 			if c.KubeProxy.WriteConfigTo != "" {
+				if err := checkFile(c); err != nil {
+					return err
+				}
 				return c.WriteFile(c.KubeProxy.WriteConfigTo)
 			}
 			log, err := logging.New(logging.Options{Level: c.LogLevel, Format: c.LogFormat, Verbosity: c.Verbosity})
@@ -62,9 +68,12 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 				log.Warn("flags ignored: --config is given, and as with kube-proxy the file wins over every kube-proxy flag except --hostname-override and the logging flags; set them in the file",
 					zap.String("config", c.ConfigFile), zap.Strings("flags", c.IgnoredFlags))
 			}
+			if c.KubeProxyModeEmpty {
+				log.Warn(`the KubeProxyConfiguration's mode is "", which kube-proxy runs as iptables: ipvs-proxy serves this node with IPVS, and its first full sync, once its own virtual servers and rules are in place, removes by name what kube-proxy's iptables mode left (KUBE-SVC-*, KUBE-SEP-*, KUBE-EXT-*, KUBE-FW-*, KUBE-SVL-*, KUBE-NODEPORTS; set mode: ipvs to say IPVS outright)`,
+					zap.String("config", c.ConfigFile))
+			}
 			if c.KubeProxy.InitOnly {
-				log.Info("--init-only: the configuration is valid; ipvs-proxy has no privileged initialisation step, exiting")
-				return nil
+				return initOnly(cmd.Context(), c, log)
 			}
 			if c.Cleanup {
 				return cleanupNode(cmd.OutOrStdout(), c.Planning.ExcludeCIDRs, c.StateDir, false, log)
@@ -78,4 +87,15 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 	fs.SortFlags = false
 	c.AddFlags(fs, addPlanningFlags)
 	return cmd
+}
+
+// checkFile refuses what `run` starts with and only warns about: the
+// fields of a KubeProxyConfiguration that kube-proxy 1.34 does not have.
+// --init-only and --write-config-to check it before anything else.
+func checkFile(c *config.Config) error {
+	if len(c.UnknownFields) == 0 {
+		return nil
+	}
+	return fmt.Errorf("--config %s: unknown field(s) %s: KubeProxyConfiguration v1alpha1 (kube-proxy 1.34) has no such field; a misspelt field keeps its default (run starts with a warning, as kube-proxy decodes leniently)",
+		c.ConfigFile, strings.Join(c.UnknownFields, ", "))
 }

@@ -100,6 +100,15 @@ type Config struct {
 	// Warnings are the settings read from --config that mean nothing to
 	// ipvs-proxy; run logs them once at startup.
 	Warnings []string
+	// UnknownFields are the paths of a KubeProxyConfiguration's fields that
+	// kube-proxy 1.34 does not have (also in Warnings). run starts with
+	// them, as kube-proxy decodes v1alpha1 leniently; the pre-flight
+	// (--init-only, --write-config-to) refuses them.
+	UnknownFields []string
+	// KubeProxyModeEmpty is a KubeProxyConfiguration whose mode is "" (and
+	// no --proxy-mode): kube-proxy runs it as iptables on Linux, so the
+	// node may hold kube-proxy's iptables-mode rules; run says so once.
+	KubeProxyModeEmpty bool
 	// IgnoredFlags are the kube-proxy flags given on the command line that
 	// --config overrides, as kube-proxy ignores them; run logs them once.
 	IgnoredFlags []string

@@ -126,7 +126,9 @@ func (c *Config) loadKubeProxy(data []byte, s setter) error {
 	}
 	var errs []error
 	switch kp.Mode {
-	case "", proxyModeIPVS:
+	case "":
+		c.KubeProxyModeEmpty = s.fs == nil || !s.fs.Changed("proxy-mode")
+	case proxyModeIPVS:
 	default:
 		errs = append(errs, fmt.Errorf("mode %q: ipvs-proxy programs IPVS only; use ipvs or leave it empty (keep kube-proxy for mode %s): %w", kp.Mode, kp.Mode, ErrInvalid))
 	}
@@ -137,7 +139,9 @@ func (c *Config) loadKubeProxy(data []byte, s setter) error {
 	}
 	*s.errs = append(*s.errs, errs...)
 	c.applyKubeProxy(&kp, s)
-	c.Warnings = append(c.Warnings, kubeProxyWarnings(raw)...)
+	warnings, unknown := kubeProxyWarnings(raw)
+	c.Warnings = append(c.Warnings, warnings...)
+	c.UnknownFields = append(c.UnknownFields, unknown...)
 	return nil
 }
 
@@ -210,15 +214,16 @@ func nonZeroDuration(d metav1.Duration) *metav1.Duration {
 
 // kubeProxyWarnings names every field of raw (a KubeProxyConfiguration
 // read as a map) that is unknown, with its path, and every value with no
-// effect here that is neither zero nor kube-proxy's or kubeadm's default.
-func kubeProxyWarnings(raw map[string]any) []string {
-	var out []string
+// effect here that is neither zero nor kube-proxy's or kubeadm's default;
+// unknown are the unknown fields' paths alone.
+func kubeProxyWarnings(raw map[string]any) (out, unknown []string) {
 	var walk func(prefix string, v any)
 	walk = func(prefix string, v any) {
 		_, known := kubeProxyFields[prefix]
 		if prefix != "" && !known {
 			if !underMap(prefix) {
 				out = append(out, prefix+" (unknown field)")
+				unknown = append(unknown, prefix)
 			} else if !isZero(v) {
 				out = append(out, fmt.Sprintf("%s=%v (no effect in ipvs-proxy)", prefix, v))
 			}
@@ -238,7 +243,8 @@ func kubeProxyWarnings(raw map[string]any) []string {
 	}
 	walk("", raw)
 	slices.Sort(out)
-	return out
+	slices.Sort(unknown)
+	return out, unknown
 }
 
 // underMap reports whether path is a key inside a map-typed field

@@ -64,6 +64,10 @@ func TestKubeadmConfig(t *testing.T) {
 		if len(c.Warnings) != 0 || len(c.IgnoredFlags) != 0 {
 			t.Errorf("%s: warnings %q, ignored flags %q", file, c.Warnings, c.IgnoredFlags)
 		}
+		// kubeadm's mode "" is kube-proxy's iptables mode: run says so.
+		if want := file == kubeadmConfig; c.KubeProxyModeEmpty != want {
+			t.Errorf("%s: KubeProxyModeEmpty %v, want %v", file, c.KubeProxyModeEmpty, want)
+		}
 		if c.Kubeconfig != "/var/lib/kube-proxy/kubeconfig.conf" || c.HostnameOverride != "node-a" ||
 			!reflect.DeepEqual(c.Planning.ClusterCIDRs, []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}) ||
 			c.SyncPeriod != 30*time.Second || c.HealthzBindAddress != DefaultHealthzBindAddress ||

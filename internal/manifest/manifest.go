@@ -18,6 +18,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
+	"k8s.io/apimachinery/pkg/runtime/serializer"
 	utilyaml "k8s.io/apimachinery/pkg/util/yaml"
 	"k8s.io/client-go/kubernetes/scheme"
 
@@ -45,7 +46,17 @@ type Objects struct {
 	// Ignored names every object of a known kind the proxy does not use
 	// (Pods, Deployments, Endpoints, ...), as "FILE: document N: Kind ns/name".
 	Ignored []string
+	// UnknownFields names every object read that has fields its kind does
+	// not have (a misspelt field is left out of the object, as the API
+	// server's lenient decoding leaves it), as "FILE: document N: Kind
+	// ns/name: unknown field ...".
+	UnknownFields []string
 }
+
+// strictDeserializer decodes as client-go's scheme does and also reports
+// the fields a kind does not have (runtime.IsStrictDecodingError), with
+// the object decoded all the same.
+var strictDeserializer = serializer.NewCodecFactory(scheme.Scheme, serializer.EnableStrict).UniversalDeserializer()
 
 // DocumentError is a bad document: which file, which document (0-based, in
 // the order they appear), and which object when it could be named.
@@ -102,7 +113,7 @@ func ReadFiles(paths []string, stdin io.Reader) (*Objects, error) {
 // errors. It stops at the first bad document.
 func (objs *Objects) Read(name string, r io.Reader) error {
 	dec := utilyaml.NewYAMLOrJSONDecoder(r, 4096)
-	decoder := scheme.Codecs.UniversalDeserializer()
+	decoder := strictDeserializer
 	for index := 0; ; index++ {
 		var raw runtime.RawExtension
 		err := dec.Decode(&raw)
@@ -132,6 +143,14 @@ func (objs *Objects) add(decoder runtime.Decoder, file string, index, item int, 
 	// reading it first would parse every document, and a List whole, twice.
 	head := func() header { return peek(doc) }
 	obj, gvk, err := decoder.Decode(doc, nil, nil)
+	if err != nil && runtime.IsStrictDecodingError(err) {
+		at := fmt.Sprintf("%s: document %d", file, index)
+		if item >= 0 {
+			at += fmt.Sprintf(", item %d", item)
+		}
+		objs.UnknownFields = append(objs.UnknownFields, fmt.Sprintf("%s: %s: %v", at, describe(obj, gvk), err))
+		err = nil
+	}
 	switch {
 	case runtime.IsMissingKind(err) || runtime.IsMissingVersion(err):
 		return docErr(head().String(), fmt.Errorf("%w: apiVersion and kind are required", ErrUnknownKind))

@@ -38,6 +38,8 @@ const (
 	Base              = "base"
 	ReplaceKubeProxy  = "overlays/replace-kube-proxy"
 	MigrateNodeByNode = "overlays/migrate-node-by-node"
+	// EKS is replace-kube-proxy reading the EKS add-on's ConfigMaps.
+	EKS = "overlays/eks"
 )
 
 // Kustomizations are every kustomization shipped under deploy/.

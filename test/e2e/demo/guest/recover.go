@@ -66,16 +66,16 @@ func (d *demo) recover(extra ...string) (int, error) {
 	return 0, nil
 }
 
-// recoverStatus is what recover's exit status means (docs/runbook.md):
-// 1 and 2 are answers for scripts, not failures.
+// recoverStatus is what recover's exit status means (docs/flags.md#exit-status):
+// 3 is an answer for scripts, not a failure.
 func recoverStatus(code int) string {
 	switch code {
 	case 0:
-		return "nothing bad on kube-ipvs0"
-	case 1:
-		return "bad addresses found, dry run: nothing changed (an answer for scripts, not a failure)"
+		return "done: nothing bad on kube-ipvs0, or --apply removed it all"
 	case 2:
-		return "removed: everything found is gone (an answer for scripts, not a failure)"
+		return "bad usage"
+	case 3:
+		return "bad addresses found, dry run: nothing changed (an answer for scripts, not a failure)"
 	default:
 		return "recover failed"
 	}
