@@ -43,7 +43,9 @@ var KubeProxyChains = map[string][]string{
 // KUBE-PROXY-FIREWALL (filter) are names the proxy plans: rewritten by the
 // same iptables-restore that removes these, so the jump from KUBE-SERVICES
 // to a service's DNAT chains and the proxy's rules for its IPVS virtual
-// servers change places at once, never leaving a ClusterIP unserved. Its
+// servers change places at once. The VIPs are bound after that restore
+// (the applier's safe order), so until they are a ClusterIP is not served:
+// docs/migration.md says so and how to avoid it. Its
 // KUBE-PROXY-CANARY in mangle, an empty chain nothing jumps to, stays.
 var (
 	kubeProxyIPTablesPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-EXT-", "KUBE-FW-"}
