@@ -258,7 +258,8 @@ func (r layoutReader) layer(d v1.Descriptor, diffID digest.Digest, img *Image) e
 		return err
 	}
 	h := sha256.New()
-	tr := tar.NewReader(io.TeeReader(zr, h))
+	tee := io.TeeReader(zr, h)
+	tr := tar.NewReader(tee)
 	for {
 		hdr, err := tr.Next()
 		if errors.Is(err, io.EOF) {
@@ -279,7 +280,9 @@ func (r layoutReader) layer(d v1.Descriptor, diffID digest.Digest, img *Image) e
 			img.heads[name] = head[:n]
 		}
 	}
-	if _, err := io.Copy(io.Discard, zr); err != nil {
+	// The end-of-archive blocks and record padding tar.Reader leaves unread
+	// are part of the layer's digest too.
+	if _, err := io.Copy(io.Discard, tee); err != nil {
 		return err
 	}
 	if got := "sha256:" + hex.EncodeToString(h.Sum(nil)); got != diffID.String() {
