@@ -45,6 +45,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 	hasNodePorts := spec.Type == corev1.ServiceTypeNodePort || spec.Type == corev1.ServiceTypeLoadBalancer
 
 	base := model.ServicePort{
+		Created:     svc.CreationTimestamp.UTC(),
 		ClusterIPs:  clusterIPs,
 		ExternalIPs: parseAddrList(r, "spec.externalIPs", spec.ExternalIPs),
 	}

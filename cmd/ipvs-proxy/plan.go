@@ -85,7 +85,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: ignored %d object(s) of kinds the proxy does not use, first: %s\n",
 			len(objs.Ignored), objs.Ignored[0])
 	}
-	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService, MaxRealServers: f.opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 	if f.nodeCache != "" {
 		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
 		if err != nil {
@@ -109,6 +109,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
 	// A resolver that is a Service's ClusterIP is a VIP like any other.
 	opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
+	// The trust order: a Node's claim on a Service IP protects nothing.
+	cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&opts, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(objs.Services))
 	state := planner.Plan(cluster, opts)
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

@@ -163,6 +163,17 @@ func (s *fakeSource) APIServerEndpoints() []netip.Addr {
 	return slices.Clone(s.api)
 }
 
+func (s *fakeSource) ServiceIPs() informers.AddrSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.Addr
+	for _, sp := range s.svcs {
+		out = append(out, sp.ClusterIPs...)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
 func (s *fakeSource) IsServiceIP(a netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
