@@ -205,6 +205,18 @@ func (s *fakeSource) set(name, vip string, trigger time.Time, eps ...string) {
 	s.signal()
 }
 
+// external gives Service name the externalIP ext as well.
+func (s *fakeSource) external(name, ext string) {
+	s.mu.Lock()
+	key := types.NamespacedName{Namespace: "ns", Name: name}
+	sp := s.svcs[key]
+	sp.ExternalIPs = append(slices.Clone(sp.ExternalIPs), netip.MustParseAddr(ext))
+	s.svcs[key] = sp
+	s.dirty[key] = true
+	s.mu.Unlock()
+	s.signal()
+}
+
 func (s *fakeSource) del(name string) {
 	s.mu.Lock()
 	key := types.NamespacedName{Namespace: "ns", Name: name}
@@ -363,7 +375,10 @@ func (f *fakeApplier) callList() []string {
 
 // planned is what the planner wants for the source's cluster now.
 func planned(src *fakeSource, o planner.Options) []string {
-	st := planner.Plan(src.Cluster(), o)
+	c := src.Cluster()
+	// As the loop gathers the Nodes: through the trust order.
+	c.Nodes, c.Refusals = planner.TrustedNodes(&o, c.Nodes, c.Refusals, src.ServiceIPs())
+	st := planner.Plan(c, o)
 	fa := newFakeApplier()
 	fa.entered = make(chan struct{}, 1)
 	if _, err := fa.Full(&st, nil); err != nil {
