@@ -5,10 +5,10 @@ import (
 	"net/netip"
 )
 
-// The full sync's dump of kube-ipvs0 beside the sync: at 10,000 service
-// addresses the dump is a third of what a periodic full sync holds the
-// sync loop for once the IPVS table and the rules are read beside it
-// (docs/benchmarks.md). BeginDump starts it and returns the read, which
+// The full sync's dump of kube-ipvs0 beside the sync: at scale the dump is
+// a large part of what a periodic full sync holds the sync loop for once
+// the IPVS table and the rules are read beside it (see
+// BenchmarkReadbackFullSyncScale). BeginDump starts it and returns the read, which
 // runs on another goroutine through its own socket (SetReader) while
 // binds and unbinds go on; DumpFrom then takes what it found, keeping the
 // manager's own view of every address written meanwhile.

@@ -19,7 +19,8 @@ import (
 // port's name, protocol, port and node port, the load balancer ingress IPs
 // and IP modes. The selector, IP family fields, target ports, app
 // protocols, ingress hostnames and ports, and status conditions go. 160 B
-// against the 592 B corev1.Service and its 80 B ports (docs/benchmarks.md),
+// against the 592 B corev1.Service and its 80 B ports (see
+// BenchmarkInformerCacheMemory),
 // and 128 B more for a Service with any of the fields most Services leave
 // unset (serviceExtras: a NodePort or LoadBalancer Service's, say).
 //

@@ -22,7 +22,7 @@ import (
 // discoveryv1.EndpointSlice: an endpoint costs 16 B here (an IPv4 address
 // in its 4 bytes) against 96 B, a one-element address list and the
 // address string there, and the Service's name a string against a label
-// map (about 1.3 KiB less per slice of 10 endpoints, docs/benchmarks.md).
+// map (see BenchmarkInformerCacheMemory).
 //
 // The conversion (EndpointsFromSlice, ServiceEndpoints, Convert) reads API
 // objects; api rebuilds one, holding every field it reads, for as long as

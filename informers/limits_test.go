@@ -106,7 +106,7 @@ func TestCapExternal(t *testing.T) {
 }
 
 // BenchmarkParseAddrList is the conversion of 60,000 externalIPs, deduplicated
-// in O(n) (it was O(n²): 1.7 s per conversion, see docs/benchmarks.md).
+// in O(n) (it was O(n²); see BenchmarkParseAddrList).
 //
 //	go test -run '^$' -bench ParseAddrList ./informers/
 func BenchmarkParseAddrList(b *testing.B) {

@@ -42,7 +42,7 @@ var ErrListRestarts = errors.New("list snapshot expired between pages")
 // client-go's own pager keeps every decoded page until the last one and
 // hands the whole list to the informer, which transforms it only then: at
 // 10,000 Services the decoded EndpointSlices alone are several times the
-// lean cache (docs/benchmarks.md, "Where the daemon's memory goes").
+// lean cache (see BenchmarkMemoryBreakdown, list-unpaged and list-paged).
 //
 // Every list is a consistent read (resourceVersion ""), whatever the
 // reflector asks: the API server's watch cache ignores the page size of a
@@ -174,7 +174,8 @@ func (p *PagedList) IsWatchListSemanticsUnSupported() bool {
 // list and watch. It has no index: the generated informers' namespace
 // index (a set of every key per namespace) serves only a lister's List of
 // one namespace, which the Watcher never asks for (its lookups are by key,
-// its lists of everything), and held 0.8 MiB at 10,000 Services.
+// its lists of everything), and cost memory for nothing (see
+// BenchmarkMemoryBreakdown).
 func pagedInformer(factory informers.SharedInformerFactory, obj runtime.Object, client any, transform cache.TransformFunc, pageSize int64,
 	list func(context.Context, metav1.ListOptions) (runtime.Object, error),
 	watchFn func(context.Context, metav1.ListOptions) (watch.Interface, error)) cache.SharedIndexInformer {

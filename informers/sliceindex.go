@@ -11,8 +11,7 @@ import (
 // EndpointSlice handler keeps it, in the informer's event order and before
 // it marks the Service changed, so a sync of a changed Service reads at
 // least that change. It replaces client-go's indexer, which keeps a set of
-// keys per Service (a map each: 2.8 MiB at 10,000 Services,
-// docs/benchmarks.md); here a Service costs a map entry and a one-pointer
+// keys per Service (a map each; see BenchmarkMemoryBreakdown); here a Service costs a map entry and a one-pointer
 // array. Slices are filed by namespace and name: an update replaces the
 // slice it follows.
 type sliceIndex map[types.NamespacedName][]*cachedSlice

@@ -85,8 +85,8 @@ type Watcher struct {
 	svcGen   uint64
 	// bySvc are the cached EndpointSlices of each Service. Services have
 	// no index by ClusterIP: IsServiceIP, asked a few times per full
-	// sync, scans the cache rather than keep a set per Service (2.5 MiB
-	// at 10,000 Services, docs/benchmarks.md).
+	// sync, scans the cache rather than keep a set per Service (see
+	// BenchmarkIsServiceIP).
 	bySvc    sliceIndex
 	dirty    map[types.NamespacedName]bool
 	triggers map[types.NamespacedName]time.Time

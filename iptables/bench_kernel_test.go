@@ -167,9 +167,9 @@ func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 // produce the same kernel state, so the two timings compare like with like.
 func TestKernelIPSetBenchContent(t *testing.T) {
 	// The content check needs the shape, not the size: 100 services (1,210
-	// entries) rather than the benchmarks' 10,000. `ipset restore` and
-	// `ipset save` cost about 25 ms per entry under TCG (6,050 entries took
-	// 145 s to restore and the test 327 s).
+	// entries) rather than the benchmarks' 10,000: `ipset restore` and
+	// `ipset save` cost milliseconds per entry under TCG
+	// (BenchmarkKernelIPSetRestore).
 	sets := benchSetsOf(100)
 	var viaFull, viaRestore string
 	var dFull, dRestore time.Duration

@@ -11,9 +11,9 @@ import (
 // setDigest is one of the mirror's sets as a full sync's read compares the
 // kernel's with it (listCompared): its shape, and its entries as a count
 // and a digest (internal/digest), so that the read keeps no entry of a set
-// that holds what the mirror says. At 10,000 services × 10 endpoints with
-// four on the node, the read's sorted copies of the sets were 4 MB held
-// until the loop compared them, and the comparison a walk of every entry.
+// that holds what the mirror says. Before, the read's sorted copies of the
+// sets were held until the loop compared them, and the comparison was a
+// walk of every entry (see BenchmarkReadbackFullSyncScale).
 type setDigest struct {
 	// shape is the mirror's set without its entries (mirrorSet.matches).
 	shape mirrorSet

@@ -40,8 +40,8 @@ func (s changedSet) has(n model.ServicePortName) bool {
 // serviceIndex finds the mirrored virtual servers of the services a partial
 // sync changed without a walk of the mirror: each key is filed under the
 // Service of its service port. A key of no service is not filed (Changed
-// never names it). A slice per Service, not a set: a few keys each, and
-// 10,000 Services cost about a megabyte.
+// never names it). A slice per Service, not a set: a few keys each (see
+// BenchmarkMemoryBreakdown).
 type serviceIndex map[types.NamespacedName][]Key
 
 // move files k under service instead of was.

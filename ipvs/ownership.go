@@ -154,9 +154,9 @@ func (r *Reconciler) Record(desired []VirtualServer, during Coverage, leaving []
 func (r *Reconciler) Settle(after Coverage) error {
 	r.loadJournal()
 	// Not sized by the journal: after a first sync that journaled every
-	// virtual server before its bind (20,000 keys at 20,000 services), the
-	// few kept would hold a table for all of them (2.1 MB) until the next
-	// change of the journal.
+	// virtual server before its bind (one key per service), the few kept
+	// would hold a table for all of them until the next change of the
+	// journal.
 	next := make(map[Key]bool)
 	// mirrored keeps k, an owned virtual server, unless after covers it;
 	// keep first checks that k is owned.

@@ -10,9 +10,9 @@ var ErrNoRead = errors.New("ipvs reconciler: FullFrom without BeginRead")
 
 // Dump is a full sync's read of the table, compared while it was read
 // with the mirror as the reconciler saw it when the read began: what the
-// full sync must look at, and nothing it need not. At 10,000 virtual
-// servers × 10 real servers a dump that holds the whole table is 6 MB live
-// until the loop compares it; an unchanged table's Dump is empty.
+// full sync must look at, and nothing it need not. A dump that held the
+// whole table would be live until the loop compares it (see
+// BenchmarkReadbackFullSyncScale); an unchanged table's Dump is empty.
 type Dump struct {
 	// Changed are the virtual servers whose Digest differs from the
 	// mirror's, or that the mirror lacked (someone else's, or one to
@@ -27,7 +27,8 @@ type Dump struct {
 
 // BeginRead starts a full sync whose dump is read off the reconciler's
 // goroutine, so that partial syncs go on while the kernel is read: at
-// 10,000 services the dump is most of a full sync. It returns the read,
+// scale the dump is most of a full sync (BenchmarkReadbackFullSyncScale).
+// It returns the read,
 // `ipvsadm -S -n` of the whole table compared with the mirror as it is
 // now, to run once on any goroutine (it uses Options.Reader and its own
 // copy of the mirror's digests only), and from now on records every

@@ -11,8 +11,8 @@ import "slices"
 // was waiting, and the full sync goes on as it was.
 //
 // A change waits for at most one batch of the full sync's walk instead of
-// the whole of it: at 10,000 services the walk alone holds the sync loop
-// for tens of milliseconds under TCG.
+// the whole of it: at scale the walk alone holds the sync loop long
+// enough to matter (BenchmarkChangeDuringFullSync).
 type Turn func() []VirtualServer
 
 // takeTurn runs turn inside the full sync numbered gen: what its partial

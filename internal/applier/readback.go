@@ -12,8 +12,8 @@ import (
 )
 
 // Readback is the kernel state a full sync reads, read beside the sync
-// loop: the IPVS table, most of a full sync at scale (at 10,000 services
-// × 10 endpoints under TCG, about three quarters of it), kube-ipvs0's
+// loop: the IPVS table, most of a full sync at scale (see
+// BenchmarkReadbackFullSyncScale), kube-ipvs0's
 // addresses, and, with a RulesReadbacker, the ipsets and the iptables
 // tables.
 type Readback struct {

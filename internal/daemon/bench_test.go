@@ -27,7 +27,7 @@ func (nopApplier) Partial(*planner.State, applier.Index, ...types.NamespacedName
 // with 10,000 services × 10 endpoints present: the changed service read
 // from the source, planned again, and the state patched (the incremental
 // plan), as a partial sync does before the applier. The kernel's share is
-// the applier's (docs/benchmarks.md).
+// the applier's (BenchmarkKernelSync).
 //
 //	go test -run '^$' -bench BenchmarkPartialPlan -benchmem ./internal/daemon/
 func BenchmarkPartialPlan(b *testing.B) {

@@ -27,7 +27,8 @@ type nodeInputs struct {
 // incremental plan, kept up to date service by service by every sync
 // since, is the plan of every service (TestIncrementalMatchesPlan), and a
 // sync plans the changed services only. Planning 10,000 services again
-// would be half of a periodic full sync's own work (BenchmarkFullSyncScale).
+// would be a large share of a periodic full sync's own work (see
+// BenchmarkFullSyncScale).
 //
 // A Node that joins, leaves or is renumbered anywhere in the cluster, and
 // a change of the API server's addresses or of the resolvers, change only
@@ -36,7 +37,7 @@ type nodeInputs struct {
 // address whose protection changed; only they are planned again, in a
 // partial sync. Before, every such change made every proxy plan every
 // service and read the whole kernel: at 10,000 services the daemon soak's
-// Node churn kept the proxy in full syncs (docs/reliability.md).
+// Node churn kept the proxy in full syncs (`make daemon-soak`).
 func (l *Loop) replan(o *planner.Options, env *nodeenv.Env, nodes *nodeInputs) (replan, reguarded bool, services []types.NamespacedName) {
 	if l.plan == nil || !sameEnv(env, &l.env) {
 		return true, false, nil

@@ -79,9 +79,8 @@ func APIServerAddrs(ctx context.Context, cfg *rest.Config) []netip.Addr {
 // long-lived state — the informer caches, the incremental plan, the
 // kernel mirrors — and little garbage between full syncs, so the
 // collector's headroom over the live heap, not garbage, sets its peak: at
-// 50 the heap peaks at 1.5 times the live heap instead of twice it, for
-// more frequent but smaller collections (docs/benchmarks.md, the daemon
-// section, has both measured).
+// 50 the heap's goal is half the live heap above it instead of all of it,
+// for more frequent but smaller collections (see BenchmarkSyncGC).
 const DefaultGCPercent = 50
 
 // Run is `ipvs-proxy run`: it programs this node until ctx ends, then

@@ -12,8 +12,8 @@ import (
 // Stages are how long the changes of one sync waited for it and how long
 // its steps took. The sync loop's debug line "sync done" logs them (the
 // applier's "sync applied" splits Apply further), so that one change can
-// be followed from the API write to the kernel: docs/benchmarks.md, the
-// latency floor.
+// be followed from the API write to the kernel (`make bench-vs-kube-proxy
+// BENCHVS_BREAKDOWN=1` reports them beside the latency floor).
 type Stages struct {
 	// Delivered runs from the oldest EndpointSlice change trigger time of
 	// the sync's changes (the endpoints.kubernetes.io/last-change-trigger-time

@@ -174,8 +174,8 @@ func (k *KubeProxy) synced(seconds float64, ok bool) {
 
 // emptied is m without entries: cleared when small, new when it held more
 // than a sync usually takes. A cleared map keeps its buckets, and the
-// first sync queues every Service and its slices: at 10,000 Services the
-// two maps kept about 2 MiB for good.
+// first sync queues every Service and its slices, which the two maps
+// would keep for good (TestPendingChangesFreed).
 func emptied[K comparable, V any](m map[K]V) map[K]V {
 	if len(m) > 1024 {
 		return map[K]V{}

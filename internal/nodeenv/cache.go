@@ -10,10 +10,11 @@ import (
 )
 
 // Cache reads the node's Env before every sync of `run`, caching the
-// addresses and the routes: with 10,000 service addresses on kube-ipvs0 an
-// address dump is most of a partial sync's own work, the two route dumps
-// (`ip route show table main`, each family) a quarter of the time from a
-// change's arrival to its IPVS write under TCG (docs/benchmarks.md), and
+// addresses and the routes: with thousands of service addresses on
+// kube-ipvs0 an address dump is most of a partial sync's own work, and the
+// two route dumps (`ip route show table main`, each family) a large share
+// of the time from a change's arrival to its IPVS write (see `make
+// bench-daemon`), and
 // the node's addresses and routes rarely change. A partial sync reads the
 // addresses again only after Changed says an address of another link came
 // or went, the routes only after RoutesChanged says a route of the main

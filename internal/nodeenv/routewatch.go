@@ -69,8 +69,8 @@ type mainTableEvent struct{}
 // header, unparsed: each address bound to kube-ipvs0 adds a route to the
 // local table, 10,000 events in a first sync at 10,000 Services, and
 // netlink.RouteSubscribe parsed each into a netlink.Route before the
-// handler dropped it (a quarter of the first sync's binds under TCG,
-// docs/benchmarks.md).
+// handler dropped it (a large share of the first sync's binds: see `make
+// bench-daemon DAEMONBENCH_FIRSTCPU_PROFILE=FILE`).
 func subscribeMainTable() (*nlwatch.Sub[mainTableEvent], error) {
 	s, err := nlsub.Subscribe(netns.None(), []uint{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}, routeWatchRcvBuf, routeWatchQueue,
 		func(typ uint16, body []byte) (mainTableEvent, bool, error) {

@@ -11,7 +11,7 @@ import (
 // entryKey is an ipset entry as the plan holds it while it counts it: 38 B
 // against the 80 of an iptables.Entry (whose addresses carry a zone pointer
 // and whose protocol is a string), in every claim's entries and as the
-// key of the set counts (counted), about 2 MiB at 10,000 Services. The
+// key of the set counts (counted; see BenchmarkMemoryBreakdown). The
 // state's sets are iptables.Entry lists still (entry).
 //
 // It holds every entry the planner builds: their protocol is none, TCP,

@@ -48,9 +48,9 @@ func (inc *Incremental) Reguard(o Options, nodes []model.Node, refusals []model.
 	}
 	// A walk of the addresses each Service asked the guard about, no
 	// index: a Node change is rare beside EndpointSlice changes, the walk
-	// is a fraction of a millisecond at 10,000 services (BenchmarkReguard:
-	// a plan of them all takes 230 ms), and an index by address held 1.6
-	// MiB of the plan's 12 there.
+	// costs a small fraction of a plan of every service (BenchmarkReguard
+	// against BenchmarkPlan), and an index by address would add to the
+	// plan's live memory (BenchmarkMemoryBreakdown).
 	for k, frag := range inc.services {
 		if namesAny(frag.guarded, addrs) || insideAny(frag.guarded, pods) {
 			services = append(services, k)

@@ -17,9 +17,10 @@ import (
 // The virtual servers' dump (`ipvsadm -S -n` without the real servers),
 // parsed message by message as the kernel sends them. moby/ipvs's
 // GetServices keeps every message of the dump and parses it whole at the
-// end: at 20,000 virtual servers that held about 45 MB live during every
-// periodic full sync's read (the receive buffers and the parsed
-// attributes), which set the proxy's peak memory. Here each message is
+// end: that held the whole dump live during every periodic full sync's
+// read (the receive buffers and the parsed attributes), which set the
+// proxy's peak memory (`make bench-vs-kube-proxy BENCHVS_MEMORY=DIR`,
+// heap-max.pprof). Here each message is
 // parsed into a VirtualServer and dropped.
 
 // Generic netlink IPVS commands and attributes (linux/ip_vs.h).

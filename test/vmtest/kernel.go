@@ -23,8 +23,8 @@ type Kernel struct {
 	// Version is the module directory name, e.g. "6.1.0-56-amd64".
 	Version string
 	// Image is ROOT/boot/vmlinux-VERSION when present (the decompressed ELF,
-	// booted through its PVH entry: TCG spends ~15 s decompressing an xz
-	// bzImage), else ROOT/boot/vmlinuz-VERSION.
+	// booted through its PVH entry: TCG is slow to decompress an xz
+	// bzImage at every boot), else ROOT/boot/vmlinuz-VERSION.
 	Image string
 	// Modules is ROOT/lib/modules/VERSION, holding modules.dep.
 	Modules string

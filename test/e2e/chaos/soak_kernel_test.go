@@ -166,7 +166,7 @@ func TestDaemonSoakGuest(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A request fails without a right answer within 10 s, as in package
-	// soak: under TCG on a loaded host answers took up to 4.3 s.
+	// soak: under TCG on a loaded host answers took seconds.
 	ktest.RequestTimeout = 10 * time.Second
 	bd := newBed(t, 200)
 	client, node, client1, lan, e := bd.client, bd.node, bd.pod, bd.lan, bd.env

@@ -272,8 +272,8 @@ func refused(ns *ktest.NS, addr netip.AddrPort) error {
 // kept in order. Like nc in that loop it tries again when it cannot even
 // connect: a client in a node's own namespace, which has no default route,
 // gets ENETUNREACH for a ClusterIP until the node's proxy has bound it to
-// kube-ipvs0 (the CI run of 2026-11-26 06:44 failed SN-93 so, 0.76 s after
-// the Service was created).
+// kube-ipvs0 (SN-93 failed so in CI, just after the Service was
+// created).
 type udpLoop struct {
 	mu  sync.Mutex
 	log []string

@@ -60,9 +60,9 @@ const templateExec = "text/template.(*state).evalCall"
 // text/template: a template calls methods by name through reflection, so
 // the linker then keeps every exported method of every type converted to
 // an interface (all of client-go's typed clients and their generic
-// instantiations): a cobra version template did, for a binary of 91 MB
-// instead of 50 and 47 MB of resident memory instead of 28 before the
-// first API object (cmd/ipvs-proxy/root.go).
+// instantiations): a cobra version template did, for a far larger binary
+// and resident memory before the first API object (cmd/ipvs-proxy/root.go;
+// docs/benchmarks.md gives the binary's size and RSS).
 func NoTemplateExecution(path string) error {
 	f, err := elf.Open(path)
 	if err != nil {

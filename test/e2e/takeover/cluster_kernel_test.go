@@ -40,9 +40,8 @@ const (
 	controlPort = 8082
 	// ordinary is how many plain ClusterIP services fill the table beside
 	// the mix. kube-proxy's IPVS mode runs one `ipset add` process per set
-	// entry in its first sync, about two seconds each under TCG: 100
-	// services cost it 3.6 of its 4.9 minutes there (TestTakeover,
-	// 2026-11-25). Every must-hold of the takeover and the rollback is
+	// entry in its first sync, seconds each under TCG, so 100 services
+	// cost it most of its first sync (TestTakeover's report). Every must-hold of the takeover and the rollback is
 	// about the mix; the ordinary services only make the table and the
 	// sets more than one entry of each kind, which a handful does, and
 	// keep `make test` within its budget.

@@ -27,8 +27,8 @@ const (
 	// several periodic syncs of each within its budget).
 	syncPeriod = 10 * time.Second
 	// kubeProxySyncWait bounds a wait for kube-proxy's next sync: one
-	// sync of its in the emulated VM takes 40 s to over 2.5 min (measured
-	// on a loaded host: 2m41s between two), so this is a bound on the bed,
+	// sync of its in the emulated VM takes minutes on a loaded host, so
+	// this is a bound on the bed,
 	// not a claim about kube-proxy's speed; a wait that ends sooner is not
 	// shortened by it.
 	kubeProxySyncWait = 2*syncPeriod + 5*time.Minute
