@@ -472,12 +472,12 @@ func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[mo
 	if svc == nil || SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
-	ports, refusals := w.Converter.ServicePorts(svc)
+	cv := w.Converter
+	cv.IsServiceIP = w.IsServiceIP
+	ports, refusals := cv.ServicePorts(svc)
 	if len(ports) == 0 {
 		return nil, nil, refusals
 	}
-	cv := w.Converter
-	cv.IsServiceIP = w.IsServiceIP
 	eps, rs := cv.ServiceEndpoints(ports, w.servicesSlices(key))
 	return ports, eps, append(refusals, rs...)
 }

@@ -72,11 +72,6 @@ func (g *Guard) ChangedPodRanges(old *Guard) []netip.Prefix {
 			}
 		}
 	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(out, comparePrefixes)
 	return slices.Compact(out)
 }

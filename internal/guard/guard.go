@@ -440,13 +440,16 @@ func validPrefixes(ps []netip.Prefix) []netip.Prefix {
 		}
 		out = append(out, u.Masked())
 	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(out, comparePrefixes)
 	return slices.Compact(out)
+}
+
+// comparePrefixes orders prefixes by address, then widest first.
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
 }
 
 // containsAny reports whether a prefix of ps holds a.

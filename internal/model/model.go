@@ -189,7 +189,7 @@ const (
 	// over --max-real-servers-per-service; the excess is not served.
 	ReasonTooManyRealServers Reason = "TooManyRealServers"
 	// ReasonAddressConflict: an externalIP or LoadBalancer IP that is
-	// another Service's ClusterIP or LoadBalancer IP (CVE-2020-8554).
+	// another Service's ClusterIP (CVE-2020-8554).
 	ReasonAddressConflict Reason = "AddressConflict"
 )
 
