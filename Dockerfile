@@ -1,10 +1,10 @@
 # syntax=docker/dockerfile:1
 #
 # ipvs-proxy image: one static binary on a small Debian userland with the
-# iptables/ipset/ipvsadm tools the proxy and an operator on the node need.
+# iptables/ipvsadm tools the proxy and an operator on the node need.
 #
-#   docker build --build-arg VERSION=$(git describe --tags --always --dirty) \
-#     -t ghcr.io/ipvs-proxy/ipvs-proxy:TAG .
+#   docker build --build-arg VERSION=v$(cat VERSION) \
+#     -t ghcr.io/ipvs-proxy/ipvs-proxy:v$(cat VERSION) .
 #
 # The same binary is copied to the host by the DaemonSet's init container
 # (/opt/ipvs-proxy/bin/ipvs-proxy), so it must stay static: CGO_ENABLED=0,
@@ -36,13 +36,14 @@ RUN if ldd /out/ipvs-proxy >/dev/null 2>&1; then echo "ipvs-proxy is not static"
 
 # ---- runtime ----------------------------------------------------------------
 FROM debian:bookworm-slim
+# The packages of `make release`'s image (scripts/release-rootfs.sh), plus
+# ipvsadm and conntrack for operators:
 # iptables  iptables-nft and iptables-legacy (+ -save/-restore, ip6tables)
-# ipset     `ipset save` / `ipset list` for operators
 # ipvsadm   `ipvsadm -Ln` / `ipvsadm -S -n` for operators
 # kmod      modprobe/lsmod (with the host's /lib/modules mounted read-only)
 # conntrack `conntrack -L` for debugging
 RUN apt-get update \
- && apt-get install -y --no-install-recommends iptables ipset ipvsadm kmod conntrack \
+ && apt-get install -y --no-install-recommends iptables ipvsadm kmod conntrack \
  && rm -rf /var/lib/apt/lists/*
 # The iptables wrapper picks, at first use inside the container, the backend
 # (nft or legacy) the host's kubelet already uses, and points the
@@ -57,5 +58,8 @@ RUN for fam in iptables ip6tables; do \
     done \
  && iptables-legacy --version && iptables-nft --version
 COPY --from=build /out/ipvs-proxy /usr/local/bin/ipvs-proxy
+# Under the name kube-proxy it is `ipvs-proxy run` with kube-proxy's command
+# line, so kube-proxy's own DaemonSet runs it once its image is swapped.
+RUN ln -s ipvs-proxy /usr/local/bin/kube-proxy
 ENTRYPOINT ["/usr/local/bin/ipvs-proxy"]
 CMD ["run"]

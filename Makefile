@@ -11,7 +11,10 @@
 # to TEST_TARGETS to put them under `make test`; see docs/testing.md.
 GO      ?= go
 BIN     := bin/ipvs-proxy
-VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
+# The release version: the VERSION file (SemVer, no "v"), tagged v$(VERSION)
+# in git, the binary's `version`, the image tag and the chart's appVersion
+# (internal/version's TestVersionsAgree checks they agree).
+VERSION := v$(strip $(file < VERSION))
 LDFLAGS := -s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version=$(VERSION)
 
 # One build variant for everything but the race build: vet, the binary, the

@@ -5,6 +5,8 @@ go 1.26.0
 require (
 	github.com/go-logr/zapr v1.3.0
 	github.com/moby/ipvs v1.1.0
+	github.com/opencontainers/go-digest v1.0.0
+	github.com/opencontainers/image-spec v1.1.1
 	github.com/prometheus/client_golang v1.25.0
 	github.com/prometheus/client_model v0.6.3
 	github.com/sirupsen/logrus v1.9.0

@@ -27,6 +27,9 @@ const (
 	LabelServiceProxyName = "service.kubernetes.io/service-proxy-name"
 	// AnnotationScheduler overrides --ipvs-scheduler for one Service.
 	AnnotationScheduler = "ipvs-proxy.io/scheduler"
+	// AnnotationSchedulerFlags names the scheduler's flags for one
+	// Service instead of the scheduler's defaults.
+	AnnotationSchedulerFlags = "ipvs-proxy.io/scheduler-flags"
 	// AnnotationSourceRanges is the legacy form of
 	// spec.loadBalancerSourceRanges, used when the field is empty.
 	AnnotationSourceRanges = corev1.AnnotationLoadBalancerSourceRangesKey

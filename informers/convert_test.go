@@ -90,16 +90,16 @@ func TestServicePorts(t *testing.T) {
 			},
 		},
 		{
-			name: "NodePort, ClientIP affinity with the default timeout, scheduler annotation",
+			name: "NodePort, ClientIP affinity with the default timeout, scheduler annotations",
 			svc: svc("wordpress-mysql", func(s *corev1.Service) {
-				s.Annotations = map[string]string{AnnotationScheduler: " mh "}
+				s.Annotations = map[string]string{AnnotationScheduler: " mh ", AnnotationSchedulerFlags: " mh-port "}
 				s.Spec.Type = corev1.ServiceTypeNodePort
 				s.Spec.SessionAffinity = corev1.ServiceAffinityClientIP
 				s.Spec.Ports = []corev1.ServicePort{{Port: 3306, NodePort: 30010, Protocol: "TCP"}}
 			}),
 			want: []model.ServicePort{{
 				Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "default", Name: "wordpress-mysql"}}, Protocol: model.TCP, Port: 3306, NodePort: 30010,
-				ClusterIPs: addrs("10.96.0.10"), AffinityTimeout: 10800, Scheduler: "mh",
+				ClusterIPs: addrs("10.96.0.10"), AffinityTimeout: 10800, Scheduler: "mh", SchedulerFlags: "mh-port",
 			}},
 		},
 		{

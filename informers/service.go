@@ -60,6 +60,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 	base.ExternalPolicyLocal, base.InternalPolicyLocal, base.HealthCheckNodePort = trafficPolicies(r, svc, externallyAccessible)
 	base.AffinityTimeout = sessionAffinity(r, spec)
 	base.Scheduler = strings.TrimSpace(svc.Annotations[AnnotationScheduler])
+	base.SchedulerFlags = strings.TrimSpace(svc.Annotations[AnnotationSchedulerFlags])
 	if td := spec.TrafficDistribution; td != nil {
 		base.TrafficDistribution = *td
 	}

@@ -27,16 +27,6 @@ func KnownScheduler(name string) bool {
 	return ok
 }
 
-// SchedulerFlags are the flags a virtual server with scheduler sched gets:
-// mh hashes the source port too (IP_VS_SVC_F_SCHED_MH_PORT, `-b mh-port`), as
-// kube-proxy sets for mh; every other scheduler gets none.
-func SchedulerFlags(sched string) Flags {
-	if sched == "mh" {
-		return FlagSchedSH2
-	}
-	return 0
-}
-
 // CompareKeys orders keys by address (IPv4 before IPv6), then port, then
 // protocol name. It is the order of the plan's `# ipvs` section; ipvsadm -S
 // prints in kernel hash order, so readers sort before comparing.
@@ -104,30 +94,6 @@ func AppendAddrPort(b []byte, a netip.Addr, port uint16) []byte {
 	return strconv.AppendUint(b, uint64(port), 10)
 }
 
-// appendSchedFlags appends the -b flag list as ipvsadm prints it.
-func appendSchedFlags(b []byte, sched string, f Flags) []byte {
-	names := [3]string{"flag-1", "flag-2", "flag-3"}
-	switch sched {
-	case "sh":
-		names[0], names[1] = "sh-fallback", "sh-port"
-	case "mh":
-		names[0], names[1] = "mh-fallback", "mh-port"
-	}
-	bits := [3]Flags{0x8, 0x10, 0x20}
-	first := true
-	for i, bit := range bits {
-		if f&bit == 0 {
-			continue
-		}
-		if !first {
-			b = append(b, ',')
-		}
-		first = false
-		b = append(b, names[i]...)
-	}
-	return b
-}
-
 // AppendSave appends vs in `ipvsadm -S -n` form: the `-A` line, then one `-a`
 // line per real server in the order given (Sort them first to match ipvsadm,
 // which sorts destinations). Forwarding is always masquerading (-m). The
@@ -148,9 +114,9 @@ func AppendSave(b []byte, vs *VirtualServer) []byte {
 		b = append(b, " -p "...)
 		b = strconv.AppendUint(b, uint64(vs.PersistenceTimeout), 10)
 	}
-	if vs.Flags&(0x8|0x10|0x20) != 0 {
+	if vs.Flags&(FlagSchedSH1|FlagSchedSH2|FlagSched3) != 0 {
 		b = append(b, " -b "...)
-		b = appendSchedFlags(b, vs.Scheduler, vs.Flags)
+		b = AppendSchedulerFlags(b, vs.Scheduler, vs.Flags)
 	}
 	b = append(b, '\n')
 	// The service part of the -A line, reused verbatim by every -a line.

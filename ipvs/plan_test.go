@@ -27,7 +27,7 @@ func TestAppendSave(t *testing.T) {
 			"-A --sctp-service 10.96.0.12:9 -s lc\n"},
 		{"mh persistent: -p before -b as ipvsadm 1.31 prints", VirtualServer{Key: Key{model.TCP, a("10.96.0.13"), 443}, Scheduler: "mh",
 			Flags: FlagPersistent | SchedulerFlags("mh"), PersistenceTimeout: 60},
-			"-A -t 10.96.0.13:443 -s mh -p 60 -b mh-port\n"},
+			"-A -t 10.96.0.13:443 -s mh -p 60 -b mh-fallback,mh-port\n"},
 		{"sh flags", VirtualServer{Key: Key{model.TCP, a("10.96.0.14"), 1}, Scheduler: "sh", Flags: FlagSchedSH1 | FlagSchedSH2},
 			"-A -t 10.96.0.14:1 -s sh -b sh-fallback,sh-port\n"},
 		{"other scheduler flags", VirtualServer{Key: Key{model.TCP, a("10.96.0.15"), 1}, Scheduler: "rr", Flags: FlagSchedSH2 | 0x20},
@@ -79,5 +79,8 @@ func TestKnownScheduler(t *testing.T) {
 	}
 	if SchedulerFlags("rr") != 0 || SchedulerFlags("sh") != 0 {
 		t.Error("only mh gets scheduler flags")
+	}
+	if got := AppendSchedulerFlags(nil, "mh", SchedulerFlags("mh")); string(got) != "mh-fallback,mh-port" {
+		t.Errorf("mh defaults: -b %s, want mh-fallback,mh-port: a quiesced real server drops connections without mh-fallback", got)
 	}
 }

@@ -82,6 +82,8 @@ fi
 work=$(mktemp -d "$IMAGE_DIR/work.XXXXXX")
 trap 'rm -rf "$work"' EXIT
 install -D -m 0755 "$BIN" "$work/layer/usr/local/bin/ipvs-proxy"
+# kube-proxy's name: `ipvs-proxy run` with kube-proxy's command line.
+ln -s ipvs-proxy "$work/layer/usr/local/bin/kube-proxy"
 tar --sort=name --owner=0 --group=0 --numeric-owner --mtime="@$SOURCE_DATE_EPOCH" \
 	-C "$work/layer" -cf "$work/bin.tar" usr
 

@@ -10,6 +10,8 @@ import (
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/mdanchor"
 )
 
 // scenarioDir holds kube-proxy 1.34's own IPVS proxier test scenarios
@@ -115,29 +117,11 @@ func planSections(out string) map[string][]string {
 // docAnchors are the GitHub anchors of a Markdown page's headings.
 func docAnchors(t *testing.T, page string) []string {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", page))
+	a, err := mdanchor.File(filepath.Join("..", "..", page))
 	if err != nil {
 		t.Fatal(err)
 	}
-	var out []string
-	for _, l := range strings.Split(string(raw), "\n") {
-		h, ok := strings.CutPrefix(l, "#")
-		if !ok || strings.HasPrefix(l, "#!") {
-			continue
-		}
-		h = strings.ToLower(strings.TrimSpace(strings.TrimLeft(h, "#")))
-		var b strings.Builder
-		for _, r := range h {
-			switch {
-			case r >= 'a' && r <= 'z', r >= '0' && r <= '9', r == '-', r == '_':
-				b.WriteRune(r)
-			case r == ' ':
-				b.WriteByte('-')
-			}
-		}
-		out = append(out, b.String())
-	}
-	return out
+	return a
 }
 
 // TestKubeProxyIPVSScenarios plans every scenario of scenarioDir and checks

@@ -428,6 +428,7 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 	}
 	sw.lap(&stages.Plan)
 	if l.Services != nil {
+		l.Services.Restrict(l.plan.NodePortAddrs())
 		for _, err := range l.Services.Sync(mergeHealth(l.health)) {
 			l.Log.Warn("health check node port", zap.Error(err))
 		}

@@ -7,6 +7,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"net/netip"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -132,7 +133,7 @@ func TestServices(t *testing.T) {
 	proxyHealthy.Store(true)
 	s.ProxyHealthy = proxyHealthy.Load
 	addrs := map[uint16]string{}
-	s.listen = func(port uint16) (net.Listener, error) {
+	s.listen = func(_ netip.Addr, port uint16) (net.Listener, error) {
 		ln, err := net.Listen("tcp", "127.0.0.1:0")
 		if err == nil {
 			addrs[port] = ln.Addr().String()
@@ -191,5 +192,54 @@ func TestServices(t *testing.T) {
 			t.Fatal("server of a removed port still answers")
 		}
 		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// TestServicesRestricted: restricted to --nodeport-addresses' node
+// addresses, a healthCheckNodePort server answers on them and nowhere else
+// (kubernetes#82163); unrestricted again, it answers on every address.
+// 127.0.0.1 plays the node address NodePorts are left on, 127.0.0.2 another
+// of the node's addresses.
+func TestServicesRestricted(t *testing.T) {
+	ln, err := net.Listen("tcp", ":0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := uint16(ln.Addr().(*net.TCPAddr).Port)
+	ln.Close()
+	s := NewServices(nil)
+	defer s.Close()
+	want := map[uint16]ServiceHealth{port: {Namespace: "ns", Name: "a", LocalEndpoints: 1}}
+	answers := func(a string) bool {
+		c := http.Client{Timeout: 2 * time.Second}
+		resp, err := c.Get("http://" + net.JoinHostPort(a, fmt.Sprint(port)) + "/")
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == http.StatusOK
+	}
+	s.Restrict([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, true)
+	if errs := s.Sync(want); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	if !answers("127.0.0.1") {
+		t.Error("restricted: no answer on the node port address 127.0.0.1")
+	}
+	if answers("127.0.0.2") {
+		t.Error("restricted to 127.0.0.1: answered on 127.0.0.2, an address --nodeport-addresses leaves out")
+	}
+	s.Restrict([]netip.Addr{netip.MustParseAddr("127.0.0.1")}, false)
+	if errs := s.Sync(want); len(errs) > 0 {
+		t.Fatal(errs)
+	}
+	for _, a := range []string{"127.0.0.1", "127.0.0.2"} {
+		if !answers(a) {
+			t.Errorf("unrestricted: no answer on %s", a)
+		}
+	}
+	s.Restrict(nil, true)
+	if errs := s.Sync(want); len(errs) > 0 || answers("127.0.0.1") {
+		t.Errorf("restricted to no address: %v, or still answering", errs)
 	}
 }

@@ -94,6 +94,10 @@ type ServicePort struct {
 	// Scheduler is the per-service IPVS scheduler (annotation
 	// ipvs-proxy.io/scheduler); empty means the proxy's default.
 	Scheduler string
+	// SchedulerFlags is the annotation ipvs-proxy.io/scheduler-flags as
+	// written (a comma-separated list, e.g. "mh-port"); empty means the
+	// scheduler's defaults (ipvs.SchedulerFlags).
+	SchedulerFlags string
 	// TrafficDistribution is spec.trafficDistribution ("" when unset).
 	TrafficDistribution string
 }
@@ -138,27 +142,30 @@ type Reason string
 
 // Refusal codes. Every refusal names one of them.
 const (
-	ReasonNodeIP            Reason = "NodeIP"
-	ReasonLocalAddress      Reason = "LocalAddress"
-	ReasonAPIServer         Reason = "APIServer"
-	ReasonGateway           Reason = "Gateway"
-	ReasonProtectedCIDR     Reason = "ProtectedCIDR"
-	ReasonLoopback          Reason = "Loopback"
-	ReasonUnspecified       Reason = "Unspecified"
-	ReasonMulticast         Reason = "Multicast"
-	ReasonBroadcast         Reason = "Broadcast"
-	ReasonLinkLocal         Reason = "LinkLocal"
-	ReasonIPv4Mapped        Reason = "IPv4MappedIPv6"
-	ReasonPodCIDR           Reason = "PodCIDR"
-	ReasonInvalidAddress    Reason = "InvalidAddress"
-	ReasonInvalidPort       Reason = "InvalidPort"
-	ReasonInvalidProtocol   Reason = "InvalidProtocol"
-	ReasonUnknownScheduler  Reason = "UnknownScheduler"
-	ReasonInvalidField      Reason = "InvalidField"
-	ReasonDuplicateVirtual  Reason = "DuplicateVirtualServer"
-	ReasonExcludedCIDR      Reason = "ExcludedCIDR"
-	ReasonInvalidEndpoint   Reason = "InvalidEndpoint"
-	ReasonUnsupportedFamily Reason = "UnsupportedFamily"
+	ReasonNodeIP           Reason = "NodeIP"
+	ReasonLocalAddress     Reason = "LocalAddress"
+	ReasonAPIServer        Reason = "APIServer"
+	ReasonGateway          Reason = "Gateway"
+	ReasonProtectedCIDR    Reason = "ProtectedCIDR"
+	ReasonLoopback         Reason = "Loopback"
+	ReasonUnspecified      Reason = "Unspecified"
+	ReasonMulticast        Reason = "Multicast"
+	ReasonBroadcast        Reason = "Broadcast"
+	ReasonLinkLocal        Reason = "LinkLocal"
+	ReasonIPv4Mapped       Reason = "IPv4MappedIPv6"
+	ReasonPodCIDR          Reason = "PodCIDR"
+	ReasonInvalidAddress   Reason = "InvalidAddress"
+	ReasonInvalidPort      Reason = "InvalidPort"
+	ReasonInvalidProtocol  Reason = "InvalidProtocol"
+	ReasonUnknownScheduler Reason = "UnknownScheduler"
+	// ReasonInvalidSchedulerFlags: a scheduler flag the Service's
+	// scheduler does not read (ipvs-proxy.io/scheduler-flags).
+	ReasonInvalidSchedulerFlags Reason = "InvalidSchedulerFlags"
+	ReasonInvalidField          Reason = "InvalidField"
+	ReasonDuplicateVirtual      Reason = "DuplicateVirtualServer"
+	ReasonExcludedCIDR          Reason = "ExcludedCIDR"
+	ReasonInvalidEndpoint       Reason = "InvalidEndpoint"
+	ReasonUnsupportedFamily     Reason = "UnsupportedFamily"
 	// ReasonServiceFamily: an externalIP or load balancer IP of a family
 	// the Service has no cluster IP in (spec.ipFamilies).
 	ReasonServiceFamily      Reason = "ServiceFamily"

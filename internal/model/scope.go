@@ -30,7 +30,8 @@ var reasonScopes = map[Reason]Scope{
 	ReasonTooManyVirtualServers: ScopeCluster,
 	ReasonTooManyRealServers:    ScopeCluster,
 	// The scheduler list is the proxy's own, the same on every node.
-	ReasonUnknownScheduler: ScopeCluster,
+	ReasonUnknownScheduler:      ScopeCluster,
+	ReasonInvalidSchedulerFlags: ScopeCluster,
 	// Never a VIP on any node.
 	ReasonLoopback:    ScopeCluster,
 	ReasonUnspecified: ScopeCluster,

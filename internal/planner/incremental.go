@@ -95,6 +95,14 @@ func NewIncremental(o Options, nodes []model.Node, refusals []model.Refusal) *In
 // same one immediately before each bind.
 func (inc *Incremental) Guard() *guard.Guard { return inc.env.guard }
 
+// NodePortAddrs are the node addresses NodePorts are served on, sorted, and
+// whether --nodeport-addresses restricts them; unrestricted, NodePorts
+// answer on every local address. The slice is the plan's own: do not
+// modify it.
+func (inc *Incremental) NodePortAddrs() (addrs []netip.Addr, restricted bool) {
+	return inc.env.npAddrs, inc.env.npRestricted
+}
+
 // Update replaces the Service key with ports, whose
 // endpoints are looked up in endpoints by port name, and its conversion
 // refusals. No ports and no refusals remove the Service.

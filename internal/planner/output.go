@@ -115,18 +115,10 @@ func FlagNames(vs *ipvs.VirtualServer) []string {
 	if vs.Flags&ipvs.FlagPersistent != 0 {
 		names = append(names, "persistent")
 	}
-	one, two, three := "flag-1", "flag-2", "flag-3"
-	if vs.Scheduler == "sh" || vs.Scheduler == "mh" {
-		one, two = vs.Scheduler+"-fallback", vs.Scheduler+"-port"
-	}
-	if vs.Flags&ipvs.FlagSchedSH1 != 0 {
-		names = append(names, one)
-	}
-	if vs.Flags&ipvs.FlagSchedSH2 != 0 {
-		names = append(names, two)
-	}
-	if vs.Flags&0x20 != 0 {
-		names = append(names, three)
+	for i, n := range ipvs.SchedulerFlagNames(vs.Scheduler) {
+		if vs.Flags&(ipvs.FlagSchedSH1<<i) != 0 {
+			names = append(names, n)
+		}
 	}
 	return names
 }

@@ -34,7 +34,7 @@ func TestWriteTextLayout(t *testing.T) {
 	head := "# ipvs\n" +
 		"-A -t 10.96.0.10:80 -s rr -p 10800\n" +
 		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1\n" +
-		"-A -u [fd00:96::a]:53 -s mh -b mh-port\n" +
+		"-A -u [fd00:96::a]:53 -s mh -b mh-fallback,mh-port\n" +
 		"-a -u [fd00:96::a]:53 -r [fd00:1::5]:53 -m -w 1\n" +
 		"# kube-ipvs0\n10.96.0.10/32\nfd00:96::a/128\n# ipset\ncreate KUBE-6-CLUSTER-IP hash:ip,port family inet6 hashsize 1024 maxelem 65536\nadd KUBE-6-CLUSTER-IP fd00:96::a,udp:53\n"
 	if !strings.HasPrefix(got, head) {

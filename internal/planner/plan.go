@@ -32,6 +32,7 @@ const (
 	FieldExternalIPs   = "spec.externalIPs"
 	FieldScheduler     = "metadata.annotations[ipvs-proxy.io/scheduler]"
 	FieldSchedulerFlag = "--ipvs-scheduler"
+	FieldSchedFlags    = "metadata.annotations[ipvs-proxy.io/scheduler-flags]"
 	FieldProtocol      = "spec.ports.protocol"
 	FieldPort          = "spec.ports.port"
 )
@@ -69,8 +70,10 @@ type env struct {
 	guard    *guard.Guard
 	families [2]bool
 	npAddrs  []netip.Addr
-	zone     string
-	rulesets []iptables.Ruleset
+	// npRestricted: --nodeport-addresses restricts npAddrs.
+	npRestricted bool
+	zone         string
+	rulesets     []iptables.Ruleset
 	// sets are the state's IPSets in name order: family and SetSpecs index.
 	sets []setRef
 }
@@ -133,6 +136,7 @@ func newEnv(o Options, nodes []model.Node) *env {
 		}
 	}
 	npCIDRs, npRestricted := nodePortCIDRs(&o, self)
+	e.npRestricted = npRestricted
 	for _, a := range o.LocalAddrs {
 		if !a.IsValid() || a.Is4In6() {
 			continue

@@ -230,6 +230,13 @@ func TestNodePort(t *testing.T) {
 	if !strings.Contains(text(t, st), "-A KUBE-SERVICES -d 192.168.1.1/32 -j KUBE-NODE-PORT\n") {
 		t.Error("NodePort jump per selected address")
 	}
+	// The health check node ports listen where NodePorts are served.
+	if a, restricted := NewIncremental(o, c.Nodes, nil).NodePortAddrs(); !restricted || !slices.Equal(a, []netip.Addr{addr("192.168.1.1")}) {
+		t.Errorf("NodePortAddrs: %v restricted %v, want 192.168.1.1 restricted", a, restricted)
+	}
+	if _, restricted := NewIncremental(opts(), c.Nodes, nil).NodePortAddrs(); restricted {
+		t.Error("NodePortAddrs restricted without --nodeport-addresses")
+	}
 
 	// --nodeport-addresses primary: the node's primary IPs only (kube-proxy's
 	// GetNodeHostIPs, informers' Node.PrimaryIPs), nowhere while the Node is
@@ -371,8 +378,8 @@ func TestSchedulerAndAffinity(t *testing.T) {
 	if vs := findVS(st, model.TCP, "10.96.0.60", 80); vs == nil || vs.Scheduler != "rr" {
 		t.Errorf("default scheduler: %+v", vs)
 	}
-	if vs := findVS(st, model.TCP, "10.96.0.61", 80); vs == nil || vs.Scheduler != "mh" || vs.Flags != ipvs.FlagSchedSH2 {
-		t.Errorf("mh: %+v", vs)
+	if vs := findVS(st, model.TCP, "10.96.0.61", 80); vs == nil || vs.Scheduler != "mh" || vs.Flags != ipvs.FlagSchedSH1|ipvs.FlagSchedSH2 {
+		t.Errorf("mh without mh-fallback and mh-port: %+v", vs)
 	}
 	if findVS(st, model.TCP, "10.96.0.62", 80) != nil || slices.Contains(addrs(st), "10.96.0.62/32") {
 		t.Error("unknown scheduler planned")
@@ -626,4 +633,37 @@ func text(t *testing.T, st State) string {
 func subject(s string) model.Subject {
 	ns, name, _ := strings.Cut(s, "/")
 	return model.ServiceSubject(types.NamespacedName{Namespace: ns, Name: name})
+}
+
+// TestSchedulerFlagsAnnotation: ipvs-proxy.io/scheduler-flags replaces the
+// scheduler's default flags; a flag the scheduler does not read refuses the
+// Service's ports and leaves the others served.
+func TestSchedulerFlagsAnnotation(t *testing.T) {
+	port := svc("port", "10.96.0.70")
+	port.Scheduler, port.SchedulerFlags = "mh", "mh-port"
+	sh := svc("sh", "10.96.0.71")
+	sh.Scheduler, sh.SchedulerFlags = "sh", "sh-fallback,sh-port"
+	bad := svc("bad", "10.96.0.72")
+	bad.Scheduler, bad.SchedulerFlags = "mh", "sh-port"
+	def := svc("def", "10.96.0.73")
+	def.SchedulerFlags = "mh-fallback" // under the default rr
+	st := Plan(cluster(nil, port, sh, bad, def), opts())
+
+	if vs := findVS(st, model.TCP, "10.96.0.70", 80); vs == nil || vs.Flags != ipvs.FlagSchedSH2 {
+		t.Errorf("mh-port only: %+v", vs)
+	}
+	if vs := findVS(st, model.TCP, "10.96.0.71", 80); vs == nil || vs.Flags != ipvs.FlagSchedSH1|ipvs.FlagSchedSH2 {
+		t.Errorf("sh-fallback,sh-port: %+v", vs)
+	}
+	for _, c := range []struct{ ip, subject, value string }{
+		{"10.96.0.72", "default/bad", "sh-port"}, {"10.96.0.73", "default/def", "mh-fallback"},
+	} {
+		if findVS(st, model.TCP, c.ip, 80) != nil || slices.Contains(addrs(st), c.ip+"/32") {
+			t.Errorf("%s planned with flags its scheduler does not read", c.subject)
+		}
+		r := refusal(st, model.ReasonInvalidSchedulerFlags, c.value)
+		if r == nil || r.Subject.String() != c.subject || r.Field != FieldSchedFlags {
+			t.Errorf("%s: refusal %+v", c.subject, r)
+		}
+	}
 }

@@ -98,6 +98,18 @@ type portPlanner struct {
 	// guarded are the addresses the port asked the guard about
 	// (guard.Key), appended to what planPort was given.
 	guarded []netip.Addr
+	// flags are the scheduler flags of every virtual server of the port.
+	flags ipvs.Flags
+}
+
+// schedFlags are the scheduler flags of the port's virtual servers under
+// sched: the annotation's when the Service names some, else sched's
+// defaults.
+func (p *portPlanner) schedFlags(sched string) (ipvs.Flags, error) {
+	if p.sp.SchedulerFlags == "" {
+		return ipvs.SchedulerFlags(sched), nil
+	}
+	return ipvs.ParseSchedulerFlags(sched, p.sp.SchedulerFlags)
 }
 
 // planPort plans service port sp with its endpoints; index is its position
@@ -158,6 +170,13 @@ func (p *portPlanner) service() {
 			"not an IPVS scheduler this kernel ships ("+strings.Join(ipvs.Schedulers, " ")+"); port "+portLabel(sp)+" not planned")
 		return
 	}
+	flags, err := p.schedFlags(sched)
+	if err != nil {
+		p.refuse(FieldSchedFlags, sp.SchedulerFlags, model.ReasonInvalidSchedulerFlags,
+			err.Error()+"; port "+portLabel(sp)+" not planned")
+		return
+	}
+	p.flags = flags
 	if !sp.Protocol.Known() {
 		p.refuse(FieldProtocol, string(sp.Protocol), model.ReasonInvalidProtocol, "IPVS serves TCP, UDP and SCTP only; port "+portLabel(sp)+" not planned")
 		return
@@ -319,7 +338,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		sched = p.e.sched
 	}
 	c := &claim{port: p.out, kind: kind, bind: bind,
-		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: ipvs.SchedulerFlags(sched), Service: p.out.name}}
+		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: p.flags, Service: p.out.name}}
 	if sp.AffinityTimeout > 0 {
 		c.vs.Flags |= ipvs.FlagPersistent
 		c.vs.PersistenceTimeout = sp.AffinityTimeout

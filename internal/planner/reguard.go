@@ -95,6 +95,6 @@ func (e *env) sameButGuard(f *env) bool {
 	a.APIServerAddrs, a.Resolvers = nil, nil
 	b.APIServerAddrs, b.Resolvers = nil, nil
 	return e.sched == f.sched && e.families == f.families && e.zone == f.zone &&
-		slices.Equal(e.npAddrs, f.npAddrs) && slices.Equal(e.sets, f.sets) &&
+		slices.Equal(e.npAddrs, f.npAddrs) && e.npRestricted == f.npRestricted && slices.Equal(e.sets, f.sets) &&
 		reflect.DeepEqual(a, b) && reflect.DeepEqual(e.rulesets, f.rulesets)
 }

@@ -92,15 +92,15 @@ func Build(path string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrBuild, path, err)
 	}
-	objs, err := decode(out)
+	objs, err := Decode(out)
 	if err != nil {
 		return nil, fmt.Errorf("%w %s: %w", ErrBuild, path, err)
 	}
 	return objs, nil
 }
 
-// decode splits multi-document YAML into objects.
-func decode(data []byte) ([]*unstructured.Unstructured, error) {
+// Decode splits multi-document YAML (kustomize's, helm's output) into objects.
+func Decode(data []byte) ([]*unstructured.Unstructured, error) {
 	dec := utilyaml.NewYAMLOrJSONDecoder(bytes.NewReader(data), 4096)
 	var objs []*unstructured.Unstructured
 	for {

@@ -39,7 +39,7 @@ func KubeadmObjects(endpoint string) ([]*unstructured.Unstructured, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: kubeadm objects: %w", ErrBuild, err)
 	}
-	objs, err := decode([]byte(strings.ReplaceAll(string(raw), KubeadmEndpoint, endpoint)))
+	objs, err := Decode([]byte(strings.ReplaceAll(string(raw), KubeadmEndpoint, endpoint)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBuild, kubeadmFile, err)
 	}

@@ -56,6 +56,43 @@ func renderWithComponent(t *testing.T) []*unstructured.Unstructured {
 	return objs
 }
 
+// renderKustomizationWithComponent renders kustomization k of deploy/ (a
+// deploy.Kustomizations path) with the monitoring component listed under
+// its `components:`, as an operator adds it: in a copy of deploy/, so the
+// kustomization's own namespace and patches apply to the component.
+func renderKustomizationWithComponent(t *testing.T, k string) []*unstructured.Unstructured {
+	t.Helper()
+	src, err := deploy.Dir()
+	if err != nil {
+		t.Fatal(err)
+	}
+	dir := filepath.Join(t.TempDir(), "deploy")
+	if err := os.CopyFS(dir, os.DirFS(src)); err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, k, "kustomization.yaml")
+	raw, err := os.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.Contains(string(raw), "\ncomponents:") {
+		t.Fatalf("%s lists components already; add the monitoring component to that list", file)
+	}
+	rel, err := filepath.Rel(filepath.Join(dir, k), filepath.Join(dir, "components", "monitoring"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	raw = append(raw, "\ncomponents:\n- "+rel+"\n"...)
+	if err := os.WriteFile(file, raw, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	objs, err := deploy.Build(filepath.Join(dir, k))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return objs
+}
+
 // find returns the one object of kind in objs, or fails t.
 func find(t *testing.T, objs []*unstructured.Unstructured, kind, name string) *unstructured.Unstructured {
 	t.Helper()

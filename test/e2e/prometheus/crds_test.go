@@ -150,17 +150,27 @@ func TestMonitoringComponentAgainstCRDs(t *testing.T) {
 	}
 }
 
-// TestMonitoringComponentReferences checks what no schema can: the
-// component's Service selects the DaemonSet's pods and names one of its
-// container ports, the ServiceMonitor selects that Service in its
-// namespace and port, and the Service carries the job label kube-proxy's
-// dashboards and alerts select (job="kube-proxy").
+// TestMonitoringComponentReferences checks what no schema can, for every
+// kustomization of deploy/ with the component added to it as
+// docs/operations.md says: the component's Service is in the DaemonSet's
+// namespace, selects its pods and names one of its container ports, the
+// ServiceMonitor selects that Service in its namespace and port, and the
+// Service carries the job label kube-proxy's dashboards and alerts select
+// (job="kube-proxy").
 func TestMonitoringComponentReferences(t *testing.T) {
-	objs := renderWithComponent(t)
+	for _, k := range deploy.Kustomizations {
+		t.Run(k, func(t *testing.T) { checkReferences(t, renderKustomizationWithComponent(t, k)) })
+	}
+}
+
+func checkReferences(t *testing.T, objs []*unstructured.Unstructured) {
 	ds := find(t, objs, "DaemonSet", "")
 	svc := find(t, objs, "Service", "ipvs-proxy-metrics")
 	sm := find(t, objs, "ServiceMonitor", "")
 
+	if svc.GetNamespace() != ds.GetNamespace() {
+		t.Errorf("Service %s/%s selects pods in its own namespace; the DaemonSet's are in %s", svc.GetNamespace(), svc.GetName(), ds.GetNamespace())
+	}
 	podLabels := labelsOf(t, ds, "spec", "template", "metadata", "labels")
 	for k, v := range labelsOf(t, svc, "spec", "selector") {
 		if podLabels[k] != v {
@@ -191,9 +201,15 @@ func TestMonitoringComponentReferences(t *testing.T) {
 			t.Errorf("ServiceMonitor selects %s=%s; the Service's labels are %v", k, v, svcLabels)
 		}
 	}
+	// prometheus-operator: no namespaceSelector is the ServiceMonitor's own
+	// namespace; any: true is every namespace.
 	nss, _, _ := unstructured.NestedStringSlice(sm.Object, "spec", "namespaceSelector", "matchNames")
-	if !slices.Contains(nss, svc.GetNamespace()) {
-		t.Errorf("ServiceMonitor namespaceSelector %v leaves out the Service's namespace %s", nss, svc.GetNamespace())
+	anyNS, _, _ := unstructured.NestedBool(sm.Object, "spec", "namespaceSelector", "any")
+	if len(nss) == 0 {
+		nss = []string{sm.GetNamespace()}
+	}
+	if !anyNS && !slices.Contains(nss, svc.GetNamespace()) {
+		t.Errorf("ServiceMonitor %s/%s scrapes namespaces %v, not the Service's %s", sm.GetNamespace(), sm.GetName(), nss, svc.GetNamespace())
 	}
 	eps, _, _ := unstructured.NestedSlice(sm.Object, "spec", "endpoints")
 	for _, e := range eps {

@@ -1,0 +1,10 @@
+package chart
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
