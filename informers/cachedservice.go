@@ -5,6 +5,7 @@ import (
 	"unique"
 
 	corev1 "k8s.io/api/core/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/runtime"
 	"k8s.io/apimachinery/pkg/runtime/schema"
 	"k8s.io/apimachinery/pkg/types"
@@ -30,6 +31,10 @@ type cachedService struct {
 	objectID
 	// uid is the Service's: Events name it (Watcher.ServiceObject).
 	uid types.UID
+	// created is metadata.creationTimestamp in Unix seconds (its
+	// precision in the API): the oldest Service wins an address claimed
+	// twice (model.ServicePort.Created).
+	created int64
 	// typ and affinity are interned: a handle is 8 B against a string's 16.
 	typ, affinity unique.Handle[string]
 	clusterIP     string
@@ -73,6 +78,7 @@ func (l *leaner) service(s *corev1.Service) *cachedService {
 	out := &cachedService{
 		objectID:   l.idOf(&s.ObjectMeta),
 		uid:        s.UID,
+		created:    s.CreationTimestamp.Unix(),
 		typ:        unique.Make(string(sp.Type)),
 		clusterIP:  sp.ClusterIP,
 		clusterIPs: sp.ClusterIPs,
@@ -146,6 +152,9 @@ func itpPtr(p *corev1.ServiceInternalTrafficPolicy) *corev1.ServiceInternalTraff
 func (c *cachedService) api() *corev1.Service {
 	out := &corev1.Service{ObjectMeta: c.objectMeta()}
 	out.UID = c.uid
+	if c.created != (metav1.Time{}).Unix() {
+		out.CreationTimestamp = metav1.Unix(c.created, 0)
+	}
 	x := c.more()
 	out.Labels, out.Annotations = x.labels, x.annotations
 	out.Spec = corev1.ServiceSpec{

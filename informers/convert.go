@@ -52,6 +52,9 @@ func Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*
 // deterministic whatever the input order.
 func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) model.Cluster {
 	c := model.Cluster{Endpoints: map[model.ServicePortName][]model.Endpoint{}}
+	if cv.IsServiceIP == nil {
+		cv.IsServiceIP = ServiceIPs(svcs).Contains
+	}
 
 	byService := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
 	for _, s := range eps {
@@ -66,7 +69,7 @@ func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointS
 			continue
 		}
 		c.Services = append(c.Services, ports...)
-		m, refusals := ServiceEndpoints(ports, byService[ports[0].Name.NamespacedName])
+		m, refusals := cv.ServiceEndpoints(ports, byService[ports[0].Name.NamespacedName])
 		c.Refusals = append(c.Refusals, refusals...)
 		for k, v := range m {
 			c.Endpoints[k] = v

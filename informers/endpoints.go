@@ -20,9 +20,17 @@ import (
 // several slices is taken from the first slice by name. Each port's
 // endpoints are sorted by address and port.
 func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlice) (map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
+	return Converter{}.ServiceEndpoints(ports, eps)
+}
+
+// ServiceEndpoints is the package function of the same name, capped at
+// --max-real-servers-per-service (capRealServers): no more endpoints than
+// the cap are ever built for one Service, whatever its slices hold.
+func (cv Converter) ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlice) (map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
 	if len(ports) == 0 {
 		return nil, nil
 	}
+	cut, capRefusal := cv.capRealServers(ports, eps)
 	var v4, v6 bool
 	for _, a := range ports[0].ClusterIPs {
 		v4 = v4 || a.Is4()
@@ -59,11 +67,14 @@ func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlic
 		default: // FQDN slices name no address IPVS can use.
 			continue
 		}
-		got, rs := EndpointsFromSlice(s)
+		got, rs := endpointsFromSlice(s, cut)
 		refusals = append(refusals, rs...)
 		for _, sp := range got {
 			proto, ok := want[sp.Name]
-			if !ok || proto != sp.Protocol || len(sp.Endpoints) == 0 {
+			if !ok || proto != sp.Protocol {
+				continue
+			}
+			if len(sp.Endpoints) == 0 {
 				continue
 			}
 			key := model.ServicePortName{NamespacedName: ports[0].Name.NamespacedName, Port: sp.Name}
@@ -82,6 +93,25 @@ func ServiceEndpoints(ports []model.ServicePort, eps []*discoveryv1.EndpointSlic
 			return cmp.Or(a.Address.Compare(b.Address), cmp.Compare(a.Port, b.Port))
 		})
 		out[key] = slices.CompactFunc(es, func(a, b model.Endpoint) bool { return a.Address == b.Address && a.Port == b.Port })
+	}
+	if capRefusal != nil {
+		refusals = append(refusals, *capRefusal)
+	}
+	if cv.IsServiceIP != nil {
+		for key, es := range out {
+			out[key] = slices.DeleteFunc(es, func(e model.Endpoint) bool {
+				if !cv.IsServiceIP(e.Address) {
+					return false
+				}
+				refusals = append(refusals, model.Refusal{Subject: model.ServiceSubject(key.NamespacedName), Field: model.FieldEndpoint,
+					Address: netip.AddrPortFrom(e.Address, e.Port).String(), Reason: model.ReasonServiceIP,
+					Message: "the ClusterIP of a Service: a Service VIP is never a real server; endpoint not used, the others stay served"})
+				return true
+			})
+			if len(out[key]) == 0 {
+				delete(out, key)
+			}
+		}
 	}
 	return out, refusals
 }
@@ -110,15 +140,21 @@ type SlicePort struct {
 // the same as ready, terminating nil means not terminating. Only the first
 // address of an endpoint is used, as kube-proxy does.
 func EndpointsFromSlice(s *discoveryv1.EndpointSlice) ([]SlicePort, []model.Refusal) {
+	// A slice without its Service's name is refused as the Service "NS/".
+	return endpointsFromSlice(s, nil)
+}
+
+// endpointsFromSlice is EndpointsFromSlice building no endpoints for the
+// slice ports named in cut (the real-server cap's).
+func endpointsFromSlice(s *discoveryv1.EndpointSlice, cut map[string]bool) ([]SlicePort, []model.Refusal) {
 	if s == nil {
 		return nil, nil
 	}
-	// A slice without its Service's name is refused as the Service "NS/".
 	service, _ := SliceService(s)
 	service.Namespace = s.Namespace
 	r := &refuser{subject: model.ServiceSubject(service)}
 	prefix := fmt.Sprintf("endpointSlice[%s]", s.Name)
-	return slicePorts(r, s, prefix, sliceEndpoints(r, s, prefix)), r.out
+	return slicePorts(r, s, prefix, sliceEndpoints(r, s, prefix), cut), r.out
 }
 
 // sliceEndpoints converts the slice's endpoints (without ports), refusing
@@ -187,8 +223,8 @@ func endpoint(a netip.Addr, e *discoveryv1.Endpoint) model.Endpoint {
 }
 
 // slicePorts gives every valid port of the slice its own copy of ep (the
-// last one ep itself), refusing the others.
-func slicePorts(r *refuser, s *discoveryv1.EndpointSlice, prefix string, ep []model.Endpoint) []SlicePort {
+// last one ep itself), refusing the others; a port named in cut gets none.
+func slicePorts(r *refuser, s *discoveryv1.EndpointSlice, prefix string, ep []model.Endpoint, cut map[string]bool) []SlicePort {
 	var out []SlicePort
 	var nums []uint16
 	for i, p := range s.Ports {
@@ -219,6 +255,9 @@ func slicePorts(r *refuser, s *discoveryv1.EndpointSlice, prefix string, ep []mo
 		nums = append(nums, uint16(*p.Port))
 	}
 	for k, port := range nums {
+		if cut[out[k].Name] {
+			continue
+		}
 		eps := ep
 		if k < len(out)-1 {
 			eps = make([]model.Endpoint, len(ep))

@@ -1,15 +1,23 @@
 package informers
 
 import (
+	"fmt"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // DefaultMaxVirtualServers is --max-virtual-servers-per-service's default.
 const DefaultMaxVirtualServers = 1000
+
+// DefaultMaxRealServers is --max-real-servers-per-service's default: ten
+// times the 10,000 ports × endpoints the largest real workloads reach, and
+// a bound on what one hostile Service costs every node
+// (BenchmarkHostileRealServers).
+const DefaultMaxRealServers = 100_000
 
 // Converter holds the conversion's settings; the zero value uses the
 // defaults.
@@ -23,6 +31,88 @@ type Converter struct {
 	// not counted: a port has at most two cluster IPs and one NodePort
 	// per node address.
 	MaxVirtualServers int
+	// MaxRealServers caps one Service's real servers on every node
+	// (--max-real-servers-per-service): the sum over its ports of
+	// endpoints × addresses. 0 or less means DefaultMaxRealServers.
+	MaxRealServers int
+	// IsServiceIP reports whether an address is a Service's ClusterIP:
+	// such an endpoint is refused (an endpoint may not be a Service VIP).
+	// Nil: Convert uses its own Services', ServiceEndpoints none.
+	IsServiceIP func(netip.Addr) bool
+}
+
+func (cv Converter) maxRealServers() int {
+	if cv.MaxRealServers <= 0 {
+		return DefaultMaxRealServers
+	}
+	return cv.MaxRealServers
+}
+
+// addressesOf counts what one port is served on for the real-server cap:
+// its ClusterIPs, externalIPs and LoadBalancer IPs, and its NodePort as
+// one (whatever the number of node addresses).
+func addressesOf(sp *model.ServicePort) int {
+	n := len(sp.ClusterIPs) + len(sp.ExternalIPs) + len(sp.LoadBalancerIPs)
+	if sp.NodePort != 0 {
+		n++
+	}
+	return max(n, 1)
+}
+
+// capRealServers decides, before any endpoint is built, which ports of a
+// Service get none: whole ports are kept, in their order, while their
+// endpoints (as many as the slices list for them) × addresses fit in
+// --max-real-servers-per-service. It returns the names of the others, and
+// the refusal that says so with the counts; nil, nil when all fit. It
+// reads the slices' lengths only: a Service of 10,000 ports and a slice of
+// 100 endpoints costs a count, not a million endpoints.
+func (cv Converter) capRealServers(ports []model.ServicePort, eps []*discoveryv1.EndpointSlice) (map[string]bool, *model.Refusal) {
+	counts := map[string]int{}
+	for _, s := range eps {
+		if s == nil {
+			continue
+		}
+		for _, p := range s.Ports {
+			if p.Name != nil {
+				counts[*p.Name] += len(s.Endpoints)
+			} else {
+				counts[""] += len(s.Endpoints)
+			}
+		}
+	}
+	limit := cv.maxRealServers()
+	total, kept := 0, 0
+	var cut []string
+	var cutNames map[string]bool
+	for i := range ports {
+		sp := &ports[i]
+		n := counts[sp.Name.Port] * addressesOf(sp)
+		total += n
+		if kept+n <= limit {
+			kept += n
+			continue
+		}
+		if cutNames == nil {
+			cutNames = map[string]bool{}
+		}
+		cutNames[sp.Name.Port] = true
+		cut = append(cut, portName(sp))
+	}
+	if len(cut) == 0 {
+		return nil, nil
+	}
+	return cutNames, &model.Refusal{Subject: model.ServiceSubject(ports[0].Name.NamespacedName), Field: "spec.ports", Address: cut[0],
+		Reason: model.ReasonTooManyRealServers,
+		Message: fmt.Sprintf("%d of %d ports get no real server (%s to %s, in port order): ports × endpoints × addresses would be %d real servers on every node, over --max-real-servers-per-service %d; the first ports that fit are served (%d real servers)",
+			len(cut), len(ports), cut[0], cut[len(cut)-1], total, limit, kept)}
+}
+
+// portName names a port in the cap's refusal: its name, or PORT/PROTOCOL.
+func portName(sp *model.ServicePort) string {
+	if sp.Name.Port != "" {
+		return sp.Name.Port
+	}
+	return fmt.Sprintf("%d/%s", sp.Port, sp.Protocol)
 }
 
 func (cv Converter) maxVirtualServers() int {

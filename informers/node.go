@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
+	"strings"
 
 	corev1 "k8s.io/api/core/v1"
 
@@ -21,7 +22,9 @@ import (
 // canonical form is protected all the same and refused, with the Node as
 // its subject (model.NodeSubject), naming the form it was written in. An InternalIP or
 // ExternalIP entry that is no address at all is refused and protects
-// nothing; a name in a Hostname or DNS entry is skipped.
+// nothing; a name in a Hostname or DNS entry is skipped. An entry written
+// ADDR/LEN protects ADDR alone, never the prefix, and is refused for its
+// form all the same.
 func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 	if n == nil {
 		return model.Node{}, nil
@@ -37,12 +40,23 @@ func NodeFromObject(n *corev1.Node) (model.Node, []model.Refusal) {
 	for i, a := range n.Status.Addresses {
 		field := fmt.Sprintf("status.addresses[%d]", i)
 		ip, canonical, ok := guard.ParseLenient(a.Address)
+		prefixed := false
+		if !ok {
+			// ADDR/LEN, as `ip addr` shows it: the node has ADDR, and
+			// nothing says it has the rest of the prefix.
+			if p, err := netip.ParsePrefix(strings.TrimSpace(a.Address)); err == nil {
+				ip, ok, prefixed = p.Addr().Unmap(), true, true
+			}
+		}
 		switch {
 		case !ok && (a.Type == corev1.NodeHostName || a.Type == corev1.NodeInternalDNS || a.Type == corev1.NodeExternalDNS):
 			continue
 		case !ok:
 			r.add(field, a.Address, model.ReasonInvalidAddress, "not an IP address; not protected as a node address")
 			continue
+		case prefixed:
+			r.add(field, a.Address, model.ReasonInvalidAddress,
+				"an address with a prefix length, not an IP address; protected as node address %s alone, never the whole prefix", ip)
 		case !canonical:
 			r.add(field, a.Address, model.ReasonInvalidAddress,
 				"not an IP address in canonical form; protected as node address %s all the same", ip)

@@ -45,11 +45,13 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 	hasNodePorts := spec.Type == corev1.ServiceTypeNodePort || spec.Type == corev1.ServiceTypeLoadBalancer
 
 	base := model.ServicePort{
+		Created:     svc.CreationTimestamp.UTC(),
 		ClusterIPs:  clusterIPs,
 		ExternalIPs: parseAddrList(r, "spec.externalIPs", spec.ExternalIPs),
 	}
+	base.ExternalIPs = cv.notServiceIPs(r, "spec.externalIPs", base.ExternalIPs, clusterIPs)
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
-		base.LoadBalancerIPs = convertIngress(r, svc.Status.LoadBalancer.Ingress)
+		base.LoadBalancerIPs = cv.notServiceIPs(r, FieldIngress, convertIngress(r, svc.Status.LoadBalancer.Ingress), clusterIPs)
 		if len(base.LoadBalancerIPs) > 0 {
 			base.LoadBalancerSourceRanges, base.LoadBalancerFirewall = convertSourceRanges(r, svc, base.LoadBalancerIPs)
 		}
@@ -233,6 +235,26 @@ func convertClusterIPs(r *refuser, svc *corev1.Service) []netip.Addr {
 		r.add(field, strings.Join(raw, ","), model.ReasonInvalidAddress, "no usable cluster IP; service not proxied")
 	}
 	return out
+}
+
+// notServiceIPs are the addresses of as that are no other Service's
+// ClusterIP (cv.IsServiceIP, own ClusterIPs aside): one that is is refused
+// as a whole, on every port (AddressConflict), whatever the ports: the
+// CVE-2020-8554 mitigation. A tenant's externalIP 10.96.0.10 would
+// otherwise take every port of the cluster DNS's address that its
+// Service does not serve itself.
+func (cv Converter) notServiceIPs(r *refuser, field string, as, own []netip.Addr) []netip.Addr {
+	if cv.IsServiceIP == nil {
+		return as
+	}
+	return slices.DeleteFunc(as, func(a netip.Addr) bool {
+		if slices.Contains(own, a) || !cv.IsServiceIP(a) {
+			return false
+		}
+		r.add(field, a.String(), model.ReasonAddressConflict,
+			"the ClusterIP of another Service: refused on every port, whatever the ports (CVE-2020-8554)")
+		return true
+	})
 }
 
 // parseAddrList parses a list of addresses, dropping duplicates (in O(n):

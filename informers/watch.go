@@ -397,7 +397,11 @@ func (w *Watcher) APIServerEndpoints() []netip.Addr {
 // after a Service changed, and kept until the next change: a full sync asks
 // about the API server's addresses and the resolvers, a few times, and no
 // index per Service is kept for it.
-func (w *Watcher) IsServiceIP(a netip.Addr) bool {
+func (w *Watcher) IsServiceIP(a netip.Addr) bool { return w.ServiceIPs().Contains(a) }
+
+// ServiceIPs are the ClusterIPs of the cached Services, sorted (read-only:
+// shared until a Service changes), gathered as IsServiceIP says.
+func (w *Watcher) ServiceIPs() AddrSet {
 	w.mu.Lock()
 	ips, ok, gen := w.svcIPs, w.svcIPsOK, w.svcGen
 	w.mu.Unlock()
@@ -416,7 +420,7 @@ func (w *Watcher) IsServiceIP(a netip.Addr) bool {
 		}
 		w.mu.Unlock()
 	}
-	return ips.Contains(a)
+	return ips
 }
 
 // noteSeen records the time of the first change not yet taken; w.mu is
@@ -468,11 +472,13 @@ func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[mo
 	if svc == nil || SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
-	ports, refusals := w.Converter.ServicePorts(svc)
+	cv := w.Converter
+	cv.IsServiceIP = w.IsServiceIP
+	ports, refusals := cv.ServicePorts(svc)
 	if len(ports) == 0 {
 		return nil, nil, refusals
 	}
-	eps, rs := ServiceEndpoints(ports, w.servicesSlices(key))
+	eps, rs := cv.ServiceEndpoints(ports, w.servicesSlices(key))
 	return ports, eps, append(refusals, rs...)
 }
 

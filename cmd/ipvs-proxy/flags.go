@@ -44,12 +44,21 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 		"Refuse outright (no virtual server, no binding, no rule) an externalIP or LoadBalancer IP that is any node's address.")
 	fs.Var(newPrefixList(&o.ProtectedCIDRs, "strings"), "protected-cidrs",
 		"CIDRs that are never bound on kube-ipvs0.")
+	fs.Var(newPrefixList(&o.ServiceCIDRs, "strings"), "service-cidrs",
+		"The CIDRs the API server allocates ClusterIPs from (its --service-cluster-ip-range, and any ServiceCIDR objects): a Node address or pod range inside protects nothing, an endpoint inside is never a real server. Empty: only the Services' own ClusterIPs are checked.")
+	fs.Var(newPrefixList(&o.PlatformCIDRs, "strings"), "protected-platform-cidrs",
+		"Cloud platform addresses beyond the built-in ones (docs/security.md): never a service VIP, never a real server.")
+	fs.StringSliceVar(&o.NodeEndpointNamespaces, "node-endpoint-namespaces", nil,
+		"Namespaces whose Services may have endpoints on a node's or the API server's address at a --protected-node-ports port (default/kubernetes always may).")
 	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
 	fs.Var(&portList{p: &o.ProtectedNodePorts}, "protected-node-ports",
 		"Ports and port ranges of the node's own services that a node address served at L4 (a NodePort, an externalIP or LoadBalancer IP that is this node's address) never captures, besides the ports the node listens on; empty: only those.")
 	o.MaxVirtualServersPerService = informers.DefaultMaxVirtualServers
 	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", o.MaxVirtualServersPerService,
 		"Most virtual servers one Service's externalIPs and LoadBalancer IPs may ask of every node ((addresses) × ports; also LoadBalancer IPs × ports × source ranges); the excess is refused (TooManyVirtualServers), keeping LoadBalancer IPs, then externalIPs, in order.")
+	o.MaxRealServersPerService = informers.DefaultMaxRealServers
+	fs.IntVar(&o.MaxRealServersPerService, "max-real-servers-per-service", o.MaxRealServersPerService,
+		"Most real servers one Service may ask of every node (ports × endpoints × addresses); the excess endpoints are refused (TooManyRealServers), keeping ports in order.")
 }
 
 // addNodeFlags registers the flags that tell `plan` who the node is, which
@@ -76,6 +85,9 @@ func addNodeFlags(fs *pflag.FlagSet, o *planner.Options) {
 func validatePlanningOptions(o *planner.Options) error {
 	if o.MasqueradeBit < 0 || o.MasqueradeBit > 31 {
 		return fmt.Errorf("invalid argument %d for \"--iptables-masquerade-bit\" flag: must be 0-31", o.MasqueradeBit)
+	}
+	if o.MaxRealServersPerService < 1 {
+		return fmt.Errorf("invalid argument %d for \"--max-real-servers-per-service\" flag: must be at least 1", o.MaxRealServersPerService)
 	}
 	if o.MaxVirtualServersPerService < 1 {
 		return fmt.Errorf("invalid argument %d for \"--max-virtual-servers-per-service\" flag: must be at least 1", o.MaxVirtualServersPerService)

@@ -88,7 +88,7 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	for _, u := range objs.UnknownFields {
 		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: %s; planned without it\n", u)
 	}
-	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService, MaxRealServers: f.opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 	if f.nodeCache != "" {
 		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
 		if err != nil {
@@ -117,6 +117,8 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
 	// A resolver that is a Service's ClusterIP is a VIP like any other.
 	opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
+	// The trust order: a Node's claim on a Service IP protects nothing.
+	cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&opts, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(objs.Services))
 	state := planner.Plan(cluster, opts)
 	out := cmd.OutOrStdout()
 	if f.output == "json" {

@@ -51,6 +51,8 @@ type Source interface {
 	APIServerEndpoints() []netip.Addr
 	// IsServiceIP reports whether an address is a cached Service's ClusterIP.
 	IsServiceIP(a netip.Addr) bool
+	// ServiceIPs are the cached Services' ClusterIPs, sorted.
+	ServiceIPs() informers.AddrSet
 }
 
 // Applier makes the kernel hold a planner.State: *applier.Applier.
@@ -321,6 +323,9 @@ func (l *Loop) syncOnce() {
 		// cluster DNS) is a VIP like any other.
 		o.Resolvers = slices.DeleteFunc(slices.Clone(env.Resolvers), l.Source.IsServiceIP)
 		nodes.nodes, nodes.refusals = l.Source.Nodes()
+		// The trust order: what the API server allocated outranks what a
+		// Node claims (guard.TrustNodes).
+		nodes.nodes, nodes.refusals = planner.TrustedNodes(&o, nodes.nodes, nodes.refusals, l.Source.ServiceIPs())
 		if err == nil {
 			// A node that could not be read is planned for again once it can.
 			var reguarded []types.NamespacedName

@@ -163,6 +163,17 @@ func (s *fakeSource) APIServerEndpoints() []netip.Addr {
 	return slices.Clone(s.api)
 }
 
+func (s *fakeSource) ServiceIPs() informers.AddrSet {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []netip.Addr
+	for _, sp := range s.svcs {
+		out = append(out, sp.ClusterIPs...)
+	}
+	slices.SortFunc(out, netip.Addr.Compare)
+	return slices.Compact(out)
+}
+
 func (s *fakeSource) IsServiceIP(a netip.Addr) bool {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -190,6 +201,18 @@ func (s *fakeSource) set(name, vip string, trigger time.Time, eps ...string) {
 	if !trigger.IsZero() {
 		s.triggers[key] = trigger
 	}
+	s.mu.Unlock()
+	s.signal()
+}
+
+// external gives Service name the externalIP ext as well.
+func (s *fakeSource) external(name, ext string) {
+	s.mu.Lock()
+	key := types.NamespacedName{Namespace: "ns", Name: name}
+	sp := s.svcs[key]
+	sp.ExternalIPs = append(slices.Clone(sp.ExternalIPs), netip.MustParseAddr(ext))
+	s.svcs[key] = sp
+	s.dirty[key] = true
 	s.mu.Unlock()
 	s.signal()
 }
@@ -352,7 +375,10 @@ func (f *fakeApplier) callList() []string {
 
 // planned is what the planner wants for the source's cluster now.
 func planned(src *fakeSource, o planner.Options) []string {
-	st := planner.Plan(src.Cluster(), o)
+	c := src.Cluster()
+	// As the loop gathers the Nodes: through the trust order.
+	c.Nodes, c.Refusals = planner.TrustedNodes(&o, c.Nodes, c.Refusals, src.ServiceIPs())
+	st := planner.Plan(c, o)
 	fa := newFakeApplier()
 	fa.entered = make(chan struct{}, 1)
 	if _, err := fa.Full(&st, nil); err != nil {

@@ -95,10 +95,10 @@ func TestNodesChangePlansTheirServicesOnly(t *testing.T) {
 		named []string
 	}{
 		{"a Node took b's address", func(h *harness) {
-			h.src.setNodes(h.src.nodes[0], model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.2")}})
+			h.src.setNodes(h.src.nodes[0], model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.2")}})
 		}, "partial ns/b", []string{"ns/b"}},
 		{"n3 is forgotten as n2 takes b's address", func(h *harness) {
-			h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.2")}})
+			h.src.setNodes(model.Node{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.2")}})
 		}, "partial ns/a,ns/b", []string{"ns/a", "ns/b"}},
 		{"a Node joined with no service's address", func(h *harness) {
 			h.src.setNodes(h.src.nodes[0], model.Node{Name: "n4", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.4")}})
@@ -124,9 +124,13 @@ func TestNodesChangePlansTheirServicesOnly(t *testing.T) {
 			h := newHarness(t, 0)
 			h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 			h.src.set("b", "10.96.0.2", time.Time{}, "10.244.0.2")
+			// The Nodes claim the externalIPs: a ClusterIP no Node can
+			// claim (the trust order).
+			h.src.external("a", "192.0.2.1")
+			h.src.external("b", "192.0.2.2")
 			h.src.mu.Lock()
 			// n3, deleted, is remembered with a's address: a is refused.
-			h.src.nodes = []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("10.96.0.1")},
+			h.src.nodes = []model.Node{{Name: "n3", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.1")},
 				LastSeen: h.clock.Now().Add(-time.Hour)}}
 			h.src.mu.Unlock()
 			close(h.src.synced)

@@ -115,6 +115,9 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	log.Info("starting", zap.String("version", version.Version), zap.String("node", nodeName),
 		zap.String("apiServer", restCfg.Host), zap.Duration("syncPeriod", c.SyncPeriod),
 		zap.Duration("minSyncPeriod", c.MinSyncPeriod))
+	if len(c.Planning.ClusterCIDRs) == 0 {
+		log.Warn("--cluster-cidr unknown: only the Nodes' own pod ranges (spec.podCIDRs) are protected as pod addresses, a pod on a node without one may be taken for a VIP; traffic from pods to ClusterIPs is masqueraded as from outside the cluster")
+	}
 
 	nodeCache := startupGuard(k, c, opts, apiServer, log)
 	watcher, err := informers.NewWatcher(client, nodeName, nodeCache, 0, log.Named("informers"))
@@ -188,7 +191,7 @@ func observe(c *config.Config, watcher *informers.Watcher) (*metrics.Metrics, *h
 	watcher.OnChange = hp.QueuedUpdate
 	watcher.OnServiceChange = func(key types.NamespacedName) { m.KubeProxy.Queued(metrics.ChangeService, key) }
 	watcher.OnEndpointsChange = func(key types.NamespacedName) { m.KubeProxy.Queued(metrics.ChangeEndpoints, key) }
-	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService}
+	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService, MaxRealServers: c.Planning.MaxRealServersPerService}
 	return m, hp
 }
 

@@ -20,7 +20,8 @@ import (
 func (g *Guard) ChangedAddrs(old *Guard) (addrs []netip.Addr, ok bool) {
 	if !slices.Equal(g.protected, old.protected) || !slices.Equal(g.pods, old.pods) ||
 		!slices.Equal(g.onLink, old.onLink) || !slices.Equal(g.ports, old.ports) ||
-		!slices.Equal(g.listeners, old.listeners) {
+		!slices.Equal(g.listeners, old.listeners) || !slices.Equal(g.services, old.services) ||
+		!slices.Equal(g.platform, old.platform) || !slices.Equal(g.endpointNS, old.endpointNS) {
 		return nil, false
 	}
 	for _, sets := range [][2]map[netip.Addr]struct{}{
@@ -53,4 +54,24 @@ func appendChanged[V any](addrs []netip.Addr, a, b map[netip.Addr]V, eq func(V, 
 		}
 	}
 	return addrs
+}
+
+// ChangedPodRanges are the Nodes' pod ranges (spec.podCIDRs) that g
+// protects and old does not, or the other way round, or that changed
+// Node: every address whose Check they may change is inside one of them.
+// Sorted, without duplicates; ChangedAddrs does not look at them.
+func (g *Guard) ChangedPodRanges(old *Guard) []netip.Prefix {
+	if slices.Equal(g.nodePods, old.nodePods) {
+		return nil
+	}
+	var out []netip.Prefix
+	for _, pair := range [][2][]nodePods{{g.nodePods, old.nodePods}, {old.nodePods, g.nodePods}} {
+		for _, np := range pair[0] {
+			if _, found := slices.BinarySearchFunc(pair[1], np, compareNodePods); !found {
+				out = append(out, np.p)
+			}
+		}
+	}
+	slices.SortFunc(out, comparePrefixes)
+	return slices.Compact(out)
 }

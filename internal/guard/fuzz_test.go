@@ -236,12 +236,17 @@ func FuzzGuard(f *testing.F) {
 				}
 			}
 		}
-		// The zero inputs still refuse every never-a-VIP class, and only
-		// those.
+		// The zero inputs still refuse every never-a-VIP class and the
+		// built-in cloud platform addresses, and only those.
 		zero := guard.New(guard.Inputs{})
-		for _, a := range candidates {
+		platform := guard.PlatformAddrs()
+		for _, a := range append(candidates, platform...) {
 			v := zero.Check(a)
-			if r, _ := guard.Special(a); v.Protected != (r != "") || v.Reason != r || (v.Protected && !v.NeverVIP) {
+			r, _ := guard.Special(a)
+			if r == "" && slices.Contains(platform, guard.Key(a)) {
+				r = model.ReasonCloudPlatform
+			}
+			if v.Protected != (r != "") || v.Reason != r || (v.Protected && !v.NeverVIP) {
 				t.Fatalf("zero guard: Check(%v) = %+v, Special says %q", a, v, r)
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"hash/maphash"
 	"net/netip"
 	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -40,8 +41,23 @@ type Inputs struct {
 	StrictARP bool
 	// ProtectedCIDRs is --protected-cidrs.
 	ProtectedCIDRs []netip.Prefix
-	// PodCIDRs is --cluster-cidr: pod addresses are never VIPs.
+	// PodCIDRs is --cluster-cidr: pod addresses are never VIPs. Every
+	// Node's own pod ranges (model.Node.PodCIDRs) are never VIPs either,
+	// with or without it.
 	PodCIDRs []netip.Prefix
+	// ServiceCIDRs is --service-cidrs: the API server allocates these
+	// addresses to Services, so a Node address inside protects nothing
+	// (TrustNodes), and none is ever a real server (CheckEndpoint).
+	ServiceCIDRs []netip.Prefix
+	// PlatformCIDRs is --protected-platform-cidrs: cloud platform
+	// addresses beyond the built-in ones (PlatformAddrs), never a VIP nor
+	// a real server.
+	PlatformCIDRs []netip.Prefix
+	// EndpointNamespaces is --node-endpoint-namespaces: the namespaces
+	// whose Services may have an endpoint on a node's or the API server's
+	// address at a protected node port (CheckEndpoint), besides the
+	// default/kubernetes Service.
+	EndpointNamespaces []string
 	// ProtectedPorts is --protected-node-ports, Listeners the sockets the
 	// node serves on: no node address served at L4 captures them
 	// (CheckPort).
@@ -89,6 +105,12 @@ type Guard struct {
 	resolvers  map[netip.Addr]struct{}
 	protected  []netip.Prefix
 	pods       []netip.Prefix
+	// nodePods are every Node's pod ranges, with the Node, sorted.
+	nodePods []nodePods
+	services []netip.Prefix
+	platform []netip.Prefix
+	// endpointNS are the namespaces CheckEndpoint lets reach a node port.
+	endpointNS []string
 	// onLink are this node's subnets when strict ARP is off (nil with it).
 	onLink []netip.Prefix
 	// ports and listeners are CheckPort's.
@@ -113,6 +135,9 @@ func New(in Inputs) *Guard {
 		resolvers:  addrSet(in.Resolvers),
 		protected:  validPrefixes(in.ProtectedCIDRs),
 		pods:       validPrefixes(in.PodCIDRs),
+		services:   validPrefixes(in.ServiceCIDRs),
+		platform:   validPrefixes(in.PlatformCIDRs),
+		endpointNS: slices.Compact(slices.Sorted(slices.Values(in.EndpointNamespaces))),
 	}
 	var onLink []netip.Prefix
 	for _, p := range in.LocalPrefixes {
@@ -147,13 +172,20 @@ func New(in Inputs) *Guard {
 			g.listeners = append(g.listeners, Listener{Protocol: l.Protocol, Addr: Key(l.Addr), Port: l.Port})
 		}
 	}
+	slices.SortFunc(g.nodePods, compareNodePods)
+	g.nodePods = slices.Compact(g.nodePods)
 	// Sorted: CheckPort names the same listener whatever the input order.
 	slices.SortFunc(g.listeners, CompareListeners)
 	g.listeners = slices.Compact(g.listeners)
 	for _, n := range in.Nodes {
 		ref := nodeRef{name: n.Name, lastSeen: n.LastSeen.UTC()}
+		for _, p := range validPrefixes(n.PodCIDRs) {
+			g.nodePods = append(g.nodePods, nodePods{p, n.Name})
+		}
 		for _, a := range n.Addresses {
-			if !a.IsValid() {
+			// The trust order (TrustNodes): an address the API server
+			// allocates to Services is no node's, whoever claims it.
+			if !a.IsValid() || containsAny(g.services, Key(a)) {
 				continue
 			}
 			// Where nodes share an address (or name it with and without
@@ -180,6 +212,9 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 		return Verdict{Protected: true, Reason: c.reason, Detail: c.vip, NeverVIP: true}
 	}
 	a := Key(addr)
+	if what := platform(a, g.platform); what != "" {
+		return Verdict{Protected: true, Reason: model.ReasonCloudPlatform, Detail: what + ": a cloud platform address is never a service VIP", NeverVIP: true}
+	}
 	if _, ok := g.broadcast[a]; ok {
 		return Verdict{Protected: true, Reason: model.ReasonBroadcast, Detail: "broadcast address of a subnet of this node", NeverVIP: true}
 	}
@@ -189,6 +224,12 @@ func (g *Guard) Check(addr netip.Addr) Verdict {
 	for _, p := range g.pods {
 		if p.Contains(a) {
 			return Verdict{Protected: true, Reason: model.ReasonPodCIDR, Detail: "inside the pod network " + p.String(), NeverVIP: true}
+		}
+	}
+	for _, np := range g.nodePods {
+		if np.p.Contains(a) {
+			return Verdict{Protected: true, Reason: model.ReasonPodCIDR, NeverVIP: true,
+				Detail: "inside " + np.p.String() + ", the pod range of node " + model.Word(np.node) + " (spec.podCIDRs)"}
 		}
 	}
 	node := g.nodes[a]
@@ -300,8 +341,37 @@ func (g *Guard) Fingerprint() uint64 {
 		for _, p := range g.pods {
 			entry('c', p.Addr(), p.Bits(), "")
 		}
+		for _, np := range g.nodePods {
+			entry('C', np.p.Addr(), np.p.Bits(), np.node)
+		}
+		for _, p := range g.services {
+			entry('s', p.Addr(), p.Bits(), "")
+		}
+		for _, p := range g.platform {
+			entry('x', p.Addr(), p.Bits(), "")
+		}
+		for _, ns := range g.endpointNS {
+			entry('e', netip.Addr{}, 0, ns)
+		}
 	})
 	return g.fp
+}
+
+// nodePods is one pod range of a Node.
+type nodePods struct {
+	p    netip.Prefix
+	node string
+}
+
+// compareNodePods orders pod ranges by address, widest first, then Node.
+func compareNodePods(a, b nodePods) int {
+	if c := a.p.Addr().Compare(b.p.Addr()); c != 0 {
+		return c
+	}
+	if c := a.p.Bits() - b.p.Bits(); c != 0 {
+		return c
+	}
+	return strings.Compare(a.node, b.node)
 }
 
 // nodeRef is the Node an address belongs to.
@@ -370,13 +440,21 @@ func validPrefixes(ps []netip.Prefix) []netip.Prefix {
 		}
 		out = append(out, u.Masked())
 	}
-	slices.SortFunc(out, func(a, b netip.Prefix) int {
-		if c := a.Addr().Compare(b.Addr()); c != 0 {
-			return c
-		}
-		return a.Bits() - b.Bits()
-	})
+	slices.SortFunc(out, comparePrefixes)
 	return slices.Compact(out)
+}
+
+// comparePrefixes orders prefixes by address, then widest first.
+func comparePrefixes(a, b netip.Prefix) int {
+	if c := a.Addr().Compare(b.Addr()); c != 0 {
+		return c
+	}
+	return a.Bits() - b.Bits()
+}
+
+// containsAny reports whether a prefix of ps holds a.
+func containsAny(ps []netip.Prefix, a netip.Addr) bool {
+	return slices.ContainsFunc(ps, func(p netip.Prefix) bool { return p.Contains(a) })
 }
 
 // lastAddr4 is the highest address of an IPv4 prefix: its broadcast address.

@@ -63,6 +63,10 @@ type ServicePort struct {
 	Port     uint16
 	// NodePort is 0 when the service has none.
 	NodePort uint16
+	// Created is the Service's metadata.creationTimestamp (zero when
+	// unset): when Services claim the same address, port and protocol the
+	// oldest wins, the same on every node and after every restart.
+	Created time.Time
 
 	ClusterIPs      []netip.Addr
 	ExternalIPs     []netip.Addr
@@ -181,7 +185,24 @@ const (
 	// its ports (or its source ranges) over
 	// --max-virtual-servers-per-service; the excess is not served.
 	ReasonTooManyVirtualServers Reason = "TooManyVirtualServers"
+	// ReasonServiceIP: an address the API server allocates to Services
+	// (inside --service-cidrs, or a Service's ClusterIP) claimed by a Node,
+	// or a Service VIP given as an endpoint.
+	ReasonServiceIP Reason = "ServiceIP"
+	// ReasonCloudPlatform: a cloud platform's own service address
+	// (metadata, WireServer, time), never a VIP nor a real server.
+	ReasonCloudPlatform Reason = "CloudPlatform"
+	// ReasonTooManyRealServers: a Service's ports × endpoints × addresses
+	// over --max-real-servers-per-service; the excess is not served.
+	ReasonTooManyRealServers Reason = "TooManyRealServers"
+	// ReasonAddressConflict: an externalIP or LoadBalancer IP that is
+	// another Service's ClusterIP (CVE-2020-8554).
+	ReasonAddressConflict Reason = "AddressConflict"
 )
+
+// FieldEndpoint is the refusal field of an endpoint refused as a real
+// server (a Service VIP, a cloud platform address, a node's service port).
+const FieldEndpoint = "endpoints.addresses"
 
 // Refusal records one thing the proxy would not do, and why.
 type Refusal struct {

@@ -28,6 +28,7 @@ var reasonScopes = map[Reason]Scope{
 	ReasonInvalidEndpoint:       ScopeCluster,
 	ReasonInvalidSourceRange:    ScopeCluster,
 	ReasonTooManyVirtualServers: ScopeCluster,
+	ReasonTooManyRealServers:    ScopeCluster,
 	// The scheduler list is the proxy's own, the same on every node.
 	ReasonUnknownScheduler:      ScopeCluster,
 	ReasonInvalidSchedulerFlags: ScopeCluster,
@@ -37,6 +38,11 @@ var reasonScopes = map[Reason]Scope{
 	ReasonMulticast:   ScopeCluster,
 	ReasonLinkLocal:   ScopeCluster,
 	ReasonIPv4Mapped:  ScopeCluster,
+	// The built-in cloud platform addresses and --protected-platform-cidrs;
+	// --service-cidrs and the Services' ClusterIPs, against a Node's claim
+	// or an endpoint.
+	ReasonCloudPlatform: ScopeCluster,
+	ReasonServiceIP:     ScopeCluster,
 	// From the DaemonSet's flags (--cluster-cidr, --protected-cidrs,
 	// --ipvs-exclude-cidrs) and the API server every node talks to.
 	ReasonPodCIDR:       ScopeCluster,
@@ -50,6 +56,7 @@ var reasonScopes = map[Reason]Scope{
 	// Decided among the Services alone.
 	ReasonDuplicateVirtual: ScopeCluster,
 	ReasonServiceFamily:    ScopeCluster,
+	ReasonAddressConflict:  ScopeCluster,
 	// This node's own interfaces, gateways, subnets, links, resolvers and
 	// families.
 	ReasonLocalAddress:      ScopeNode,

@@ -1,11 +1,59 @@
 package planner
 
 import (
+	"net/netip"
 	"slices"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
+
+// realServers are the endpoints that may be real servers: eps itself
+// when the guard refuses none (guard.CheckEndpoint: cloud platform
+// addresses, the service CIDRs, a node's or the API server's address at a
+// protected node port) and none is one of the Service's own VIPs; a copy
+// without the refused ones, each refused once, otherwise. The Service's
+// other endpoints stay served.
+func (p *portPlanner) realServers(eps []model.Endpoint) []model.Endpoint {
+	var out []model.Endpoint
+	for j := range eps {
+		e := &eps[j]
+		v := p.e.guard.CheckEndpoint(p.sp.Name.NamespacedName, e.Address, e.Port)
+		if !v.Protected && p.ownVIP(e.Address) {
+			v = guard.Verdict{Protected: true, Reason: model.ReasonServiceIP, Detail: "a VIP of this Service itself is never its real server"}
+		}
+		if !v.Protected {
+			if out != nil {
+				out = append(out, *e)
+			}
+			continue
+		}
+		if out == nil {
+			out = slices.Clip(slices.Clone(eps[:j]))
+		}
+		p.refuse(model.FieldEndpoint, ipvsAddrPort(ipvs.Key{Address: e.Address, Port: e.Port}), v.Reason, v.Detail+"; endpoint not used, the others stay served")
+	}
+	if out == nil {
+		return eps
+	}
+	return out
+}
+
+// ownVIP reports whether a is a ClusterIP, externalIP or LoadBalancer IP
+// of the port's Service.
+func (p *portPlanner) ownVIP(a netip.Addr) bool {
+	a = guard.Key(a)
+	for _, as := range [][]netip.Addr{p.sp.ClusterIPs, p.sp.ExternalIPs, p.sp.LoadBalancerIPs} {
+		for _, v := range as {
+			if guard.Key(v) == a {
+				return true
+			}
+		}
+	}
+	return false
+}
 
 // famEndpoints are one service port's endpoints of one family, categorised.
 type famEndpoints struct {

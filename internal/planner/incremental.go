@@ -182,11 +182,23 @@ func (inc *Incremental) unclaim(c *claim) {
 }
 
 // beats reports whether claim a wins over claim b of the same key: a
-// ClusterIP over a NodePort over a LoadBalancer IP over an externalIP, then
+// ClusterIP over a NodePort over a LoadBalancer IP over an externalIP,
+// then the older Service (creationTimestamp; unknown counts as newest), so
+// that a newcomer never takes an address another Service had first, then
 // the first service port by (namespace, name, port), then by position.
+// Every node and every restart gives the same answer.
 func beats(a, b *claim) bool {
 	if a.kind != b.kind {
 		return a.kind < b.kind
+	}
+	if ac, bc := a.port.created, b.port.created; ac != bc {
+		switch {
+		case ac == 0:
+			return false
+		case bc == 0:
+			return true
+		}
+		return ac < bc
 	}
 	if c := a.port.name.Compare(b.port.name); c != 0 {
 		return c < 0
@@ -217,7 +229,7 @@ func (inc *Incremental) resolve(k ipvs.Key) bool {
 		r := model.Refusal{Subject: model.ServiceSubject(c.port.name.NamespacedName), Field: c.kind.field(), Address: k.Address.String(),
 			Reason: model.ReasonDuplicateVirtual,
 			Message: string(k.Protocol) + " " + ipvsAddrPort(k) + " is already served by " + strconv.Quote(win.port.name.String()) + " (" + win.kind.field() +
-				"); a ClusterIP wins over a NodePort, a LoadBalancer IP and an externalIP, then the first service by name"}
+				"); a ClusterIP wins over a NodePort, a LoadBalancer IP and an externalIP, then the oldest Service (metadata.creationTimestamp), then the first by name"}
 		dups = append(dups, r)
 		inc.refusals.add(r)
 	}

@@ -2,6 +2,7 @@ package planner
 
 import (
 	"net/netip"
+	"slices"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -35,6 +36,21 @@ type Options struct {
 	ClusterCIDRs []netip.Prefix
 	// ProtectedCIDRs is --protected-cidrs: never bound on kube-ipvs0.
 	ProtectedCIDRs []netip.Prefix
+	// ServiceCIDRs is --service-cidrs: the ranges the API server
+	// allocates ClusterIPs from. No Node address or pod range inside
+	// protects anything (guard.TrustNodes), no endpoint inside is a real
+	// server.
+	ServiceCIDRs []netip.Prefix
+	// PlatformCIDRs is --protected-platform-cidrs: cloud platform
+	// addresses beyond the built-in ones, never a VIP nor a real server.
+	PlatformCIDRs []netip.Prefix
+	// NodeEndpointNamespaces is --node-endpoint-namespaces: the namespaces
+	// whose Services may have endpoints on a node's or the API server's
+	// address at a protected node port (guard.CheckEndpoint).
+	NodeEndpointNamespaces []string
+	// MaxRealServersPerService is --max-real-servers-per-service, applied
+	// by the conversion as MaxVirtualServersPerService is.
+	MaxRealServersPerService int
 	// APIServerAddrs are the API server endpoints the proxy talks to.
 	APIServerAddrs []netip.Addr
 	// Gateways are the node's default gateways.
@@ -74,19 +90,37 @@ type Options struct {
 // `run`'s address manager, `plan` and `recover` alike.
 func GuardInputs(o *Options, nodes []model.Node) guard.Inputs {
 	return guard.Inputs{
-		LocalAddrs:     o.LocalAddrs,
-		LocalPrefixes:  o.LocalPrefixes,
-		Nodes:          nodes,
-		APIServers:     o.APIServerAddrs,
-		Gateways:       o.Gateways,
-		NextHops:       o.NextHops,
-		Resolvers:      o.Resolvers,
-		StrictARP:      o.StrictARP,
-		ProtectedPorts: o.ProtectedNodePorts,
-		Listeners:      o.Listeners,
-		ProtectedCIDRs: o.ProtectedCIDRs,
-		PodCIDRs:       o.ClusterCIDRs,
+		LocalAddrs:         o.LocalAddrs,
+		LocalPrefixes:      o.LocalPrefixes,
+		Nodes:              nodes,
+		APIServers:         o.APIServerAddrs,
+		Gateways:           o.Gateways,
+		NextHops:           o.NextHops,
+		Resolvers:          o.Resolvers,
+		StrictARP:          o.StrictARP,
+		ProtectedPorts:     o.ProtectedNodePorts,
+		Listeners:          o.Listeners,
+		ProtectedCIDRs:     o.ProtectedCIDRs,
+		PodCIDRs:           o.ClusterCIDRs,
+		ServiceCIDRs:       o.ServiceCIDRs,
+		PlatformCIDRs:      o.PlatformCIDRs,
+		EndpointNamespaces: o.NodeEndpointNamespaces,
 	}
+}
+
+// TrustedNodes are nodes with what the trust order refuses of them taken
+// out (guard.TrustNodes, against --service-cidrs and serviceIPs, the
+// Services' ClusterIPs, sorted), and refusals with the trust order's own
+// merged in, sorted. `run`, `plan` and `recover` all pass their Nodes
+// through it before anything is planned or guarded.
+func TrustedNodes(o *Options, nodes []model.Node, refusals []model.Refusal, serviceIPs []netip.Addr) ([]model.Node, []model.Refusal) {
+	trusted, more := guard.TrustNodes(nodes, guard.Trust{ServiceCIDRs: o.ServiceCIDRs, ServiceIPs: serviceIPs})
+	if len(more) == 0 {
+		return trusted, refusals
+	}
+	all := append(slices.Clone(refusals), more...)
+	slices.SortFunc(all, model.Refusal.Compare)
+	return trusted, slices.Compact(all)
 }
 
 // nodePortCIDRs are the CIDRs NodePorts are served in, and whether they

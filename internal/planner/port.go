@@ -4,6 +4,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -30,11 +31,14 @@ type setEntry struct {
 }
 
 // portPlan is one service port's share of the state, whatever other
-// services ask for: 96 B, one per service port for the life of the plan,
+// services ask for: 104 B, one per service port for the life of the plan,
 // what most ports hold no more of kept apart (portExtras).
 type portPlan struct {
 	name   model.ServicePortName
 	claims []*claim
+	// created is the Service's creationTimestamp in Unix seconds, 0 when
+	// unknown: the older of two claims of equal kind wins (beats).
+	created int64
 	// index is the port's position among its service's ports: the last
 	// tie-break between two claims of equal kind and name.
 	index int32
@@ -112,7 +116,8 @@ func (p *portPlanner) schedFlags(sched string) (ipvs.Flags, error) {
 // among its service's ports. It returns the plan, and guarded with the
 // addresses the port asked the guard about appended (guard.Key).
 func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int, guarded []netip.Addr) (*portPlan, []netip.Addr) {
-	p := &portPlanner{e: e, sp: sp, eps: eps, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: int32(index)}, guarded: guarded}
+	p := &portPlanner{e: e, sp: sp, svcFam: serviceFamilies(sp), out: &portPlan{name: sp.Name, index: int32(index), created: unixOrZero(sp.Created)}, guarded: guarded}
+	p.eps = p.realServers(eps)
 	p.service()
 	for f := range p.fam {
 		if len(p.fam[f].loop) == 0 || !p.e.families[f] {
@@ -128,6 +133,14 @@ func (e *env) planPort(sp *model.ServicePort, eps []model.Endpoint, index int, g
 		}
 	}
 	return p.out, p.guarded
+}
+
+// unixOrZero is t in Unix seconds, 0 for the zero time.
+func unixOrZero(t time.Time) int64 {
+	if t.IsZero() {
+		return 0
+	}
+	return t.Unix()
 }
 
 func (p *portPlanner) refuse(field, addr string, r model.Reason, msg string) {

@@ -32,6 +32,7 @@ func (inc *Incremental) Reguard(o Options, nodes []model.Node, refusals []model.
 	if !ok {
 		return nil, false
 	}
+	pods := e.guard.ChangedPodRanges(inc.env.guard)
 	ne := *inc.env
 	ne.o, ne.guard = o, e.guard
 	inc.env = &ne
@@ -42,7 +43,7 @@ func (inc *Incremental) Reguard(o Options, nodes []model.Node, refusals []model.
 	for _, r := range refusals {
 		inc.refusals.add(r)
 	}
-	if len(addrs) == 0 {
+	if len(addrs) == 0 && len(pods) == 0 {
 		return nil, true
 	}
 	// A walk of the addresses each Service asked the guard about, no
@@ -51,7 +52,7 @@ func (inc *Incremental) Reguard(o Options, nodes []model.Node, refusals []model.
 	// against BenchmarkPlan), and an index by address would add to the
 	// plan's live memory (BenchmarkMemoryBreakdown).
 	for k, frag := range inc.services {
-		if namesAny(frag.guarded, addrs) {
+		if namesAny(frag.guarded, addrs) || insideAny(frag.guarded, pods) {
 			services = append(services, k)
 		}
 	}
@@ -69,6 +70,18 @@ func namesAny(a, b []netip.Addr) bool {
 			a = a[1:]
 		default:
 			b = b[1:]
+		}
+	}
+	return false
+}
+
+// insideAny reports whether an address of the sorted list a is inside a
+// prefix of ps.
+func insideAny(a []netip.Addr, ps []netip.Prefix) bool {
+	for _, p := range ps {
+		i, _ := slices.BinarySearchFunc(a, p.Masked().Addr(), netip.Addr.Compare)
+		if i < len(a) && p.Contains(a[i]) {
+			return true
 		}
 	}
 	return false

@@ -83,16 +83,13 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 		return nil, fmt.Errorf("list the API server's endpointslices: %w", err)
 	}
 	c := &Cluster{Nodes: make(map[string][]netip.Addr, len(nodes.Items))}
-	nodePtrs := make([]*corev1.Node, len(nodes.Items))
-	for i := range nodes.Items {
-		n := &nodes.Items[i]
-		nodePtrs[i] = n
-		m, _ := informers.NodeFromObject(n)
-		c.Nodes[n.Name] = m.Addresses
-	}
 	svcPtrs := make([]*corev1.Service, len(svcs.Items))
 	for i := range svcs.Items {
 		svcPtrs[i] = &svcs.Items[i]
+	}
+	nodePtrs := make([]*corev1.Node, len(nodes.Items))
+	for i := range nodes.Items {
+		nodePtrs[i] = &nodes.Items[i]
 	}
 	slicePtrs := make([]*discoveryv1.EndpointSlice, len(apiSlices.Items))
 	for i := range apiSlices.Items {
@@ -102,8 +99,14 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	o.APIServerAddrs = c.APIServers
 	c.Resolvers = slices.DeleteFunc(slices.Clone(o.Resolvers), informers.ServiceIPs(svcPtrs).Contains)
 	o.Resolvers = c.Resolvers
-	cv := informers.Converter{MaxVirtualServers: o.MaxVirtualServersPerService}
-	st := planner.Plan(cv.Convert(svcPtrs, nil, nodePtrs), o)
+	cv := informers.Converter{MaxVirtualServers: o.MaxVirtualServersPerService, MaxRealServers: o.MaxRealServersPerService}
+	cluster := cv.Convert(svcPtrs, nil, nodePtrs)
+	// The trust order: a Node's claim on a ClusterIP protects nothing.
+	cluster.Nodes, _ = planner.TrustedNodes(&o, cluster.Nodes, nil, informers.ServiceIPs(svcPtrs))
+	for _, m := range cluster.Nodes {
+		c.Nodes[m.Name] = m.Addresses
+	}
+	st := planner.Plan(cluster, o)
 	c.Wanted = st.Addresses
 	return c, nil
 }
