@@ -155,6 +155,7 @@ func TestGuardGuest(t *testing.T) {
 	// second next hop on it, a /31 uplink, a resolver, a port it serves.
 	node := ktest.NewNode(t)
 	pod := node.AddPod(t, "pod-a")
+	podB := node.AddPod(t, "pod-b")
 	node.AddClient(t, "cli")
 	node.Run(t, "ip", "route", "add", "default", "via", gateway, "dev", "eth0")
 	node.Run(t, "ip", "route", "add", "203.0.113.128/25", "via", nextHop, "dev", "eth0")
@@ -273,6 +274,8 @@ func TestGuardGuest(t *testing.T) {
 	if save := node.Run(t, "ipvsadm", "-S", "-n"); strings.Contains(save, "-A -t "+benign[1]+":80 ") {
 		t.Errorf("%s:80, now Node n4's address, still served:\n%s", benign[1], save)
 	}
+	round3(ctx, t, client, node, pod, podB)
+
 	// Two full syncs (--sync-period 5s) read the kernel and repair it.
 	time.Sleep(11 * time.Second)
 	if !p.Alive() {
@@ -354,7 +357,7 @@ func TestGuardGuest(t *testing.T) {
 	// The monitor, from before the first start to now: the only protected
 	// addresses ever added are the two this test added itself before the
 	// restart (once each).
-	protected := map[string]bool{deleted: true}
+	protected := map[string]bool{deleted: true, round3PodIP: true, "168.63.129.16": true}
 	for a := range hostileAddrs {
 		protected[a] = true
 	}
@@ -371,4 +374,87 @@ func TestGuardGuest(t *testing.T) {
 	}
 	t.Logf("GUARD-VM-REPORT: %d addresses added to kube-ipvs0 in all, %d hostile externalIPs refused, 1,100-address Service capped at %d virtual servers, reasons %v",
 		len(got), len(hostile)+1, amplified, reasons)
+}
+
+// round3PodIP is a pod's address in Node n6's spec.podCIDRs, outside
+// --cluster-cidr: a tenant asks for it as an externalIP (issue 37).
+const round3PodIP = "100.65.9.53"
+
+// round3 is issue 37 through `run` with real traffic from the node: a
+// Node's claim on a ClusterIP protects nothing (the Service answers), a
+// Node's pod range is never a VIP, the oldest Service keeps its
+// externalIP:port against a newcomer named to sort first, and a cloud
+// platform address or a Service VIP in a hand-written slice is never a
+// real server while the slice's pod is.
+func round3(ctx context.Context, t *testing.T, client kubernetes.Interface, node *ktest.Node, pod, podB *ktest.Pod) {
+	t.Helper()
+	must := func(_ any, err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	create := func(svc *corev1.Service, backend string, more ...string) *corev1.Service {
+		t.Helper()
+		got, err := client.CoreV1().Services(vmNS).Create(ctx, svc, metav1.CreateOptions{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		sl := vmSlice(svc.Name, backend)
+		sl.Ports[0].Name = ptr.To(svc.Spec.Ports[0].Name) // matched to the Service's port by name
+		for _, a := range more {
+			sl.Endpoints = append(sl.Endpoints, discoveryv1.Endpoint{Addresses: []string{a}, Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}})
+		}
+		must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, sl, metav1.CreateOptions{}))
+		return got
+	}
+	answers := func(addr, want string) bool {
+		out, err := node.Request(ktest.TCP, addr)
+		return err == nil && strings.HasPrefix(out, want+" ")
+	}
+	podA, podBAddr := pod.Addrs[0].String(), podB.Addrs[0].String()
+
+	// Item 1: Node n5 claims the ClusterIP of "trusted" after it answers.
+	trusted := create(vmService("trusted", nil, 80), podA)
+	cip := trusted.Spec.ClusterIP + ":80"
+	waitUntil(t, "trusted's ClusterIP answering", time.Minute, func() bool { return answers(cip, "pod-a") })
+	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n5"},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: trusted.Spec.ClusterIP}}}}, metav1.CreateOptions{}))
+	// Item 3: Node n6's pod range, outside --cluster-cidr.
+	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n6"}, Spec: corev1.NodeSpec{PodCIDRs: []string{"100.65.9.0/24"}},
+		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.26"}}}}, metav1.CreateOptions{}))
+	create(vmService("pod-ip", []string{round3PodIP, "203.0.113.91"}, 80), podA)
+	// Item 4: old-web first, the newcomer aaa-new a second later.
+	create(vmService("old-web", []string{"203.0.113.90"}, 80), podA)
+	time.Sleep(1100 * time.Millisecond)
+	create(vmService("aaa-new", []string{"203.0.113.90"}, 80), podBAddr)
+	// Item 6: a slice naming a cloud platform address and trusted's
+	// ClusterIP beside pod-b.
+	eps := create(vmService("eps", nil, 80), podBAddr, "168.63.129.16", trusted.Spec.ClusterIP)
+
+	waitUntil(t, "the round-three Services planned", time.Minute, func() bool {
+		return bound(t, node)["203.0.113.91"] && answers(eps.Spec.ClusterIP+":80", "pod-b")
+	})
+	time.Sleep(6 * time.Second) // a full sync (--sync-period 5s) with n5 and n6
+	if !answers(cip, "pod-a") || !bound(t, node)[trusted.Spec.ClusterIP] {
+		t.Errorf("Node n5's claim unprogrammed trusted's ClusterIP %s", cip)
+	}
+	if bound(t, node)[round3PodIP] {
+		t.Errorf("%s, inside Node n6's spec.podCIDRs, bound", round3PodIP)
+	}
+	for range 5 {
+		if !answers("203.0.113.90:80", "pod-a") {
+			t.Errorf("203.0.113.90:80 not served by old-web's pod-a: the newcomer aaa-new took it")
+			break
+		}
+	}
+	save := node.Run(t, "ipvsadm", "-S", "-n")
+	for _, bad := range []string{"168.63.129.16:" + fmt.Sprint(ktest.BackendPort), trusted.Spec.ClusterIP + ":" + fmt.Sprint(ktest.BackendPort)} {
+		if strings.Contains(save, "-r "+bad+" ") {
+			t.Errorf("real server %s programmed:\n%s", bad, save)
+		}
+	}
+	if !strings.Contains(save, "-r "+podBAddr+":"+fmt.Sprint(ktest.BackendPort)) {
+		t.Errorf("eps' pod %s is no real server:\n%s", podBAddr, save)
+	}
 }
