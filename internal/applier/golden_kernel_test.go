@@ -115,6 +115,14 @@ func goldenOptions(args []string) (o planner.Options, files []string, nodeCache 
 			o.MasqueradeBit, err = strconv.Atoi(v)
 		case "--max-virtual-servers-per-service":
 			o.MaxVirtualServersPerService, err = strconv.Atoi(v)
+		case "--max-real-servers-per-service":
+			o.MaxRealServersPerService, err = strconv.Atoi(v)
+		case "--service-cidrs":
+			err = prefixes(v, &o.ServiceCIDRs)
+		case "--protected-platform-cidrs":
+			err = prefixes(v, &o.PlatformCIDRs)
+		case "--node-endpoint-namespaces":
+			o.NodeEndpointNamespaces = strings.Split(v, ",")
 		default:
 			return o, nil, "", fmt.Errorf("flag %s not understood by this test", flag)
 		}
@@ -161,7 +169,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cluster := informers.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+				cluster := informers.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService, MaxRealServers: opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 				if nodeCache != "" {
 					cache, err := informers.ReadNodeAddressFile(nodeCache)
 					if err != nil {
@@ -171,6 +179,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 				}
 				opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
 				opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
+				cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&opts, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(objs.Services))
 				st := planner.Plan(cluster, opts)
 				want, err := os.ReadFile(golden)
 				if err != nil {

@@ -54,14 +54,19 @@ const (
 	hNodeB    = "node-b"
 	hNodeBIP  = "198.51.100.2"
 	hNodeBExt = "203.0.113.2"
-	hAPI      = "198.51.100.10"
-	hGateway  = "198.51.100.254"
-	hClient   = "198.51.100.20"
-	goodPod   = "10.244.1.10"
-	evilPod   = "10.244.1.20"
-	goodCIP   = "10.96.0.10"
-	goodExt   = "192.0.2.10"
-	goodPort  = 80
+	// hNodeB2 is node-b's second InternalIP, claimed by one hostile
+	// Service as its ClusterIP: a ClusterIP is a VIP everywhere (no other
+	// Service's endpoint or externalIP may use it), so the claim gets an
+	// address of its own, not one the other rows need as node-b's.
+	hNodeB2  = "198.51.100.3"
+	hAPI     = "198.51.100.10"
+	hGateway = "198.51.100.254"
+	hClient  = "198.51.100.20"
+	goodPod  = "10.244.1.10"
+	evilPod  = "10.244.1.20"
+	goodCIP  = "10.96.0.10"
+	goodExt  = "192.0.2.10"
+	goodPort = 80
 )
 
 // hbed is one node running the daemon's kernel path: ns is the node's
@@ -114,7 +119,8 @@ func newHBedOpts(b *hbed, refuse bool) {
 		k8sNode(hNodeA, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ktest.NodeIPv4.String()},
 			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: ktest.NodeIPv6.String()}),
 		k8sNode(hNodeB, corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: hNodeBIP},
-			corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: hNodeBExt}),
+			corev1.NodeAddress{Type: corev1.NodeExternalIP, Address: hNodeBExt},
+			corev1.NodeAddress{Type: corev1.NodeInternalIP, Address: hNodeB2}),
 	}
 	pfx := netip.MustParsePrefix
 	b.opts = planner.Options{
@@ -367,7 +373,7 @@ func hostileRows() []hostileRow {
 	self.served = ktest.NodeIPv4.String() + ":80"
 	rows = append(rows, self)
 	rows = append(rows,
-		hostileRow{input: "clusterIP = node-b's address", svc: service("evil", "clusterip-node", hNodeBIP), reason: model.ReasonNodeIP, never: hNodeBIP},
+		hostileRow{input: "clusterIP = node-b's address", svc: service("evil", "clusterip-node", hNodeB2), reason: model.ReasonNodeIP, never: hNodeB2},
 		hostileRow{input: "clusterIP = the API server", svc: service("evil", "clusterip-api", hAPI), reason: model.ReasonAPIServer, never: hAPI},
 		// Served, with a warning: strict ARP is off, so every node answers
 		// ARP for it on the node's LAN.

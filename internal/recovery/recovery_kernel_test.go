@@ -207,10 +207,10 @@ func TestDisasterRecover(t *testing.T) {
 	kubeconfig := writeKubeconfig(t)
 	args := []string{"recover", "--state-dir", state, "--kubeconfig", kubeconfig, "--timeout", "2s", "--hostname-override", "a"}
 
-	// Dry run: exit 1, B's address reported with its virtual server, nothing changed.
+	// Dry run: exit 3 (found), B's address reported with its virtual server, nothing changed.
 	out, _, code := runProxy(t, a.NS, append(args, "-o", "json")...)
-	if code != 1 {
-		t.Fatalf("dry run exit %d, want 1", code)
+	if code != 3 {
+		t.Fatalf("dry run exit %d, want 3", code)
 	}
 	var rep struct {
 		APIServer string `json:"apiServer"`
@@ -243,9 +243,9 @@ func TestDisasterRecover(t *testing.T) {
 	}
 	runProxy(t, a.NS, args...) // the text table, for the log
 
-	// Apply: exit 2.
-	if _, _, code := runProxy(t, a.NS, append(args, "--apply")...); code != 2 {
-		t.Fatalf("--apply exit %d, want 2", code)
+	// Apply: exit 0 (removed).
+	if _, _, code := runProxy(t, a.NS, append(args, "--apply")...); code != 0 {
+		t.Fatalf("--apply exit %d, want 0", code)
 	}
 
 	// A reaches B again, with real TCP requests.
