@@ -88,8 +88,16 @@ func parseClusterIPs(clusterIP string, clusterIPs []string) []netip.Addr {
 	}
 	var out []netip.Addr
 	for _, s := range raw {
-		if a, err := netip.ParseAddr(s); err == nil {
-			out = append(out, a.WithZone("").Unmap())
+		a, err := netip.ParseAddr(s)
+		if err != nil {
+			continue
+		}
+		// The API server never allocates a loopback, link-local, multicast
+		// or unspecified ClusterIP: a Service naming one is refused for it
+		// (guard.Special) and outranks nothing, not even in a conflict.
+		a = a.WithZone("").Unmap()
+		if reason, _ := guard.Special(a); reason == "" {
+			out = append(out, a)
 		}
 	}
 	return out

@@ -358,7 +358,9 @@ func hostileRows() []hostileRow {
 		ext("mapped", "::ffff:10.0.0.1", model.ReasonIPv4Mapped),
 		ext("mapped-node", "::ffff:198.51.100.1", model.ReasonIPv4Mapped),
 		ext("pod-ip", "10.244.5.5", model.ReasonPodCIDR),
-		ext("apiserver", hAPI, model.ReasonAPIServer),
+		// Another row claims hAPI as its ClusterIP: an externalIP that is
+		// another Service's ClusterIP is refused as a whole first.
+		ext("apiserver", hAPI, model.ReasonAddressConflict),
 		ext("gateway", hGateway, model.ReasonGateway),
 		ext("other-node-external", hNodeBExt, model.ReasonNodeIP),
 		ext("other-node-internal", hNodeBIP, model.ReasonNodeIP),
@@ -381,7 +383,8 @@ func hostileRows() []hostileRow {
 			reason: model.ReasonOnLinkSubnet, served: "198.51.100.200:80"},
 		hostileRow{input: "clusterIP 127.0.0.1", svc: service("evil", "clusterip-loopback", "127.0.0.1"), reason: model.ReasonLoopback, never: "127.0.0.1"},
 		hostileRow{input: "externalIP = good's externalIP, same port", svc: service("evil", "conflict-ext", cip(), externalIPs(goodExt)), reason: model.ReasonDuplicateVirtual},
-		hostileRow{input: "externalIP = good's ClusterIP, same port", svc: service("evil", "conflict-cip", cip(), externalIPs(goodCIP)), reason: model.ReasonDuplicateVirtual},
+		// An externalIP that is another Service's ClusterIP: refused on every port (CVE-2020-8554).
+		hostileRow{input: "externalIP = good's ClusterIP, same port", svc: service("evil", "conflict-cip", cip(), externalIPs(goodCIP)), reason: model.ReasonAddressConflict},
 		hostileRow{input: "duplicate 192.0.2.50:80 (first by name)", svc: service("evil", "dup-a", cip(), externalIPs("192.0.2.50")), served: "192.0.2.50:80"},
 		hostileRow{input: "duplicate 192.0.2.50:80 (second)", svc: service("evil", "dup-b", cip(), externalIPs("192.0.2.50")), reason: model.ReasonDuplicateVirtual},
 		hostileRow{input: "port 0", svc: service("evil", "port-0", cip(), port(0)), reason: model.ReasonInvalidPort},
