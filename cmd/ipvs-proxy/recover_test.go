@@ -16,6 +16,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // fakeRecoveryNode is node A (198.51.100.1/24): a legitimate VIP
@@ -23,7 +24,7 @@ import (
 // virtual server on it, and a foreign virtual server on 203.0.113.5.
 type fakeRecoveryNode struct {
 	link  *addrmgr.FakeLink
-	table *ipvs.FakeTable
+	table *ipvstest.FakeTable
 }
 
 func (f *fakeRecoveryNode) Read() (*recovery.Node, error) {
@@ -44,7 +45,7 @@ func newFakeRecoveryNode() *fakeRecoveryNode {
 	}
 	return &fakeRecoveryNode{
 		link:  addrmgr.NewFakeLink(netip.MustParsePrefix("10.96.0.10/32"), netip.MustParsePrefix("198.51.100.2/32")),
-		table: ipvs.NewFakeTable(vs("10.96.0.10", 80), vs("198.51.100.2", 6443), vs("203.0.113.5", 80)),
+		table: ipvstest.NewFakeTable(vs("10.96.0.10", 80), vs("198.51.100.2", 6443), vs("203.0.113.5", 80)),
 	}
 }
 

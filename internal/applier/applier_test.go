@@ -16,6 +16,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 type setGuard map[netip.Addr]bool
@@ -88,14 +89,14 @@ func state(svcs ...string) *planner.State {
 
 type bed struct {
 	t     *testing.T
-	table *ipvs.FakeTable
+	table *ipvstest.FakeTable
 	link  *addrmgr.FakeLink
 	rules *fakeRules
 	a     *Applier
 }
 
 func newBed(t *testing.T, g setGuard) *bed {
-	b := &bed{t: t, table: ipvs.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
+	b := &bed{t: t, table: ipvstest.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
 	// Order checks, on the state at the moment of each change.
 	b.link.OnAdd = func(p netip.Prefix) error {
 		if !strings.Contains(b.table.String(), "-A -t "+netip.AddrPortFrom(p.Addr(), 80).String()) {

@@ -13,6 +13,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // benchNodePortEvery: one service in this many also has a NodePort (the
@@ -64,7 +65,7 @@ func BenchmarkPartialSync(b *testing.B) {
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
 	}
-	a := New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, &fakeRules{}, nil)
+	a := New(ipvs.NewReconciler(ipvstest.NewFakeTable(), ipvs.Options{}), mgr, &fakeRules{}, nil)
 	if res, err := a.Full(&st, []netip.Addr{nodeIP}); err != nil || res.Err() != nil {
 		b.Fatal(err, res.Err())
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // turnStates: base has 300 services (600 virtual servers, more than one
@@ -118,7 +119,7 @@ func turnJournal(t *testing.T, change bool) {
 		// The restart: a copy of the kernel and of the journal, ns/x
 		// deleted meanwhile.
 		vss, _ := b.table.Services()
-		table := ipvs.NewFakeTable(vss...)
+		table := ipvstest.NewFakeTable(vss...)
 		bound, _ := b.link.Addrs()
 		link := addrmgr.NewFakeLink(bound...)
 		dir2 := t.TempDir()

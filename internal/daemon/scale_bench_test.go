@@ -16,6 +16,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // scaleNodePortEvery: one service in this many also has a NodePort.
@@ -43,20 +44,20 @@ func fillScale(src *fakeSource, n, m int) {
 	}
 }
 
-// newScaleLoop is a loop over the in-memory fakes (ipvs.FakeTable,
+// newScaleLoop is a loop over the in-memory fakes (ipvstest.FakeTable,
 // addrmgr.FakeLink, iptables.FakeSets and FakeRunner) and a source of n
 // services × 10 endpoints (fillScale), with the last sync's report at
 // *last.
 func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.FakeLink, last *SyncReport) {
 	link = addrmgr.NewFakeLink()
-	l, src, last = newScaleLoopOn(b, n, scaleNode{ipvs.NewFakeTable(), link, iptables.NewFakeSets()})
+	l, src, last = newScaleLoopOn(b, n, scaleNode{ipvstest.NewFakeTable(), link, iptables.NewFakeSets()})
 	return l, src, link, last
 }
 
 // scaleNode is the fake kernel of a scale benchmark's node, which a second
 // loop can find as the first left it (a restart).
 type scaleNode struct {
-	table *ipvs.FakeTable
+	table *ipvstest.FakeTable
 	link  *addrmgr.FakeLink
 	sets  *iptables.FakeSets
 }
@@ -91,7 +92,7 @@ func newScaleLoopOver(b testing.TB, n int, app Applier) (l *Loop, src *fakeSourc
 // again, the state patched, the applier's journal, IPVS, ipsets, iptables
 // and binds, the metrics — for one changed endpoint (on another node) of
 // one Service among n services × 10 endpoints, at 1,000 to 20,000
-// services. The kernel is the in-memory fakes (ipvs.FakeTable,
+// services. The kernel is the in-memory fakes (ipvstest.FakeTable,
 // addrmgr.FakeLink, iptables.FakeSets and FakeRunner): what it measures is
 // the proxy's own work per change, which should not grow with n.
 //
@@ -177,7 +178,7 @@ func BenchmarkReadbackFullSyncScale(b *testing.B) {
 }
 
 func benchReadbackFullSync(b *testing.B, n int, adopted bool) {
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	node := scaleNode{ipvstest.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
 	l, _, last := newScaleLoopOn(b, n, node)
 	l.needFull = true
 	l.syncOnce()
