@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -90,13 +91,13 @@ func state(svcs ...string) *planner.State {
 type bed struct {
 	t     *testing.T
 	table *ipvstest.FakeTable
-	link  *addrmgr.FakeLink
+	link  *addrmgrtest.FakeLink
 	rules *fakeRules
 	a     *Applier
 }
 
 func newBed(t *testing.T, g setGuard) *bed {
-	b := &bed{t: t, table: ipvstest.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
+	b := &bed{t: t, table: ipvstest.NewFakeTable(), link: addrmgrtest.NewFakeLink(), rules: &fakeRules{}}
 	// Order checks, on the state at the moment of each change.
 	b.link.OnAdd = func(p netip.Prefix) error {
 		if !strings.Contains(b.table.String(), "-A -t "+netip.AddrPortFrom(p.Addr(), 80).String()) {

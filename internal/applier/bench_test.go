@@ -9,6 +9,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -59,7 +60,7 @@ func BenchmarkPartialSync(b *testing.B) {
 	st := planner.Plan(benchCluster(n, 10, -1, nodeIP), opts)
 	st2 := planner.Plan(benchCluster(n, 10, n/2, nodeIP), opts)
 	changed := types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", n/2)}
-	link := addrmgr.NewFakeLink()
+	link := addrmgrtest.NewFakeLink()
 	g := guard.New(guard.Inputs{LocalAddrs: []netip.Addr{nodeIP}, PodCIDRs: opts.ClusterCIDRs})
 	mgr := addrmgr.NewManager(link, g, nil)
 	if err := mgr.Watch(b.Context(), nil); err != nil {

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
@@ -121,7 +122,7 @@ func turnJournal(t *testing.T, change bool) {
 		vss, _ := b.table.Services()
 		table := ipvstest.NewFakeTable(vss...)
 		bound, _ := b.link.Addrs()
-		link := addrmgr.NewFakeLink(bound...)
+		link := addrmgrtest.NewFakeLink(bound...)
 		dir2 := t.TempDir()
 		if data, err := os.ReadFile(filepath.Join(dir, ipvs.JournalFile)); err == nil {
 			if err := os.WriteFile(filepath.Join(dir2, ipvs.JournalFile), data, 0o600); err != nil {

@@ -10,6 +10,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
@@ -46,11 +47,11 @@ func fillScale(src *fakeSource, n, m int) {
 }
 
 // newScaleLoop is a loop over the in-memory fakes (ipvstest.FakeTable,
-// addrmgr.FakeLink, iptablestest.FakeSets and FakeRunner) and a source of n
+// addrmgrtest.FakeLink, iptablestest.FakeSets and FakeRunner) and a source of n
 // services × 10 endpoints (fillScale), with the last sync's report at
 // *last.
-func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.FakeLink, last *SyncReport) {
-	link = addrmgr.NewFakeLink()
+func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgrtest.FakeLink, last *SyncReport) {
+	link = addrmgrtest.NewFakeLink()
 	l, src, last = newScaleLoopOn(b, n, scaleNode{ipvstest.NewFakeTable(), link, iptablestest.NewFakeSets()})
 	return l, src, link, last
 }
@@ -59,7 +60,7 @@ func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.
 // loop can find as the first left it (a restart).
 type scaleNode struct {
 	table *ipvstest.FakeTable
-	link  *addrmgr.FakeLink
+	link  *addrmgrtest.FakeLink
 	sets  *iptablestest.FakeSets
 }
 
@@ -94,7 +95,7 @@ func newScaleLoopOver(b testing.TB, n int, app Applier) (l *Loop, src *fakeSourc
 // and binds, the metrics — for one changed endpoint (on another node) of
 // one Service among n services × 10 endpoints, at 1,000 to 20,000
 // services. The kernel is the in-memory fakes (ipvstest.FakeTable,
-// addrmgr.FakeLink, iptablestest.FakeSets and FakeRunner): what it measures is
+// addrmgrtest.FakeLink, iptablestest.FakeSets and FakeRunner): what it measures is
 // the proxy's own work per change, which should not grow with n.
 //
 //	go test -run '^$' -bench BenchmarkPartialSyncScale -benchtime 2000x -count 5 ./internal/daemon/
@@ -179,7 +180,7 @@ func BenchmarkReadbackFullSyncScale(b *testing.B) {
 }
 
 func benchReadbackFullSync(b *testing.B, n int, adopted bool) {
-	node := scaleNode{ipvstest.NewFakeTable(), addrmgr.NewFakeLink(), iptablestest.NewFakeSets()}
+	node := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	l, _, last := newScaleLoopOn(b, n, node)
 	l.needFull = true
 	l.syncOnce()

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -38,7 +38,7 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	checkOneTurn(t, l, src, *reps, []types.NamespacedName{early, gone, late})
 
 	// A fresh loop over a fresh node, from the same services.
-	fresh := scaleNode{ipvstest.NewFakeTable(), addrmgr.NewFakeLink(), iptablestest.NewFakeSets()}
+	fresh := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	fl, _, flast := newScaleLoopOn(t, 1, fresh)
 	fl.Source = src
 	fl.needFull = true
@@ -201,7 +201,7 @@ func reportsString(reps []SyncReport) string {
 // the reports of its syncs from then on.
 func newTurnBed(t *testing.T) (*Loop, *fakeSource, scaleNode, *[]SyncReport) {
 	t.Helper()
-	node := scaleNode{ipvstest.NewFakeTable(), addrmgr.NewFakeLink(), iptablestest.NewFakeSets()}
+	node := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	l, src, last := newScaleLoopOn(t, 2000, node)
 	l.needFull = true
 	if l.syncOnce(); last.Err != nil {
