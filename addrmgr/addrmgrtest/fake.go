@@ -139,7 +139,7 @@ func (f *FakeLink) Lose(err error) {
 		w.mu.Lock()
 		w.down = true
 		w.mu.Unlock()
-		w.push(func() { w.status(fmt.Errorf("%w: %v", addrmgr.ErrWatchLost, err)) })
+		w.push(func() { w.status(fmt.Errorf("%w: %w", addrmgr.ErrWatchLost, err)) })
 	}
 }
 

@@ -108,7 +108,7 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 	}
 	attrs, err := nl.ParseRouteAttr(msg[genlHeaderLen:])
 	if err != nil {
-		return vs, false, fmt.Errorf("%w: %v", errServiceMessage, err)
+		return vs, false, fmt.Errorf("%w: %w", errServiceMessage, err)
 	}
 	var nested []byte
 	for _, a := range attrs {
@@ -121,7 +121,7 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 	}
 	svc, err := nl.ParseRouteAttr(nested)
 	if err != nil {
-		return vs, false, fmt.Errorf("%w: %v", errServiceMessage, err)
+		return vs, false, fmt.Errorf("%w: %w", errServiceMessage, err)
 	}
 	var port uint16
 	var addr []byte
