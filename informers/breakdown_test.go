@@ -254,7 +254,7 @@ func BenchmarkIsServiceIP(b *testing.B) {
 				if changed {
 					w.mu.Lock()
 					w.svcGen++
-					w.svcIPsOK = false
+					w.svcVIPsOK = false
 					w.mu.Unlock()
 				}
 				if w.IsServiceIP(a) {
