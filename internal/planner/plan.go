@@ -48,6 +48,19 @@ const (
 	kindExternalIP
 )
 
+// addressKind is k as the model names it.
+func (k vipKind) addressKind() model.AddressKind {
+	switch k {
+	case kindClusterIP:
+		return model.KindClusterIP
+	case kindNodePort:
+		return model.KindNodePort
+	case kindLoadBalancer:
+		return model.KindLoadBalancer
+	}
+	return model.KindExternalIP
+}
+
 func (k vipKind) field() string {
 	switch k {
 	case kindClusterIP:

@@ -338,7 +338,7 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 		sched = p.e.sched
 	}
 	c := &claim{port: p.out, kind: kind, bind: bind,
-		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: p.flags, Service: p.out.name}}
+		vs: ipvs.VirtualServer{Key: key, Scheduler: sched, Flags: p.flags, Service: p.out.name, Kind: kind.addressKind()}}
 	if sp.AffinityTimeout > 0 {
 		c.vs.Flags |= ipvs.FlagPersistent
 		c.vs.PersistenceTimeout = sp.AffinityTimeout
