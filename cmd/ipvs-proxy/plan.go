@@ -3,18 +3,14 @@ package main
 import (
 	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -81,45 +77,14 @@ func runPlan(cmd *cobra.Command, f *planFlags) error {
 	if err != nil {
 		return fmt.Errorf("plan: %w", err)
 	}
-	if len(objs.Ignored) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: ignored %d object(s) of kinds the proxy does not use, first: %s\n",
-			len(objs.Ignored), objs.Ignored[0])
+	res, err := nodeplan.Plan(nodeplan.Input{Objects: objs, NodeCache: f.nodeCache, Grace: f.grace, Now: time.Now(), Options: f.opts})
+	for _, w := range res.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: %s\n", w)
 	}
-	for _, u := range objs.UnknownFields {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: %s; planned without it\n", u)
+	if err != nil {
+		return fmt.Errorf("plan: %w", err)
 	}
-	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService, MaxRealServers: f.opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
-	if f.nodeCache != "" {
-		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
-		if err != nil {
-			return fmt.Errorf("plan: --node-cache: %w", err)
-		}
-		cluster.Nodes = informers.WithCachedNodes(cluster.Nodes, cache.Protected(time.Now(), f.grace))
-	}
-
-	opts := f.opts
-	if opts.NodeName == "" {
-		name, err := nodeByAddress(cluster.Nodes, opts.LocalAddrs)
-		if err != nil {
-			return fmt.Errorf("plan: %w", err)
-		}
-		opts.NodeName = name
-	}
-
-	if !slices.ContainsFunc(cluster.Nodes, func(n model.Node) bool { return n.Name == opts.NodeName }) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: --node-name %s is not among the %d Node(s) given: the plan is what run would program on a node the API server does not list (run waits for its Node: /healthz answers 503)\n",
-			model.Word(opts.NodeName), len(cluster.Nodes))
-	}
-
-	// --api-server-address is the host run dials: the API server unless it
-	// is a Service IP of the input (10.96.0.1 in a pod); the input's
-	// default/kubernetes EndpointSlices are the API server too.
-	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
-	// A resolver that is a Service's ClusterIP is a VIP like any other.
-	opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
-	// The trust order: a Node's claim on a Service IP protects nothing.
-	cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&opts, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(objs.Services))
-	state := planner.Plan(cluster, opts)
+	state := res.State
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
 		err = planner.WriteJSON(out, state)
@@ -137,25 +102,4 @@ func countOf(ss []string, s string) int {
 		}
 	}
 	return n
-}
-
-// nodeByAddress finds the one Node that has one of addrs.
-func nodeByAddress(nodes []model.Node, addrs []netip.Addr) (string, error) {
-	var found []string
-	for _, n := range nodes {
-		if slices.ContainsFunc(n.Addresses, func(a netip.Addr) bool { return slices.Contains(addrs, a) }) {
-			found = append(found, n.Name)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", errors.New("--node-name is required: no Node in the input has one of the --node-ip addresses")
-	default:
-		for i, n := range found {
-			found[i] = model.Word(n)
-		}
-		return "", fmt.Errorf("--node-name is required: Nodes %s all have one of the --node-ip addresses", strings.Join(found, ", "))
-	}
 }
