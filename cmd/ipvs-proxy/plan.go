@@ -1,11 +1,11 @@
 package main
 
 import (
-	"errors"
 	"fmt"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
@@ -44,7 +44,12 @@ the --node-ip addresses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
 	}
-	fs := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register adds plan's flags to fs; explain takes the same.
+func (f *planFlags) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.StringArrayVarP(&f.files, "filename", "f", nil, `File of Services, EndpointSlices and Nodes: YAML, JSON or a List (repeatable; "-" is stdin).`)
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
@@ -53,36 +58,62 @@ the --node-ip addresses.`,
 	fs.DurationVar(&f.grace, "deleted-node-grace-period", config.DefaultDeletedNodeGrace, "With --node-cache: how long after it was last seen a deleted Node stays protected.")
 	fs.SetNormalizeFunc(config.NormalizeAliases)
 	addPlanningFlags(fs, &f.opts)
-	return cmd
+}
+
+// check validates the flags of verb (plan, explain); files says whether
+// -f is required.
+func (f *planFlags) check(verb string, files bool) error {
+	if files && len(f.files) == 0 {
+		return fmt.Errorf("%s: -f FILE is required (\"-\" reads stdin)", verb)
+	}
+	if len(f.opts.LocalAddrs) == 0 {
+		return fmt.Errorf("%s: --node-ip is required: the node's own addresses decide NodePorts and what the guard protects", verb)
+	}
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("%s: invalid argument %q for \"-o\" flag: must be text or json", verb, f.output)
+	}
+	if err := validatePlanningOptions(&f.opts); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	if n := countOf(f.files, "-"); n > 1 {
+		return fmt.Errorf("%s: stdin (-f -) can be read only once", verb)
+	}
+	return nil
+}
+
+// readFiles reads the -f files of verb.
+func (f *planFlags) readFiles(cmd *cobra.Command, verb string) (*manifest.Objects, error) {
+	objs, err := manifest.ReadFiles(f.files, cmd.InOrStdin())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	return objs, nil
+}
+
+// plan plans the node from objs as the flags say, with verb's warnings
+// on stderr.
+func (f *planFlags) plan(cmd *cobra.Command, verb string, objs *manifest.Objects) (*nodeplan.Result, error) {
+	res, err := nodeplan.Plan(nodeplan.Input{Objects: objs, NodeCache: f.nodeCache, Grace: f.grace, Now: time.Now(), Options: f.opts})
+	for _, w := range res.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: %s: %s\n", verb, w)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	return res, nil
 }
 
 func runPlan(cmd *cobra.Command, f *planFlags) error {
-	if len(f.files) == 0 {
-		return errors.New("plan: -f FILE is required (\"-\" reads stdin)")
+	if err := f.check("plan", true); err != nil {
+		return err
 	}
-	if len(f.opts.LocalAddrs) == 0 {
-		return errors.New("plan: --node-ip is required: the node's own addresses decide NodePorts and what the guard protects")
-	}
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("plan: invalid argument %q for \"-o\" flag: must be text or json", f.output)
-	}
-	if err := validatePlanningOptions(&f.opts); err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
-	if n := countOf(f.files, "-"); n > 1 {
-		return errors.New("plan: stdin (-f -) can be read only once")
-	}
-
-	objs, err := manifest.ReadFiles(f.files, cmd.InOrStdin())
+	objs, err := f.readFiles(cmd, "plan")
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return err
 	}
-	res, err := nodeplan.Plan(nodeplan.Input{Objects: objs, NodeCache: f.nodeCache, Grace: f.grace, Now: time.Now(), Options: f.opts})
-	for _, w := range res.Warnings {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: %s\n", w)
-	}
+	res, err := f.plan(cmd, "plan", objs)
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return err
 	}
 	state := res.State
 	out := cmd.OutOrStdout()

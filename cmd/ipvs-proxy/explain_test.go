@@ -1,0 +1,87 @@
+package main
+
+import (
+	"bytes"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// explainDir holds explain's goldens: NAME.golden (text) and NAME.json
+// (-o json) of each case below, over the scenarios of testdata/plan.
+var explainDir = filepath.Join("..", "..", "testdata", "explain")
+
+// explainCases are explain's golden scenarios: the plan scenario, its
+// flags variant ("" the default one) and the Service.
+var explainCases = []struct {
+	name, scenario, variant, service string
+}{
+	{"clusterip-nodeport", "wordpress-mysql", "", "default/wordpress-mysql"},
+	{"local-elsewhere", "local-policies", "", "default/local-none"},
+	{"terminating", "terminating", "", "default/rolling"},
+	{"refused-externalip", "nginx-externalip", "refuse", "default/nginx-service"},
+	{"refused-endpoint", "guard-round3", "", "tenant/hostile-eps"},
+}
+
+func TestExplainGolden(t *testing.T) {
+	for _, c := range explainCases {
+		path := filepath.Join(planDir, c.scenario+".yaml")
+		var flags []string
+		for _, v := range readVariants(t, path) {
+			if v.name == c.variant && !v.failed {
+				flags = v.args
+			}
+		}
+		if flags == nil {
+			t.Fatalf("%s declares no flags[%s]", path, c.variant)
+		}
+		for _, out := range []struct{ format, ext string }{{"text", ".golden"}, {"json", ".json"}} {
+			t.Run(c.name+"/"+out.format, func(t *testing.T) {
+				args := append([]string{"explain", c.service, "-f", path, "-o", out.format}, flags...)
+				var stdout, stderr bytes.Buffer
+				if code := Main(args, strings.NewReader(""), &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+					t.Fatalf("exit %d; stderr: %s", code, stderr.String())
+				}
+				golden := filepath.Join(explainDir, c.name+out.ext)
+				if *update {
+					if err := os.WriteFile(golden, stdout.Bytes(), 0o644); err != nil {
+						t.Fatal(err)
+					}
+					return
+				}
+				want, err := os.ReadFile(golden)
+				if err != nil {
+					t.Fatalf("%v (run go test ./cmd/ipvs-proxy -run TestExplainGolden -update)", err)
+				}
+				if got := stdout.String(); got != string(want) {
+					t.Errorf("explain %s differs from %s (-update rewrites it):\n%s", strings.Join(args, " "), golden, lineDiff(string(want), got))
+				}
+			})
+		}
+	}
+}
+
+// TestExplainBadInput: a Service the input lacks, a malformed name, both
+// sources or none are usage errors (exit 2) with one line naming them.
+func TestExplainBadInput(t *testing.T) {
+	scenario := filepath.Join(planDir, "node-ports.yaml")
+	common := filepath.Join(planDir, "common", "nodes.yaml")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{[]string{"tenant/nope", "-f", scenario, "-f", common, "--node-ip", "10.10.0.211"}, "no Service tenant/nope in the input"},
+		{[]string{"np", "-f", scenario, "--node-ip", "10.10.0.211"}, `"np" is not NAMESPACE/NAME`},
+		{[]string{"tenant/np", "--node-ip", "10.10.0.211"}, "-f FILE or --kubeconfig FILE is required"},
+		{[]string{"tenant/np", "-f", scenario, "--kubeconfig", "kc", "--node-ip", "10.10.0.211"}, "two sources"},
+		{[]string{"tenant/np", "-f", scenario}, "--node-ip is required"},
+		{[]string{"-f", scenario, "--node-ip", "10.10.0.211"}, "accepts 1 arg(s)"},
+	} {
+		var stdout, stderr bytes.Buffer
+		code := Main(append([]string{"explain"}, c.args...), strings.NewReader(""), &stdout, &stderr)
+		if code != exitUsage || !strings.Contains(stderr.String(), c.want) || strings.Count(stderr.String(), "\n") != 1 {
+			t.Errorf("explain %s: exit %d, stderr %q; want exit %d and one line with %q", strings.Join(c.args, " "), code, stderr.String(), exitUsage, c.want)
+		}
+	}
+}
