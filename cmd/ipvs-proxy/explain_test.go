@@ -22,6 +22,7 @@ var explainCases = []struct {
 	{"terminating", "terminating", "", "default/rolling"},
 	{"refused-externalip", "nginx-externalip", "refuse", "default/nginx-service"},
 	{"refused-endpoint", "guard-round3", "", "tenant/hostile-eps"},
+	{"topology", "topology", "", "default/hinted"},
 }
 
 func TestExplainGolden(t *testing.T) {
