@@ -15,7 +15,6 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/explain"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
@@ -150,12 +149,10 @@ func noService(objs *manifest.Objects, name types.NamespacedName) string {
 	return fmt.Sprintf("Service %s has no port the proxy serves", name)
 }
 
-// listObjects lists from the API server what the plan of Service name
-// needs: every Node, every Service the proxy serves (kube-proxy's label
-// selector), and the EndpointSlices of name and of default/kubernetes (the
-// API server's endpoints the guard protects).
-func (f *explainFlags) listObjects(ctx context.Context, name types.NamespacedName) (*manifest.Objects, error) {
-	cfg, err := recovery.RESTConfig(f.kubeconfig, f.master, f.timeout)
+// explainClient is the API server's client for --kubeconfig and --master;
+// tests replace it.
+var explainClient = func(kubeconfig, master string, timeout time.Duration) (kubernetes.Interface, error) {
+	cfg, err := recovery.RESTConfig(kubeconfig, master, timeout)
 	if err != nil {
 		return nil, err
 	}
@@ -163,13 +160,21 @@ func (f *explainFlags) listObjects(ctx context.Context, name types.NamespacedNam
 	if err != nil {
 		return nil, fmt.Errorf("client: %w", err)
 	}
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	return client, nil
+}
+
+// listObjects lists from the API server what the plan of Service name
+// needs: every Node, every Service the proxy serves (kube-proxy's label
+// selector), and the EndpointSlices of name and of default/kubernetes (the
+// API server's endpoints the guard protects).
+func (f *explainFlags) listObjects(ctx context.Context, name types.NamespacedName) (*manifest.Objects, error) {
+	client, err := explainClient(f.kubeconfig, f.master, f.timeout)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
+		return nil, err
 	}
-	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String()})
+	nodes, svcs, err := recovery.ListNodesAndServices(ctx, client)
 	if err != nil {
-		return nil, fmt.Errorf("list services: %w", err)
+		return nil, err
 	}
 	objs := &manifest.Objects{}
 	for i := range nodes.Items {
@@ -178,16 +183,16 @@ func (f *explainFlags) listObjects(ctx context.Context, name types.NamespacedNam
 	for i := range svcs.Items {
 		objs.Services = append(objs.Services, &svcs.Items[i])
 	}
-	for _, s := range []types.NamespacedName{name, {Namespace: metav1.NamespaceDefault, Name: "kubernetes"}} {
+	for i, s := range []types.NamespacedName{name, {Namespace: metav1.NamespaceDefault, Name: "kubernetes"}} {
+		if i > 0 && s == name {
+			break
+		}
 		eps, err := client.DiscoveryV1().EndpointSlices(s.Namespace).List(ctx, metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=" + s.Name})
 		if err != nil {
 			return nil, fmt.Errorf("list endpointslices of %s: %w", s, err)
 		}
-		for i := range eps.Items {
-			objs.EndpointSlices = append(objs.EndpointSlices, &eps.Items[i])
-		}
-		if name == s {
-			break
+		for j := range eps.Items {
+			objs.EndpointSlices = append(objs.EndpointSlices, &eps.Items[j])
 		}
 	}
 	return objs, nil

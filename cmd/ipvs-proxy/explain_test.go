@@ -4,8 +4,19 @@ import (
 	"bytes"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+	"time"
+
+	discoveryv1 "k8s.io/api/discovery/v1"
+	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
+	"k8s.io/apimachinery/pkg/runtime"
+	"k8s.io/client-go/kubernetes"
+	"k8s.io/client-go/kubernetes/fake"
+	k8stesting "k8s.io/client-go/testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 )
 
 // explainDir holds explain's goldens: NAME.golden (text) and NAME.json
@@ -60,6 +71,54 @@ func TestExplainGolden(t *testing.T) {
 				}
 			})
 		}
+	}
+}
+
+// TestExplainFromAPIServer: the same scenario listed from an API server
+// (client-go's fake clientset, holding the scenario's objects and another
+// Service's EndpointSlice that must not be read) explains as from files.
+func TestExplainFromAPIServer(t *testing.T) {
+	path := filepath.Join(planDir, "wordpress-mysql.yaml")
+	flags := readVariants(t, path)[0].args
+	objs, err := manifest.ReadFiles(append([]string{path}, flags[1]), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var all []runtime.Object
+	for _, o := range objs.Services {
+		all = append(all, o)
+	}
+	for _, o := range objs.Nodes {
+		all = append(all, o)
+	}
+	for _, o := range objs.EndpointSlices {
+		all = append(all, o)
+	}
+	all = append(all, &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "default", Name: "other-1",
+		Labels: map[string]string{discoveryv1.LabelServiceName: "other"}}, AddressType: discoveryv1.AddressTypeIPv4})
+	client := fake.NewClientset(all...)
+	var listed []string
+	client.PrependReactor("list", "endpointslices", func(a k8stesting.Action) (bool, runtime.Object, error) {
+		listed = append(listed, a.(k8stesting.ListAction).GetListRestrictions().Labels.String())
+		return false, nil, nil
+	})
+	defer func(old func(string, string, time.Duration) (kubernetes.Interface, error)) { explainClient = old }(explainClient)
+	explainClient = func(string, string, time.Duration) (kubernetes.Interface, error) { return client, nil }
+
+	args := append([]string{"explain", "default/wordpress-mysql", "--kubeconfig", "kc", "--kernel=false"}, flags[2:]...)
+	var stdout, stderr bytes.Buffer
+	if code := Main(args, strings.NewReader(""), &stdout, &stderr); code != exitOK || stderr.Len() > 0 {
+		t.Fatalf("exit %d; stderr: %s", code, stderr.String())
+	}
+	want, err := os.ReadFile(filepath.Join(explainDir, "clusterip-nodeport.golden"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if stdout.String() != string(want) {
+		t.Errorf("explain from the API server differs from the file's:\n%s", lineDiff(string(want), stdout.String()))
+	}
+	if w := []string{"kubernetes.io/service-name=wordpress-mysql", "kubernetes.io/service-name=kubernetes"}; !slices.Equal(listed, w) {
+		t.Errorf("EndpointSlices listed by %q, want %q", listed, w)
 	}
 }
 
