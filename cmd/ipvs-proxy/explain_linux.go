@@ -17,8 +17,8 @@ import (
 )
 
 // kernelReader reads one Service's keys from this network namespace's
-// kernel: each virtual server by its key, each ipset entry by a test, and
-// kube-ipvs0's addresses once.
+// kernel: each virtual server by its key, each ipset entry by a test,
+// kube-ipvs0's addresses once, one iptables-save per family.
 type kernelReader struct {
 	table *ipvskernel.Table // nil when ip_vs is not loaded: no virtual server
 	sets  *iptableskernel.Sets
@@ -70,6 +70,15 @@ func (r *kernelReader) VirtualServer(k ipvs.Key) (*ipvs.VirtualServer, error) {
 }
 
 func (r *kernelReader) Bound(a netip.Addr) (bool, error) { return r.bound[a], nil }
+
+// Save is one iptables-save (ip6tables-save) of family, every table.
+func (r *kernelReader) Save(family string) (string, error) {
+	run, err := iptableskernel.NewRunner(family)
+	if err != nil {
+		return "", err
+	}
+	return run.Save()
+}
 
 func (r *kernelReader) Member(s iptables.IPSet, e iptables.Entry) (bool, error) {
 	ok, err := r.sets.Test(s, e)

@@ -21,6 +21,8 @@ type Reader interface {
 	Bound(a netip.Addr) (bool, error)
 	// Member reports whether set s holds e.
 	Member(s iptables.IPSet, e iptables.Entry) (bool, error)
+	// Save is `iptables-save` of family (iptables.FamilyIPv4, FamilyIPv6).
+	Save(family string) (string, error)
 }
 
 // Comparison is how the kernel compares with the plan.
@@ -42,6 +44,10 @@ type checks struct {
 	// protected are addresses of the Service the guard protects: never
 	// bound on kube-ipvs0.
 	protected []netip.Addr
+	// rulesets are the plan's; chains those whose rules match the sets
+	// of members ("nat KUBE-SERVICES").
+	rulesets []iptables.Ruleset
+	chains   map[string][]string
 }
 
 // add records a claim the Service wins.
@@ -92,9 +98,46 @@ func (x *Explanation) Compare(r Reader) error {
 			cmp.differ("ipset %s lacks %s", m.Set.Name, iptables.AppendEntry(nil, m.Set.Type, m.Entry))
 		}
 	}
+	for i := range x.checks.rulesets {
+		rs := &x.checks.rulesets[i]
+		names := x.checks.chainsOf(rs.Family)
+		if len(names) == 0 {
+			continue
+		}
+		save, err := r.Save(rs.Family)
+		if err != nil {
+			return err
+		}
+		for _, c := range iptables.DifferingChains(save, rs, names) {
+			cmp.differ("%s chain %s is not as planned", saveCommand(rs.Family), c)
+		}
+	}
 	cmp.Matches = len(cmp.Differences) == 0
 	x.Kernel = cmp
 	return nil
+}
+
+// chainsOf are the chains whose rules match the members' sets of family.
+func (c *checks) chainsOf(family string) []string {
+	var out []string
+	for _, m := range c.members {
+		if m.Set.Family != family {
+			continue
+		}
+		for _, ch := range c.chains[m.Set.Name] {
+			if !slices.Contains(out, ch) {
+				out = append(out, ch)
+			}
+		}
+	}
+	return out
+}
+
+func saveCommand(family string) string {
+	if family == iptables.FamilyIPv6 {
+		return "ip6tables-save"
+	}
+	return "iptables-save"
 }
 
 func (c *Comparison) differ(format string, args ...any) {

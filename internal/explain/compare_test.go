@@ -17,17 +17,22 @@ type table struct {
 	vss     map[ipvs.Key]*ipvs.VirtualServer
 	bound   map[netip.Addr]bool
 	members map[string]bool
+	saves   map[string]string
 }
 
 func (r *table) VirtualServer(k ipvs.Key) (*ipvs.VirtualServer, error) { return r.vss[k], nil }
 func (r *table) Bound(a netip.Addr) (bool, error)                      { return r.bound[a], nil }
+func (r *table) Save(family string) (string, error) { return r.saves[family], nil }
 func (r *table) Member(s iptables.IPSet, e iptables.Entry) (bool, error) {
 	return r.members[s.Name+" "+string(iptables.AppendEntry(nil, s.Type, e))], nil
 }
 
 // kernelOf is the kernel holding exactly what x's checks ask for.
 func kernelOf(x *Explanation) *table {
-	r := &table{vss: map[ipvs.Key]*ipvs.VirtualServer{}, bound: map[netip.Addr]bool{}, members: map[string]bool{}}
+	r := &table{vss: map[ipvs.Key]*ipvs.VirtualServer{}, bound: map[netip.Addr]bool{}, members: map[string]bool{}, saves: map[string]string{}}
+	for _, rs := range x.checks.rulesets {
+		r.saves[rs.Family] = string(iptables.AppendRestore(nil, &rs))
+	}
 	for _, vs := range x.checks.virtualServers {
 		c := vs
 		c.RealServers = slices.Clone(vs.RealServers)
@@ -57,6 +62,8 @@ func TestCompare(t *testing.T) {
 			VirtualServer: ipvs.VirtualServer{Key: key, Scheduler: "rr", RealServers: []ipvs.RealServer{rs("10.244.0.5", 1), rs("10.244.1.5", 1)}},
 			Entries:       []planner.SetMember{{Set: set, Entry: entry}}})
 		x.checks.protected = []netip.Addr{protected}
+		x.checks.rulesets = []iptables.Ruleset{iptables.Rules(iptables.RulesConfig{Family: iptables.FamilyIPv4, MasqueradeBit: 14})}
+		x.checks.chains = matchingChains(x.checks.rulesets)
 		return x
 	}
 	for _, c := range []struct {
@@ -80,6 +87,15 @@ func TestCompare(t *testing.T) {
 		{"protected address bound", func(r *table) { r.bound[protected] = true },
 			[]string{"10.10.0.211, which the guard protects, is bound on kube-ipvs0"}, 0},
 		{"entry deleted", func(r *table) { clear(r.members) }, []string{"ipset KUBE-CLUSTER-IP lacks 10.96.0.10,tcp:80"}, 0},
+		{"rule deleted", func(r *table) {
+			var b strings.Builder
+			for line := range strings.Lines(r.saves[iptables.FamilyIPv4]) {
+				if !strings.HasPrefix(line, "-A KUBE-SERVICES ") || !strings.Contains(line, "KUBE-CLUSTER-IP") {
+					b.WriteString(line)
+				}
+			}
+			r.saves[iptables.FamilyIPv4] = b.String()
+		}, []string{"iptables-save chain nat KUBE-SERVICES is not as planned"}, 0},
 	} {
 		t.Run(c.name, func(t *testing.T) {
 			x := newX()

@@ -171,7 +171,9 @@ func Build(res *nodeplan.Result, name types.NamespacedName) (*Explanation, error
 		return nil, ErrNoService
 	}
 	x := &Explanation{Service: name.String(), Node: res.Options.NodeName, Ports: []Port{}, Guard: []Verdict{}, Refusals: []Refusal{}}
-	chains := matchingChains(res.Plan.Rulesets())
+	x.checks.rulesets = res.Plan.Rulesets()
+	chains := matchingChains(x.checks.rulesets)
+	x.checks.chains = chains
 	for i := range share.Ports {
 		x.Ports = append(x.Ports, x.port(&share.Ports[i], chains))
 	}
