@@ -22,7 +22,7 @@ type table struct {
 
 func (r *table) VirtualServer(k ipvs.Key) (*ipvs.VirtualServer, error) { return r.vss[k], nil }
 func (r *table) Bound(a netip.Addr) (bool, error)                      { return r.bound[a], nil }
-func (r *table) Save(family string) (string, error) { return r.saves[family], nil }
+func (r *table) Save(family string) (string, error)                    { return r.saves[family], nil }
 func (r *table) Member(s iptables.IPSet, e iptables.Entry) (bool, error) {
 	return r.members[s.Name+" "+string(iptables.AppendEntry(nil, s.Type, e))], nil
 }
