@@ -8,13 +8,18 @@ import (
 )
 
 // TestTakeoverFromIPTablesMode: over what kube-proxy's iptables mode left
-// (testdata/kube-proxy-1.34-iptables), one Full leaves the proxy's chains
-// and jumps exactly as over its IPVS mode, and nothing of the iptables
-// mode: its per-service chains (KUBE-SVC-*, KUBE-SEP-*, KUBE-EXT-*,
-// KUBE-FW-*, KUBE-SVL-*), its KUBE-NODEPORTS, filter KUBE-SERVICES (the
-// REJECT of a Service without endpoints) and KUBE-EXTERNAL-SERVICES are
-// gone, each by name; an administrator's chain and the service chain it
-// jumps to stay, and so do the kubelet's canaries.
+// (testdata/kube-proxy-1.34-iptables), the takeover goes in two steps, so
+// that a ClusterIP is served throughout. Full writes the proxy's chains and
+// leaves kube-proxy's DNAT in front: nat KUBE-SERVICES still jumps to its
+// service chains, which all exist (the VIPs are not bound yet, and IPVS
+// serves only local addresses). FinishTakeover, which the applier calls
+// after binding them, then leaves the proxy's chains and jumps exactly as
+// over its IPVS mode, and nothing of the iptables mode: its per-service
+// chains (KUBE-SVC-*, KUBE-SEP-*, KUBE-EXT-*, KUBE-FW-*, KUBE-SVL-*), its
+// KUBE-NODEPORTS, filter KUBE-SERVICES (the REJECT of a Service without
+// endpoints) and KUBE-EXTERNAL-SERVICES are gone, each by name; an
+// administrator's chain and the service chain it jumps to stay, and so do
+// the kubelet's canaries. A second FinishTakeover runs nothing.
 func TestTakeoverFromIPTablesMode(t *testing.T) {
 	save, err := os.ReadFile("testdata/kube-proxy-1.34-iptables/iptables.save")
 	if err != nil {
@@ -25,6 +30,21 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 	sets, rules := kubeProxyPlan(t)
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatalf("Full over kube-proxy's iptables mode: %v", err)
+	}
+	held := k.tables[FamilyIPv4].dump()
+	for _, serving := range []string{
+		`-A KUBE-SERVICES -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-XPGD46QRK7WJZT7O`,
+		"-A KUBE-SVC-GNZBNJ2PO5MGZ6GT -m comment",
+		"-A KUBE-SEP-C6EBXVWJJZMIWKLZ -p tcp -m comment --comment ns3/svc3:p80 -m tcp -j DNAT --to-destination 10.180.0.4:80",
+		"-A KUBE-NODE-PORT ", // the proxy's own chains are written
+	} {
+		if !strings.Contains(held, serving) {
+			t.Errorf("before FinishTakeover (the VIPs not bound yet), %q is missing: kube-proxy's DNAT must stay in front until IPVS serves:\n%s", serving, held)
+		}
+	}
+
+	if err := a.FinishTakeover(); err != nil {
+		t.Fatalf("FinishTakeover: %v", err)
 	}
 	after := k.tables[FamilyIPv4].dump()
 	checkChains(t, k.tables[FamilyIPv4], rules[0])
@@ -42,5 +62,9 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 	}
 	if !strings.Contains(after, "-A USER-SVC1 -j KUBE-SVC-XPGD46QRK7WJZT7O") || !strings.Contains(after, "-A PREROUTING -s 203.0.113.0/24 -j USER-SVC1") {
 		t.Errorf("the administrator's chain or its jump is gone:\n%s", after)
+	}
+	execs := k.tables[FamilyIPv4].execs
+	if err := a.FinishTakeover(); err != nil || k.tables[FamilyIPv4].execs != execs {
+		t.Errorf("a second FinishTakeover: %v, %d iptables processes; want none", err, k.tables[FamilyIPv4].execs-execs)
 	}
 }
