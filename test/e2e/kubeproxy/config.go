@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -73,6 +74,9 @@ type Config struct {
 	SyncPeriod, MinSyncPeriod time.Duration
 	// Scheduler is ipvs.scheduler; empty is kube-proxy's default, rr.
 	Scheduler string
+	// Mode is mode: "iptables" or "nftables" for a node kube-proxy runs in
+	// that mode; empty is ipvs.
+	Mode string
 }
 
 // KubeProxyConfiguration is c as the typed object kubeadm marshals into the
@@ -83,7 +87,7 @@ func (c Config) KubeProxyConfiguration() *kubeproxyconfig.KubeProxyConfiguration
 		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
 		BindAddress:        "0.0.0.0",
 		ClusterCIDR:        c.ClusterCIDR,
-		Mode:               "ipvs",
+		Mode:               kubeproxyconfig.ProxyMode(cmp.Or(c.Mode, "ipvs")),
 		HealthzBindAddress: HealthzAddress,
 		MetricsBindAddress: MetricsAddress,
 	}

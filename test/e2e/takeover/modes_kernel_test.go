@@ -1,0 +1,69 @@
+//go:build kernel
+
+package takeover
+
+import (
+	"fmt"
+	"os"
+	"regexp"
+	"strings"
+	"testing"
+)
+
+// kubeProxyMode is TAKEOVER_MODE: the mode kube-proxy runs in before the
+// takeover and after the way back ("" is ipvs; iptables). The takeover
+// and the way back are the same steps in every mode; what differs is what
+// kube-proxy leaves (checkModeGone).
+func kubeProxyMode(t *testing.T) string {
+	switch m := os.Getenv("TAKEOVER_MODE"); m {
+	case "", "ipvs":
+		return ""
+	case "iptables":
+		return m
+	default:
+		t.Fatalf("TAKEOVER_MODE=%q: want ipvs or iptables", m)
+		return ""
+	}
+}
+
+// iptablesModeChain matches a chain of kube-proxy's iptables mode that
+// ipvs-proxy does not plan, declared or jumped to, in iptables-save.
+var iptablesModeChain = regexp.MustCompile(`KUBE-(SVC|SVL|SEP|EXT|FW)-[A-Z0-9]+|KUBE-NODEPORTS|KUBE-EXTERNAL-SERVICES|KUBE-PROXY-CANARY`)
+
+// saveIPTablesMode logs kube-proxy's iptables-save of the node (both
+// families) between markers: the real counterpart of the hand-written
+// iptables/testdata/kube-proxy-1.34-iptables, for whoever refreshes it.
+func (b *bed) saveIPTablesMode() {
+	if b.mode != "iptables" {
+		return
+	}
+	for _, bin := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := b.node.Exec(bin)
+		b.t.Logf("KUBE-PROXY-%s-BEGIN (%v)\n%sKUBE-PROXY-%s-END", strings.ToUpper(bin), err, stripCounters(out), strings.ToUpper(bin))
+	}
+}
+
+// checkModeGone, after a takeover from iptables mode, checks that neither
+// family holds a chain of kube-proxy's iptables mode or a jump to one (the
+// kernel equal to `ipvs-proxy plan` says as much; this names what is left).
+func (b *bed) checkModeGone() string {
+	if b.mode != "iptables" {
+		return ""
+	}
+	var left []string
+	for _, bin := range []string{"iptables-save", "ip6tables-save"} {
+		out, err := b.node.Exec(bin)
+		if err != nil {
+			b.t.Errorf("%s: %v", bin, err)
+		}
+		for _, l := range strings.Split(out, "\n") {
+			if iptablesModeChain.MatchString(l) {
+				left = append(left, bin+": "+l)
+			}
+		}
+	}
+	if len(left) > 0 {
+		b.t.Errorf("kube-proxy's iptables-mode chains left after the takeover:\n%s", strings.Join(firstN(left, 40), "\n"))
+	}
+	return fmt.Sprintf("kube-proxy's iptables-mode chains and jumps left after the takeover: %d\n", len(left))
+}
