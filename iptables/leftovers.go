@@ -205,3 +205,32 @@ func (a *Syncer) clearFamilies(rules []Ruleset) {
 		}
 	}
 }
+
+// IPTablesModeShared are the chains, by table, that kube-proxy's iptables
+// mode writes under the same names as the proxy (pkg/proxy/iptables,
+// 1.34): on the way out to that mode they are kube-proxy's, serving, and a
+// cleanup leaves them and the jumps to them (WithoutChains).
+var IPTablesModeShared = map[string][]string{
+	"nat":    {ChainServices, ChainPostrouting, ChainMarkMasq},
+	"filter": {ChainForward, ChainProxyFirewall},
+}
+
+// WithoutChains is rules less the chains of drop (by table) and the rules
+// of built-in chains that jump to them: a plan to clean up around chains
+// someone else now owns.
+func WithoutChains(rules []Ruleset, drop map[string][]string) []Ruleset {
+	out := cloneRulesets(rules)
+	for i := range out {
+		for j := range out[i].Tables {
+			t := &out[i].Tables[j]
+			gone := func(name string) bool { return slices.Contains(drop[t.Name], name) }
+			t.Chains = slices.DeleteFunc(t.Chains, func(c Chain) bool { return !c.Builtin && gone(c.Name) })
+			for k := range t.Chains {
+				if c := &t.Chains[k]; c.Builtin {
+					c.Rules = slices.DeleteFunc(c.Rules, func(r Rule) bool { return gone(ruleTargetSpec(r)) })
+				}
+			}
+		}
+	}
+	return out
+}
