@@ -8,6 +8,9 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 )
 
 // kubeProxyMode is TAKEOVER_MODE: the mode kube-proxy runs in before the
@@ -66,4 +69,53 @@ func (b *bed) checkModeGone() string {
 		b.t.Errorf("kube-proxy's iptables-mode chains left after the takeover:\n%s", strings.Join(firstN(left, 40), "\n"))
 	}
 	return fmt.Sprintf("kube-proxy's iptables-mode chains and jumps left after the takeover: %d\n", len(left))
+}
+
+// ipvsProxyOnly matches what only ipvs-proxy writes: its own chains, and
+// rules matching its ipsets.
+var ipvsProxyOnly = regexp.MustCompile(`KUBE-NODE-PORT\b|KUBE-LOAD-BALANCER|KUBE-IPVS-FILTER|KUBE-IPVS-OUT-FILTER|KUBE-SOURCE-RANGES-FIREWALL|match-set`)
+
+// wayOut is step 4 on the way out to kube-proxy's iptables mode: with
+// kube-proxy serving the node in that mode (the rollback), `ipvs-proxy
+// cleanup --kube-proxy-mode iptables` removes what ipvs-proxy left under
+// traffic: then no virtual server, no kube-ipvs0, no ipset, no chain or
+// rule of ipvs-proxy's is left, every request is served, and kube-proxy's
+// next sync succeeds.
+func (b *bed) wayOut(kp *kubeproxy.Process) string {
+	t := b.t
+	tr := b.startTraffic()
+	time.Sleep(2 * time.Second)
+	lastSync, err := kp.LastSync(families)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out, cerr := b.node.Exec(b.proxyBin, "cleanup", "--kube-proxy-mode", "iptables", "--state-dir", b.dir+"/state")
+	if cerr != nil {
+		t.Errorf("ipvs-proxy cleanup --kube-proxy-mode iptables: %v\n%s", cerr, out)
+	}
+	next, err := kp.WaitSync(families, lastSync, kubeProxySyncWait)
+	if err != nil {
+		t.Errorf("kube-proxy's sync after the cleanup: %v", err)
+	}
+	time.Sleep(time.Second)
+	tr.end()
+	ok, failed, stalled, traffic := tr.snapshot()
+	if failed > 0 {
+		t.Errorf("%d requests failed through the way out's cleanup (%s):\n%s", failed, tr.failedTargets(), traffic)
+	}
+	after := b.dumpKernel("after-way-out.txt")
+	var left []string
+	for _, l := range strings.Split(after, "\n") {
+		if strings.HasPrefix(l, "###") {
+			continue // dumpKernel's headers
+		}
+		if ipvsProxyOnly.MatchString(l) || strings.HasPrefix(l, "-A -") || strings.HasPrefix(l, "create ") || strings.Contains(l, " kube-ipvs0 ") {
+			left = append(left, l)
+		}
+	}
+	if len(left) > 0 {
+		t.Errorf("ipvs-proxy's state left after the way out:\n%s", strings.Join(firstN(left, 40), "\n"))
+	}
+	return fmt.Sprintf("way out to iptables mode: %s; kube-proxy synced again %v after its previous sync; ipvs-proxy's lines left %d; traffic %d served, %d failed, %d excused\n%s",
+		strings.TrimSpace(out), next.Sub(lastSync).Round(time.Millisecond), len(left), ok, failed, stalled, traffic)
 }

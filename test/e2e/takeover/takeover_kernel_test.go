@@ -247,7 +247,11 @@ func TestTakeoverGuest(t *testing.T) {
 		rep += b.checkModeGone()
 		t.Logf("TAKEOVER-REPORT-BEGIN (cycle %d of %d)\n%sTAKEOVER-REPORT-END", b.cycle+1, n, rep)
 		rep, kp = b.rollback(b.takeoverProxy)
-		if b.cycle == n-1 {
+		switch {
+		case b.cycle == n-1 && b.mode == "iptables":
+			// 4. The way out: ipvs-proxy's state goes, kube-proxy's stays.
+			rep += b.wayOut(kp)
+		case b.cycle == n-1:
 			// 4. ipvs-proxy cleanup after the rollback leaves kube-proxy's state.
 			rep += b.cleanupAfterRollback(kp)
 		}
