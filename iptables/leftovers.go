@@ -95,14 +95,16 @@ func holdsIPTablesMode(table, chain string, saved savedTable) bool {
 	})
 }
 
-// FinishTakeover removes what kube-proxy's iptables mode left, by name,
-// once the proxy's own state serves: the applier calls it after a full
-// sync has bound the VIPs. For each family whose last chain sync found
-// such chains, one iptables-save and one iptables-restore rewrite nat
-// KUBE-SERVICES without the jumps to kube-proxy's DNAT chains and delete
-// those chains and their jumps (removable); a family without them costs
-// nothing. After a failed chain sync it does nothing: the next full sync
-// writes the proxy's chains first, then comes here again.
+// FinishTakeover removes what kube-proxy's iptables and nftables modes
+// left, by name, once the proxy's own state serves: the applier calls it
+// after a full sync has bound the VIPs. For each family whose last chain
+// sync found iptables-mode chains, one iptables-save and one
+// iptables-restore rewrite nat KUBE-SERVICES without the jumps to
+// kube-proxy's DNAT chains and delete those chains and their jumps
+// (removable); a family without them costs nothing. After a failed chain
+// sync it does nothing: the next full sync writes the proxy's chains
+// first, then comes here again. Then kube-proxy's nftables tables go
+// (finishNFTables).
 func (a *Syncer) FinishTakeover() error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
@@ -125,6 +127,11 @@ func (a *Syncer) FinishTakeover() error {
 		c.iptablesModeLeft = false
 		if wrote {
 			a.log.Info("removed kube-proxy's iptables-mode chains after binding the VIPs: IPVS serves the node", zap.String("family", rs.Family))
+		}
+	}
+	if a.lastRules != nil {
+		if err := a.finishNFTables(); err != nil {
+			errs = append(errs, err)
 		}
 	}
 	return errors.Join(errs...)
