@@ -44,7 +44,7 @@ const (
 // Config is what the bed sets in kube-proxy's configuration file. Fields
 // kubeadm sets (bindAddress, clusterCIDR, clientConnection.kubeconfig) keep
 // kubeadm's meaning; mode is ipvs, as an operator of an IPVS cluster sets it
-// in the ConfigMap. The bed's departures from kubeadm's file:
+// in the ConfigMap, unless Mode says otherwise. The bed's departures from kubeadm's file:
 //
 //   - healthzBindAddress and metricsBindAddress on 127.0.0.1 (kubeadm leaves
 //     them empty: 0.0.0.0:10256 and 127.0.0.1:10249): the node namespace has
