@@ -8,7 +8,6 @@ import (
 	"regexp"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 )
@@ -82,30 +81,12 @@ var ipvsProxyOnly = regexp.MustCompile(`KUBE-NODE-PORT\b|KUBE-LOAD-BALANCER|KUBE
 // rule of ipvs-proxy's is left, every request is served, and kube-proxy's
 // next sync succeeds.
 func (b *bed) wayOut(kp *kubeproxy.Process) string {
-	t := b.t
-	tr := b.startTraffic()
-	time.Sleep(2 * time.Second)
-	lastSync, err := kp.LastSync(families)
-	if err != nil {
-		t.Fatal(err)
+	c := b.cleanupUnderTraffic(kp, "cleanup", "--kube-proxy-mode", "iptables")
+	if c.err != nil {
+		b.t.Errorf("ipvs-proxy cleanup --kube-proxy-mode iptables: %v\n%s", c.err, c.out)
 	}
-	out, cerr := b.node.Exec(b.proxyBin, "cleanup", "--kube-proxy-mode", "iptables", "--state-dir", b.dir+"/state")
-	if cerr != nil {
-		t.Errorf("ipvs-proxy cleanup --kube-proxy-mode iptables: %v\n%s", cerr, out)
-	}
-	next, err := kp.WaitSync(families, lastSync, kubeProxySyncWait)
-	if err != nil {
-		t.Errorf("kube-proxy's sync after the cleanup: %v", err)
-	}
-	time.Sleep(time.Second)
-	tr.end()
-	ok, failed, stalled, traffic := tr.snapshot()
-	if failed > 0 {
-		t.Errorf("%d requests failed through the way out's cleanup (%s):\n%s", failed, tr.failedTargets(), traffic)
-	}
-	after := b.dumpKernel("after-way-out.txt")
 	var left []string
-	for _, l := range strings.Split(after, "\n") {
+	for _, l := range strings.Split(c.after, "\n") {
 		if strings.HasPrefix(l, "###") {
 			continue // dumpKernel's headers
 		}
@@ -114,8 +95,7 @@ func (b *bed) wayOut(kp *kubeproxy.Process) string {
 		}
 	}
 	if len(left) > 0 {
-		t.Errorf("ipvs-proxy's state left after the way out:\n%s", strings.Join(firstN(left, 40), "\n"))
+		b.t.Errorf("ipvs-proxy's state left after the way out:\n%s", strings.Join(firstN(left, 40), "\n"))
 	}
-	return fmt.Sprintf("way out to iptables mode: %s; kube-proxy synced again %v after its previous sync; ipvs-proxy's lines left %d; traffic %d served, %d failed, %d excused\n%s",
-		strings.TrimSpace(out), next.Sub(lastSync).Round(time.Millisecond), len(left), ok, failed, stalled, traffic)
+	return fmt.Sprintf("way out to iptables mode: %s; ipvs-proxy's lines left %d; %s", strings.TrimSpace(c.out), len(left), c.summary())
 }
