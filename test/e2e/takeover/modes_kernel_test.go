@@ -99,3 +99,20 @@ func (b *bed) wayOut(kp *kubeproxy.Process) string {
 	}
 	return fmt.Sprintf("way out to iptables mode: %s; ipvs-proxy's lines left %d; %s", strings.TrimSpace(c.out), len(left), c.summary())
 }
+
+// defaultRoute gives the node namespace a default route via the LAN, as a
+// real node has, when kube-proxy runs in iptables mode: its DNAT in OUTPUT
+// comes after the route lookup, so the node's own connections to a
+// ClusterIP need a route to it (IPVS mode binds them locally instead).
+func (b *bed) defaultRoute() {
+	if b.mode != "iptables" {
+		return
+	}
+	for _, a := range b.lan.Addrs {
+		args := []string{"route", "add", "default", "via", a.String()}
+		if a.Is6() {
+			args = append([]string{"-6"}, args...)
+		}
+		b.node.Run(b.t, "ip", args...)
+	}
+}

@@ -176,6 +176,7 @@ func newBed(t *testing.T) *bed {
 	b.client = b.node.AddPod(t, "client")
 	b.lan = b.node.AddClient(t, "lan")
 	b.lan2 = b.node.AddClient(t, "lan2", lan2Addr, "2001:db8:100::40")
+	b.defaultRoute()
 	_, apiPort, err := net.SplitHostPort(apiAddr)
 	if err != nil {
 		t.Fatal(err)
