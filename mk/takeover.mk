@@ -11,8 +11,10 @@
 #                        the takeover and the rollback N times in one boot
 #                        (to chase a rare failure)
 #   make test-takeover-modes
-#                        the same from and back to kube-proxy's iptables
-#                        mode (TAKEOVER_MODE=iptables; opt-in)
+#                        the takeover from kube-proxy's iptables mode and
+#                        the way back to it (TAKEOVER_MODE=iptables), then
+#                        the takeover from its nftables mode
+#                        (TAKEOVER_MODE=nftables); opt-in
 #
 # The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine
 # (GOCACHE and .cache/kube-proxy keep it); docs/testing.md has the figures.
@@ -46,10 +48,10 @@ test-takeover: deps build kube-proxy
 # same client port, which the verdict now finds (docs/testing.md).
 TEST_TARGETS += test-takeover
 
-# The takeover from kube-proxy's iptables mode and the way back to it: a
-# second boot of the same bed, as long as test-takeover.
+# Two more boots of the same bed, each about as long as test-takeover.
 test-takeover-modes:
 	$(MAKE) test-takeover TAKEOVER_MODE=iptables
-OPT_IN += test-takeover-modes(a-second-takeover-bed-boot-from-and-back-to-iptables-mode)
+	$(MAKE) test-takeover TAKEOVER_MODE=nftables
+OPT_IN += test-takeover-modes(two-more-takeover-bed-boots-from-iptables-and-nftables-mode)
 
 .DEFAULT_GOAL := $(takeover_default_goal)
