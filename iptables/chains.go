@@ -308,7 +308,7 @@ func (c *chainSyncer) plan(t Table, saved savedTable, handover bool) *tableWrite
 		sc.removeStale(stale, saved, rewritten)
 	}
 	if handover {
-		sc.removeJumps(kubeProxyIPTablesJumps[t.Name], saved, rewritten)
+		sc.removeJumps(kubeProxyIPTablesJumps[t.Name], saved, rewritten, stale)
 	}
 	if sc.empty() {
 		return nil
@@ -392,15 +392,16 @@ func (sc *restoreScript) removeStale(stale []string, saved savedTable, rewritten
 }
 
 // removeJumps deletes from each built-in chain of jumps that is not
-// rewritten the rules that jump to one of its targets.
-func (sc *restoreScript) removeJumps(jumps map[string][]string, saved savedTable, rewritten map[string]bool) {
+// rewritten the rules that jump to one of its targets, but not to a stale
+// chain: removeStale deletes those.
+func (sc *restoreScript) removeJumps(jumps map[string][]string, saved savedTable, rewritten map[string]bool, stale []string) {
 	for _, name := range slices.Sorted(maps.Keys(jumps)) {
 		if rewritten[name] {
 			continue
 		}
 		targets := map[string]bool{}
 		for _, tgt := range jumps[name] {
-			targets[tgt] = true
+			targets[tgt] = !slices.Contains(stale, tgt)
 		}
 		for _, r := range ourJumps(saved[name], targets) {
 			sc.body = append(sc.body, "-D "+name+" "+r)

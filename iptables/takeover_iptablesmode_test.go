@@ -2,9 +2,12 @@ package iptables
 
 import (
 	"os"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"go.uber.org/zap/zaptest"
 )
 
 // TestTakeoverFromIPTablesMode: over what kube-proxy's iptables mode left
@@ -66,5 +69,45 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 	execs := k.tables[FamilyIPv4].execs
 	if err := a.FinishTakeover(); err != nil || k.tables[FamilyIPv4].execs != execs {
 		t.Errorf("a second FinishTakeover: %v, %d iptables processes; want none", err, k.tables[FamilyIPv4].execs-execs)
+	}
+}
+
+// TestTakeoverFromRealIPTablesMode: the same over what kube-proxy v1.34.4
+// itself wrote in the takeover bed (testdata/kube-proxy-1.34.4-iptables-bed):
+// after Full its DNAT is still in front; after FinishTakeover no chain of
+// its iptables mode and no jump to one is left in either family, and its
+// filter KUBE-FIREWALL, which guards the route_localnet=1 it set, stays.
+func TestTakeoverFromRealIPTablesMode(t *testing.T) {
+	a, k := newFakeSyncer(t)
+	for fam, file := range map[string]string{FamilyIPv4: "iptables.save", FamilyIPv6: "ip6tables.save"} {
+		// kube-proxy's canary is in mangle, which the fake does not start
+		// with.
+		k.tables[fam].tables["mangle"] = map[string][]string{}
+		save, err := os.ReadFile("testdata/kube-proxy-1.34.4-iptables-bed/" + file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		loadSave(t, k.tables[fam], string(save))
+	}
+	a.log = zaptest.NewLogger(t)
+	sets, rules := kubeProxyPlan(t)
+	if err := a.Full(sets, rules); err != nil {
+		t.Fatal(err)
+	}
+	if held := k.tables[FamilyIPv4].dump(); !regexp.MustCompile(`(?m)^-A KUBE-SERVICES .* -j KUBE-SVC-`).MatchString(held) {
+		t.Errorf("kube-proxy's DNAT jumps left KUBE-SERVICES before FinishTakeover:\n%s", held)
+	}
+	if err := a.FinishTakeover(); err != nil {
+		t.Fatal(err)
+	}
+	mode := regexp.MustCompile(`KUBE-(SVC|SVL|SEP|EXT|FW)-|KUBE-NODEPORTS|KUBE-EXTERNAL-SERVICES|KUBE-PROXY-CANARY`)
+	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
+		if after := k.tables[fam].dump(); mode.MatchString(after) {
+			t.Errorf("%s: kube-proxy's iptables mode left after the takeover:\n%s", fam, after)
+		}
+	}
+	if after := k.tables[FamilyIPv4].dump(); !strings.Contains(after, "-A INPUT -j KUBE-FIREWALL") ||
+		!strings.Contains(after, `"block incoming localnet connections"`) {
+		t.Errorf("KUBE-FIREWALL or its jump is gone:\n%s", after)
 	}
 }

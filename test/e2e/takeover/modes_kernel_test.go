@@ -38,6 +38,29 @@ func (b *bed) wayBack() bool { return b.mode != "nftables" }
 // ipvs-proxy does not plan, declared or jumped to, in iptables-save.
 var iptablesModeChain = regexp.MustCompile(`KUBE-(SVC|SVL|SEP|EXT|FW)-[A-Z0-9]+|KUBE-NODEPORTS|KUBE-EXTERNAL-SERVICES|KUBE-PROXY-CANARY`)
 
+// leftByMode is text, the kernel in plan form, less what kube-proxy's
+// mode leaves that no proxy of the node owns afterwards: iptables mode's
+// filter KUBE-FIREWALL ("block incoming localnet connections") and its
+// jumps, which guard the net.ipv4.conf.all.route_localnet=1 it set
+// (CVE-2020-8558), so ipvs-proxy leaves both (checkModeGone checks the
+// chain holds only that).
+func (b *bed) leftByMode(text string) string {
+	if b.mode != "iptables" {
+		return text
+	}
+	var out []string
+	for _, l := range strings.SplitAfter(text, "\n") {
+		if !strings.Contains(l, "KUBE-FIREWALL") {
+			out = append(out, l)
+		}
+	}
+	return strings.Join(out, "")
+}
+
+// localnetRule is the one rule of kube-proxy's KUBE-FIREWALL (IPv4; the
+// IPv6 chain is empty).
+const localnetRule = `-A KUBE-FIREWALL ! -s 127.0.0.0/8 -d 127.0.0.0/8 -m comment --comment "block incoming localnet connections" -m conntrack ! --ctstate RELATED,ESTABLISHED,DNAT -j DROP`
+
 // saveIPTablesMode logs kube-proxy's iptables-save of the node (both
 // families) between markers: the real counterpart of the hand-written
 // iptables/testdata/kube-proxy-1.34-iptables, for whoever refreshes it.
@@ -75,6 +98,9 @@ func (b *bed) checkModeGone() string {
 		for _, l := range strings.Split(out, "\n") {
 			if iptablesModeChain.MatchString(l) {
 				left = append(left, bin+": "+l)
+			}
+			if strings.HasPrefix(l, "-A KUBE-FIREWALL") && l != localnetRule {
+				b.t.Errorf("%s: KUBE-FIREWALL holds more than kube-proxy's localnet rule: %s", bin, l)
 			}
 		}
 	}
