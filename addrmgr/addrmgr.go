@@ -71,12 +71,13 @@ func (f Failure) Unwrap() error { return f.Err }
 type Result struct {
 	Bound, Unbound int
 	// Refused are desired addresses the guard refused; they are not bound.
-	Refused  []Refusal
+	Refused  []BindRefusal
 	Failures []Failure
 }
 
-// Refusal is an address the guard would not let be bound.
-type Refusal struct {
+// BindRefusal is an address the guard would not let be bound at the moment
+// of binding (model.Refusal is what the planner refused, before).
+type BindRefusal struct {
 	Prefix  netip.Prefix
 	Reason  model.Reason
 	Message string
@@ -520,7 +521,7 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			continue
 		}
 		if v := m.guard.Check(p.Addr()); v.Protected {
-			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: v.Reason, Message: v.Detail})
+			res.Refused = append(res.Refused, BindRefusal{Prefix: p, Reason: v.Reason, Message: v.Detail})
 			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(v.Reason)), zap.String("message", v.Detail))
 			continue
 		}

@@ -43,7 +43,7 @@ type kernel struct {
 	addrWriter *nlbatch.Writer
 	link       *addrmgr.KernelLink
 	rules      *iptables.Syncer
-	guard      *Guard
+	guard      *guardInForce
 	rec        *ipvs.Reconciler
 	app        *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
@@ -60,7 +60,7 @@ type kernel struct {
 }
 
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
-	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
+	k := &kernel{guard: newGuardInForce(nil), addrKick: make(chan struct{}, 1)}
 	var err error
 	if k.table, err = ipvskernel.Open(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
