@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -85,13 +86,7 @@ type BindRefusal struct {
 
 // Err joins the failures (refusals are not errors: they are the guard
 // working), or is nil.
-func (r *Result) Err() error {
-	errs := make([]error, len(r.Failures))
-	for i, f := range r.Failures {
-		errs[i] = f
-	}
-	return errors.Join(errs...)
-}
+func (r *Result) Err() error { return layer.Join(r.Failures) }
 
 // Manager binds and unbinds kube-ipvs0's addresses: it binds the service
 // VIPs as /32 and /128 prefixes, checks every address against the node-IP
