@@ -39,7 +39,7 @@ type Protector interface {
 
 var _ Protector = (*guard.Guard)(nil)
 
-// Link is kube-ipvs0's address list. *KernelLink is the netlink
+// Link is kube-ipvs0's address list. *kernel.Link (addrmgr/kernel) is the netlink
 // implementation; *addrmgrtest.FakeLink the in-memory one for unit tests.
 type Link interface {
 	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.

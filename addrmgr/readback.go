@@ -15,8 +15,8 @@ import (
 // binds and unbinds go on; DumpFrom then takes what it found, keeping the
 // manager's own view of every address written meanwhile.
 
-// Lister reads the device's addresses: Link's dump alone. A *KernelLink
-// on a second netlink handle (KernelLink.Reader) is one.
+// Lister reads the device's addresses: Link's dump alone. A *kernel.Link
+// on a second netlink handle (kernel.Link.Reader) is one.
 type Lister interface {
 	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.
 	Addrs() ([]netip.Prefix, error)

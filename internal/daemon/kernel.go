@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
@@ -41,7 +42,7 @@ type kernel struct {
 	// addrWriter is a third rtnetlink socket, the binds' (many to a
 	// sendmsg).
 	addrWriter *nlbatch.Writer
-	link       *addrmgr.KernelLink
+	link       *addrkernel.Link
 	rules      *iptables.Syncer
 	guard      *guardInForce
 	rec        *ipvs.Reconciler
@@ -88,7 +89,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if k.nl, err = netlink.NewHandle(); err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	link, err := addrmgr.EnsureDevice(k.nl)
+	link, err := addrkernel.EnsureDevice(k.nl)
 	if err != nil {
 		return nil, err
 	}
@@ -154,7 +155,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 // watch follows kube-ipvs0's addresses (`ip monitor address dev
 // kube-ipvs0`), the node's other links and its main routing table for the
 // node-address cache.
-func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.Logger) error {
+func (k *kernel) watch(mgr *addrmgr.Manager, link *addrkernel.Link, log *zap.Logger) error {
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
 	// the watch every sync dumps it, as before.

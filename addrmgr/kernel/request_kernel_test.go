@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr_test
+package kernel
 
 import (
 	"fmt"
@@ -36,7 +36,7 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 			return err
 		}
 		defer h.Close()
-		link, err := addrmgr.EnsureDevice(h)
+		link, err := EnsureDevice(h)
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 				t.Errorf("%s: %v", batch[i], err)
 			}
 		})
-		addrs, err = h.AddrList(link.NetlinkLink(), netlink.FAMILY_ALL)
+		addrs, err = h.AddrList(link.link, netlink.FAMILY_ALL)
 		return err
 	})
 	if err != nil {
