@@ -221,7 +221,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 		if err != nil {
 			return err
 		}
-		_, err = ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false))
+		_, err = ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false))
 		return err
 	})
 	if err != nil {
@@ -1296,7 +1296,7 @@ func TestKernelTimeoutsAndSysctls(t *testing.T) {
 		if tcp != 900*time.Second || fin != 120*time.Second || udp != 300*time.Second {
 			return fmt.Errorf("timeouts %s %s %s", tcp, fin, udp)
 		}
-		changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls("6.1.0", true))
+		changed, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls("6.1.0", true))
 		if err != nil {
 			return err
 		}

@@ -136,7 +136,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	changed, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
 	if noIPVS("/proc/sys", err) {
 		return ErrNoIPVS
 	}

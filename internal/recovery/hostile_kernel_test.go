@@ -159,7 +159,7 @@ func (b *hbed) openKernel() {
 		if err != nil {
 			return err
 		}
-		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
+		if _, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
 		if table, err = ipvskernel.Open(); err != nil {

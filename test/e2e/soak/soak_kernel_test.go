@@ -261,7 +261,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 		if err != nil {
 			return err
 		}
-		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
+		if _, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
 		if p.table, err = ipvskernel.Open(); err != nil {
