@@ -161,7 +161,7 @@ func TestListenersFromEnv(t *testing.T) {
 	src.svcs[key("ns/mgmt")] = model.ServicePort{Name: model.ServicePortName{NamespacedName: types.NamespacedName{Namespace: "ns", Name: "mgmt"}, Port: "x"},
 		Protocol: model.TCP, Port: 9100, ClusterIPs: []netip.Addr{a("10.96.0.60")}, ExternalIPs: []netip.Addr{a("198.51.100.1")}}
 	env := nodeenv.Env{LocalAddrs: []netip.Addr{a("198.51.100.1")},
-		Listeners: []guard.Listener{{Protocol: model.TCP, Addr: a("0.0.0.0"), Port: 9100}}}
+		Listeners: []model.Listener{{Protocol: model.TCP, Addr: a("0.0.0.0"), Port: 9100}}}
 	app := &stateApplier{}
 	l := &Loop{Source: src, Applier: app, Options: testOpts, Env: func(bool) (nodeenv.Env, error) { return env, nil }}
 	l.defaults()

@@ -84,7 +84,7 @@ func TestChangedAddrsOfPrefixesAndPorts(t *testing.T) {
 		"on-link subnets": func(in *Inputs) { in.LocalPrefixes = []netip.Prefix{netip.MustParsePrefix("192.168.1.5/24")} },
 		"protected ports": func(in *Inputs) { in.ProtectedPorts = []model.PortRange{{First: 22, Last: 22}} },
 		"listeners": func(in *Inputs) {
-			in.Listeners = []Listener{{Protocol: model.TCP, Addr: netip.IPv4Unspecified(), Port: 22}}
+			in.Listeners = []model.Listener{{Protocol: model.TCP, Addr: netip.IPv4Unspecified(), Port: 22}}
 		},
 	} {
 		in := base

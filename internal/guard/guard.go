@@ -62,7 +62,7 @@ type Inputs struct {
 	// node serves on: no node address served at L4 captures them
 	// (CheckPort).
 	ProtectedPorts []model.PortRange
-	Listeners      []Listener
+	Listeners      []model.Listener
 }
 
 // Verdict is the guard's answer for one address.
@@ -115,7 +115,7 @@ type Guard struct {
 	onLink []netip.Prefix
 	// ports and listeners are CheckPort's.
 	ports     []model.PortRange
-	listeners []Listener
+	listeners []model.Listener
 
 	fpOnce sync.Once
 	fp     uint64
@@ -169,13 +169,13 @@ func New(in Inputs) *Guard {
 	g.ports = slices.Clone(in.ProtectedPorts)
 	for _, l := range in.Listeners {
 		if l.Addr.IsValid() {
-			g.listeners = append(g.listeners, Listener{Protocol: l.Protocol, Addr: Key(l.Addr), Port: l.Port})
+			g.listeners = append(g.listeners, model.Listener{Protocol: l.Protocol, Addr: Key(l.Addr), Port: l.Port})
 		}
 	}
 	slices.SortFunc(g.nodePods, compareNodePods)
 	g.nodePods = slices.Compact(g.nodePods)
 	// Sorted: CheckPort names the same listener whatever the input order.
-	slices.SortFunc(g.listeners, CompareListeners)
+	slices.SortFunc(g.listeners, model.CompareListeners)
 	g.listeners = slices.Compact(g.listeners)
 	for _, n := range in.Nodes {
 		ref := nodeRef{name: n.Name, lastSeen: n.LastSeen.UTC()}

@@ -232,9 +232,9 @@ func TestCheckPort(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	g := New(Inputs{ProtectedPorts: ports, Listeners: []Listener{
-		{model.TCP, a("0.0.0.0"), 8080}, {model.UDP, a("198.51.100.1"), 5353}, {model.TCP, a("::"), 9100},
-		{model.TCP, a("127.0.0.1"), 9999}, {model.SCTP, a("::ffff:198.51.100.1"), 3868},
+	g := New(Inputs{ProtectedPorts: ports, Listeners: []model.Listener{
+		{Protocol: model.TCP, Addr: a("0.0.0.0"), Port: 8080}, {Protocol: model.UDP, Addr: a("198.51.100.1"), Port: 5353}, {Protocol: model.TCP, Addr: a("::"), Port: 9100},
+		{Protocol: model.TCP, Addr: a("127.0.0.1"), Port: 9999}, {Protocol: model.SCTP, Addr: a("::ffff:198.51.100.1"), Port: 3868},
 	}})
 	for _, tc := range []struct {
 		proto model.Protocol

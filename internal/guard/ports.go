@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"net/netip"
 	"slices"
-	"strings"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -16,34 +15,8 @@ import (
 // scheduler.
 const DefaultProtectedNodePorts = "22,179,2379-2380,6443,10248-10250,10256,10257,10259"
 
-// Listener is a socket the node itself serves on (`ss -ltun`): a TCP or
-// SCTP listener, or a bound, unconnected UDP socket. An unspecified Addr
-// (0.0.0.0, ::) listens on every address of its family, :: on IPv4 too
-// (unless IPV6_V6ONLY, which the socket table does not show).
-type Listener struct {
-	Protocol model.Protocol
-	Addr     netip.Addr
-	Port     uint16
-}
-
-// String is "tcp 0.0.0.0:22".
-func (l Listener) String() string {
-	return string(l.Protocol) + " " + netip.AddrPortFrom(l.Addr, l.Port).String()
-}
-
-// CompareListeners orders listeners by protocol, port, then address.
-func CompareListeners(a, b Listener) int {
-	if c := strings.Compare(string(a.Protocol), string(b.Protocol)); c != 0 {
-		return c
-	}
-	if a.Port != b.Port {
-		return int(a.Port) - int(b.Port)
-	}
-	return a.Addr.Compare(b.Addr)
-}
-
-// covers reports whether the listener serves proto:a:port.
-func (l Listener) covers(proto model.Protocol, a netip.Addr, port uint16) bool {
+// covers reports whether the listener l serves proto:a:port.
+func covers(l model.Listener, proto model.Protocol, a netip.Addr, port uint16) bool {
 	if l.Protocol != proto || l.Port != port {
 		return false
 	}
@@ -74,7 +47,7 @@ func (g *Guard) CheckPort(proto model.Protocol, a netip.Addr, port uint16) Verdi
 				Detail: fmt.Sprintf("port %d of this node is in --protected-node-ports (%s)", port, r)}
 		}
 	}
-	if i := slices.IndexFunc(g.listeners, func(l Listener) bool { return l.covers(proto, a, port) }); i >= 0 {
+	if i := slices.IndexFunc(g.listeners, func(l model.Listener) bool { return covers(l, proto, a, port) }); i >= 0 {
 		return Verdict{Protected: true, Reason: model.ReasonNodeServicePort,
 			Detail: "this node itself serves " + g.listeners[i].String()}
 	}

@@ -6,7 +6,7 @@ import (
 	"net/netip"
 	"sync"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Cache reads the node's Env before every sync of `run`, caching the
@@ -28,7 +28,7 @@ type Cache struct {
 	readAddrs     func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error)
 	readRoutes    func() (gateways, nextHops []netip.Addr, err error)
 	readResolvers func() ([]netip.Addr, error)
-	readListeners func() ([]guard.Listener, error)
+	readListeners func() ([]model.Listener, error)
 
 	mu sync.Mutex
 	// gen counts Changed calls: a dump overtaken by one is not cached.
@@ -46,7 +46,7 @@ type Cache struct {
 	// resolvers and listeners are the last read; read is true once they
 	// were.
 	resolvers []netip.Addr
-	listeners []guard.Listener
+	listeners []model.Listener
 	read      bool
 }
 

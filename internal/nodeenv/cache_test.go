@@ -9,7 +9,6 @@ import (
 	"sync"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -23,7 +22,7 @@ func TestCache(t *testing.T) {
 	during := func() {}
 	e := &Cache{readRoutes: func() ([]netip.Addr, []netip.Addr, error) { return nil, nil, nil },
 		readResolvers: func() ([]netip.Addr, error) { return nil, nil },
-		readListeners: func() ([]guard.Listener, error) { return nil, nil }}
+		readListeners: func() ([]model.Listener, error) { return nil, nil }}
 	e.readAddrs = func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error) {
 		mu.Lock()
 		dumps++
@@ -72,7 +71,7 @@ func TestRouteCache(t *testing.T) {
 	gw := netip.MustParseAddr("192.168.0.254")
 	e := &Cache{readAddrs: func() ([]netip.Addr, []netip.Prefix, []netip.Addr, error) { return nil, nil, nil, nil },
 		readResolvers: func() ([]netip.Addr, error) { return nil, nil },
-		readListeners: func() ([]guard.Listener, error) { return nil, nil }}
+		readListeners: func() ([]model.Listener, error) { return nil, nil }}
 	e.readRoutes = func() ([]netip.Addr, []netip.Addr, error) {
 		dumps++
 		during()

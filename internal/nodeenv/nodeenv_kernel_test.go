@@ -14,10 +14,8 @@ import (
 	"time"
 
 	"go.uber.org/zap/zaptest"
-
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
@@ -99,7 +97,7 @@ func TestKernelReadListeners(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer outside.Close()
-	var got []guard.Listener
+	var got []model.Listener
 	err = node.Do(func() error {
 		tl, err := net.Listen("tcp4", "0.0.0.0:2222")
 		if err != nil {

@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 )
 
@@ -45,7 +45,7 @@ type Env struct {
 	// unique.
 	Resolvers []netip.Addr
 	// Listeners are the sockets the node serves on (ReadListeners).
-	Listeners []guard.Listener
+	Listeners []model.Listener
 }
 
 // Handle reads the node: a route netlink handle for its links and

@@ -14,7 +14,6 @@ import (
 	"strconv"
 	"strings"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -35,8 +34,8 @@ const (
 // thread's network namespace. Sorted by protocol, port and address,
 // unique. A table that does not exist (no IPv6, no SCTP module) is
 // skipped.
-func ReadListeners() ([]guard.Listener, error) {
-	var out []guard.Listener
+func ReadListeners() ([]model.Listener, error) {
+	var out []model.Listener
 	for _, t := range []struct {
 		file  string
 		proto model.Protocol
@@ -56,7 +55,7 @@ func ReadListeners() ([]guard.Listener, error) {
 		return nil, fmt.Errorf("read SCTP endpoints: %w", err)
 	}
 	out = append(out, ParseSCTPEndpoints(data)...)
-	slices.SortFunc(out, guard.CompareListeners)
+	slices.SortFunc(out, model.CompareListeners)
 	return slices.Compact(out), nil
 }
 
@@ -65,8 +64,8 @@ func ReadListeners() ([]guard.Listener, error) {
 // address is hex, in the kernel's byte order: each 32-bit word is little
 // endian on the machines the proxy runs on ("0100007F:0016" is
 // 127.0.0.1:22).
-func ParseSocketTable(data []byte, proto model.Protocol, state uint64) []guard.Listener {
-	var out []guard.Listener
+func ParseSocketTable(data []byte, proto model.Protocol, state uint64) []model.Listener {
+	var out []model.Listener
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Scan() // the header
 	for sc.Scan() {
@@ -93,7 +92,7 @@ func ParseSocketTable(data []byte, proto model.Protocol, state uint64) []guard.L
 			binary.BigEndian.PutUint32(raw[i:], binary.LittleEndian.Uint32(raw[i:]))
 		}
 		a, _ := netip.AddrFromSlice(raw)
-		out = append(out, guard.Listener{Protocol: proto, Addr: a.Unmap(), Port: uint16(port)})
+		out = append(out, model.Listener{Protocol: proto, Addr: a.Unmap(), Port: uint16(port)})
 	}
 	return out
 }
@@ -101,8 +100,8 @@ func ParseSocketTable(data []byte, proto model.Protocol, state uint64) []guard.L
 // ParseSCTPEndpoints reads /proc/net/sctp/eps: one endpoint per line, its
 // local port in the sixth column and its local addresses from the ninth
 // on.
-func ParseSCTPEndpoints(data []byte) []guard.Listener {
-	var out []guard.Listener
+func ParseSCTPEndpoints(data []byte) []model.Listener {
+	var out []model.Listener
 	sc := bufio.NewScanner(bytes.NewReader(data))
 	sc.Scan() // the header
 	for sc.Scan() {
@@ -116,7 +115,7 @@ func ParseSCTPEndpoints(data []byte) []guard.Listener {
 		}
 		for _, s := range f[8:] {
 			if a, err := netip.ParseAddr(s); err == nil {
-				out = append(out, guard.Listener{Protocol: model.SCTP, Addr: a.Unmap(), Port: uint16(port)})
+				out = append(out, model.Listener{Protocol: model.SCTP, Addr: a.Unmap(), Port: uint16(port)})
 			}
 		}
 	}

@@ -67,7 +67,7 @@ type Options struct {
 	// address served at L4 (a NodePort, a local externalIP or LoadBalancer
 	// IP) captures them.
 	ProtectedNodePorts []model.PortRange
-	Listeners          []guard.Listener
+	Listeners          []model.Listener
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
 	// planned or touched.
 	ExcludeCIDRs []netip.Prefix
