@@ -15,6 +15,8 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -75,10 +77,12 @@ func propertyCluster(r *rand.Rand) ([]*corev1.Service, []*discoveryv1.EndpointSl
 // propertyPlan plans as `plan` does: converted, the Nodes through the
 // trust order, for node n1.
 func propertyPlan(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) planner.State {
-	c := informers.Convert(svcs, eps, nodes)
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("10.10.0.211")}}
-	c.Nodes, c.Refusals = planner.TrustedNodes(&o, c.Nodes, c.Refusals, informers.ServiceIPs(svcs))
-	return planner.Plan(c, o)
+	res, err := nodeplan.Plan(nodeplan.Input{Objects: &manifest.Objects{Services: svcs, EndpointSlices: eps, Nodes: nodes}, Options: o})
+	if err != nil {
+		panic(err) // a node name is given: Plan has nothing to refuse
+	}
+	return res.State
 }
 
 // TestGuardProperties is issue 37's property test over generated Nodes,

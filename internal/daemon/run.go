@@ -126,6 +126,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	m, hp := observe(c, watcher)
 	k.reportRestoreFailures(m.KubeProxy)
+	k.reportServiceStats(c.ServiceStats, m)
 
 	sink, stopEvents := events.NewBroadcaster(client, nodeName)
 	defer stopEvents()

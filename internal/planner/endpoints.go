@@ -73,6 +73,8 @@ func (p *portPlanner) ownVIP(a netip.Addr) bool {
 // famEndpoints are one service port's endpoints of one family, categorised.
 type famEndpoints struct {
 	done bool
+	// mode is the topology the cluster list was narrowed by.
+	mode topoMode
 	// cluster serves Cluster traffic policy, local serves Local policy.
 	cluster, local []ipvs.RealServer
 	// loop are the endpoints on this node among cluster and local: hairpin.
@@ -94,6 +96,7 @@ func (p *portPlanner) endpoints(f int) *famEndpoints {
 	eps := p.eps
 	v := epView{fam: f, node: p.e.o.NodeName, zone: p.e.zone}
 	mode, localReady, localST := v.survey(eps, p.sp.TrafficDistribution)
+	fe.mode = mode
 	rs := func(e *model.Endpoint) ipvs.RealServer {
 		return ipvs.RealServer{Address: e.Address.WithZone(""), Port: e.Port, Weight: ipvs.DefaultWeight}
 	}

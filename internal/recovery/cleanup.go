@@ -34,6 +34,11 @@ type CleanupOptions struct {
 	Rules interface {
 		Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
 	}
+	// KubeProxyMode is the mode kube-proxy serves this node in while the
+	// proxy's leftovers go (the way out): "iptables" keeps the chains that
+	// mode writes under the proxy's names (iptables.IPTablesModeShared) and
+	// the jumps to them; "" and "nftables" remove every chain of the plan.
+	KubeProxyMode string
 	// Log receives what was removed; nil means no logging.
 	Log *zap.Logger
 }
@@ -161,6 +166,9 @@ func cleanupRules(o CleanupOptions, res *CleanupResult, log *zap.Logger) []error
 	}
 	if rules != nil {
 		sets, rulesets := emptyPlan()
+		if o.KubeProxyMode == "iptables" {
+			rulesets = iptables.WithoutChains(rulesets, iptables.IPTablesModeShared)
+		}
 		if err := rules.Cleanup(sets, rulesets); err != nil {
 			errs = append(errs, fmt.Errorf("%w: iptables and ipsets: %w", ErrCleanup, err))
 		} else {
