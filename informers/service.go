@@ -51,7 +51,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 		ExternalIPs: parseAddrList(r, "spec.externalIPs", spec.ExternalIPs),
 	}
 	base.ExternalIPs = cv.notServiceIPs(r, "spec.externalIPs", base.ExternalIPs, clusterIPs)
-	base.ExternalIPs = cv.notLoadBalancerIPs(r, base.ExternalIPs, ingressIPs(spec.Type, svc.Status.LoadBalancer.Ingress))
+	base.OthersLoadBalancerIPs = cv.othersLoadBalancerIPs(base.ExternalIPs, ingressIPs(spec.Type, svc.Status.LoadBalancer.Ingress))
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		base.LoadBalancerIPs = cv.notServiceIPs(r, FieldIngress, convertIngress(r, svc.Status.LoadBalancer.Ingress), clusterIPs)
 		if len(base.LoadBalancerIPs) > 0 {
@@ -94,6 +94,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 		p := &out[i]
 		p.ClusterIPs = slices.Clone(p.ClusterIPs)
 		p.ExternalIPs = slices.Clone(ext)
+		p.OthersLoadBalancerIPs = slices.Clone(p.OthersLoadBalancerIPs)
 		p.LoadBalancerIPs = slices.Clone(lb)
 		p.LoadBalancerSourceRanges = slices.Clone(ranges)
 	}
@@ -259,28 +260,28 @@ func (cv Converter) notServiceIPs(r *refuser, field string, as, own []netip.Addr
 	})
 }
 
-// notLoadBalancerIPs are the externalIPs of ext that are no other
-// Service's LoadBalancer IP (cv.IsLoadBalancerIP, own aside): one that is
-// is refused as a whole, on every port (AddressConflict), as one equal to
-// a ClusterIP. A LoadBalancer IP is written through the status
-// subresource by the load-balancer controller alone, an externalIP by
-// whoever may edit the Service: the controller's word outranks it, and a
-// tenant's externalIP never takes the ports of a load balancer's address
-// its own Service does not serve (CVE-2020-8554). LoadBalancer IPs shared
-// by Services (MetalLB's allow-shared-ip) are not refused here: each
-// address:proto:port goes to the oldest Service that claims it.
-func (cv Converter) notLoadBalancerIPs(r *refuser, ext, ownLB []netip.Addr) []netip.Addr {
+// othersLoadBalancerIPs are the externalIPs of ext that are another
+// Service's LoadBalancer IP (cv.IsLoadBalancerIP, own aside), for the
+// planner to refuse as a whole, on every port (AddressConflict), as one
+// equal to a ClusterIP, unless the guard protects it
+// (model.ServicePort.OthersLoadBalancerIPs). A LoadBalancer IP is written
+// through the status subresource by the load-balancer controller alone,
+// an externalIP by whoever may edit the Service: the controller's word
+// outranks it, and a tenant's externalIP never takes the ports of a load
+// balancer's address its own Service does not serve (CVE-2020-8554).
+// LoadBalancer IPs shared by Services (MetalLB's allow-shared-ip) are not
+// refused: each address:proto:port goes to the oldest Service claiming it.
+func (cv Converter) othersLoadBalancerIPs(ext, ownLB []netip.Addr) []netip.Addr {
 	if cv.IsLoadBalancerIP == nil {
-		return ext
+		return nil
 	}
-	return slices.DeleteFunc(ext, func(a netip.Addr) bool {
-		if slices.Contains(ownLB, a) || isSpecial(a) || !cv.IsLoadBalancerIP(a) {
-			return false
+	var out []netip.Addr
+	for _, a := range ext {
+		if !slices.Contains(ownLB, a) && !isSpecial(a) && cv.IsLoadBalancerIP(a) {
+			out = append(out, a)
 		}
-		r.add("spec.externalIPs", a.String(), model.ReasonAddressConflict,
-			"the LoadBalancer IP of another Service (status.loadBalancer.ingress, written by its load-balancer controller): refused on every port, whatever the ports (CVE-2020-8554)")
-		return true
-	})
+	}
+	return out
 }
 
 // isSpecial reports whether a is of a class the guard refuses whatever

@@ -2,15 +2,15 @@ package informers
 
 import (
 	"context"
+	"net/netip"
 	"reflect"
+	"slices"
 	"testing"
 
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes/fake"
-
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // TestVIPChangeMarksNamers: a LoadBalancer IP written on one Service marks
@@ -36,8 +36,8 @@ func TestVIPChangeMarksNamers(t *testing.T) {
 	waitFor(t, "initial changes", func() bool { return w.Pending() == 3 })
 	w.TakeChanges()
 	name := func(n string) types.NamespacedName { return types.NamespacedName{Namespace: "default", Name: n} }
-	if ports, _, refusals := w.Service(name("ext")); len(ports) != 1 || len(ports[0].ExternalIPs) != 1 || len(refusals) != 0 {
-		t.Fatalf("before the LoadBalancer IP: ext %v, refused %v", ports, refusals)
+	if ports, _, _ := w.Service(name("ext")); len(ports) != 1 || len(ports[0].OthersLoadBalancerIPs) != 0 {
+		t.Fatalf("before the LoadBalancer IP: ext %+v", ports)
 	}
 
 	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "192.0.2.53"}}
@@ -49,9 +49,8 @@ func TestVIPChangeMarksNamers(t *testing.T) {
 	if want := []types.NamespacedName{name("ext"), name("lb"), name("web")}; !reflect.DeepEqual(c.Services, want) {
 		t.Errorf("changed %v, want %v", c.Services, want)
 	}
-	ports, _, refusals := w.Service(name("ext"))
-	if len(ports) != 1 || len(ports[0].ExternalIPs) != 0 || len(refusals) != 1 || refusals[0].Reason != model.ReasonAddressConflict {
-		t.Errorf("after: ext %v, refused %v", ports, refusals)
+	if ports, _, _ := w.Service(name("ext")); len(ports) != 1 || !slices.Equal(ports[0].OthersLoadBalancerIPs, []netip.Addr{netip.MustParseAddr("192.0.2.53")}) {
+		t.Errorf("after: ext's externalIP 192.0.2.53 is not marked another Service's LoadBalancer IP: %+v", ports)
 	}
 	_, eps, _ := w.Service(name("web"))
 	for _, es := range eps {

@@ -71,6 +71,11 @@ type ServicePort struct {
 	ClusterIPs      []netip.Addr
 	ExternalIPs     []netip.Addr
 	LoadBalancerIPs []netip.Addr
+	// OthersLoadBalancerIPs are the ExternalIPs that are another
+	// Service's LoadBalancer IP: refused on every port unless the guard
+	// protects the address (a node's, as k3s' servicelb writes it), which
+	// then decides as for any externalIP. Nil for almost every Service.
+	OthersLoadBalancerIPs []netip.Addr
 	// LoadBalancerSourceRanges restricts who may reach the LoadBalancer IPs:
 	// a LoadBalancer IP admits only the ranges of its own family. Empty
 	// means everyone, unless LoadBalancerFirewall is set.

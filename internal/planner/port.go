@@ -2,6 +2,7 @@ package planner
 
 import (
 	"net/netip"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -283,6 +284,11 @@ func (p *portPlanner) vip(a netip.Addr, port uint16, kind vipKind) {
 	p.guarded = append(p.guarded, guard.Key(a))
 	v := p.e.guard.Check(a)
 	if !v.Protected {
+		if kind == kindExternalIP && slices.Contains(p.sp.OthersLoadBalancerIPs, a) {
+			p.refuse(field, a.String(), model.ReasonAddressConflict,
+				"the LoadBalancer IP of another Service (status.loadBalancer.ingress, written by its load-balancer controller): refused on every port, whatever the ports (CVE-2020-8554)")
+			return
+		}
 		if p.otherFamily(kind, a) {
 			return
 		}

@@ -383,9 +383,11 @@ const round3PodIP = "100.65.9.53"
 // round3 is issue 37 through `run` with real traffic from the node: a
 // Node's claim on a ClusterIP protects nothing (the Service answers), a
 // Node's pod range is never a VIP, the oldest Service keeps its
-// externalIP:port against a newcomer named to sort first, and a cloud
-// platform address or a Service VIP in a hand-written slice is never a
-// real server while the slice's pod is.
+// externalIP:port against a newcomer named to sort first, an externalIP
+// that is another Service's LoadBalancer IP is refused on every port, and
+// a cloud platform address, a Service VIP (a ClusterIP, an externalIP) or
+// this node's address at a protected node port in a hand-written slice is
+// never a real server while the slice's pod is.
 func round3(ctx context.Context, t *testing.T, client kubernetes.Interface, node *ktest.Node, pod, podB *ktest.Pod) {
 	t.Helper()
 	must := func(_ any, err error) {
@@ -428,12 +430,24 @@ func round3(ctx context.Context, t *testing.T, client kubernetes.Interface, node
 	create(vmService("old-web", []string{"203.0.113.90"}, 80), podA)
 	time.Sleep(1100 * time.Millisecond)
 	create(vmService("aaa-new", []string{"203.0.113.90"}, 80), podBAddr)
-	// Item 6: a slice naming a cloud platform address and trusted's
-	// ClusterIP beside pod-b.
-	eps := create(vmService("eps", nil, 80), podBAddr, "168.63.129.16", trusted.Spec.ClusterIP)
+	// Item 6: a slice naming a cloud platform address, trusted's ClusterIP
+	// and old-web's externalIP beside pod-b; a second slice of the same
+	// port naming this node's address at port 22 (--protected-node-ports).
+	eps := create(vmService("eps", nil, 80), podBAddr, "168.63.129.16", trusted.Spec.ClusterIP, "203.0.113.90")
+	sshSlice := vmSlice("eps", ktest.NodeIPv4.String())
+	sshSlice.Name, sshSlice.Ports[0].Name, sshSlice.Ports[0].Port = "eps-ssh", ptr.To(eps.Spec.Ports[0].Name), ptr.To(int32(22))
+	must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, sshSlice, metav1.CreateOptions{}))
+	// Item 5: lb's LoadBalancer IP, written through the status subresource
+	// as its controller would, is lb-steal's externalIP on port 81.
+	lb := vmService("lb", nil, 80)
+	lb.Spec.Type = corev1.ServiceTypeLoadBalancer
+	lb = create(lb, podA)
+	lb.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: "203.0.113.95"}}
+	must(client.CoreV1().Services(vmNS).UpdateStatus(ctx, lb, metav1.UpdateOptions{}))
+	create(vmService("lb-steal", []string{"203.0.113.95"}, 81), podBAddr)
 
 	waitUntil(t, "the round-three Services planned", time.Minute, func() bool {
-		return bound(t, node)["203.0.113.91"] && answers(eps.Spec.ClusterIP+":80", "pod-b")
+		return bound(t, node)["203.0.113.91"] && answers(eps.Spec.ClusterIP+":80", "pod-b") && answers("203.0.113.95:80", "pod-a")
 	})
 	time.Sleep(6 * time.Second) // a full sync (--sync-period 5s) with n5 and n6
 	if !answers(cip, "pod-a") || !bound(t, node)[trusted.Spec.ClusterIP] {
@@ -448,13 +462,26 @@ func round3(ctx context.Context, t *testing.T, client kubernetes.Interface, node
 			break
 		}
 	}
+	for range 6 {
+		if !answers(eps.Spec.ClusterIP+":80", "pod-b") {
+			t.Errorf("eps' ClusterIP not answered by its pod-b alone")
+			break
+		}
+	}
+	if _, err := node.Request(ktest.TCP, "203.0.113.95:81"); err == nil {
+		t.Errorf("203.0.113.95:81, lb's LoadBalancer IP as lb-steal's externalIP, answered")
+	}
 	save := node.Run(t, "ipvsadm", "-S", "-n")
-	for _, bad := range []string{"168.63.129.16:" + fmt.Sprint(ktest.BackendPort), trusted.Spec.ClusterIP + ":" + fmt.Sprint(ktest.BackendPort)} {
+	backend := ":" + fmt.Sprint(ktest.BackendPort)
+	for _, bad := range []string{"168.63.129.16" + backend, trusted.Spec.ClusterIP + backend, "203.0.113.90" + backend, ktest.NodeIPv4.String() + ":22"} {
 		if strings.Contains(save, "-r "+bad+" ") {
 			t.Errorf("real server %s programmed:\n%s", bad, save)
 		}
 	}
-	if !strings.Contains(save, "-r "+podBAddr+":"+fmt.Sprint(ktest.BackendPort)) {
+	if strings.Contains(save, "-A -t 203.0.113.95:81 ") {
+		t.Errorf("lb-steal has lb's LoadBalancer IP 203.0.113.95 on port 81:\n%s", save)
+	}
+	if !strings.Contains(save, "-r "+podBAddr+backend) {
 		t.Errorf("eps' pod %s is no real server:\n%s", podBAddr, save)
 	}
 }
