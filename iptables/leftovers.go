@@ -91,7 +91,7 @@ func iptablesModeIn(table string, saved savedTable) bool {
 // until FinishTakeover.
 func holdsIPTablesMode(table, chain string, saved savedTable) bool {
 	return table == "nat" && chain == ChainServices && slices.ContainsFunc(saved[chain], func(r string) bool {
-		return isKubeProxyIPTablesChain(table, ruleTarget(r))
+		return isKubeProxyIPTablesChain(table, RuleTarget(r))
 	})
 }
 
@@ -163,11 +163,11 @@ func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]
 	for held := true; held; {
 		held = false
 		for name, rules := range saved {
-			if isBuiltin(name) || ours[name] || cand[name] {
+			if IsBuiltinChain(name) || ours[name] || cand[name] {
 				continue
 			}
 			for _, r := range rules {
-				if tgt := ruleTarget(r); cand[tgt] {
+				if tgt := RuleTarget(r); cand[tgt] {
 					delete(cand, tgt)
 					held = true
 				}

@@ -1,31 +1,33 @@
-package iptables
+package iptables_test
 
 import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // fakeNFT is a namespace's nftables tables, with the calls that changed
 // them.
 type fakeNFT struct {
-	tables  []NFTable
+	tables  []iptables.NFTable
 	lists   int
-	deletes [][]NFTable
+	deletes [][]iptables.NFTable
 	err     error
 }
 
-func (f *fakeNFT) Tables() ([]NFTable, error) {
+func (f *fakeNFT) Tables() ([]iptables.NFTable, error) {
 	f.lists++
 	return slices.Clone(f.tables), nil
 }
 
-func (f *fakeNFT) DeleteTables(ts []NFTable) error {
+func (f *fakeNFT) DeleteTables(ts []iptables.NFTable) error {
 	if f.err != nil {
 		return f.err
 	}
 	f.deletes = append(f.deletes, ts)
-	f.tables = slices.DeleteFunc(f.tables, func(t NFTable) bool { return slices.Contains(ts, t) })
+	f.tables = slices.DeleteFunc(f.tables, func(t iptables.NFTable) bool { return slices.Contains(ts, t) })
 	return nil
 }
 
@@ -37,8 +39,8 @@ func (f *fakeNFT) DeleteTables(ts []NFTable) error {
 // delete is an error and is tried again; once done, it lists nothing more.
 func TestTakeoverFromNFTablesMode(t *testing.T) {
 	a, _ := newFakeSyncer(t)
-	others := []NFTable{{"inet", "firewalld"}, {"ip", "nat"}, {"inet", "kube-proxy"}}
-	nft := &fakeNFT{tables: append([]NFTable{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}, others...)}
+	others := []iptables.NFTable{{"inet", "firewalld"}, {"ip", "nat"}, {"inet", "kube-proxy"}}
+	nft := &fakeNFT{tables: append([]iptables.NFTable{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}, others...)}
 	a.NFT = nft
 	sets, rules := kubeProxyPlan(t)
 	if err := a.Full(sets, rules); err != nil {
@@ -55,7 +57,7 @@ func TestTakeoverFromNFTablesMode(t *testing.T) {
 	if err := a.FinishTakeover(); err != nil {
 		t.Fatal(err)
 	}
-	if want := [][]NFTable{{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}}; !slices.EqualFunc(nft.deletes, want, slices.Equal) {
+	if want := [][]iptables.NFTable{{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}}; !slices.EqualFunc(nft.deletes, want, slices.Equal) {
 		t.Errorf("deleted %v; want %v in one transaction", nft.deletes, want)
 	}
 	if !slices.Equal(nft.tables, others) {

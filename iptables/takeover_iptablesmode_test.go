@@ -1,4 +1,4 @@
-package iptables
+package iptables_test
 
 import (
 	"os"
@@ -7,7 +7,7 @@ import (
 	"strings"
 	"testing"
 
-	"go.uber.org/zap/zaptest"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // TestTakeoverFromIPTablesMode: over what kube-proxy's iptables mode left
@@ -29,12 +29,12 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, k := newFakeSyncer(t)
-	loadSave(t, k.tables[FamilyIPv4], string(save))
+	loadSave(t, k.tables[iptables.FamilyIPv4], string(save))
 	sets, rules := kubeProxyPlan(t)
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatalf("Full over kube-proxy's iptables mode: %v", err)
 	}
-	held := k.tables[FamilyIPv4].dump()
+	held := k.tables[iptables.FamilyIPv4].Dump()
 	for _, serving := range []string{
 		`-A KUBE-SERVICES -d 172.30.0.41/32 -p tcp -m comment --comment "ns1/svc1:p80 cluster IP" -m tcp --dport 80 -j KUBE-SVC-XPGD46QRK7WJZT7O`,
 		"-A KUBE-SVC-GNZBNJ2PO5MGZ6GT -m comment",
@@ -49,8 +49,8 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 	if err := a.FinishTakeover(); err != nil {
 		t.Fatalf("FinishTakeover: %v", err)
 	}
-	after := k.tables[FamilyIPv4].dump()
-	checkChains(t, k.tables[FamilyIPv4], rules[0])
+	after := k.tables[iptables.FamilyIPv4].Dump()
+	checkChains(t, k.tables[iptables.FamilyIPv4], rules[0])
 	// USER-SVC1 jumps to a service chain: someone else's chain holds it,
 	// and what it jumps to.
 	want := append(slices.Clone(takenOverChains4), "nat/KUBE-SEP-SXIVWICOYRO3J4NJ", "nat/KUBE-SVC-XPGD46QRK7WJZT7O")
@@ -66,9 +66,9 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 	if !strings.Contains(after, "-A USER-SVC1 -j KUBE-SVC-XPGD46QRK7WJZT7O") || !strings.Contains(after, "-A PREROUTING -s 203.0.113.0/24 -j USER-SVC1") {
 		t.Errorf("the administrator's chain or its jump is gone:\n%s", after)
 	}
-	execs := k.tables[FamilyIPv4].execs
-	if err := a.FinishTakeover(); err != nil || k.tables[FamilyIPv4].execs != execs {
-		t.Errorf("a second FinishTakeover: %v, %d iptables processes; want none", err, k.tables[FamilyIPv4].execs-execs)
+	execs := k.tables[iptables.FamilyIPv4].Execs
+	if err := a.FinishTakeover(); err != nil || k.tables[iptables.FamilyIPv4].Execs != execs {
+		t.Errorf("a second FinishTakeover: %v, %d iptables processes; want none", err, k.tables[iptables.FamilyIPv4].Execs-execs)
 	}
 }
 
@@ -79,34 +79,33 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 // filter KUBE-FIREWALL, which guards the route_localnet=1 it set, stays.
 func TestTakeoverFromRealIPTablesMode(t *testing.T) {
 	a, k := newFakeSyncer(t)
-	for fam, file := range map[string]string{FamilyIPv4: "iptables.save", FamilyIPv6: "ip6tables.save"} {
+	for fam, file := range map[string]string{iptables.FamilyIPv4: "iptables.save", iptables.FamilyIPv6: "ip6tables.save"} {
 		// kube-proxy's canary is in mangle, which the fake does not start
 		// with.
-		k.tables[fam].tables["mangle"] = map[string][]string{}
+		k.tables[fam].Tables["mangle"] = map[string][]string{}
 		save, err := os.ReadFile("testdata/kube-proxy-1.34.4-iptables-bed/" + file)
 		if err != nil {
 			t.Fatal(err)
 		}
 		loadSave(t, k.tables[fam], string(save))
 	}
-	a.log = zaptest.NewLogger(t)
 	sets, rules := kubeProxyPlan(t)
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatal(err)
 	}
-	if held := k.tables[FamilyIPv4].dump(); !regexp.MustCompile(`(?m)^-A KUBE-SERVICES .* -j KUBE-SVC-`).MatchString(held) {
+	if held := k.tables[iptables.FamilyIPv4].Dump(); !regexp.MustCompile(`(?m)^-A KUBE-SERVICES .* -j KUBE-SVC-`).MatchString(held) {
 		t.Errorf("kube-proxy's DNAT jumps left KUBE-SERVICES before FinishTakeover:\n%s", held)
 	}
 	if err := a.FinishTakeover(); err != nil {
 		t.Fatal(err)
 	}
 	mode := regexp.MustCompile(`KUBE-(SVC|SVL|SEP|EXT|FW)-|KUBE-NODEPORTS|KUBE-EXTERNAL-SERVICES|KUBE-PROXY-CANARY`)
-	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
-		if after := k.tables[fam].dump(); mode.MatchString(after) {
+	for _, fam := range []string{iptables.FamilyIPv4, iptables.FamilyIPv6} {
+		if after := k.tables[fam].Dump(); mode.MatchString(after) {
 			t.Errorf("%s: kube-proxy's iptables mode left after the takeover:\n%s", fam, after)
 		}
 	}
-	if after := k.tables[FamilyIPv4].dump(); !strings.Contains(after, "-A INPUT -j KUBE-FIREWALL") ||
+	if after := k.tables[iptables.FamilyIPv4].Dump(); !strings.Contains(after, "-A INPUT -j KUBE-FIREWALL") ||
 		!strings.Contains(after, `"block incoming localnet connections"`) {
 		t.Errorf("KUBE-FIREWALL or its jump is gone:\n%s", after)
 	}

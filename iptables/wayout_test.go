@@ -1,11 +1,14 @@
-package iptables
+package iptables_test
 
 import (
+	"maps"
 	"os"
 	"regexp"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // TestCleanupAroundIPTablesMode is the way out to kube-proxy's iptables
@@ -13,7 +16,7 @@ import (
 // proxy (KUBE-SERVICES with its DNAT jumps, KUBE-POSTROUTING,
 // KUBE-MARK-MASQ, KUBE-FORWARD, KUBE-PROXY-FIREWALL) and added its own;
 // the proxy's chains, jumps and sets are still there. A Cleanup of the
-// empty plan WithoutChains(IPTablesModeShared) removes the proxy's own
+// empty plan iptables.WithoutChains(iptables.IPTablesModeShared) removes the proxy's own
 // chains (KUBE-NODE-PORT, KUBE-LOAD-BALANCER, KUBE-IPVS-FILTER,
 // KUBE-SOURCE-RANGES-FIREWALL), their jumps and its sets, and leaves every
 // chain of kube-proxy's, with its rules, and the jumps to the shared ones.
@@ -30,18 +33,18 @@ func TestCleanupAroundIPTablesMode(t *testing.T) {
 	// kube-proxy's iptables-restore --noflush rewrites its own chains; in
 	// the built-in chains it ensures its jumps beside the proxy's.
 	kp := regexp.MustCompile(`(?m)^:(PREROUTING|INPUT|FORWARD|OUTPUT|POSTROUTING) .*\n`).ReplaceAllString(string(save), "")
-	loadSave(t, k.tables[FamilyIPv4], kp)
-	before := k.tables[FamilyIPv4].dump()
+	loadSave(t, k.tables[iptables.FamilyIPv4], kp)
+	before := k.tables[iptables.FamilyIPv4].Dump()
 
 	// `ipvs-proxy cleanup` is a process of its own: a Syncer that has
 	// written nothing.
-	c := newSyncer(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
-	if err := c.Cleanup(EmptySets(FamilyIPv4), WithoutChains(rules, IPTablesModeShared)); err != nil {
+	c := iptables.NewSyncerForTest(k.sets, func(f string) (iptables.RuleRunner, error) { return k.tables[f], nil }, nil)
+	if err := c.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), iptables.WithoutChains(rules, iptables.IPTablesModeShared)); err != nil {
 		t.Fatalf("Cleanup around kube-proxy's iptables mode: %v", err)
 	}
-	after := k.tables[FamilyIPv4].dump()
+	after := k.tables[iptables.FamilyIPv4].Dump()
 	for _, line := range strings.Split(kp, "\n") {
-		if strings.HasPrefix(line, "-A ") && !isBuiltin(strings.Fields(line)[1]) && !strings.Contains(after, line) {
+		if strings.HasPrefix(line, "-A ") && !iptables.IsBuiltinChain(strings.Fields(line)[1]) && !strings.Contains(after, line) {
 			t.Errorf("kube-proxy's rule %q is gone", line)
 		}
 	}
@@ -51,13 +54,13 @@ func TestCleanupAroundIPTablesMode(t *testing.T) {
 			t.Errorf("jump %s to a chain kube-proxy shares is gone:\n%s", jump, after)
 		}
 	}
-	for _, gone := range []string{ChainNodePort, ChainLoadBalancer, ChainIPVSFilter, ChainSourceRangesFirewall, "match-set"} {
+	for _, gone := range []string{iptables.ChainNodePort, iptables.ChainLoadBalancer, iptables.ChainIPVSFilter, iptables.ChainSourceRangesFirewall, "match-set"} {
 		if strings.Contains(after, gone) {
 			t.Errorf("%s left after the cleanup:\n%s", gone, after)
 		}
 	}
-	if n := len(k.sets.sets); n != 0 {
-		t.Errorf("%d ipsets left, want none", n)
+	if left, err := k.sets.ListAll(); err != nil || len(left) != 0 {
+		t.Errorf("ipsets left: %v (%v), want none", slices.Collect(maps.Keys(left)), err)
 	}
 	if t.Failed() {
 		t.Logf("before the cleanup:\n%s", before)

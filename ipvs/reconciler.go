@@ -48,6 +48,9 @@ type Options struct {
 	Reader Table
 	// Log is the logger; nil means zap.NewNop().
 	Log *zap.Logger
+	// Stats keeps the counters of full syncs' reads (stats.go); the zero
+	// value keeps none.
+	Stats StatsOptions
 }
 
 // mirrorVS is what the reconciler believes a virtual server in the kernel

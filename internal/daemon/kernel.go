@@ -44,6 +44,7 @@ type kernel struct {
 	link       *addrmgr.KernelLink
 	rules      *iptables.Syncer
 	guard      *Guard
+	rec        *ipvs.Reconciler
 	app        *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
 	// address manager's watch of kube-ipvs0 saw an address added or
@@ -120,6 +121,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if err := k.watch(mgr, link, log); err != nil {
 		return nil, err
 	}
+	k.rec = rec
 	k.app = applier.New(rec, mgr, k.rules, log.Named("applier"))
 	ok = true
 	return k, nil
