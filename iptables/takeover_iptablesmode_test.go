@@ -7,6 +7,8 @@ import (
 	"strings"
 	"testing"
 
+	"go.uber.org/zap/zaptest"
+
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
@@ -89,6 +91,7 @@ func TestTakeoverFromRealIPTablesMode(t *testing.T) {
 		}
 		loadSave(t, k.tables[fam], string(save))
 	}
+	a.SetLogger(zaptest.NewLogger(t))
 	sets, rules := kubeProxyPlan(t)
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatal(err)

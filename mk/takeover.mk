@@ -3,7 +3,7 @@
 # (`-include mk/*.mk`).
 #
 #   make kube-proxy      build kube-proxy v1.34.4 once into .cache/kube-proxy
-#                        (scripts/build-kube-proxy.sh; a no-op when present)
+#                        (scripts/build-k8s.sh kube-proxy; a no-op when present)
 #   make test-takeover   kube-proxy programs a node of the test VM under
 #                        traffic, ipvs-proxy takes it over, kube-proxy takes
 #                        it back (part of `make test`)
@@ -31,7 +31,7 @@ TAKEOVER_MODE      ?=
 
 .PHONY: kube-proxy test-takeover test-takeover-modes
 kube-proxy:
-	GO='$(GO)' KUBE_PROXY_VERSION=$(KUBE_PROXY_VERSION) bash scripts/build-kube-proxy.sh
+	GO='$(GO)' KUBE_PROXY_VERSION=$(KUBE_PROXY_VERSION) bash scripts/build-k8s.sh kube-proxy
 
 test-takeover: deps build kube-proxy
 	cd test/e2e && TAKEOVER=1 TAKEOVER_CYCLES=$(TAKEOVER_CYCLES) TAKEOVER_MODE=$(TAKEOVER_MODE) KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \

@@ -21,7 +21,7 @@ const Version = "v1.34.4"
 var ErrNoBinary = errors.New("kubeproxy: kube-proxy binary not built (run `make kube-proxy`)")
 
 // Binary returns the kube-proxy to run: $KUBE_PROXY_BIN when set, else
-// REPO/.cache/kube-proxy/kube-proxy-Version (scripts/build-kube-proxy.sh).
+// REPO/.cache/kube-proxy/kube-proxy-Version (scripts/build-k8s.sh).
 func Binary(repoRoot string) (string, error) {
 	p := os.Getenv("KUBE_PROXY_BIN")
 	if p == "" {
