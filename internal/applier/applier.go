@@ -193,7 +193,7 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 // ownership rule of ipvs.Ownership calls ours (one IPVS dump; foreign ones
 // and --ipvs-exclude-cidrs stay), then the chains and sets named in empty,
 // the plan of an empty cluster (planner.Plan of a model.Cluster without
-// services). kube-ipvs0 itself stays: addrmgr.DeleteDevice removes it. The
+// services). kube-ipvs0 itself stays: addrmgr/kernel.DeleteDevice removes it. The
 // error is non-nil only when the kernel could not be read.
 func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	res := &Result{Bind: &addrmgr.Result{}}

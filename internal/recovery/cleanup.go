@@ -23,7 +23,7 @@ type CleanupOptions struct {
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there stay.
 	ExcludeCIDRs []netip.Prefix
 	// NodePortRange is --service-node-port-range; zero is 30000-32767.
-	NodePortRange ipvs.PortRange
+	NodePortRange model.PortRange
 	// StateDir is --state-dir: its ownership journal (ipvs.JournalFile)
 	// names virtual servers the kernel does not show to be ours (an
 	// externalIP on a node address served at L4); they are deleted too and

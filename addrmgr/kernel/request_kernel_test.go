@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr_test
+package kernel
 
 import (
 	"fmt"
@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -36,11 +36,11 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 			return err
 		}
 		defer h.Close()
-		link, err := addrmgr.EnsureDevice(h)
+		link, err := EnsureDevice(h)
 		if err != nil {
 			return err
 		}
-		w, err := nlbatch.Open(unix.NETLINK_ROUTE)
+		w, err := nlconn.OpenWriter(unix.NETLINK_ROUTE)
 		if err != nil {
 			return err
 		}
@@ -60,7 +60,7 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 				t.Errorf("%s: %v", batch[i], err)
 			}
 		})
-		addrs, err = h.AddrList(link.NetlinkLink(), netlink.FAMILY_ALL)
+		addrs, err = h.AddrList(link.link, netlink.FAMILY_ALL)
 		return err
 	})
 	if err != nil {

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr_test
+package kernel
 
 import (
 	"fmt"
@@ -11,8 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -36,11 +35,11 @@ func TestKernelReaderMatchesLink(t *testing.T) {
 			return err
 		}
 		defer h.Close()
-		link, err := addrmgr.EnsureDevice(h)
+		link, err := EnsureDevice(h)
 		if err != nil {
 			return err
 		}
-		d, err := nladdr.Open()
+		d, err := nlconn.OpenAddrDumper()
 		if err != nil {
 			return err
 		}

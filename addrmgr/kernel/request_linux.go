@@ -1,4 +1,4 @@
-package addrmgr
+package kernel
 
 import (
 	"encoding/binary"
@@ -8,16 +8,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 )
 
 // SetWriter makes AddAddrs send its requests through w, a route netlink
-// socket (nlbatch.Open(unix.NETLINK_ROUTE)) of the device's network
+// socket (nlconn.OpenWriter(unix.NETLINK_ROUTE)) of the device's network
 // namespace, many to a sendmsg. Without one, AddAddrs is AddAddr for each.
-func (k *KernelLink) SetWriter(w *nlbatch.Writer) { k.batch = w }
+func (k *Link) SetWriter(w *nlconn.Writer) { k.batch = w }
 
 // AddAddrs implements Link.
-func (k *KernelLink) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
+func (k *Link) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
 	if k.batch == nil {
 		for i, p := range ps {
 			each(i, k.AddAddr(p))
@@ -29,7 +30,7 @@ func (k *KernelLink) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
 		return appendNewAddr(b, seq, index, ps[i])
 	}, func(i int, err error) {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			each(i, fmt.Errorf("ip addr add %s dev %s: %w", ps[i], Device, err))
+			each(i, fmt.Errorf("ip addr add %s dev %s: %w", ps[i], addrmgr.Device, err))
 			return
 		}
 		each(i, nil)
@@ -41,7 +42,7 @@ func (k *KernelLink) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
 // IFA_F_NOPREFIXROUTE, and for IPv6 IFA_F_NODAD with `preferred_lft 0
 // valid_lft forever`. An address already there is EEXIST.
 func appendNewAddr(b []byte, seq, index uint32, p netip.Prefix) []byte {
-	m := nlbatch.Begin(b, unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, seq)
+	m := nlconn.Begin(b, unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, seq)
 	a := p.Addr()
 	family := byte(unix.AF_INET6)
 	flags := uint32(unix.IFA_F_NOPREFIXROUTE)
