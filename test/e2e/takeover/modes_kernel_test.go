@@ -8,6 +8,7 @@ import (
 	"regexp"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
 )
@@ -33,6 +34,26 @@ func kubeProxyMode(t *testing.T) string {
 // deletes kube-ipvs0 before its first sync, so requests fail in between
 // whatever ipvs-proxy does (docs/migration.md, the way out).
 func (b *bed) wayBack() bool { return b.mode != "nftables" }
+
+// periodicSyncs says whether kube-proxy syncs every syncPeriod (IPVS mode)
+// rather than only on changes, with an hourly resync (iptables mode).
+func (b *bed) periodicSyncs() bool { return b.mode == "" }
+
+// servedWithin polls the ClusterIP of a Service addService made until
+// pod-a answers on port 80, and returns how long that took.
+func (b *bed) servedWithin(clusterIP string, timeout time.Duration) (time.Duration, error) {
+	start := time.Now()
+	for {
+		out, err := b.client.Request("tcp", hostPort(clusterIP, 80))
+		if err == nil && answeredBy(out, []string{"pod-a"}) {
+			return time.Since(start), nil
+		}
+		if time.Since(start) > timeout {
+			return 0, fmt.Errorf("%s:80 not answered by pod-a within %v: %q %v", clusterIP, timeout, out, err)
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
 
 // iptablesModeChain matches a chain of kube-proxy's iptables mode that
 // ipvs-proxy does not plan, declared or jumped to, in iptables-save.

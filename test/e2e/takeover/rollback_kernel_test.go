@@ -52,25 +52,33 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	late := b.addService(fmt.Sprintf("late-%d", b.cycle))
 	created := time.Now()
 	var lateServed time.Duration
-	synced, err := kp.WaitSync(families, created, kubeProxySyncWait)
-	if err == nil {
-		// now is after every family's sync that ended after the creation:
-		// the next one of each started after that one ended.
-		synced, err = kp.WaitSync(families, time.Now(), kubeProxySyncWait)
-	}
-	if err != nil {
-		t.Errorf("kube-proxy did not sync twice after a Service was created: %v", err)
-	} else {
-		lateServed = synced.Sub(created)
-		if out, err := b.client.Request("tcp", hostPort(late, 80)); err != nil || !answeredBy(out, []string{"pod-a"}) {
-			t.Errorf("Service created after the rollback not served after kube-proxy's second sync since its creation (%v after it): %q %v",
-				lateServed.Round(time.Millisecond), out, err)
+	second := first
+	if !b.periodicSyncs() {
+		// iptables mode syncs on changes only (its periodic resync is
+		// hourly): the Service must be served by the sync it causes.
+		if lateServed, err = b.servedWithin(late, kubeProxySyncWait); err != nil {
+			t.Errorf("Service created after the way back not served: %v", err)
 		}
-	}
-	// A periodic sync after it: the timestamp advances.
-	second, err := kp.WaitSync(families, first, kubeProxySyncWait)
-	if err != nil {
-		t.Errorf("kube-proxy's sync timestamp did not advance after its first sync: %v", err)
+	} else {
+		synced, err := kp.WaitSync(families, created, kubeProxySyncWait)
+		if err == nil {
+			// now is after every family's sync that ended after the creation:
+			// the next one of each started after that one ended.
+			synced, err = kp.WaitSync(families, time.Now(), kubeProxySyncWait)
+		}
+		if err != nil {
+			t.Errorf("kube-proxy did not sync twice after a Service was created: %v", err)
+		} else {
+			lateServed = synced.Sub(created)
+			if out, err := b.client.Request("tcp", hostPort(late, 80)); err != nil || !answeredBy(out, []string{"pod-a"}) {
+				t.Errorf("Service created after the rollback not served after kube-proxy's second sync since its creation (%v after it): %q %v",
+					lateServed.Round(time.Millisecond), out, err)
+			}
+		}
+		// A periodic sync after it: the timestamp advances.
+		if second, err = kp.WaitSync(families, first, kubeProxySyncWait); err != nil {
+			t.Errorf("kube-proxy's sync timestamp did not advance after its first sync: %v", err)
+		}
 	}
 	time.Sleep(2 * time.Second)
 	ipvsEvents, _, polls, monErr := ipvsMon.end()
@@ -163,13 +171,14 @@ type cleanupRun struct {
 	err           error
 	before, after string
 	// nextSync is how long after its sync before the cleanup kube-proxy
-	// synced again.
+	// synced again; in iptables mode, how long after its creation a
+	// Service created after the cleanup was served.
 	nextSync                time.Duration
 	served, failed, excused int64
 }
 
 func (c cleanupRun) summary() string {
-	return fmt.Sprintf("kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
+	return fmt.Sprintf("kube-proxy synced again %v later; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
 		c.nextSync.Round(time.Millisecond), c.served, c.failed, c.excused)
 }
 
@@ -189,11 +198,21 @@ func (b *bed) cleanupUnderTraffic(kp *kubeproxy.Process, args ...string) cleanup
 	c.before = b.dumpKernel("before-cleanup.txt")
 	c.out, c.err = b.node.Exec(b.proxyBin, append(args, "--state-dir", b.dir+"/state")...)
 	c.after = b.dumpKernel("after-cleanup.txt")
-	next, err := kp.WaitSync(families, lastSync, kubeProxySyncWait)
-	if err != nil {
-		t.Errorf("kube-proxy's sync after %v: %v", args, err)
+	if b.periodicSyncs() {
+		next, err := kp.WaitSync(families, lastSync, kubeProxySyncWait)
+		if err != nil {
+			t.Errorf("kube-proxy's sync after %v: %v", args, err)
+		}
+		c.nextSync = next.Sub(lastSync)
+	} else {
+		// No periodic sync to wait for: a Service created now must be
+		// served by the sync it causes.
+		served, err := b.servedWithin(b.addService(fmt.Sprintf("after-cleanup-%d", b.cycle)), kubeProxySyncWait)
+		if err != nil {
+			t.Errorf("a Service created after %v not served: %v", args, err)
+		}
+		c.nextSync = served
 	}
-	c.nextSync = next.Sub(lastSync)
 	time.Sleep(time.Second)
 	tr.end()
 	var traffic string
