@@ -22,7 +22,7 @@ import (
 // planner's states are read-only; a new plan makes new lists).
 func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
 	r.since = nil
-	dump, err := readDump(r.t, r.digests())
+	dump, err := readDump(r.t, r.digests(), r.opts.Stats.statsReader(r.t), r.opts.Clock)
 	if err != nil {
 		return nil, err
 	}
@@ -44,6 +44,9 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 // servers (Turn); the walk goes on in the desired list it returns.
 func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServer, own Ownership, turn Turn) *Result {
 	r.loadJournal()
+	if dump.counted && r.opts.Stats.Publish != nil {
+		r.opts.Stats.Publish(labelStats(dump.Stats, desired, dump.Read))
+	}
 	r.fulls++
 	gen := r.fulls
 	cov := own.Coverage()

@@ -1,12 +1,14 @@
 package ipvs
 
 import (
-	"errors"
+	"fmt"
 	"slices"
-)
+	"time"
 
-// ErrNoRead is returned by FullFrom without a BeginRead before it.
-var ErrNoRead = errors.New("ipvs reconciler: FullFrom without BeginRead")
+	"k8s.io/utils/clock"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
+)
 
 // Dump is a full sync's read of the table, compared while it was read
 // with the mirror as the reconciler saw it when the read began: what the
@@ -23,6 +25,12 @@ type Dump struct {
 	Missing []Key
 	// Listed is how many virtual servers the table held.
 	Listed int
+	// Stats are every listed virtual server's counters, in key order,
+	// when the reconciler keeps them (Options.Stats); counted says it
+	// does, Read is when the read ended.
+	Stats   []Stats
+	counted bool
+	Read    time.Time
 }
 
 // BeginRead starts a full sync whose dump is read off the reconciler's
@@ -46,8 +54,8 @@ func (r *Reconciler) BeginRead() func() (*Dump, error) {
 	if t == nil {
 		t = r.t
 	}
-	snap := r.digests()
-	return func() (*Dump, error) { return readDump(t, snap) }
+	snap, sr, clk := r.digests(), r.opts.Stats.statsReader(t), r.opts.Clock
+	return func() (*Dump, error) { return readDump(t, snap, sr, clk) }
 }
 
 // FullFrom is Full over the table as dump, what the read BeginRead
@@ -60,7 +68,7 @@ func (r *Reconciler) BeginRead() func() (*Dump, error) {
 // returns.
 func (r *Reconciler) FullFrom(dump *Dump, desired []VirtualServer, own Ownership, turn Turn) (*Result, error) {
 	if !r.reading() {
-		return nil, ErrNoRead
+		return nil, fmt.Errorf("ipvs reconciler: FullFrom without BeginRead: %w", layer.ErrNoRead)
 	}
 	since := r.since
 	r.since = nil
@@ -98,8 +106,9 @@ func (r *Reconciler) digests() []keyDigest {
 
 // readDump reads t and compares each virtual server with snap, the
 // mirror's digests, which it sorts and marks: what differs is copied into
-// the Dump, what equals is counted only.
-func readDump(t Table, snap []keyDigest) (*Dump, error) {
+// the Dump, what equals is counted only. With sr, the same walk keeps
+// every virtual server's counters.
+func readDump(t Table, snap []keyDigest, sr *statsRead, clk clock.PassiveClock) (*Dump, error) {
 	slices.SortFunc(snap, func(a, b keyDigest) int { return CompareKeys(a.k, b.k) })
 	d := &Dump{}
 	visit := func(vs *VirtualServer) {
@@ -114,7 +123,13 @@ func readDump(t Table, snap []keyDigest) (*Dump, error) {
 		c.RealServers = slices.Clone(vs.RealServers)
 		d.Changed = append(d.Changed, c)
 	}
-	if w, ok := t.(Walker); ok {
+	if sr != nil {
+		d.counted = true
+		if err := sr.walk(d, visit); err != nil {
+			return nil, err
+		}
+		slices.SortFunc(d.Stats, func(a, b Stats) int { return CompareKeys(a.Key, b.Key) })
+	} else if w, ok := t.(Walker); ok {
 		if err := w.EachService(visit); err != nil {
 			return nil, err
 		}
@@ -133,5 +148,6 @@ func readDump(t Table, snap []keyDigest) (*Dump, error) {
 		}
 	}
 	slices.SortFunc(d.Changed, func(a, b VirtualServer) int { return CompareKeys(a.Key, b.Key) })
+	d.Read = clk.Now()
 	return d, nil
 }

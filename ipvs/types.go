@@ -50,7 +50,10 @@ type VirtualServer struct {
 	PersistenceTimeout uint32
 	// Service is the service port that asked for this server; zero for one
 	// no Service asks for (adopted, or read from the kernel).
-	Service     model.ServicePortName
+	Service model.ServicePortName
+	// Kind is which of Service's fields asked for the address: what the
+	// per-Service statistics are labelled with (StatsOptions).
+	Kind        model.AddressKind
 	RealServers []RealServer
 }
 

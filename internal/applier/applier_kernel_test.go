@@ -2,7 +2,7 @@
 
 package applier
 
-// Kernel tests: the real appliers (ipvskernel.Table, addrmgr.KernelLink,
+// Kernel tests: the real appliers (ipvskernel.Table, addrkernel.Link,
 // iptables.Syncer) inside a fresh ktest node namespace per test, driven by
 // a planner.State that planner.Plan computed from a model.Cluster. Each test
 // compares the kernel with the plan's text forms (`ipvsadm -S -n`,
@@ -33,6 +33,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -220,7 +221,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 		if err != nil {
 			return err
 		}
-		_, err = ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false))
+		_, err = ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false))
 		return err
 	})
 	if err != nil {
@@ -228,7 +229,7 @@ func newKBed(t *testing.T, protected ...netip.Prefix) *kbed {
 	}
 	// kube-ipvs0 exists before any proxy runs, so the monitor sees every
 	// address the proxies ever put on it.
-	link, err := addrmgr.EnsureDevice(b.node.Netlink(t))
+	link, err := addrkernel.EnsureDevice(b.node.Netlink(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -254,14 +255,14 @@ type kproxy struct {
 	link  *countingLink
 	kicks chan struct{}
 	// others receives what the watch says of the other links' addresses
-	// (addrmgr.KernelLink.OtherLinks), as the daemon's node-address cache.
+	// (addrkernel.Link.OtherLinks), as the daemon's node-address cache.
 	others chan bool
 }
 
 // countingLink is kube-ipvs0 counting its dumps (Link.Addrs calls); it
 // watches through the kernel link.
 type countingLink struct {
-	*addrmgr.KernelLink
+	*addrkernel.Link
 	mu    sync.Mutex
 	dumps int
 }
@@ -270,7 +271,7 @@ func (c *countingLink) Addrs() ([]netip.Prefix, error) {
 	c.mu.Lock()
 	c.dumps++
 	c.mu.Unlock()
-	return c.KernelLink.Addrs()
+	return c.Link.Addrs()
 }
 
 func (c *countingLink) Dumps() int {
@@ -298,7 +299,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 	var (
 		ct   *ipvskernel.Conntrack
 		nl   *netlink.Handle
-		link *addrmgr.KernelLink
+		link *addrkernel.Link
 	)
 	err := b.node.Do(func() error {
 		var err error
@@ -311,7 +312,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 		if nl, err = netlink.NewHandle(); err != nil {
 			return err
 		}
-		if link, err = addrmgr.EnsureDevice(nl); err != nil {
+		if link, err = addrkernel.EnsureDevice(nl); err != nil {
 			return err
 		}
 		p.rules, err = iptableskernel.NewSyncer(nil)
@@ -324,7 +325,7 @@ func (b *kbed) open(opts ipvs.Options) *kproxy {
 	b.t.Cleanup(func() { stopWatch(); p.table.Close(); ct.Close(); nl.Close(); p.rules.Close() })
 	opts.Conntrack = ct
 	p.rec = ipvs.NewReconciler(p.table, opts)
-	p.link = &countingLink{KernelLink: link}
+	p.link = &countingLink{Link: link}
 	p.kicks = make(chan struct{}, 1)
 	p.others = make(chan bool, 64)
 	link.OtherLinks = func(lost bool) {
@@ -1295,7 +1296,7 @@ func TestKernelTimeoutsAndSysctls(t *testing.T) {
 		if tcp != 900*time.Second || fin != 120*time.Second || udp != 300*time.Second {
 			return fmt.Errorf("timeouts %s %s %s", tcp, fin, udp)
 		}
-		changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls("6.1.0", true))
+		changed, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls("6.1.0", true))
 		if err != nil {
 			return err
 		}

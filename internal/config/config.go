@@ -17,6 +17,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -72,6 +73,8 @@ type Config struct {
 	// EnableProfiling is --profiling: net/http/pprof under /debug/pprof/ on
 	// the metrics server, as kube-proxy's enableProfiling.
 	EnableProfiling bool
+	// ServiceStats are the per-Service IPVS statistics' flags.
+	ServiceStats ServiceStats
 
 	StateDir string
 	// DeletedNodeGrace is --deleted-node-grace-period: how long a deleted
@@ -118,11 +121,12 @@ type Config struct {
 func Default() *Config {
 	return &Config{
 		Planning: planner.Options{Scheduler: DefaultScheduler, MasqueradeBit: DefaultMasqueradeBit,
-			MaxVirtualServersPerService: informers.DefaultMaxVirtualServers},
+			MaxVirtualServersPerService: informers.DefaultMaxVirtualServers, MaxRealServersPerService: informers.DefaultMaxRealServers},
 		IPVSGracefulPeriod: DefaultGracefulPeriod,
 		SyncPeriod:         DefaultSyncPeriod,
 		HealthzBindAddress: DefaultHealthzBindAddress,
 		MetricsBindAddress: DefaultMetricsBindAddress,
+		ServiceStats:       ServiceStats{Enabled: true, MaxSeries: metrics.DefaultServiceStatsMaxSeries},
 		StateDir:           DefaultStateDir,
 		DeletedNodeGrace:   DefaultDeletedNodeGrace,
 		LogLevel:           "info",
@@ -156,6 +160,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.HealthzBindAddress, "healthz-bind-address", c.HealthzBindAddress, "host:port of the /healthz and /livez server; empty disables it.")
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
 	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "Serve Go's profiles (net/http/pprof: heap, CPU, goroutines) under /debug/pprof/ on the --metrics-bind-address server, as kube-proxy's --profiling.")
+	c.ServiceStats.addFlags(fs)
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
 	fs.DurationVar(&c.DeletedNodeGrace, "deleted-node-grace-period", c.DeletedNodeGrace, "How long the addresses of a Node deleted from the API stay protected (remembered in --state-dir across restarts): a Node deleted by mistake keeps its addresses off kube-ipvs0 until its kubelet registers it again.")
 	fs.StringVar(&c.EventsLeaseNamespace, "events-lease-namespace", c.EventsLeaseNamespace, "Namespace of the coordination.k8s.io Lease ipvs-proxy-events whose holder, one proxy per cluster, reports the refusals every node makes alike as Events; empty means the pod's own namespace ($POD_NAMESPACE, else its service account's). Without any, this proxy reports every refusal itself.")
@@ -278,6 +283,9 @@ func (c *Config) Validate() error {
 	if c.Planning.MaxVirtualServersPerService < 1 {
 		bad("max-virtual-servers-per-service", "%d must be at least 1", c.Planning.MaxVirtualServersPerService)
 	}
+	if c.Planning.MaxRealServersPerService < 1 {
+		bad("max-real-servers-per-service", "%d must be at least 1", c.Planning.MaxRealServersPerService)
+	}
 	for flag, addr := range map[string]string{"healthz-bind-address": c.HealthzBindAddress, "metrics-bind-address": c.MetricsBindAddress} {
 		if addr == "" {
 			continue
@@ -288,6 +296,9 @@ func (c *Config) Validate() error {
 	}
 	if c.EnableProfiling && c.MetricsBindAddress == "" {
 		bad("profiling", "profiles are served on the metrics server, and --metrics-bind-address is empty")
+	}
+	if c.ServiceStats.MaxSeries < 1 {
+		bad("service-stats-max-series", "%d must be at least 1", c.ServiceStats.MaxSeries)
 	}
 	if c.StateDir == "" {
 		bad("state-dir", "must not be empty")

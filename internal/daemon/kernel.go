@@ -11,6 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
@@ -41,9 +42,10 @@ type kernel struct {
 	// addrWriter is a third rtnetlink socket, the binds' (many to a
 	// sendmsg).
 	addrWriter *nlbatch.Writer
-	link       *addrmgr.KernelLink
+	link       *addrkernel.Link
 	rules      *iptables.Syncer
-	guard      *Guard
+	guard      *guardInForce
+	rec        *ipvs.Reconciler
 	app        *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
 	// address manager's watch of kube-ipvs0 saw an address added or
@@ -59,7 +61,7 @@ type kernel struct {
 }
 
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
-	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
+	k := &kernel{guard: newGuardInForce(nil), addrKick: make(chan struct{}, 1)}
 	var err error
 	if k.table, err = ipvskernel.Open(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
@@ -87,7 +89,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if k.nl, err = netlink.NewHandle(); err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	link, err := addrmgr.EnsureDevice(k.nl)
+	link, err := addrkernel.EnsureDevice(k.nl)
 	if err != nil {
 		return nil, err
 	}
@@ -120,6 +122,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if err := k.watch(mgr, link, log); err != nil {
 		return nil, err
 	}
+	k.rec = rec
 	k.app = applier.New(rec, mgr, k.rules, log.Named("applier"))
 	ok = true
 	return k, nil
@@ -133,7 +136,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	changed, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
 	if noIPVS("/proc/sys", err) {
 		return ErrNoIPVS
 	}
@@ -152,7 +155,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 // watch follows kube-ipvs0's addresses (`ip monitor address dev
 // kube-ipvs0`), the node's other links and its main routing table for the
 // node-address cache.
-func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.Logger) error {
+func (k *kernel) watch(mgr *addrmgr.Manager, link *addrkernel.Link, log *zap.Logger) error {
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
 	// the watch every sync dumps it, as before.

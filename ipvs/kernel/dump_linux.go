@@ -28,14 +28,23 @@ const (
 	ipvsCmdGetService  = 4 // IPVS_CMD_GET_SERVICE
 	ipvsCmdAttrService = 1 // IPVS_CMD_ATTR_SERVICE
 
-	ipvsSvcAttrAF        = 1 // IPVS_SVC_ATTR_AF
-	ipvsSvcAttrProtocol  = 2 // IPVS_SVC_ATTR_PROTOCOL
-	ipvsSvcAttrAddr      = 3 // IPVS_SVC_ATTR_ADDR
-	ipvsSvcAttrPort      = 4 // IPVS_SVC_ATTR_PORT
-	ipvsSvcAttrFWMark    = 5 // IPVS_SVC_ATTR_FWMARK
-	ipvsSvcAttrSchedName = 6 // IPVS_SVC_ATTR_SCHED_NAME
-	ipvsSvcAttrFlags     = 7 // IPVS_SVC_ATTR_FLAGS
-	ipvsSvcAttrTimeout   = 8 // IPVS_SVC_ATTR_TIMEOUT
+	ipvsSvcAttrAF        = 1  // IPVS_SVC_ATTR_AF
+	ipvsSvcAttrProtocol  = 2  // IPVS_SVC_ATTR_PROTOCOL
+	ipvsSvcAttrAddr      = 3  // IPVS_SVC_ATTR_ADDR
+	ipvsSvcAttrPort      = 4  // IPVS_SVC_ATTR_PORT
+	ipvsSvcAttrFWMark    = 5  // IPVS_SVC_ATTR_FWMARK
+	ipvsSvcAttrSchedName = 6  // IPVS_SVC_ATTR_SCHED_NAME
+	ipvsSvcAttrFlags     = 7  // IPVS_SVC_ATTR_FLAGS
+	ipvsSvcAttrTimeout   = 8  // IPVS_SVC_ATTR_TIMEOUT
+	ipvsSvcAttrStats     = 10 // IPVS_SVC_ATTR_STATS: 32-bit packet and connection counters
+	ipvsSvcAttrStats64   = 12 // IPVS_SVC_ATTR_STATS64 (Linux 4.1): every counter 64-bit
+
+	// The counters nested in either stats attribute (IPVS_STATS_ATTR_*).
+	ipvsStatsConns    = 1
+	ipvsStatsInPkts   = 2
+	ipvsStatsOutPkts  = 3
+	ipvsStatsInBytes  = 4
+	ipvsStatsOutBytes = 5
 
 	// genlHeaderLen is struct genlmsghdr: cmd, version, reserved.
 	genlHeaderLen = 4
@@ -76,19 +85,25 @@ func (d *dumper) close() { d.sock.Close() }
 // protocol and address the proxy manages (no firewall marks), in the
 // kernel's order, without real servers.
 func (d *dumper) services(each func(ipvs.VirtualServer)) error {
+	return d.servicesCounted(func(vs ipvs.VirtualServer, _ ipvs.Counters) { each(vs) })
+}
+
+// servicesCounted is services with each virtual server's counters, which
+// every message of the dump carries.
+func (d *dumper) servicesCounted(each func(ipvs.VirtualServer, ipvs.Counters)) error {
 	req := nl.NewNetlinkRequest(int(d.family), unix.NLM_F_DUMP)
 	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_GENERIC: d.sock}
 	req.AddData(&nl.Genlmsg{Command: ipvsCmdGetService, Version: 1})
 	req.AddData(nl.NewRtAttr(ipvsCmdAttrService, nil))
 	var perr error
 	err := req.ExecuteIter(unix.NETLINK_GENERIC, d.family, func(msg []byte) bool {
-		vs, ok, err := parseServiceMessage(msg)
+		vs, c, ok, err := parseService(msg)
 		if err != nil {
 			perr = err
 			return false
 		}
 		if ok {
-			each(vs)
+			each(vs, c)
 		}
 		return true
 	})
@@ -103,12 +118,20 @@ func (d *dumper) services(each func(ipvs.VirtualServer)) error {
 // service's attributes nested). ok is false for a firewall-mark service
 // and for a protocol or address family the proxy never programs.
 func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error) {
+	vs, _, ok, err = parseService(msg)
+	return vs, ok, err
+}
+
+// parseService is parseServiceMessage with the service's counters: the
+// 64-bit ones where the kernel sends them, else the 32-bit ones (whose
+// connection and packet counters wrap at 2³²).
+func parseService(msg []byte) (vs ipvs.VirtualServer, c ipvs.Counters, ok bool, err error) {
 	if len(msg) < genlHeaderLen {
-		return vs, false, fmt.Errorf("%w: %d bytes", errServiceMessage, len(msg))
+		return vs, c, false, fmt.Errorf("%w: %d bytes", errServiceMessage, len(msg))
 	}
 	attrs, err := nl.ParseRouteAttr(msg[genlHeaderLen:])
 	if err != nil {
-		return vs, false, fmt.Errorf("%w: %v", errServiceMessage, err)
+		return vs, c, false, fmt.Errorf("%w: %w", errServiceMessage, err)
 	}
 	var nested []byte
 	for _, a := range attrs {
@@ -117,14 +140,14 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 		}
 	}
 	if nested == nil {
-		return vs, false, fmt.Errorf("%w: no service attribute", errServiceMessage)
+		return vs, c, false, fmt.Errorf("%w: no service attribute", errServiceMessage)
 	}
 	svc, err := nl.ParseRouteAttr(nested)
 	if err != nil {
-		return vs, false, fmt.Errorf("%w: %v", errServiceMessage, err)
+		return vs, c, false, fmt.Errorf("%w: %w", errServiceMessage, err)
 	}
 	var port uint16
-	var addr []byte
+	var addr, stats32, stats64 []byte
 	var af, proto, fwmark, flags, timeout uint32
 	for _, a := range svc {
 		v := a.Value
@@ -150,17 +173,29 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 			flags, err = hostUint(v, 4, err)
 		case ipvsSvcAttrTimeout:
 			timeout, err = hostUint(v, 4, err)
+		case ipvsSvcAttrStats:
+			stats32 = v
+		case ipvsSvcAttrStats64:
+			stats64 = v
 		}
 	}
 	if err != nil {
-		return vs, false, err
+		return vs, c, false, err
 	}
 	if fwmark != 0 {
-		return vs, false, nil
+		return vs, c, false, nil
 	}
 	p, known := protoFromNumber(uint16(proto))
 	if !known {
-		return vs, false, nil
+		return vs, c, false, nil
+	}
+	if stats64 != nil {
+		c, err = parseCounters(stats64, true)
+	} else if stats32 != nil {
+		c, err = parseCounters(stats32, false)
+	}
+	if err != nil {
+		return vs, c, false, err
 	}
 	var a netip.Addr
 	switch {
@@ -169,14 +204,55 @@ func parseServiceMessage(msg []byte) (vs ipvs.VirtualServer, ok bool, err error)
 	case af == unix.AF_INET6 && len(addr) >= 16:
 		a = netip.AddrFrom16([16]byte(addr[:16]))
 	default:
-		return vs, false, nil
+		return vs, c, false, nil
 	}
 	vs.Key = ipvs.Key{Protocol: p, Address: a.Unmap(), Port: port}
 	vs.Flags = ipvs.Flags(flags) &^ ipvs.FlagHashed
 	if vs.Flags&ipvs.FlagPersistent != 0 {
 		vs.PersistenceTimeout = timeout
 	}
-	return vs, true, nil
+	return vs, c, true, nil
+}
+
+// parseCounters parses a nested stats attribute: in IPVS_SVC_ATTR_STATS64
+// every counter is 64-bit; in IPVS_SVC_ATTR_STATS the connections and
+// packets are 32-bit, the bytes 64-bit. Rates are not kept.
+func parseCounters(b []byte, wide bool) (ipvs.Counters, error) {
+	var c ipvs.Counters
+	attrs, err := nl.ParseRouteAttr(b)
+	if err != nil {
+		return c, fmt.Errorf("%w: stats: %v", errServiceMessage, err)
+	}
+	for _, a := range attrs {
+		var dst *uint64
+		size := 8
+		switch a.Attr.Type & attrTypeMask {
+		case ipvsStatsConns:
+			dst = &c.Connections
+		case ipvsStatsInPkts:
+			dst = &c.InPackets
+		case ipvsStatsOutPkts:
+			dst = &c.OutPackets
+		case ipvsStatsInBytes:
+			dst = &c.InBytes
+		case ipvsStatsOutBytes:
+			dst = &c.OutBytes
+		default:
+			continue
+		}
+		if !wide && dst != &c.InBytes && dst != &c.OutBytes {
+			size = 4
+		}
+		if len(a.Value) < size {
+			return c, fmt.Errorf("%w: counter of %d bytes, want %d", errServiceMessage, len(a.Value), size)
+		}
+		if size == 4 {
+			*dst = uint64(nl.NativeEndian().Uint32(a.Value))
+		} else {
+			*dst = nl.NativeEndian().Uint64(a.Value)
+		}
+	}
+	return c, nil
 }
 
 // hostUint reads an attribute of size bytes (2 or 4) in host byte

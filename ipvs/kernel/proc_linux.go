@@ -107,18 +107,20 @@ func parseProcIPVS(r io.Reader) (map[ipvs.Key][]ipvs.RealServerStatus, error) {
 }
 
 // dumpedVS is a virtual server of the netlink dump without its real
-// servers, kept in 80 bytes rather than a VirtualServer's 144 while the
-// listing is read, and whether the listing gave it to the walk yet.
+// servers, kept in 120 bytes rather than a VirtualServer's 152 while the
+// listing is read, with its counters, and whether the listing gave it to
+// the walk yet.
 type dumpedVS struct {
 	key       ipvs.Key
 	scheduler string
 	flags     ipvs.Flags
 	timeout   uint32
 	listed    bool
+	counters  ipvs.Counters
 }
 
-func dumpedOf(vs ipvs.VirtualServer) dumpedVS {
-	return dumpedVS{key: vs.Key, scheduler: vs.Scheduler, flags: vs.Flags, timeout: vs.PersistenceTimeout}
+func dumpedOf(vs ipvs.VirtualServer, c ipvs.Counters) dumpedVS {
+	return dumpedVS{key: vs.Key, scheduler: vs.Scheduler, flags: vs.Flags, timeout: vs.PersistenceTimeout, counters: c}
 }
 
 // virtualServer is d with rs as its real servers.
@@ -126,27 +128,34 @@ func (d *dumpedVS) virtualServer(rs []ipvs.RealServer) ipvs.VirtualServer {
 	return ipvs.VirtualServer{Key: d.key, Scheduler: d.scheduler, Flags: d.flags, PersistenceTimeout: d.timeout, RealServers: rs}
 }
 
+// walkFunc is what a walk of the table calls for each virtual server: its
+// real servers at their weights, its counters, and each real server's
+// connections in the same order (ipvs.StatsWalker).
+type walkFunc func(vs *ipvs.VirtualServer, c *ipvs.Counters, conns []ipvs.Conns)
+
 // walkProcListing streams the listing: for every virtual server of dumped
-// (sorted by key: CompareKeys) that it lists, it calls fn with the dumped attributes
-// and the listed real servers at their weights, in one buffer reused for
-// the next, and marks it listed. A virtual server listed twice (a resumed
-// read) is given once, at its first listing; one the dump lacks (created
-// since) is skipped. On a malformed line it returns the error and leaves
-// the virtual server it was reading unlisted.
-func walkProcListing(r io.Reader, dumped []dumpedVS, fn func(*ipvs.VirtualServer)) error {
+// (sorted by key: CompareKeys) that it lists, it calls fn with the dumped
+// attributes and counters and the listed real servers at their weights
+// with their connections, in buffers reused for the next, and marks it
+// listed. A virtual server listed twice (a resumed read) is given once, at
+// its first listing; one the dump lacks (created since) is skipped. On a
+// malformed line it returns the error and leaves the virtual server it
+// was reading unlisted.
+func walkProcListing(r io.Reader, dumped []dumpedVS, fn walkFunc) error {
 	var cur *dumpedVS
 	var buf []ipvs.RealServer
+	var conns []ipvs.Conns
 	var vs ipvs.VirtualServer // one for all: fn's argument escapes
 	flush := func() {
 		if cur != nil {
 			vs = cur.virtualServer(buf)
-			fn(&vs)
+			fn(&vs, &cur.counters, conns)
 			cur = nil
 		}
 	}
 	err := scanProcIPVS(r, func(k ipvs.Key) {
 		flush()
-		buf = buf[:0]
+		buf, conns = buf[:0], conns[:0]
 		if i, ok := slices.BinarySearchFunc(dumped, k, func(d dumpedVS, k ipvs.Key) int { return ipvs.CompareKeys(d.key, k) }); ok && !dumped[i].listed {
 			cur = &dumped[i]
 			cur.listed = true
@@ -154,6 +163,7 @@ func walkProcListing(r io.Reader, dumped []dumpedVS, fn func(*ipvs.VirtualServer
 	}, func(rs ipvs.RealServerStatus) {
 		if cur != nil {
 			buf = append(buf, rs.RealServer)
+			conns = append(conns, ipvs.Conns{Active: uint64(rs.ActiveConns), Inactive: uint64(rs.InactiveConns)})
 		}
 	})
 	if err != nil {

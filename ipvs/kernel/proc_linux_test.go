@@ -63,12 +63,12 @@ func TestParseProcIPVS(t *testing.T) {
 func walkSample(in string, keys ...ipvs.Key) (map[ipvs.Key][]ipvs.RealServer, []ipvs.Key, int, error) {
 	dumped := make([]dumpedVS, len(keys))
 	for i, k := range keys {
-		dumped[i] = dumpedOf(ipvs.VirtualServer{Key: k, Scheduler: "rr"})
+		dumped[i] = dumpedOf(ipvs.VirtualServer{Key: k, Scheduler: "rr"}, ipvs.Counters{})
 	}
 	got := make(map[ipvs.Key][]ipvs.RealServer)
 	calls := 0
 	slices.SortFunc(dumped, func(a, b dumpedVS) int { return ipvs.CompareKeys(a.key, b.key) })
-	err := walkProcListing(strings.NewReader(in), dumped, func(vs *ipvs.VirtualServer) {
+	err := walkProcListing(strings.NewReader(in), dumped, func(vs *ipvs.VirtualServer, _ *ipvs.Counters, _ []ipvs.Conns) {
 		calls++
 		if vs.Scheduler != "rr" {
 			panic("the dump's attributes were not given")
@@ -160,7 +160,7 @@ func BenchmarkParseProc(b *testing.B) {
 				dumped[i].listed = false
 			}
 			n := 0
-			if err := walkProcListing(strings.NewReader(text), dumped, func(vs *ipvs.VirtualServer) { n += len(vs.RealServers) }); err != nil || n != 100000 {
+			if err := walkProcListing(strings.NewReader(text), dumped, func(vs *ipvs.VirtualServer, _ *ipvs.Counters, _ []ipvs.Conns) { n += len(vs.RealServers) }); err != nil || n != 100000 {
 				b.Fatal(n, err)
 			}
 		}

@@ -56,8 +56,9 @@ type Table struct {
 }
 
 var (
-	_ ipvs.Table  = (*Table)(nil)
-	_ ipvs.Walker = (*Table)(nil)
+	_ ipvs.Table       = (*Table)(nil)
+	_ ipvs.Walker      = (*Table)(nil)
+	_ ipvs.StatsWalker = (*Table)(nil)
 )
 
 // Open opens the IPVS table of the calling thread's network
@@ -134,8 +135,19 @@ func (k *Table) Services() ([]ipvs.VirtualServer, error) {
 // service missing from the listing (see below) costs one
 // IPVS_CMD_GET_DEST dump of its own.
 func (k *Table) EachService(fn func(vs *ipvs.VirtualServer)) error {
+	return k.each(func(vs *ipvs.VirtualServer, _ *ipvs.Counters, _ []ipvs.Conns) { fn(vs) })
+}
+
+// EachServiceStats implements ipvs.StatsWalker with the same reads as
+// EachService: the virtual servers' dump carries their counters, the
+// /proc listing each real server's connections.
+func (k *Table) EachServiceStats(fn func(vs *ipvs.VirtualServer, c *ipvs.Counters, conns []ipvs.Conns)) error {
+	return k.each(fn)
+}
+
+func (k *Table) each(fn walkFunc) error {
 	dumped := make([]dumpedVS, 0, k.lastDumped+k.lastDumped/8)
-	if err := k.dump.services(func(vs ipvs.VirtualServer) { dumped = append(dumped, dumpedOf(vs)) }); err != nil {
+	if err := k.dump.servicesCounted(func(vs ipvs.VirtualServer, c ipvs.Counters) { dumped = append(dumped, dumpedOf(vs, c)) }); err != nil {
 		return fmt.Errorf("dump IPVS virtual servers: %w", err)
 	}
 	k.lastDumped = len(dumped)
@@ -161,10 +173,13 @@ func (k *Table) EachService(fn func(vs *ipvs.VirtualServer)) error {
 		if err != nil {
 			return fmt.Errorf("dump real servers of %s: %w", vs.Key, err)
 		}
+		conns := make([]ipvs.Conns, 0, len(ds))
 		for _, d := range ds {
-			vs.RealServers = append(vs.RealServers, fromDestination(d).RealServer)
+			st := fromDestination(d)
+			vs.RealServers = append(vs.RealServers, st.RealServer)
+			conns = append(conns, ipvs.Conns{Active: uint64(st.ActiveConns), Inactive: uint64(st.InactiveConns)})
 		}
-		fn(&vs)
+		fn(&vs, &dumped[i].counters, conns)
 	}
 	return nil
 }
@@ -212,6 +227,32 @@ func (k *Table) RealServers(key ipvs.Key) ([]ipvs.RealServerStatus, error) {
 		out = append(out, fromDestination(d))
 	}
 	return out, nil
+}
+
+// Service is one virtual server with its real servers: an
+// IPVS_CMD_GET_SERVICE for k, then its IPVS_CMD_GET_DEST dump (`ipvsadm
+// -L -n -t VIP:PORT`), no walk of the table. It returns nil and no error
+// when the kernel has no virtual server k.
+func (k *Table) Service(key ipvs.Key) (*ipvs.VirtualServer, error) {
+	s, err := k.h.GetService(toService(ipvs.VirtualServer{Key: key}))
+	if err != nil {
+		if err = mapErrno(err); errors.Is(err, ipvs.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ipvsadm -L -n %s: %w", key, err)
+	}
+	vs := &ipvs.VirtualServer{Key: key, Scheduler: s.SchedName, Flags: ipvs.Flags(s.Flags) &^ ipvs.FlagHashed}
+	if vs.Flags&ipvs.FlagPersistent != 0 {
+		vs.PersistenceTimeout = s.Timeout
+	}
+	rss, err := k.RealServers(key)
+	if err != nil {
+		return nil, err
+	}
+	for _, rs := range rss {
+		vs.RealServers = append(vs.RealServers, rs.RealServer)
+	}
+	return vs, nil
 }
 
 // AddService implements Table.

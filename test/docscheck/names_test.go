@@ -162,6 +162,8 @@ func exportedMetrics(t *testing.T) map[string]bool {
 		}
 	}
 	walk(reflect.ValueOf(m))
+	// The per-Service statistics, registered by run with --service-stats.
+	walk(reflect.ValueOf(metrics.NewServiceStats(1, true, nil)))
 	return names
 }
 

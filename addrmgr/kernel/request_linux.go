@@ -1,4 +1,4 @@
-package addrmgr
+package kernel
 
 import (
 	"encoding/binary"
@@ -8,16 +8,17 @@ import (
 
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 )
 
 // SetWriter makes AddAddrs send its requests through w, a route netlink
 // socket (nlbatch.Open(unix.NETLINK_ROUTE)) of the device's network
 // namespace, many to a sendmsg. Without one, AddAddrs is AddAddr for each.
-func (k *KernelLink) SetWriter(w *nlbatch.Writer) { k.batch = w }
+func (k *Link) SetWriter(w *nlbatch.Writer) { k.batch = w }
 
 // AddAddrs implements Link.
-func (k *KernelLink) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
+func (k *Link) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
 	if k.batch == nil {
 		for i, p := range ps {
 			each(i, k.AddAddr(p))
@@ -29,7 +30,7 @@ func (k *KernelLink) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
 		return appendNewAddr(b, seq, index, ps[i])
 	}, func(i int, err error) {
 		if err != nil && !errors.Is(err, unix.EEXIST) {
-			each(i, fmt.Errorf("ip addr add %s dev %s: %w", ps[i], Device, err))
+			each(i, fmt.Errorf("ip addr add %s dev %s: %w", ps[i], addrmgr.Device, err))
 			return
 		}
 		each(i, nil)

@@ -1,4 +1,4 @@
-package addrmgr
+package kernel
 
 import (
 	"context"
@@ -11,12 +11,13 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
-// KernelLink is kube-ipvs0 in the network namespace its netlink handle was
+// Link is kube-ipvs0 in the network namespace its netlink handle was
 // opened in.
 //
 // Addresses are added as kube-proxy adds them — a host prefix with the
@@ -37,7 +38,7 @@ import (
 //
 // The device stays down, as kube-proxy leaves it: the local routes work
 // without it being up, and a down device never answers ARP or NDP on its own.
-type KernelLink struct {
+type Link struct {
 	h    *netlink.Handle
 	link netlink.Link
 	// dump, on a Reader, dumps the addresses instead of h.
@@ -53,48 +54,48 @@ type KernelLink struct {
 	OtherLinks func(lost bool)
 }
 
-var _ Link = (*KernelLink)(nil)
+var _ addrmgr.Link = (*Link)(nil)
 
 // EnsureDevice finds kube-ipvs0 through h, creating it as a dummy device if
 // it is missing (`ip link add kube-ipvs0 type dummy`); it never sets it up.
 // A kube-ipvs0 that exists but is no dummy is an error.
-func EnsureDevice(h *netlink.Handle) (*KernelLink, error) {
-	l, err := h.LinkByName(Device)
+func EnsureDevice(h *netlink.Handle) (*Link, error) {
+	l, err := h.LinkByName(addrmgr.Device)
 	var notFound netlink.LinkNotFoundError
 	switch {
 	case errors.As(err, &notFound):
-		d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: Device}}
+		d := &netlink.Dummy{LinkAttrs: netlink.LinkAttrs{Name: addrmgr.Device}}
 		if err := h.LinkAdd(d); err != nil && !errors.Is(err, unix.EEXIST) {
-			return nil, fmt.Errorf("ip link add %s type dummy: %w", Device, err)
+			return nil, fmt.Errorf("ip link add %s type dummy: %w", addrmgr.Device, err)
 		}
-		if l, err = h.LinkByName(Device); err != nil {
-			return nil, fmt.Errorf("ip link show %s: %w", Device, err)
+		if l, err = h.LinkByName(addrmgr.Device); err != nil {
+			return nil, fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
 		}
 	case err != nil:
-		return nil, fmt.Errorf("ip link show %s: %w", Device, err)
+		return nil, fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
 	}
 	if l.Type() != "dummy" {
-		return nil, fmt.Errorf("%w: type %s", ErrNotDummy, l.Type())
+		return nil, fmt.Errorf("%w: type %s", addrmgr.ErrNotDummy, l.Type())
 	}
-	return &KernelLink{h: h, link: l}, nil
+	return &Link{h: h, link: l}, nil
 }
 
 // DeleteDevice removes kube-ipvs0 and every address on it
 // (`ip link del kube-ipvs0`), for cleanup. A missing device is no error.
 func DeleteDevice(h *netlink.Handle) error {
-	l, err := h.LinkByName(Device)
+	l, err := h.LinkByName(addrmgr.Device)
 	var notFound netlink.LinkNotFoundError
 	if errors.As(err, &notFound) {
 		return nil
 	}
 	if err != nil {
-		return fmt.Errorf("ip link show %s: %w", Device, err)
+		return fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
 	}
 	if l.Type() != "dummy" {
-		return fmt.Errorf("%w: type %s", ErrNotDummy, l.Type())
+		return fmt.Errorf("%w: type %s", addrmgr.ErrNotDummy, l.Type())
 	}
 	if err := h.LinkDel(l); err != nil {
-		return fmt.Errorf("ip link del %s: %w", Device, err)
+		return fmt.Errorf("ip link del %s: %w", addrmgr.Device, err)
 	}
 	return nil
 }
@@ -103,18 +104,18 @@ func DeleteDevice(h *netlink.Handle) error {
 // same network namespace: Manager.SetReader's socket for the full sync's
 // dump beside the sync. It only dumps (Addrs), and asks the kernel for
 // kube-ipvs0's addresses alone, parsing each as it arrives.
-func (k *KernelLink) Reader(d *nladdr.Dumper) *KernelLink {
-	return &KernelLink{link: k.link, dump: d}
+func (k *Link) Reader(d *nladdr.Dumper) *Link {
+	return &Link{link: k.link, dump: d}
 }
 
 // Index is the device's interface index.
-func (k *KernelLink) Index() int { return k.link.Attrs().Index }
+func (k *Link) Index() int { return k.link.Attrs().Index }
 
 // Addrs implements Link: one RTM_GETADDR dump of the device. The binding
 // handle's dump (after a change by others; at startup) goes through
 // netlink.Handle.AddrList, which parses every link's addresses; a Reader's,
 // every full sync's, through its dumper.
-func (k *KernelLink) Addrs() ([]netip.Prefix, error) {
+func (k *Link) Addrs() ([]netip.Prefix, error) {
 	if k.dump != nil {
 		var out []netip.Prefix
 		err := k.dump.Dump(nladdr.Filter{Link: k.Index()}, func(a nladdr.Addr) {
@@ -160,22 +161,22 @@ func toAddr(p netip.Prefix) *netlink.Addr {
 }
 
 // AddAddr implements Link; an address already there is no error.
-func (k *KernelLink) AddAddr(p netip.Prefix) error {
+func (k *Link) AddAddr(p netip.Prefix) error {
 	if err := k.h.AddrAdd(k.link, toAddr(p)); err != nil && !errors.Is(err, unix.EEXIST) {
-		return fmt.Errorf("ip addr add %s dev %s: %w", p, Device, err)
+		return fmt.Errorf("ip addr add %s dev %s: %w", p, addrmgr.Device, err)
 	}
 	return nil
 }
 
 // DelAddr implements Link; an address already gone is no error.
-func (k *KernelLink) DelAddr(p netip.Prefix) error {
+func (k *Link) DelAddr(p netip.Prefix) error {
 	if err := k.h.AddrDel(k.link, toAddr(p)); err != nil && !errors.Is(err, unix.EADDRNOTAVAIL) {
-		return fmt.Errorf("ip addr del %s dev %s: %w", p, Device, err)
+		return fmt.Errorf("ip addr del %s dev %s: %w", p, addrmgr.Device, err)
 	}
 	return nil
 }
 
-var _ Watcher = (*KernelLink)(nil)
+var _ addrmgr.Watcher = (*Link)(nil)
 
 // watchRcvBuf is the receive buffer asked for the address subscription
 // (SO_RCVBUFFORCE, falling back to the default): a full sync's binds of
@@ -189,7 +190,7 @@ const watchRcvBuf = 8 << 20
 // and hardware address). A lost subscription (ENOBUFS when events come
 // faster than they are read, or any error) is reported to status and made
 // again, retried with backoff, until ctx ends.
-func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status func(error)) error {
+func (k *Link) Watch(ctx context.Context, event func(addrmgr.AddrEvent), status func(error)) error {
 	ns, err := netns.Get()
 	if err != nil {
 		return fmt.Errorf("this thread's network namespace: %w", err)
@@ -209,7 +210,7 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 		defer ns.Close()
 		nlwatch.Follow(ctx, sub, func() (*nlwatch.Sub[nladdr.Update], error) { return k.subscribe(ns) }, each,
 			func(err error) {
-				status(fmt.Errorf("%w: %v", ErrWatchLost, err))
+				status(fmt.Errorf("%w: %w", addrmgr.ErrWatchLost, err))
 				k.otherLinks(true)
 			},
 			func() {
@@ -220,14 +221,14 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 	return nil
 }
 
-func (k *KernelLink) otherLinks(lost bool) {
+func (k *Link) otherLinks(lost bool) {
 	if k.OtherLinks != nil {
 		k.OtherLinks(lost)
 	}
 }
 
 // sameDevice checks that kube-ipvs0 in ns is the device of the handle.
-func (k *KernelLink) sameDevice(ns netns.NsHandle) error {
+func (k *Link) sameDevice(ns netns.NsHandle) error {
 	h, err := netlink.NewHandleAt(ns)
 	if err != nil {
 		return fmt.Errorf("netlink in this thread's namespace: %w", err)
@@ -245,19 +246,19 @@ func (k *KernelLink) sameDevice(ns netns.NsHandle) error {
 
 // ErrWatchNamespace is returned by Watch when the calling thread is not in
 // the namespace of the link's handle.
-var ErrWatchNamespace = errors.New("not the namespace of the " + Device + " handle")
+var ErrWatchNamespace = errors.New("not the namespace of the " + addrmgr.Device + " handle")
 
-func (k *KernelLink) subscribe(ns netns.NsHandle) (*nlwatch.Sub[nladdr.Update], error) {
+func (k *Link) subscribe(ns netns.NsHandle) (*nlwatch.Sub[nladdr.Update], error) {
 	s, err := nladdr.Subscribe(ns, watchRcvBuf)
 	if err != nil {
-		return nil, fmt.Errorf("ip monitor address dev %s: %w", Device, err)
+		return nil, fmt.Errorf("ip monitor address dev %s: %w", addrmgr.Device, err)
 	}
 	return s, nil
 }
 
 // deliver turns the subscription's updates into events of the link, and
 // tells OtherLinks (if set) of the other links' updates.
-func (k *KernelLink) deliver(event func(AddrEvent)) func(nladdr.Update) {
+func (k *Link) deliver(event func(addrmgr.AddrEvent)) func(nladdr.Update) {
 	index := k.Index()
 	return func(u nladdr.Update) {
 		if u.LinkIndex != index {
@@ -266,6 +267,6 @@ func (k *KernelLink) deliver(event func(AddrEvent)) func(nladdr.Update) {
 			}
 			return
 		}
-		event(AddrEvent{Prefix: netip.PrefixFrom(u.Prefix.Addr().Unmap(), u.Prefix.Bits()), Added: u.Added})
+		event(addrmgr.AddrEvent{Prefix: netip.PrefixFrom(u.Prefix.Addr().Unmap(), u.Prefix.Bits()), Added: u.Added})
 	}
 }

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr
+package kernel
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
@@ -86,13 +87,13 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 		}
 		got, ok := byAddr[p.Addr()]
 		if !ok {
-			t.Errorf("%s is not on %s", p, Device)
+			t.Errorf("%s is not on %s", p, addrmgr.Device)
 		} else if !same(got, ref) {
 			t.Errorf("%s: %s, AddAddr made %s", p, describe(got), describe(ref))
 		}
 	}
 	if len(addrs) != len(batch)+1 {
-		t.Errorf("%s holds %d addresses, want %d", Device, len(addrs), len(batch)+1)
+		t.Errorf("%s holds %d addresses, want %d", addrmgr.Device, len(addrs), len(batch)+1)
 	}
 }
 

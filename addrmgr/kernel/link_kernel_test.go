@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr
+package kernel
 
 import (
 	"fmt"
