@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -39,7 +39,7 @@ func TestKernelReaderMatchesLink(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		d, err := nladdr.Open()
+		d, err := nlconn.OpenAddrDumper()
 		if err != nil {
 			return err
 		}

@@ -12,9 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 )
 
 // Link is kube-ipvs0 in the network namespace its netlink handle was
@@ -42,9 +40,9 @@ type Link struct {
 	h    *netlink.Handle
 	link netlink.Link
 	// dump, on a Reader, dumps the addresses instead of h.
-	dump *nladdr.Dumper
+	dump *nlconn.AddrDumper
 	// batch, when set (SetWriter), sends AddAddrs's requests.
-	batch *nlbatch.Writer
+	batch *nlconn.Writer
 	// OtherLinks, if set before Watch, hears from the watch about the
 	// addresses of every other link (the node's own): it is called with
 	// false whenever one was added or removed or the watch (re)started,
@@ -104,7 +102,7 @@ func DeleteDevice(h *netlink.Handle) error {
 // same network namespace: Manager.SetReader's socket for the full sync's
 // dump beside the sync. It only dumps (Addrs), and asks the kernel for
 // kube-ipvs0's addresses alone, parsing each as it arrives.
-func (k *Link) Reader(d *nladdr.Dumper) *Link {
+func (k *Link) Reader(d *nlconn.AddrDumper) *Link {
 	return &Link{link: k.link, dump: d}
 }
 
@@ -118,7 +116,7 @@ func (k *Link) Index() int { return k.link.Attrs().Index }
 func (k *Link) Addrs() ([]netip.Prefix, error) {
 	if k.dump != nil {
 		var out []netip.Prefix
-		err := k.dump.Dump(nladdr.Filter{Link: k.Index()}, func(a nladdr.Addr) {
+		err := k.dump.Dump(nlconn.AddrFilter{Link: k.Index()}, func(a nlconn.Addr) {
 			out = append(out, netip.PrefixFrom(a.Prefix.Addr().Unmap(), a.Prefix.Bits()))
 		})
 		return out, err
@@ -208,7 +206,7 @@ func (k *Link) Watch(ctx context.Context, event func(addrmgr.AddrEvent), status 
 	each := k.deliver(event)
 	go func() {
 		defer ns.Close()
-		nlwatch.Follow(ctx, sub, func() (*nlwatch.Sub[nladdr.Update], error) { return k.subscribe(ns) }, each,
+		nlconn.Follow(ctx, sub, func() (*nlconn.Sub[nlconn.AddrUpdate], error) { return k.subscribe(ns) }, each,
 			func(err error) {
 				status(fmt.Errorf("%w: %w", addrmgr.ErrWatchLost, err))
 				k.otherLinks(true)
@@ -248,8 +246,8 @@ func (k *Link) sameDevice(ns netns.NsHandle) error {
 // the namespace of the link's handle.
 var ErrWatchNamespace = errors.New("not the namespace of the " + addrmgr.Device + " handle")
 
-func (k *Link) subscribe(ns netns.NsHandle) (*nlwatch.Sub[nladdr.Update], error) {
-	s, err := nladdr.Subscribe(ns, watchRcvBuf)
+func (k *Link) subscribe(ns netns.NsHandle) (*nlconn.Sub[nlconn.AddrUpdate], error) {
+	s, err := nlconn.SubscribeAddrs(ns, watchRcvBuf)
 	if err != nil {
 		return nil, fmt.Errorf("ip monitor address dev %s: %w", addrmgr.Device, err)
 	}
@@ -258,9 +256,9 @@ func (k *Link) subscribe(ns netns.NsHandle) (*nlwatch.Sub[nladdr.Update], error)
 
 // deliver turns the subscription's updates into events of the link, and
 // tells OtherLinks (if set) of the other links' updates.
-func (k *Link) deliver(event func(addrmgr.AddrEvent)) func(nladdr.Update) {
+func (k *Link) deliver(event func(addrmgr.AddrEvent)) func(nlconn.AddrUpdate) {
 	index := k.Index()
-	return func(u nladdr.Update) {
+	return func(u nlconn.AddrUpdate) {
 		if u.LinkIndex != index {
 			if k.OtherLinks != nil {
 				k.OtherLinks(false)

@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -40,7 +40,7 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		w, err := nlbatch.Open(unix.NETLINK_ROUTE)
+		w, err := nlconn.OpenWriter(unix.NETLINK_ROUTE)
 		if err != nil {
 			return err
 		}

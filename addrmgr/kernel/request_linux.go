@@ -9,13 +9,13 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 )
 
 // SetWriter makes AddAddrs send its requests through w, a route netlink
-// socket (nlbatch.Open(unix.NETLINK_ROUTE)) of the device's network
+// socket (nlconn.OpenWriter(unix.NETLINK_ROUTE)) of the device's network
 // namespace, many to a sendmsg. Without one, AddAddrs is AddAddr for each.
-func (k *Link) SetWriter(w *nlbatch.Writer) { k.batch = w }
+func (k *Link) SetWriter(w *nlconn.Writer) { k.batch = w }
 
 // AddAddrs implements Link.
 func (k *Link) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
@@ -42,7 +42,7 @@ func (k *Link) AddAddrs(ps []netip.Prefix, each func(i int, err error)) {
 // IFA_F_NOPREFIXROUTE, and for IPv6 IFA_F_NODAD with `preferred_lft 0
 // valid_lft forever`. An address already there is EEXIST.
 func appendNewAddr(b []byte, seq, index uint32, p netip.Prefix) []byte {
-	m := nlbatch.Begin(b, unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, seq)
+	m := nlconn.Begin(b, unix.RTM_NEWADDR, unix.NLM_F_CREATE|unix.NLM_F_EXCL, seq)
 	a := p.Addr()
 	family := byte(unix.AF_INET6)
 	flags := uint32(unix.IFA_F_NOPREFIXROUTE)

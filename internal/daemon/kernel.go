@@ -15,8 +15,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -38,10 +37,10 @@ type kernel struct {
 	nl        *netlink.Handle
 	// addrReader is a second rtnetlink socket, for the same read's dump
 	// of kube-ipvs0.
-	addrReader *nladdr.Dumper
+	addrReader *nlconn.AddrDumper
 	// addrWriter is a third rtnetlink socket, the binds' (many to a
 	// sendmsg).
-	addrWriter *nlbatch.Writer
+	addrWriter *nlconn.Writer
 	link       *addrkernel.Link
 	rules      *iptables.Syncer
 	guard      *guardInForce
@@ -94,7 +93,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, err
 	}
 	k.link = link
-	if k.addrWriter, err = nlbatch.Open(unix.NETLINK_ROUTE); err != nil {
+	if k.addrWriter, err = nlconn.OpenWriter(unix.NETLINK_ROUTE); err != nil {
 		return nil, fmt.Errorf("netlink: a socket for the binds: %w", err)
 	}
 	link.SetWriter(k.addrWriter)
@@ -113,7 +112,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Reader:         k.reader,
 		Log:            log.Named("ipvs"),
 	})
-	if k.addrReader, err = nladdr.Open(); err != nil {
+	if k.addrReader, err = nlconn.OpenAddrDumper(); err != nil {
 		return nil, fmt.Errorf("netlink: a second socket: %w", err)
 	}
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))

@@ -1,17 +1,15 @@
-package nladdr
+package nlconn
 
 import (
 	"fmt"
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
-
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsock"
 )
 
-// Dumper is a route netlink socket for address dumps. It is not safe for
+// AddrDumper is a route netlink socket for address dumps. It is not safe for
 // concurrent use: one dump at a time.
-type Dumper struct {
+type AddrDumper struct {
 	sock *nl.SocketHandle
 	// Strict is whether the kernel took strict checking (Linux 4.20):
 	// then a dump of one link gets that link's addresses alone.
@@ -22,22 +20,22 @@ type Dumper struct {
 // namespace, with strict checking when the kernel has it and the netlink
 // library's send and receive timeouts, so that a dump the kernel never
 // finishes fails instead of holding its caller.
-func Open() (*Dumper, error) {
-	s, err := nlsock.Open(unix.NETLINK_ROUTE)
+func OpenAddrDumper() (*AddrDumper, error) {
+	s, err := OpenSocket(unix.NETLINK_ROUTE)
 	if err != nil {
 		return nil, err
 	}
 	strict := unix.SetsockoptInt(s.GetFd(), unix.SOL_NETLINK, unix.NETLINK_GET_STRICT_CHK, 1) == nil
-	return &Dumper{sock: &nl.SocketHandle{Socket: s}, Strict: strict}, nil
+	return &AddrDumper{sock: &nl.SocketHandle{Socket: s}, Strict: strict}, nil
 }
 
 // Close closes the socket.
-func (d *Dumper) Close() { d.sock.Close() }
+func (d *AddrDumper) Close() { d.sock.Close() }
 
 // Dump is `ip -o addr show` of the links f keeps: it calls each for every
 // IPv4 and IPv6 address, in the kernel's order. An interrupted dump (the
 // addresses changed during it) is an error, after each saw what came.
-func (d *Dumper) Dump(f Filter, each func(Addr)) error {
+func (d *AddrDumper) Dump(f AddrFilter, each func(Addr)) error {
 	req := nl.NewNetlinkRequest(unix.RTM_GETADDR, unix.NLM_F_DUMP)
 	req.Sockets = map[int]*nl.SocketHandle{unix.NETLINK_ROUTE: d.sock}
 	msg := nl.NewIfAddrmsg(unix.AF_UNSPEC)

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package nladdr
+package nlconn
 
 import (
 	"fmt"
@@ -45,7 +45,7 @@ func TestKernelDumpMatchesNetlink(t *testing.T) {
 			return err
 		}
 		ipvs0 = l.Attrs().Index
-		d, err := Open()
+		d, err := OpenAddrDumper()
 		if err != nil {
 			return err
 		}
@@ -54,9 +54,9 @@ func TestKernelDumpMatchesNetlink(t *testing.T) {
 			return fmt.Errorf("no strict checking: the kernel would send every link's addresses")
 		}
 		for _, q := range []struct {
-			f   Filter
+			f   AddrFilter
 			dst *[]Addr
-		}{{Filter{}, &all}, {Filter{Link: ipvs0}, &only}, {Filter{Except: ipvs0}, &except}} {
+		}{{AddrFilter{}, &all}, {AddrFilter{Link: ipvs0}, &only}, {AddrFilter{Except: ipvs0}, &except}} {
 			if err := d.Dump(q.f, func(a Addr) { *q.dst = append(*q.dst, a) }); err != nil {
 				return err
 			}

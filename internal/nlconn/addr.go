@@ -1,4 +1,4 @@
-package nladdr
+package nlconn
 
 import (
 	"errors"
@@ -15,8 +15,8 @@ type Addr struct {
 	Prefix netip.Prefix
 }
 
-// Filter says which links' addresses a dump returns.
-type Filter struct {
+// AddrFilter says which links' addresses a dump returns.
+type AddrFilter struct {
 	// Link, when not 0, is the only link whose addresses are dumped
 	// (`ip addr show dev`): the kernel sends no other's when strict
 	// checking is on (Linux 4.20), and they are skipped otherwise.
@@ -27,9 +27,9 @@ type Filter struct {
 }
 
 // wants reports whether the filter keeps an address of link index.
-func (f Filter) wants(index int) bool {
+func (f AddrFilter) wants(index int) bool {
 	return (f.Link == 0 || index == f.Link) && (f.Except == 0 || index != f.Except)
 }
 
-// ErrMessage is returned for an RTM_NEWADDR message the parse cannot read.
-var ErrMessage = errors.New("malformed RTM_NEWADDR message")
+// ErrAddrMessage is returned for an RTM_NEWADDR message the parse cannot read.
+var ErrAddrMessage = errors.New("malformed RTM_NEWADDR message")

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package nlsub
+package nlconn
 
 import (
 	"context"
@@ -12,7 +12,6 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -25,7 +24,7 @@ func TestKernelSubscribe(t *testing.T) {
 	node.Run(t, "ip", "link", "add", "sub0", "type", "dummy")
 	errBad := errors.New("a message decode cannot read")
 	var bad atomic.Bool
-	var sub *nlwatch.Sub[uint16]
+	var sub *Sub[uint16]
 	if err := node.Do(func() error {
 		ns, err := netns.Get()
 		if err != nil {

@@ -1,4 +1,4 @@
-package nlsub
+package nlconn
 
 import (
 	"encoding/binary"
@@ -7,8 +7,6 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
-
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 )
 
 // Subscribe subscribes to groups of route netlink in network namespace ns
@@ -21,7 +19,7 @@ import (
 // reported through the subscription's ErrorCallback, which ends it: the
 // follower then knows events may be lost. Closing the subscription's Done
 // closes the socket.
-func Subscribe[T any](ns netns.NsHandle, groups []uint, rcvbuf, queue int, decode func(typ uint16, body []byte) (T, bool, error)) (*nlwatch.Sub[T], error) {
+func Subscribe[T any](ns netns.NsHandle, groups []uint, rcvbuf, queue int, decode func(typ uint16, body []byte) (T, bool, error)) (*Sub[T], error) {
 	s, err := nl.SubscribeAt(ns, netns.None(), unix.NETLINK_ROUTE, groups...)
 	if err != nil {
 		return nil, err
@@ -30,7 +28,7 @@ func Subscribe[T any](ns netns.NsHandle, groups []uint, rcvbuf, queue int, decod
 		// Only the size is lost when it fails: the subscription works.
 		_ = s.SetReceiveBufferSize(rcvbuf, true)
 	}
-	sub := nlwatch.New[T](queue)
+	sub := New[T](queue)
 	go func() {
 		<-sub.Done
 		s.Close()

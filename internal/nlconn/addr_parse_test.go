@@ -1,4 +1,4 @@
-package nladdr
+package nlconn
 
 import (
 	"encoding/binary"
@@ -73,23 +73,23 @@ func TestParseAddrMalformed(t *testing.T) {
 		"an IPv6 address in an IPv4 message": message(afInet, 32, 7, attr{ifaLocal, netip.MustParseAddr("fd00::a").AsSlice()}),
 		"prefix longer than the address":     message(afInet, 33, 7, attr{ifaLocal, v4}),
 	} {
-		if _, _, err := parseAddr(msg); !errors.Is(err, ErrMessage) {
-			t.Errorf("%s: err = %v, want ErrMessage", name, err)
+		if _, _, err := parseAddr(msg); !errors.Is(err, ErrAddrMessage) {
+			t.Errorf("%s: err = %v, want ErrAddrMessage", name, err)
 		}
 	}
 }
 
 func TestFilter(t *testing.T) {
 	for _, tc := range []struct {
-		f     Filter
+		f     AddrFilter
 		index int
 		want  bool
 	}{
-		{Filter{}, 5, true},
-		{Filter{Link: 5}, 5, true},
-		{Filter{Link: 5}, 6, false},
-		{Filter{Except: 5}, 5, false},
-		{Filter{Except: 5}, 6, true},
+		{AddrFilter{}, 5, true},
+		{AddrFilter{Link: 5}, 5, true},
+		{AddrFilter{Link: 5}, 6, false},
+		{AddrFilter{Except: 5}, 5, false},
+		{AddrFilter{Except: 5}, 6, true},
 	} {
 		if got := tc.f.wants(tc.index); got != tc.want {
 			t.Errorf("%+v.wants(%d) = %v", tc.f, tc.index, got)

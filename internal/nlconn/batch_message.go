@@ -1,4 +1,4 @@
-package nlbatch
+package nlconn
 
 import (
 	"encoding/binary"

@@ -1,10 +1,4 @@
-// Package nlsock opens the netlink sockets the proxy reads and writes on
-// by itself (internal/nladdr's dumps, ipvs/kernel's dump, internal/nlbatch's
-// writes): in the calling thread's network namespace, with the netlink
-// library's timeouts, so that a request the kernel never answers fails
-// instead of holding its caller forever. It owns nothing after Open
-// returns; what goes over the socket is the caller's.
-package nlsock
+package nlconn
 
 import (
 	"errors"
@@ -17,7 +11,7 @@ import (
 // Open opens a socket of the netlink protocol (unix.NETLINK_ROUTE,
 // unix.NETLINK_GENERIC) in the calling thread's network namespace, with
 // nl.SocketTimeoutTv for sends and receives.
-func Open(protocol int) (*nl.NetlinkSocket, error) {
+func OpenSocket(protocol int) (*nl.NetlinkSocket, error) {
 	s, err := nl.GetNetlinkSocketAt(netns.None(), netns.None(), protocol)
 	if err != nil {
 		return nil, fmt.Errorf("netlink socket (protocol %d): %w", protocol, err)

@@ -1,9 +1,4 @@
-// Package nlwatch runs one subscription of vishvananda/netlink (`ip
-// monitor address`, `ip monitor route`): the channels the library writes
-// to, its errors, and the loop that hands each update on until the
-// subscription fails or its context ends. It owns no socket and reads no
-// kernel state of its own; what an update means is its caller's.
-package nlwatch
+package nlconn
 
 import (
 	"context"

@@ -1,4 +1,4 @@
-package nlbatch
+package nlconn
 
 import (
 	"encoding/binary"
@@ -9,8 +9,6 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
-
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsock"
 )
 
 // ErrNoAck is wrapped by the outcome of a request whose acknowledgement
@@ -57,8 +55,8 @@ type Writer struct {
 // of holding its caller forever. The receive buffer is forced where the
 // caller may (CAP_NET_ADMIN) and the default otherwise; acknowledgements
 // carry no copy of a failed request (NETLINK_CAP_ACK).
-func Open(protocol int) (*Writer, error) {
-	s, err := nlsock.Open(protocol)
+func OpenWriter(protocol int) (*Writer, error) {
+	s, err := OpenSocket(protocol)
 	if err != nil {
 		return nil, err
 	}

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package nladdr
+package nlconn
 
 import (
 	"net/netip"
@@ -11,20 +11,19 @@ import (
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
 // TestKernelSubscribe follows a node namespace's addresses while `ip`
-// adds and removes some on a dummy link: each is one Update with its
+// adds and removes some on a dummy link: each is one AddrUpdate with its
 // link, its prefix (IPv4 and IPv6) and whether it was added, in order.
-func TestKernelSubscribe(t *testing.T) {
+func TestKernelSubscribeAddrs(t *testing.T) {
 	node := ktest.NewNode(t)
 	node.Run(t, "ip", "link", "add", "watch0", "type", "dummy")
 	node.Run(t, "ip", "link", "set", "watch0", "up")
 	var index int
-	sub := func() *nlwatch.Sub[Update] {
-		var s *nlwatch.Sub[Update]
+	sub := func() *Sub[AddrUpdate] {
+		var s *Sub[AddrUpdate]
 		if err := node.Do(func() error {
 			h, err := netlink.NewHandle()
 			if err != nil {
@@ -41,7 +40,7 @@ func TestKernelSubscribe(t *testing.T) {
 				return err
 			}
 			defer ns.Close()
-			s, err = Subscribe(ns, 0)
+			s, err = SubscribeAddrs(ns, 0)
 			return err
 		}); err != nil {
 			t.Fatal(err)
@@ -52,12 +51,12 @@ func TestKernelSubscribe(t *testing.T) {
 	node.Run(t, "ip", "addr", "add", "10.96.0.10/32", "dev", "watch0")
 	node.Run(t, "ip", "addr", "add", "fd00:96::a/128", "dev", "watch0", "nodad", "noprefixroute")
 	node.Run(t, "ip", "addr", "del", "10.96.0.10/32", "dev", "watch0")
-	want := []Update{
+	want := []AddrUpdate{
 		{Addr{index, netip.MustParsePrefix("10.96.0.10/32")}, true},
 		{Addr{index, netip.MustParsePrefix("fd00:96::a/128")}, true},
 		{Addr{index, netip.MustParsePrefix("10.96.0.10/32")}, false},
 	}
-	var got []Update
+	var got []AddrUpdate
 	timeout := time.After(10 * time.Second)
 	for len(got) < len(want) {
 		select {

@@ -1,4 +1,4 @@
-package nladdr
+package nlconn
 
 import (
 	"encoding/binary"
@@ -31,7 +31,7 @@ func linkIndex(msg []byte) (int, bool) {
 func parseAddr(msg []byte) (a Addr, ok bool, err error) {
 	index, ok := linkIndex(msg)
 	if !ok {
-		return a, false, fmt.Errorf("%w: %d bytes", ErrMessage, len(msg))
+		return a, false, fmt.Errorf("%w: %d bytes", ErrAddrMessage, len(msg))
 	}
 	family, bits := msg[0], int(msg[1])
 	var size int
@@ -47,7 +47,7 @@ func parseAddr(msg []byte) (a Addr, ok bool, err error) {
 	for b := msg[ifaddrmsgLen:]; len(b) >= rtattrLen; {
 		n := int(binary.NativeEndian.Uint16(b[0:2]))
 		if n < rtattrLen || n > len(b) {
-			return a, false, fmt.Errorf("%w: attribute of %d bytes in %d", ErrMessage, n, len(b))
+			return a, false, fmt.Errorf("%w: attribute of %d bytes in %d", ErrAddrMessage, n, len(b))
 		}
 		switch binary.NativeEndian.Uint16(b[2:4]) {
 		case ifaAddress:
@@ -63,11 +63,11 @@ func parseAddr(msg []byte) (a Addr, ok bool, err error) {
 		ip = address
 	}
 	if len(ip) != size {
-		return a, false, fmt.Errorf("%w: %d-byte address of family %d", ErrMessage, len(ip), family)
+		return a, false, fmt.Errorf("%w: %d-byte address of family %d", ErrAddrMessage, len(ip), family)
 	}
 	addr, _ := netip.AddrFromSlice(ip)
 	if bits > addr.BitLen() {
-		return a, false, fmt.Errorf("%w: prefix length %d of %s", ErrMessage, bits, addr)
+		return a, false, fmt.Errorf("%w: prefix length %d of %s", ErrAddrMessage, bits, addr)
 	}
 	return Addr{LinkIndex: index, Prefix: netip.PrefixFrom(addr, bits)}, true, nil
 }

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package nlbatch
+package nlconn
 
 import (
 	"errors"
@@ -69,7 +69,7 @@ func TestKernelWriter(t *testing.T) {
 		if err != nil {
 			return err
 		}
-		w, err := Open(unix.NETLINK_ROUTE)
+		w, err := OpenWriter(unix.NETLINK_ROUTE)
 		if err != nil {
 			return err
 		}

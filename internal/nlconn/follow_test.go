@@ -1,4 +1,4 @@
-package nlwatch
+package nlconn
 
 import (
 	"context"
