@@ -26,8 +26,9 @@ KUBELET_BIN := $(CURDIR)/.cache/kubelet/kubelet-$(K8S_VERSION)
 NODE_DIR    ?= .cache/node
 # Debian bookworm's: containerd 1.6 serves the CRI v1 API that kubelet
 # v1.34 requires (it falls back to its own cgroupDriver setting where 1.6
-# lacks the RuntimeConfig call of containerd 2).
-NODE_PKGS   := containerd runc containernetworking-plugins
+# lacks the RuntimeConfig call of containerd 2). nft: the install scenario
+# keeps the API server out of the proxy pod's reach for a while.
+NODE_PKGS   := containerd runc containernetworking-plugins nftables
 
 .PHONY: kubelet node-deps node-image test-node
 kubelet:
@@ -38,16 +39,28 @@ node-deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PKGS) >/dev/null; }
 	@dpkg-query -W -f='node-deps: $${Package} $${Version}\n' $(NODE_PKGS)
 
+# The release image twice (the second as the rollout's new version,
+# ROLLOUT_TAG), and the kube-proxy image's root file system: the release
+# image's packages and ipset, which kube-proxy's IPVS mode runs.
+ROLLOUT_TAG := $(VERSION)-rollout
 node-image:
 	mkdir -p $(NODE_DIR)
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags '$(LDFLAGS)' -o $(NODE_DIR)/ipvs-proxy ./cmd/ipvs-proxy
 	bash scripts/release-rootfs.sh amd64 $(NODE_DIR)/rootfs-amd64.tar
-	$(GO) run ./tools/ociimage build -layout $(NODE_DIR)/oci -tag $(VERSION) -platform amd64=$(NODE_DIR)/rootfs-amd64.tar,$(NODE_DIR)/ipvs-proxy
-	tar --sort=name --owner=0 --group=0 --numeric-owner -C $(NODE_DIR)/oci -cf $(NODE_DIR)/ipvs-proxy-oci.tar .
+	IMAGE_PACKAGES='base-files base-passwd bash coreutils dash dpkg grep iptables ipset kmod' \
+		bash scripts/release-rootfs.sh amd64 $(NODE_DIR)/rootfs-kube-proxy-amd64.tar
+	set -e; for tag in $(VERSION) $(ROLLOUT_TAG); do \
+		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version='$$tag \
+			-o $(NODE_DIR)/ipvs-proxy ./cmd/ipvs-proxy; \
+		$(GO) run ./tools/ociimage build -layout $(NODE_DIR)/oci -tag $$tag -platform amd64=$(NODE_DIR)/rootfs-amd64.tar,$(NODE_DIR)/ipvs-proxy; \
+		tar --sort=name --owner=0 --group=0 --numeric-owner -C $(NODE_DIR)/oci -cf $(NODE_DIR)/ipvs-proxy-$$tag-oci.tar .; \
+	done
 
-test-node: deps kubelet node-deps node-image
-	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-oci.tar \
-		$(GO) test -count=1 -vet=off -v -timeout 40m -run '^TestNode$$' ./node
+test-node: deps kubelet kube-proxy node-deps node-image
+	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
+		NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(VERSION)-oci.tar \
+		NODE_ROLLOUT_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(ROLLOUT_TAG)-oci.tar NODE_ROLLOUT_TAG=$(ROLLOUT_TAG) \
+		NODE_KUBE_PROXY_ROOTFS=$(CURDIR)/$(NODE_DIR)/rootfs-kube-proxy-amd64.tar \
+		$(GO) test -count=1 -vet=off -v -timeout 40m -run '^TestNode$$' $(NODE_TEST_FLAGS) ./node
 
 OPT_IN += test-node(builds-the-kubelet-and-runs-it-in-the-VM)
 

@@ -25,7 +25,9 @@ SECURITY=${IMAGE_SECURITY_MIRROR:-http://deb.debian.org/debian-security}
 # iptables (nft and legacy), kmod (modprobe with the host's /lib/modules),
 # dash and bash (the init containers), coreutils (install, mv, seq, sleep),
 # grep and dpkg's update-alternatives (the iptables wrapper). No ipset.
-PACKAGES="base-files base-passwd bash coreutils dash dpkg grep iptables kmod"
+# IMAGE_PACKAGES replaces the list: make test-node's kube-proxy image adds
+# ipset, which kube-proxy's IPVS mode runs (mk/node.mk).
+PACKAGES=${IMAGE_PACKAGES:-base-files base-passwd bash coreutils dash dpkg grep iptables kmod}
 WRAPPER=deploy/image/iptables-wrapper
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-1735689600}
 

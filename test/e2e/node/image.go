@@ -3,7 +3,6 @@ package node
 import (
 	"archive/tar"
 	"bytes"
-	"compress/gzip"
 	"encoding/json"
 	"fmt"
 	"os"
@@ -22,56 +21,81 @@ const containerdImageName = "io.containerd.image.name"
 
 // The test image's references. PauseImage is the sandbox image the node's
 // containerd is configured with (kubelet v1.34's default); ServeImage runs
-// the same program as a backend (testpod -serve).
+// the same program as a backend (testpod -serve). KubeProxyImage is
+// kubeadm v1.34's kube-proxy image reference.
 const (
-	PauseImage = "registry.k8s.io/pause:3.10"
-	ServeImage = "ipvs-proxy.test/testpod:1"
-	testpodBin = "/testpod"
+	PauseImage     = "registry.k8s.io/pause:3.10"
+	ServeImage     = "ipvs-proxy.test/testpod:1"
+	KubeProxyImage = "registry.k8s.io/kube-proxy:v1.34.4"
+	testpodBin     = "/testpod"
+	kubeProxyBin   = "/usr/local/bin/kube-proxy"
 )
 
-// WriteTestImage writes, as one OCI image layout in a tar at out, the
-// linux/amd64 image of the static binary bin at /testpod, its entrypoint,
-// indexed once under each of PauseImage and ServeImage: what `ctr -n k8s.io
-// images import` needs to give the kubelet both without a registry.
+// Image is a linux/amd64 image to write as an OCI image layout tar.
+type Image struct {
+	// Names are the full references it is imported under.
+	Names []string
+	// Layers are uncompressed tars, the base first.
+	Layers     [][]byte
+	Entrypoint []string
+}
+
+// WriteTestImage writes the image of the static binary bin at /testpod,
+// its entrypoint, under PauseImage and ServeImage.
 func WriteTestImage(out, bin string) error {
-	data, err := os.ReadFile(bin)
+	layer, err := fileLayer(bin, testpodBin)
 	if err != nil {
 		return fmt.Errorf("test image: %w", err)
 	}
-	created := time.Unix(0, 0).UTC()
-	layer, err := tarOf(map[string][]byte{testpodBin[1:]: data}, 0o755)
+	return Image{Names: []string{PauseImage, ServeImage}, Layers: [][]byte{layer}, Entrypoint: []string{testpodBin}}.Write(out)
+}
+
+// WriteKubeProxyImage writes KubeProxyImage: the root file system tar
+// rootfs (Debian's iptables, ipset and kmod, from scripts/release-rootfs.sh)
+// and the kube-proxy binary bin at /usr/local/bin/kube-proxy, as upstream's
+// image has it (kubeadm's DaemonSet runs that path).
+func WriteKubeProxyImage(out, rootfs, bin string) error {
+	base, err := os.ReadFile(rootfs)
 	if err != nil {
-		return fmt.Errorf("test image layer: %w", err)
+		return fmt.Errorf("kube-proxy image: %w", err)
 	}
+	layer, err := fileLayer(bin, kubeProxyBin)
+	if err != nil {
+		return fmt.Errorf("kube-proxy image: %w", err)
+	}
+	return Image{Names: []string{KubeProxyImage}, Layers: [][]byte{base, layer}, Entrypoint: []string{kubeProxyBin}}.Write(out)
+}
+
+// Write writes img at out as one OCI image layout in a tar, indexed once
+// under each name: what `ctr -n k8s.io images import` needs to give the
+// kubelet the image without a registry.
+func (img Image) Write(out string) error {
 	blobs := map[digest.Digest][]byte{}
 	add := func(mediaType string, b []byte) v1.Descriptor {
 		d := digest.FromBytes(b)
 		blobs[d] = b
 		return v1.Descriptor{MediaType: mediaType, Digest: d, Size: int64(len(b))}
 	}
-	var gz bytes.Buffer
-	zw := gzip.NewWriter(&gz)
-	if _, err := zw.Write(layer); err != nil {
-		return err
-	}
-	if err := zw.Close(); err != nil {
-		return err
-	}
+	created := time.Unix(0, 0).UTC()
 	platform := v1.Platform{OS: "linux", Architecture: "amd64"}
-	config, err := json.Marshal(v1.Image{Created: &created, Platform: platform,
-		Config: v1.ImageConfig{Entrypoint: []string{testpodBin}},
-		RootFS: v1.RootFS{Type: "layers", DiffIDs: []digest.Digest{digest.FromBytes(layer)}}})
+	config := v1.Image{Created: &created, Platform: platform, Config: v1.ImageConfig{Entrypoint: img.Entrypoint},
+		RootFS: v1.RootFS{Type: "layers"}}
+	manifest := v1.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: v1.MediaTypeImageManifest}
+	for _, l := range img.Layers {
+		manifest.Layers = append(manifest.Layers, add(v1.MediaTypeImageLayer, l))
+		config.RootFS.DiffIDs = append(config.RootFS.DiffIDs, digest.FromBytes(l))
+	}
+	b, err := json.Marshal(config)
 	if err != nil {
 		return err
 	}
-	manifest, err := json.Marshal(v1.Manifest{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: v1.MediaTypeImageManifest,
-		Config: add(v1.MediaTypeImageConfig, config), Layers: []v1.Descriptor{add(v1.MediaTypeImageLayerGzip, gz.Bytes())}})
-	if err != nil {
+	manifest.Config = add(v1.MediaTypeImageConfig, b)
+	if b, err = json.Marshal(manifest); err != nil {
 		return err
 	}
 	index := v1.Index{Versioned: specs.Versioned{SchemaVersion: 2}, MediaType: v1.MediaTypeImageIndex}
-	for _, name := range []string{PauseImage, ServeImage} {
-		d := add(v1.MediaTypeImageManifest, manifest)
+	for _, name := range img.Names {
+		d := add(v1.MediaTypeImageManifest, b)
 		d.Platform = &platform
 		d.Annotations = map[string]string{containerdImageName: name, v1.AnnotationRefName: name}
 		index.Manifests = append(index.Manifests, d)
@@ -91,6 +115,15 @@ func WriteTestImage(out, bin string) error {
 		return err
 	}
 	return os.WriteFile(out, archive, 0o644)
+}
+
+// fileLayer is a layer holding the file at src as the executable dst.
+func fileLayer(src, dst string) ([]byte, error) {
+	data, err := os.ReadFile(src)
+	if err != nil {
+		return nil, err
+	}
+	return tarOf(map[string][]byte{dst[1:]: data}, 0o755)
 }
 
 // tarOf is a tar of files (path to content), each with mode, owned by

@@ -14,10 +14,12 @@ const (
 
 	// WebNamespace holds the backend pod and its ClusterIP Service.
 	WebNamespace = "web"
-	// WebService is the ClusterIP Service, port WebPort, whose backend is
-	// a CNI pod of ServeImage listening on WebTargetPort.
+	// WebService is the Service, port WebPort (and WebNodePort when it is
+	// a NodePort Service), whose backend is a CNI pod of ServeImage
+	// listening on WebTargetPort.
 	WebService    = "web"
 	WebPort       = 80
+	WebNodePort   = 30080
 	WebTargetPort = 8080
 )
 
@@ -25,8 +27,12 @@ const (
 const (
 	EnvAdminKubeconfig = "NODE_KUBECONFIG_ADMIN" // admin kubeconfig, server https://10.0.2.100:PORT
 	EnvKubelet         = "NODE_KUBELET_BIN"      // the kubelet binary
-	EnvReleaseImage    = "NODE_RELEASE_IMAGE"    // the release image's OCI layout tar
-	EnvReleaseRepo     = "NODE_RELEASE_REPO"     // its repository, for `ctr images import --base-name`
-	EnvTestImage       = "NODE_TEST_IMAGE"       // WriteTestImage's tar
-	EnvWork            = "NODE_WORK"             // a host directory for the guest's files
+	// EnvImports lists the OCI layout tars to import, comma-separated,
+	// each TAR or BASE=TAR (`ctr images import --base-name BASE`, for a
+	// layout whose index names only a tag, as the release's does).
+	EnvImports = "NODE_IMPORTS"
+	// EnvRollout is the release image's new version, for the rollout.
+	EnvRollout = "NODE_ROLLOUT"
+	// EnvSwap is the release image, for kube-proxy's own DaemonSet.
+	EnvSwap = "NODE_SWAP"
 )
