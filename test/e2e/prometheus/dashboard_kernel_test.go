@@ -76,16 +76,26 @@ func checkGrafanaDashboard(t *testing.T, p *promAPI, ruleFiles []string) {
 			}
 		}
 	}
+	// The control: a misspelt name, which the same check must catch.
+	const misspelt = "ipvs_proxy_service_connection_total"
+	if scraped(t, p, misspelt) {
+		t.Errorf("control: Prometheus has series %s, which the proxy does not export", misspelt)
+	}
 	for n, where := range named {
-		res, err := p.query(`count({__name__="` + n + `", job="kube-proxy"})`)
-		if err != nil {
-			t.Error(err)
-			continue
-		}
-		if len(res) == 0 {
+		if !scraped(t, p, n) {
 			t.Errorf("%s names %s: Prometheus has no such series from the proxy", where, n)
 		}
 	}
+}
+
+// scraped reports whether Prometheus holds series name from the proxy.
+func scraped(t *testing.T, p *promAPI, name string) bool {
+	t.Helper()
+	res, err := p.query(`count({__name__="` + name + `", job="kube-proxy"})`)
+	if err != nil {
+		t.Error(err)
+	}
+	return len(res) > 0
 }
 
 // checkServiceTraffic: the traffic the test sent through web's ClusterIP
