@@ -39,7 +39,7 @@ type Protector interface {
 var _ Protector = (*guard.Guard)(nil)
 
 // Link is kube-ipvs0's address list. *KernelLink is the netlink
-// implementation; *FakeLink the in-memory one for unit tests.
+// implementation; *addrmgrtest.FakeLink the in-memory one for unit tests.
 type Link interface {
 	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.
 	Addrs() ([]netip.Prefix, error)
@@ -213,7 +213,7 @@ func addrsSorted(l Lister) ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
 	}
-	slices.SortFunc(ps, comparePrefix)
+	slices.SortFunc(ps, ComparePrefix)
 	return ps, nil
 }
 
@@ -327,11 +327,13 @@ func (m *Manager) Current() []netip.Prefix {
 	for p := range m.cur {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, comparePrefix)
+	slices.SortFunc(out, ComparePrefix)
 	return out
 }
 
-func comparePrefix(a, b netip.Prefix) int {
+// ComparePrefix orders prefixes by address, then length: the order Addrs and
+// the watch report them in.
+func ComparePrefix(a, b netip.Prefix) int {
 	if c := a.Addr().Compare(b.Addr()); c != 0 {
 		return c
 	}
@@ -416,7 +418,7 @@ func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 	}
 	m.checkedFP, m.guardChecked = fp, fingerprinted
 	m.noneUnwanted = len(out) == 0
-	slices.SortFunc(out, func(a, b Unwanted) int { return comparePrefix(a.Prefix, b.Prefix) })
+	slices.SortFunc(out, func(a, b Unwanted) int { return ComparePrefix(a.Prefix, b.Prefix) })
 	return out
 }
 

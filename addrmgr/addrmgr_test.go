@@ -1,4 +1,4 @@
-package addrmgr
+package addrmgr_test
 
 import (
 	"errors"
@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -30,8 +32,8 @@ func pfx(s ...string) []netip.Prefix {
 
 func TestUnbindAndBind(t *testing.T) {
 	nodeIP := netip.MustParseAddr("192.168.1.10")
-	link := NewFakeLink(pfx("10.96.0.1/32", "10.96.0.99/32", "192.168.1.10/32", "10.0.0.0/24")...)
-	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	link := addrmgrtest.NewFakeLink(pfx("10.96.0.1/32", "10.96.0.99/32", "192.168.1.10/32", "10.0.0.0/24")...)
+	m := addrmgr.NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
@@ -68,8 +70,8 @@ func TestUnbindAndBind(t *testing.T) {
 
 func TestProtectedAddedByHandIsRemoved(t *testing.T) {
 	nodeIP := netip.MustParseAddr("192.168.1.10")
-	link := NewFakeLink()
-	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	link := addrmgrtest.NewFakeLink()
+	m := addrmgr.NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
 	desired := pfx("10.96.0.1/32")
 	m.Dump()
 	if m.Drift() != 0 {
@@ -93,7 +95,7 @@ func TestProtectedAddedByHandIsRemoved(t *testing.T) {
 	}
 	// Even a desired address is removed when the guard now protects it
 	// (a new node took that IP).
-	m2 := NewManager(link, setGuard{netip.MustParseAddr("10.96.0.1"): model.ReasonNodeIP}, nil)
+	m2 := addrmgr.NewManager(link, setGuard{netip.MustParseAddr("10.96.0.1"): model.ReasonNodeIP}, nil)
 	m2.Dump()
 	if r := m2.Unbind(desired); r.Unbound != 1 || link.String() != "" {
 		t.Fatalf("%+v %q", r, link.String())
@@ -104,13 +106,13 @@ func TestGuardCheckedImmediatelyBeforeEachBatch(t *testing.T) {
 	// The guard changes its mind between batches of binds: each address
 	// must be asked about before it is bound, with the others of its
 	// batch (bindBatch), not all of them before the first bind.
-	link := NewFakeLink()
+	link := addrmgrtest.NewFakeLink()
 	g := &flipGuard{protected: map[netip.Addr]bool{}}
 	var desired []netip.Prefix
-	for i := range bindBatch + 1 {
+	for i := range addrmgr.BindBatch + 1 {
 		desired = append(desired, netip.PrefixFrom(netip.AddrFrom4([4]byte{10, 96, byte(i >> 8), byte(i)}), 32))
 	}
-	last := desired[bindBatch].Addr()
+	last := desired[addrmgr.BindBatch].Addr()
 	link.OnAdd = func(p netip.Prefix) error {
 		if !g.asked[p.Addr()] {
 			return errors.New("bound without asking the guard first")
@@ -120,9 +122,9 @@ func TestGuardCheckedImmediatelyBeforeEachBatch(t *testing.T) {
 		g.protected[last] = true
 		return nil
 	}
-	m := NewManager(link, g, nil)
+	m := addrmgr.NewManager(link, g, nil)
 	res := m.Bind(desired, nil)
-	if res.Err() != nil || res.Bound != bindBatch || len(res.Refused) != 1 || res.Refused[0].Prefix.Addr() != last {
+	if res.Err() != nil || res.Bound != addrmgr.BindBatch || len(res.Refused) != 1 || res.Refused[0].Prefix.Addr() != last {
 		t.Fatalf("%+v %v", res, res.Err())
 	}
 }
@@ -144,10 +146,10 @@ func (g *flipGuard) Check(a netip.Addr) guard.Verdict {
 }
 
 func TestBindRules(t *testing.T) {
-	link := NewFakeLink()
-	m := NewManager(link, setGuard{}, nil)
+	link := addrmgrtest.NewFakeLink()
+	m := addrmgr.NewManager(link, setGuard{}, nil)
 	res := m.Bind(pfx("10.96.0.0/24", "10.96.0.1/32", "10.96.0.2/32"), func(a netip.Addr) bool { return a != netip.MustParseAddr("10.96.0.2") })
-	if res.Bound != 1 || len(res.Failures) != 2 || !errors.Is(res.Err(), ErrNotHost) {
+	if res.Bound != 1 || len(res.Failures) != 2 || !errors.Is(res.Err(), addrmgr.ErrNotHost) {
 		t.Fatalf("%+v %v", res, res.Err())
 	}
 	if !strings.Contains(res.Err().Error(), "bind 10.96.0.2/32 on kube-ipvs0") {
@@ -160,12 +162,12 @@ func TestBindRules(t *testing.T) {
 func TestManagerWithRealGuard(t *testing.T) {
 	node := netip.MustParseAddr("192.168.1.10")
 	g := guard.New(guard.Inputs{LocalAddrs: []netip.Addr{node}, PodCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}})
-	for _, pr := range []Protector{g} {
-		link := NewFakeLink()
+	for _, pr := range []addrmgr.Protector{g} {
+		link := addrmgrtest.NewFakeLink()
 		if err := link.AddAddr(netip.MustParsePrefix("192.168.1.10/32")); err != nil {
 			t.Fatal(err)
 		}
-		m := NewManager(link, pr, nil)
+		m := addrmgr.NewManager(link, pr, nil)
 		if _, err := m.Dump(); err != nil {
 			t.Fatal(err)
 		}
@@ -188,8 +190,8 @@ func TestManagerWithRealGuard(t *testing.T) {
 // the same, and so does a wider prefix (issue 14, item 13).
 func TestExcludedAddressesStay(t *testing.T) {
 	nodeIP := netip.MustParseAddr("10.1.0.9")
-	link := NewFakeLink(pfx("10.1.0.5/32", "10.1.0.9/32", "10.1.7.0/24", "10.96.0.99/32", "fd00:1::5/128")...)
-	m := NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
+	link := addrmgrtest.NewFakeLink(pfx("10.1.0.5/32", "10.1.0.9/32", "10.1.7.0/24", "10.96.0.99/32", "fd00:1::5/128")...)
+	m := addrmgr.NewManager(link, setGuard{nodeIP: model.ReasonNodeIP}, nil)
 	m.SetExclude(pfx("10.1.0.0/16", "fd00:1::/64"))
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr
+package addrmgr_test
 
 import (
 	"fmt"
@@ -11,6 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
@@ -35,7 +36,7 @@ func TestKernelReaderMatchesLink(t *testing.T) {
 			return err
 		}
 		defer h.Close()
-		link, err := EnsureDevice(h)
+		link, err := addrmgr.EnsureDevice(h)
 		if err != nil {
 			return err
 		}

@@ -209,7 +209,7 @@ func (k *KernelLink) Watch(ctx context.Context, event func(AddrEvent), status fu
 		defer ns.Close()
 		nlwatch.Follow(ctx, sub, func() (*nlwatch.Sub[nladdr.Update], error) { return k.subscribe(ns) }, each,
 			func(err error) {
-				status(fmt.Errorf("%w: %v", ErrWatchLost, err))
+				status(fmt.Errorf("%w: %w", ErrWatchLost, err))
 				k.otherLinks(true)
 			},
 			func() {

@@ -1,22 +1,25 @@
-package addrmgr
+package addrmgr_test
 
 import (
 	"errors"
 	"net/netip"
 	"slices"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 )
 
 // A read beside the sync that is older than the binds and unbinds made
 // while it ran keeps the manager's view of those addresses; what others
 // changed is drift, repaired by the sync that follows.
 func TestDumpFromKeepsWritesDuringTheRead(t *testing.T) {
-	link := NewFakeLink(pfx("10.96.0.1/32", "10.96.0.2/32")...)
-	m := NewManager(link, setGuard{}, nil)
+	link := addrmgrtest.NewFakeLink(pfx("10.96.0.1/32", "10.96.0.2/32")...)
+	m := addrmgr.NewManager(link, setGuard{}, nil)
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
-	reader := NewFakeLink()
+	reader := addrmgrtest.NewFakeLink()
 	m.SetReader(reader)
 	read := m.BeginDump()
 	// The read dumps the reader's socket: the device as it was before the
@@ -49,7 +52,7 @@ func TestDumpFromKeepsWritesDuringTheRead(t *testing.T) {
 		t.Fatalf("drift %d, want 1 (10.96.0.66 added by someone else)", m.Drift())
 	}
 	// The read is over.
-	if _, err := m.DumpFrom(got); !errors.Is(err, ErrNoRead) {
+	if _, err := m.DumpFrom(got); !errors.Is(err, addrmgr.ErrNoRead) {
 		t.Fatalf("second DumpFrom: %v, want ErrNoRead", err)
 	}
 	if link.Dumps != 1 {
@@ -60,8 +63,8 @@ func TestDumpFromKeepsWritesDuringTheRead(t *testing.T) {
 // A Dump during the read (a partial sync that did not trust its view) is
 // newer than the read: DumpFrom keeps what it found and counts no drift.
 func TestDumpFromAfterDumpKeepsTheNewerDump(t *testing.T) {
-	link := NewFakeLink(pfx("10.96.0.1/32")...)
-	m := NewManager(link, setGuard{}, nil)
+	link := addrmgrtest.NewFakeLink(pfx("10.96.0.1/32")...)
+	m := addrmgr.NewManager(link, setGuard{}, nil)
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
@@ -90,8 +93,8 @@ func TestDumpFromAfterDumpKeepsTheNewerDump(t *testing.T) {
 }
 
 func TestDumpFromWithoutBeginDump(t *testing.T) {
-	m := NewManager(NewFakeLink(), setGuard{}, nil)
-	if _, err := m.DumpFrom(nil); !errors.Is(err, ErrNoRead) {
+	m := addrmgr.NewManager(addrmgrtest.NewFakeLink(), setGuard{}, nil)
+	if _, err := m.DumpFrom(nil); !errors.Is(err, addrmgr.ErrNoRead) {
 		t.Fatalf("DumpFrom: %v, want ErrNoRead", err)
 	}
 }
@@ -100,8 +103,8 @@ func TestDumpFromWithoutBeginDump(t *testing.T) {
 // bound and one unbound during the read, leaves the view as it is: no
 // drift, the binds made meanwhile kept.
 func TestDumpFromUnchangedDevice(t *testing.T) {
-	link := NewFakeLink(pfx("10.96.0.1/32", "10.96.0.2/32")...)
-	m := NewManager(link, setGuard{}, nil)
+	link := addrmgrtest.NewFakeLink(pfx("10.96.0.1/32", "10.96.0.2/32")...)
+	m := addrmgr.NewManager(link, setGuard{}, nil)
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
@@ -130,7 +133,7 @@ func TestDumpFromUnchangedDeviceIsTheSortedRead(t *testing.T) {
 		a := netip.AddrFrom4([4]byte{10, 96, byte(i / 100), byte(i % 100)})
 		ps = append(ps, netip.PrefixFrom(a, 32))
 	}
-	m := NewManager(NewFakeLink(ps...), setGuard{}, nil)
+	m := addrmgr.NewManager(addrmgrtest.NewFakeLink(ps...), setGuard{}, nil)
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
@@ -138,7 +141,7 @@ func TestDumpFromUnchangedDeviceIsTheSortedRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.IsSortedFunc(got, comparePrefix) {
+	if !slices.IsSortedFunc(got, addrmgr.ComparePrefix) {
 		t.Fatalf("the read is not sorted: %v", got)
 	}
 	view, err := m.DumpFrom(got)

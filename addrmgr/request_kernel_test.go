@@ -1,6 +1,6 @@
 //go:build kernel
 
-package addrmgr
+package addrmgr_test
 
 import (
 	"fmt"
@@ -10,6 +10,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
@@ -35,7 +36,7 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 			return err
 		}
 		defer h.Close()
-		link, err := EnsureDevice(h)
+		link, err := addrmgr.EnsureDevice(h)
 		if err != nil {
 			return err
 		}
@@ -59,7 +60,7 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 				t.Errorf("%s: %v", batch[i], err)
 			}
 		})
-		addrs, err = h.AddrList(link.link, netlink.FAMILY_ALL)
+		addrs, err = h.AddrList(link.NetlinkLink(), netlink.FAMILY_ALL)
 		return err
 	})
 	if err != nil {
@@ -86,13 +87,13 @@ func TestKernelAddAddrsMatchesAddAddr(t *testing.T) {
 		}
 		got, ok := byAddr[p.Addr()]
 		if !ok {
-			t.Errorf("%s is not on %s", p, Device)
+			t.Errorf("%s is not on %s", p, addrmgr.Device)
 		} else if !same(got, ref) {
 			t.Errorf("%s: %s, AddAddr made %s", p, describe(got), describe(ref))
 		}
 	}
 	if len(addrs) != len(batch)+1 {
-		t.Errorf("%s holds %d addresses, want %d", Device, len(addrs), len(batch)+1)
+		t.Errorf("%s holds %d addresses, want %d", addrmgr.Device, len(addrs), len(batch)+1)
 	}
 }
 

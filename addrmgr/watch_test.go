@@ -1,4 +1,4 @@
-package addrmgr
+package addrmgr_test
 
 import (
 	"context"
@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
@@ -18,15 +20,15 @@ import (
 // watched is a manager of a FakeLink, watching it, after its first dump.
 type watched struct {
 	t     *testing.T
-	link  *FakeLink
-	m     *Manager
+	link  *addrmgrtest.FakeLink
+	m     *addrmgr.Manager
 	kicks atomic.Int32
 }
 
-func newWatched(t *testing.T, guard Protector, ps ...netip.Prefix) *watched {
+func newWatched(t *testing.T, guard addrmgr.Protector, ps ...netip.Prefix) *watched {
 	t.Helper()
-	w := &watched{t: t, link: NewFakeLink(ps...)}
-	w.m = NewManager(w.link, guard, nil)
+	w := &watched{t: t, link: addrmgrtest.NewFakeLink(ps...)}
+	w.m = addrmgr.NewManager(w.link, guard, nil)
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	if err := w.m.Watch(ctx, func() { w.kicks.Add(1) }); err != nil {
@@ -95,18 +97,9 @@ func TestWatchOwnChangesNeverDump(t *testing.T) {
 	}
 }
 
-func mustAddrs(l *FakeLink) []netip.Prefix {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	out := make([]netip.Prefix, 0, len(l.addrs))
-	for p := range l.addrs {
-		out = append(out, p)
-	}
-	sortPrefixes(out)
-	return out
-}
+func mustAddrs(l *addrmgrtest.FakeLink) []netip.Prefix { return l.Prefixes() }
 
-func sortPrefixes(ps []netip.Prefix) { slices.SortFunc(ps, comparePrefix) }
+func sortPrefixes(ps []netip.Prefix) { slices.SortFunc(ps, addrmgr.ComparePrefix) }
 
 // A protected address added by hand: the watch marks the view stale and
 // kicks; the next sync dumps and removes it; then no more dumps.
@@ -186,9 +179,9 @@ func TestWatchOverflowForcesDump(t *testing.T) {
 
 // Without a subscription every sync dumps, as without a watch at all.
 func TestNoWatchEverySyncDumps(t *testing.T) {
-	link := NewFakeLink()
+	link := addrmgrtest.NewFakeLink()
 	link.WatchErr = errors.New("no netlink")
-	m := NewManager(link, setGuard{}, nil)
+	m := addrmgr.NewManager(link, setGuard{}, nil)
 	if err := m.Watch(context.Background(), nil); err == nil || m.Watching() {
 		t.Fatalf("Watch: %v, watching %v", err, m.Watching())
 	}
@@ -197,15 +190,15 @@ func TestNoWatchEverySyncDumps(t *testing.T) {
 			t.Fatalf("refresh %d: dumped %v, %v, %d dumps", i, dumped, err, link.Dumps)
 		}
 	}
-	type plain struct{ Link }
-	m2 := NewManager(plain{NewFakeLink()}, setGuard{}, nil)
-	if err := m2.Watch(context.Background(), nil); !errors.Is(err, ErrNoWatch) {
+	type plain struct{ addrmgr.Link }
+	m2 := addrmgr.NewManager(plain{addrmgrtest.NewFakeLink()}, setGuard{}, nil)
+	if err := m2.Watch(context.Background(), nil); !errors.Is(err, addrmgr.ErrNoWatch) {
 		t.Fatalf("Watch of a plain Link: %v", err)
 	}
 	// A watch that ended (its context) is no watch.
 	ctx, cancel := context.WithCancel(context.Background())
-	l2 := NewFakeLink()
-	m3 := NewManager(l2, setGuard{}, nil)
+	l2 := addrmgrtest.NewFakeLink()
+	m3 := addrmgr.NewManager(l2, setGuard{}, nil)
 	if err := m3.Watch(ctx, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -231,7 +224,7 @@ func TestWatchEventDuringDumpKeepsStale(t *testing.T) {
 		inner.Put(netip.MustParsePrefix("10.0.0.2/32"))
 		inner.Flush()
 	}}
-	w.m.link = d
+	w.m.SetLink(d)
 	if dumped, err := w.m.Refresh(); !dumped || err != nil {
 		t.Fatal(dumped, err)
 	}
@@ -246,7 +239,7 @@ func TestWatchEventDuringDumpKeepsStale(t *testing.T) {
 }
 
 type duringDump struct {
-	*FakeLink
+	*addrmgrtest.FakeLink
 	during func()
 }
 
@@ -264,16 +257,16 @@ func (d *duringDump) Addrs() ([]netip.Prefix, error) {
 func TestWatchUnmetExpectationDropped(t *testing.T) {
 	w := newWatched(t, setGuard{})
 	p := netip.MustParsePrefix("10.96.0.9/32")
-	w.m.expect(p, true) // an add that caused no event
-	w.m.setCur(p, true)
-	id := w.m.expect(p, false)
+	w.m.Expect(p, true) // an add that caused no event
+	w.m.SetCur(p, true)
+	id := w.m.Expect(p, false)
 	_ = id
-	w.m.onEvent(AddrEvent{Prefix: p, Added: false}) // the removal's event
-	w.m.setCur(p, false)
-	if n := len(w.m.pending[p]); n != 0 {
+	w.m.OnEvent(addrmgr.AddrEvent{Prefix: p, Added: false}) // the removal's event
+	w.m.SetCur(p, false)
+	if n := w.m.Pending(p); n != 0 {
 		t.Fatalf("%d expectations left for %s", n, p)
 	}
-	w.m.onEvent(AddrEvent{Prefix: p, Added: true}) // added by someone else
+	w.m.OnEvent(addrmgr.AddrEvent{Prefix: p, Added: true}) // added by someone else
 	if w.kicks.Load() != 1 || w.m.Foreign() != 1 {
 		t.Fatalf("foreign add hidden: %d kicks", w.kicks.Load())
 	}
@@ -283,7 +276,7 @@ func TestWatchUnmetExpectationDropped(t *testing.T) {
 	if r := w.m.Bind([]netip.Prefix{q}, nil); len(r.Failures) != 1 {
 		t.Fatalf("%+v", r)
 	}
-	if len(w.m.pending[q]) != 0 {
+	if w.m.Pending(q) != 0 {
 		t.Fatal("failed bind left its expectation")
 	}
 }
@@ -306,8 +299,8 @@ func (g *countGuard) Fingerprint() uint64 { return g.fp }
 // guard or the view changed; Bind of the same addresses does nothing.
 func TestUnwantedChecksOnlyWhenGuardChanges(t *testing.T) {
 	g := &countGuard{setGuard: setGuard{}, fp: 1}
-	link := NewFakeLink()
-	m := NewManager(link, g, nil)
+	link := addrmgrtest.NewFakeLink()
+	m := addrmgr.NewManager(link, g, nil)
 	desired := vips(100)
 	m.Dump()
 	m.Bind(desired, nil)
@@ -350,7 +343,7 @@ func TestUnwantedChecksOnlyWhenGuardChanges(t *testing.T) {
 	link.Take(pfx("10.200.0.1/32")[0])
 	// Without a fingerprint, every pass checks every address.
 	g2 := setGuardCounting{n: new(int)}
-	m2 := NewManager(link, g2, nil)
+	m2 := addrmgr.NewManager(link, g2, nil)
 	m2.Dump()
 	m2.Unwanted(desired)
 	m2.Unwanted(desired)
@@ -369,7 +362,7 @@ func (g setGuardCounting) Check(netip.Addr) guard.Verdict {
 // TestGuardIsFingerprinter: the Manager checks the bound addresses again
 // only when a *guard.Guard's fingerprint changed.
 func TestGuardIsFingerprinter(t *testing.T) {
-	if _, ok := Protector(guard.New(guard.Inputs{})).(Fingerprinter); !ok {
+	if _, ok := addrmgr.Protector(guard.New(guard.Inputs{})).(addrmgr.Fingerprinter); !ok {
 		t.Error("*guard.Guard is no Fingerprinter")
 	}
 }

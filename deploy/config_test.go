@@ -4,6 +4,7 @@ import (
 	"net"
 	"os"
 	"path/filepath"
+	"regexp"
 	"slices"
 	"strings"
 	"testing"
@@ -106,4 +107,35 @@ func readDaemonSet(t *testing.T) *appsv1.DaemonSet {
 		t.Fatalf("base/daemonset.yaml: %v", err)
 	}
 	return &ds
+}
+
+// TestConfigFileCommentedSettings: the settings base/config.yaml shows
+// commented out ("# field: value", the cluster's ranges and the guard's)
+// load with the proxy's own loader once uncommented, with the values they
+// show: an operator who uncomments one gets what the comment says.
+func TestConfigFileCommentedSettings(t *testing.T) {
+	raw, err := os.ReadFile("base/config.yaml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	setting := regexp.MustCompile(`(?m)^# ([a-z][A-Za-z]*: )`)
+	if n := len(setting.FindAll(raw, -1)); n != 8 {
+		t.Fatalf("%d commented settings in base/config.yaml, want 8: clusterCIDR, serviceCIDRs and the guard's 6", n)
+	}
+	lines := setting.ReplaceAllString(string(raw), "$1")
+	f := filepath.Join(t.TempDir(), "config.yaml")
+	if err := os.WriteFile(f, []byte(lines), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	c := config.Default()
+	c.ConfigFile = f
+	if err := c.Complete(nil); err != nil {
+		t.Fatalf("base/config.yaml with its commented settings: %v", err)
+	}
+	def := config.Default()
+	o := c.Planning
+	if len(o.ClusterCIDRs) != 1 || len(o.ServiceCIDRs) != 1 || o.MaxRealServersPerService != def.Planning.MaxRealServersPerService ||
+		o.MaxVirtualServersPerService != def.Planning.MaxVirtualServersPerService || len(o.ProtectedNodePorts) != 8 {
+		t.Errorf("the commented settings read %+v", o)
+	}
 }

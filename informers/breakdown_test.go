@@ -18,6 +18,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
@@ -140,7 +141,7 @@ func breakdown(b *testing.B, services, endpoints int, m listMode) {
 	afterPlan := liveHeap()
 
 	mgr := addrmgr.NewManager(nopLink{}, guard.New(guard.Inputs{LocalAddrs: o.LocalAddrs, PodCIDRs: o.ClusterCIDRs}), nil)
-	rules := iptables.NewSyncer(nopSets{}, func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	rules := iptables.NewSyncer(nopSets{}, func(string) (iptables.RuleRunner, error) { return iptablestest.NewFakeRunner(), nil }, nil)
 	app := applier.New(ipvs.NewReconciler(nopTable{}, ipvs.Options{}), mgr, rules, nil)
 	res, err := app.Full(&st, o.LocalAddrs)
 	if err != nil {
@@ -253,7 +254,7 @@ func BenchmarkIsServiceIP(b *testing.B) {
 				if changed {
 					w.mu.Lock()
 					w.svcGen++
-					w.svcIPsOK = false
+					w.svcVIPsOK = false
 					w.mu.Unlock()
 				}
 				if w.IsServiceIP(a) {

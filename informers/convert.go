@@ -55,6 +55,12 @@ func (cv Converter) Convert(svcs []*corev1.Service, eps []*discoveryv1.EndpointS
 	if cv.IsServiceIP == nil {
 		cv.IsServiceIP = ServiceIPs(svcs).Contains
 	}
+	if cv.IsLoadBalancerIP == nil {
+		cv.IsLoadBalancerIP = LoadBalancerIPs(svcs).Contains
+	}
+	if cv.IsExternalVIP == nil {
+		cv.IsExternalVIP = ExternalVIPs(svcs).Contains
+	}
 
 	byService := map[types.NamespacedName][]*discoveryv1.EndpointSlice{}
 	for _, s := range eps {

@@ -97,6 +97,17 @@ func (cv Converter) ServiceEndpoints(ports []model.ServicePort, eps []*discovery
 	if capRefusal != nil {
 		refusals = append(refusals, *capRefusal)
 	}
+	if cv.IsExternalVIP != nil {
+		// Whether the address is a VIP or protected (a node's address that
+		// k3s' servicelb writes as a LoadBalancer IP, say) is the guard's
+		// to say: the planner refuses the marked endpoints it does not
+		// protect.
+		for _, es := range out {
+			for i := range es {
+				es[i].VIP = cv.IsExternalVIP(es[i].Address)
+			}
+		}
+	}
 	if cv.IsServiceIP != nil {
 		for key, es := range out {
 			out[key] = slices.DeleteFunc(es, func(e model.Endpoint) bool {

@@ -39,6 +39,15 @@ type Converter struct {
 	// such an endpoint is refused (an endpoint may not be a Service VIP).
 	// Nil: Convert uses its own Services', ServiceEndpoints none.
 	IsServiceIP func(netip.Addr) bool
+	// IsLoadBalancerIP reports whether an address is a LoadBalancer
+	// Service's ingress IP: an externalIP equal to another Service's is
+	// refused as a whole. Nil: as IsServiceIP.
+	IsLoadBalancerIP func(netip.Addr) bool
+	// IsExternalVIP reports whether an address is a Service's
+	// LoadBalancer IP or externalIP: an endpoint there is marked
+	// (model.Endpoint.VIP) for the planner, which refuses it unless the
+	// guard protects the address. Nil: as IsServiceIP.
+	IsExternalVIP func(netip.Addr) bool
 }
 
 func (cv Converter) maxRealServers() int {

@@ -9,6 +9,7 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -50,6 +51,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 		ExternalIPs: parseAddrList(r, "spec.externalIPs", spec.ExternalIPs),
 	}
 	base.ExternalIPs = cv.notServiceIPs(r, "spec.externalIPs", base.ExternalIPs, clusterIPs)
+	base.ExternalIPs = cv.notLoadBalancerIPs(r, base.ExternalIPs, ingressIPs(spec.Type, svc.Status.LoadBalancer.Ingress))
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		base.LoadBalancerIPs = cv.notServiceIPs(r, FieldIngress, convertIngress(r, svc.Status.LoadBalancer.Ingress), clusterIPs)
 		if len(base.LoadBalancerIPs) > 0 {
@@ -248,13 +250,44 @@ func (cv Converter) notServiceIPs(r *refuser, field string, as, own []netip.Addr
 		return as
 	}
 	return slices.DeleteFunc(as, func(a netip.Addr) bool {
-		if slices.Contains(own, a) || !cv.IsServiceIP(a) {
+		if slices.Contains(own, a) || isSpecial(a) || !cv.IsServiceIP(a) {
 			return false
 		}
 		r.add(field, a.String(), model.ReasonAddressConflict,
 			"the ClusterIP of another Service: refused on every port, whatever the ports (CVE-2020-8554)")
 		return true
 	})
+}
+
+// notLoadBalancerIPs are the externalIPs of ext that are no other
+// Service's LoadBalancer IP (cv.IsLoadBalancerIP, own aside): one that is
+// is refused as a whole, on every port (AddressConflict), as one equal to
+// a ClusterIP. A LoadBalancer IP is written through the status
+// subresource by the load-balancer controller alone, an externalIP by
+// whoever may edit the Service: the controller's word outranks it, and a
+// tenant's externalIP never takes the ports of a load balancer's address
+// its own Service does not serve (CVE-2020-8554). LoadBalancer IPs shared
+// by Services (MetalLB's allow-shared-ip) are not refused here: each
+// address:proto:port goes to the oldest Service that claims it.
+func (cv Converter) notLoadBalancerIPs(r *refuser, ext, ownLB []netip.Addr) []netip.Addr {
+	if cv.IsLoadBalancerIP == nil {
+		return ext
+	}
+	return slices.DeleteFunc(ext, func(a netip.Addr) bool {
+		if slices.Contains(ownLB, a) || isSpecial(a) || !cv.IsLoadBalancerIP(a) {
+			return false
+		}
+		r.add("spec.externalIPs", a.String(), model.ReasonAddressConflict,
+			"the LoadBalancer IP of another Service (status.loadBalancer.ingress, written by its load-balancer controller): refused on every port, whatever the ports (CVE-2020-8554)")
+		return true
+	})
+}
+
+// isSpecial reports whether a is of a class the guard refuses whatever
+// else it is (an IPv4-mapped address, say): its refusal says so.
+func isSpecial(a netip.Addr) bool {
+	reason, _ := guard.Special(a)
+	return reason != ""
 }
 
 // parseAddrList parses a list of addresses, dropping duplicates (in O(n):

@@ -1,37 +1,122 @@
 package informers
 
-import "net/netip"
+import (
+	"net/netip"
 
-// The ClusterIPs of the cached Services, for the guard's trust order: a
-// Node address that is a ClusterIP protects nothing (guard.TrustNodes).
+	corev1 "k8s.io/api/core/v1"
+)
+
+// The addresses the cached Services are served on, for the guard's trust
+// order: a Node address that is a ClusterIP protects nothing
+// (guard.TrustNodes), an externalIP that is another Service's ClusterIP or
+// LoadBalancer IP is refused as a whole (Converter.IsLoadBalancerIP), and
+// an endpoint on a Service VIP is no real server (Converter.IsExternalVIP).
+
+// serviceVIPs are the cached Services' addresses by kind, each sorted.
+type serviceVIPs struct {
+	// cluster are the ClusterIPs, lb the LoadBalancer Services' ingress
+	// IPs (status.loadBalancer.ingress), ext the externalIPs.
+	cluster, lb, ext AddrSet
+}
 
 // IsServiceIP reports whether a is the ClusterIP of a cached Service. The
-// ClusterIPs are gathered by one scan of the cache at the first question
+// addresses are gathered by one scan of the cache at the first question
 // after a Service changed, and kept until the next change: a full sync asks
 // about the API server's addresses and the resolvers, a few times, and no
 // index per Service is kept for it.
-func (w *Watcher) IsServiceIP(a netip.Addr) bool { return w.ServiceIPs().Contains(a) }
+func (w *Watcher) IsServiceIP(a netip.Addr) bool { return w.vips().cluster.Contains(a) }
 
 // ServiceIPs are the ClusterIPs of the cached Services, sorted (read-only:
 // shared until a Service changes), gathered as IsServiceIP says.
-func (w *Watcher) ServiceIPs() AddrSet {
+func (w *Watcher) ServiceIPs() AddrSet { return w.vips().cluster }
+
+// IsLoadBalancerIP reports whether a is a cached LoadBalancer Service's
+// ingress IP, gathered as IsServiceIP says.
+func (w *Watcher) IsLoadBalancerIP(a netip.Addr) bool { return w.vips().lb.Contains(a) }
+
+// IsExternalVIP reports whether a is a cached Service's LoadBalancer IP or
+// externalIP, gathered as IsServiceIP says.
+func (w *Watcher) IsExternalVIP(a netip.Addr) bool {
+	v := w.vips()
+	return v.lb.Contains(a) || v.ext.Contains(a)
+}
+
+// vips are the cached Services' addresses (read-only: shared until a
+// Service changes).
+func (w *Watcher) vips() serviceVIPs {
 	w.mu.Lock()
-	ips, ok, gen := w.svcIPs, w.svcIPsOK, w.svcGen
+	v, ok, gen := w.svcVIPs, w.svcVIPsOK, w.svcGen
 	w.mu.Unlock()
-	if !ok {
-		var all []netip.Addr
-		for _, o := range w.svcInf.GetStore().List() {
-			if svc := cachedServiceOf(o); svc != nil {
-				all = append(all, svc.serviceIPs()...)
-			}
-		}
-		ips = sortAddrs(all)
-		w.mu.Lock()
-		if w.svcGen == gen {
-			// No Service changed during the scan.
-			w.svcIPs, w.svcIPsOK = ips, true
-		}
-		w.mu.Unlock()
+	if ok {
+		return v
 	}
-	return ips
+	var cluster, lb, ext []netip.Addr
+	for _, o := range w.svcInf.GetStore().List() {
+		if svc := cachedServiceOf(o); svc != nil {
+			x := svc.more()
+			cluster = append(cluster, svc.serviceIPs()...)
+			lb = append(lb, ingressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress)...)
+			ext = append(ext, parseAddrs(x.externalIPs)...)
+		}
+	}
+	v = serviceVIPs{cluster: sortAddrs(cluster), lb: sortAddrs(lb), ext: sortAddrs(ext)}
+	w.mu.Lock()
+	if w.svcGen == gen {
+		// No Service changed during the scan.
+		w.svcVIPs, w.svcVIPsOK = v, true
+	}
+	w.mu.Unlock()
+	return v
+}
+
+// LoadBalancerIPs are the ingress IPs of the LoadBalancer Services among
+// svcs (LoadBalancerIPs(svcs).Contains is a Converter's IsLoadBalancerIP).
+func LoadBalancerIPs(svcs []*corev1.Service) AddrSet {
+	var out []netip.Addr
+	for _, svc := range svcs {
+		if svc != nil {
+			out = append(out, ingressIPs(svc.Spec.Type, svc.Status.LoadBalancer.Ingress)...)
+		}
+	}
+	return sortAddrs(out)
+}
+
+// ExternalVIPs are the LoadBalancer IPs and externalIPs of svcs
+// (ExternalVIPs(svcs).Contains is a Converter's IsExternalVIP).
+func ExternalVIPs(svcs []*corev1.Service) AddrSet {
+	out := []netip.Addr(LoadBalancerIPs(svcs))
+	for _, svc := range svcs {
+		if svc != nil {
+			out = append(out, parseAddrs(svc.Spec.ExternalIPs)...)
+		}
+	}
+	return sortAddrs(out)
+}
+
+// ingressIPs are the addresses of a Service's status.loadBalancer.ingress
+// that parse, when it is of type LoadBalancer (the only type served on
+// them); whatever their ipMode: a Proxy-mode address is still the load
+// balancer's.
+func ingressIPs(typ corev1.ServiceType, ing []corev1.LoadBalancerIngress) []netip.Addr {
+	if typ != corev1.ServiceTypeLoadBalancer {
+		return nil
+	}
+	var out []netip.Addr
+	for _, in := range ing {
+		if a, err := ParseAddr(in.IP); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
+}
+
+// parseAddrs are the addresses of raw that parse.
+func parseAddrs(raw []string) []netip.Addr {
+	var out []netip.Addr
+	for _, s := range raw {
+		if a, err := ParseAddr(s); err == nil {
+			out = append(out, a)
+		}
+	}
+	return out
 }

@@ -78,11 +78,14 @@ type Watcher struct {
 	nodesSynced, slicesSynced cache.InformerSynced
 
 	mu sync.Mutex
-	// svcIPs are the cached Services' ClusterIPs as IsServiceIP last
-	// gathered them (valid: svcIPsOK), svcGen counts Service events.
-	svcIPs   AddrSet
-	svcIPsOK bool
-	svcGen   uint64
+	// svcVIPs are the cached Services' addresses as IsServiceIP last
+	// gathered them (valid: svcVIPsOK), svcGen counts Service events.
+	svcVIPs   serviceVIPs
+	svcVIPsOK bool
+	// vipChanged are the Service VIPs added or removed since the last
+	// TakeChanges (fileService).
+	vipChanged map[netip.Addr]struct{}
+	svcGen     uint64
 	// bySvc are the cached EndpointSlices of each Service. Services have
 	// no index by ClusterIP: IsServiceIP, asked a few times per full
 	// sync, scans the cache rather than keep a set per Service (see
@@ -184,7 +187,7 @@ func newWatcher(client kubernetes.Interface, nodeName string, addrs *NodeAddress
 		// replaces (nil for an addition) and the new one (nil for a
 		// deletion).
 		file func(old, cur any)
-	}{{w.svcInf, w.onService, nil}, {w.sliceInf, w.onSlice, w.fileSlice}, {w.nodeInf, w.onNode, nil}} {
+	}{{w.svcInf, w.onService, w.fileService}, {w.sliceInf, w.onSlice, w.fileSlice}, {w.nodeInf, w.onNode, nil}} {
 		fn, file := h.fn, h.file
 		if file == nil {
 			file = func(_, _ any) {}
@@ -280,7 +283,7 @@ func (w *Watcher) onService(obj any) {
 	if svc := cachedServiceOf(obj); svc != nil {
 		w.mu.Lock()
 		w.svcGen++
-		w.svcIPs, w.svcIPsOK = nil, false
+		w.svcVIPs, w.svcVIPsOK = serviceVIPs{}, false
 		w.mu.Unlock()
 		if w.OnServiceChange != nil {
 			w.OnServiceChange(svc.serviceName())
@@ -404,6 +407,7 @@ func (w *Watcher) noteSeen() {
 func (w *Watcher) TakeChanges() Changes {
 	w.mu.Lock()
 	defer w.mu.Unlock()
+	w.markNaming()
 	c := Changes{Nodes: w.nodesChg, Triggers: w.triggers, Seen: w.seen}
 	w.seen = time.Time{}
 	c.Services = slices.SortedFunc(maps.Keys(w.dirty), model.CompareServices)
@@ -442,7 +446,7 @@ func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[mo
 		return nil, nil, nil
 	}
 	cv := w.Converter
-	cv.IsServiceIP = w.IsServiceIP
+	cv.IsServiceIP, cv.IsLoadBalancerIP, cv.IsExternalVIP = w.IsServiceIP, w.IsLoadBalancerIP, w.IsExternalVIP
 	ports, refusals := cv.ServicePorts(svc)
 	if len(ports) == 0 {
 		return nil, nil, refusals

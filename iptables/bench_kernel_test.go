@@ -1,6 +1,6 @@
 //go:build kernel
 
-package iptables
+package iptables_test
 
 import (
 	"bytes"
@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
 const (
@@ -23,34 +25,34 @@ const (
 // lays it out: KUBE-CLUSTER-IP and KUBE-IPVS-IPS one entry per service,
 // KUBE-LOOP-BACK one per endpoint, KUBE-NODE-PORT-TCP one per NodePort, and
 // every other set empty. 10,000 × 10 gives 121,000 entries in 17 sets.
-func benchSets() []IPSet { return benchSetsOf(benchServices) }
+func benchSets() []iptables.IPSet { return benchSetsOf(benchServices) }
 
 // benchSetsOf is benchSets for n services.
-func benchSetsOf(n int) []IPSet {
-	sets := EmptySets(FamilyIPv4)
-	var cluster, ips, loop, nodePorts []Entry
+func benchSetsOf(n int) []iptables.IPSet {
+	sets := iptables.EmptySets(iptables.FamilyIPv4)
+	var cluster, ips, loop, nodePorts []iptables.Entry
 	for s := range n {
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})
-		cluster = append(cluster, Entry{IP: vip, Protocol: model.TCP, Port: 80})
-		ips = append(ips, Entry{IP: vip})
+		cluster = append(cluster, iptables.Entry{IP: vip, Protocol: model.TCP, Port: 80})
+		ips = append(ips, iptables.Entry{IP: vip})
 		for e := range benchEndpoints {
 			n := s*benchEndpoints + e
 			ep := netip.AddrFrom4([4]byte{10, byte(128 + n>>16), byte(n >> 8), byte(n)})
-			loop = append(loop, Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)})
+			loop = append(loop, iptables.Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)})
 		}
 		if s%10 == 0 {
-			nodePorts = append(nodePorts, Entry{Port: uint16(30000 + s/10)})
+			nodePorts = append(nodePorts, iptables.Entry{Port: uint16(30000 + s/10)})
 		}
 	}
 	for i := range sets {
 		switch sets[i].Name {
-		case SetClusterIP:
+		case iptables.SetClusterIP:
 			sets[i].Entries = cluster
-		case SetIPVSIPs:
+		case iptables.SetIPVSIPs:
 			sets[i].Entries = ips
-		case SetLoopBack:
+		case iptables.SetLoopBack:
 			sets[i].Entries = loop
-		case SetNodePortTCP:
+		case iptables.SetNodePortTCP:
 			sets[i].Entries = nodePorts
 		}
 	}
@@ -58,21 +60,21 @@ func benchSetsOf(n int) []IPSet {
 }
 
 // restoreInput is the same content as `ipset restore` input.
-func restoreInput(sets []IPSet) []byte {
+func restoreInput(sets []iptables.IPSet) []byte {
 	var b bytes.Buffer
 	for _, s := range sets {
-		b.Write(AppendCreate(nil, &s))
+		b.Write(iptables.AppendCreate(nil, &s))
 		b.WriteByte('\n')
 		for _, e := range s.Entries {
 			b.WriteString("add " + s.Name + " ")
-			b.Write(AppendEntry(nil, s.Type, e))
+			b.Write(iptables.AppendEntry(nil, s.Type, e))
 			b.WriteByte('\n')
 		}
 	}
 	return b.Bytes()
 }
 
-func countEntries(sets []IPSet) int {
+func countEntries(sets []iptables.IPSet) int {
 	n := 0
 	for _, s := range sets {
 		n += len(s.Entries)
@@ -88,7 +90,7 @@ func BenchmarkKernelIPSetFull(b *testing.B) {
 	b.StopTimer()
 	for range b.N {
 		inNetns(b, func() {
-			a, err := OpenKernel(nil)
+			a, err := kernel.NewSyncer(nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -127,7 +129,7 @@ func BenchmarkKernelIPSetRestore(b *testing.B) {
 // Partial including its in-memory diff of all sets.
 func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 	inNetns(b, func() {
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -137,10 +139,10 @@ func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 			b.Fatal(err)
 		}
 		changed := benchSets()
-		loop := findSet(changed, SetLoopBack)
+		loop := findSet(changed, iptables.SetLoopBack)
 		ep := mustAddr("10.255.0.1")
-		loop.Entries[4242] = Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)}
-		loop.Entries = SortEntries(loop.Entries) // the planner's slices are sorted
+		loop.Entries[4242] = iptables.Entry{IP: ep, Protocol: model.TCP, Port: 8080, Net: netip.PrefixFrom(ep, 32)}
+		loop.Entries = iptables.SortEntries(loop.Entries) // the planner's slices are sorted
 		b.ResetTimer()
 		for i := range b.N {
 			want := changed
@@ -174,7 +176,7 @@ func TestKernelIPSetBenchContent(t *testing.T) {
 	var viaFull, viaRestore string
 	var dFull, dRestore time.Duration
 	inNetns(t, func() {
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -184,8 +186,8 @@ func TestKernelIPSetBenchContent(t *testing.T) {
 			t.Fatal(err)
 		}
 		dFull = time.Since(start)
-		if a.sets.fallbacks != 0 {
-			t.Errorf("%d batches were refused and retried entry by entry", a.sets.fallbacks)
+		if a.SetFallbacks() != 0 {
+			t.Errorf("%d batches were refused and retried entry by entry", a.SetFallbacks())
 		}
 		viaFull = ipsetSave(t, setNames(sets))
 	})

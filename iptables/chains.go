@@ -9,7 +9,7 @@ import (
 )
 
 // RuleRunner is one family's iptables binaries, as the chain syncer needs
-// them. The exec implementation is iptables/kernel.Runner; unit tests use FakeRunner.
+// them. The exec implementation is iptables/kernel.Runner; unit tests use iptablestest.FakeRunner.
 type RuleRunner interface {
 	// Save is `iptables-save`: every table of the family, in one process.
 	Save() (string, error)
@@ -46,9 +46,9 @@ func RuleText(r Rule) string {
 	return strings.Join(q, " ")
 }
 
-// ruleTarget is the chain a saved rule (its text after "-A CHAIN ") jumps
+// RuleTarget is the chain a saved rule (its text after "-A CHAIN ") jumps
 // or goes to ("" for none).
-func ruleTarget(text string) string { return ruleTargetSpec(strings.Fields(text)) }
+func RuleTarget(text string) string { return ruleTargetSpec(strings.Fields(text)) }
 
 // ruleTargetSpec is the chain a rule jumps or goes to ("" for none).
 func ruleTargetSpec(r Rule) string {
@@ -115,7 +115,7 @@ func (c *chainSyncer) matches(key string, want, got []string) bool {
 func ourJumps(rules []string, ours map[string]bool, texts ...[]string) []string {
 	var out []string
 	for _, r := range rules {
-		if ours[ruleTarget(r)] || slices.ContainsFunc(texts, func(t []string) bool { return slices.Contains(t, r) }) {
+		if ours[RuleTarget(r)] || slices.ContainsFunc(texts, func(t []string) bool { return slices.Contains(t, r) }) {
 			out = append(out, r)
 		}
 	}
@@ -358,7 +358,7 @@ func (sc *restoreScript) removeStale(stale []string, saved savedTable, rewritten
 		staleSet[n] = true
 	}
 	for _, name := range slices.Sorted(maps.Keys(saved)) {
-		if rewritten[name] || !isBuiltin(name) {
+		if rewritten[name] || !IsBuiltinChain(name) {
 			continue
 		}
 		for _, r := range ourJumps(saved[name], staleSet) {
@@ -409,7 +409,9 @@ func (c *chainSyncer) learn(w *tableWrite, saved savedTable) {
 	}
 }
 
-func isBuiltin(chain string) bool {
+// IsBuiltinChain says whether chain is one of the kernel's own (a hook), which
+// a restore never creates or deletes.
+func IsBuiltinChain(chain string) bool {
 	switch chain {
 	case "PREROUTING", "INPUT", "FORWARD", "OUTPUT", "POSTROUTING":
 		return true
@@ -454,7 +456,7 @@ func (c *chainSyncer) cleanup(rs Ruleset) error {
 		}
 		var decl, body, tail []string
 		for _, name := range slices.Sorted(maps.Keys(saved)) {
-			if !isBuiltin(name) {
+			if !IsBuiltinChain(name) {
 				continue
 			}
 			for _, r := range ourJumps(saved[name], ours, texts[name]) {

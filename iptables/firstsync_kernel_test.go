@@ -1,11 +1,14 @@
 //go:build kernel
 
-package iptables
+package iptables_test
 
 import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
 // The first Full of a started proxy, timed in the kernel: what a node costs
@@ -27,7 +30,7 @@ func (s *callStat) time(start time.Time) { s.n++; s.took += time.Since(start) }
 // timedRunner is a RuleRunner that counts and times the calls of the one it
 // wraps. It keeps the wrapped runner's counters (counted).
 type timedRunner struct {
-	RuleRunner
+	iptables.RuleRunner
 	save, restore *callStat
 }
 
@@ -48,15 +51,15 @@ func (r timedRunner) Restores() int64 { return r.RuleRunner.(counted).Restores()
 type firstFullStats struct{ save, restore callStat }
 
 // timed makes a's chain syncers, created from now on, count into st.
-func (st *firstFullStats) timed(a *Syncer) {
-	open := a.newRunner
-	a.newRunner = func(family string) (RuleRunner, error) {
+func (st *firstFullStats) timed(a *iptables.Syncer) {
+	open := a.NewRunner()
+	a.SetNewRunner(func(family string) (iptables.RuleRunner, error) {
 		r, err := open(family)
 		if err != nil {
 			return nil, err
 		}
 		return timedRunner{RuleRunner: r, save: &st.save, restore: &st.restore}, nil
-	}
+	})
 }
 
 func (st *firstFullStats) report(b *testing.B) {
@@ -71,13 +74,13 @@ func (st *firstFullStats) report(b *testing.B) {
 // benchFirstFull times, b.N times in a fresh namespace each, the first Full
 // of a new Syncer of sets and rules after prepare (untimed) has set
 // the namespace up.
-func benchFirstFull(b *testing.B, sets []IPSet, rules []Ruleset, prepare func(b *testing.B)) {
+func benchFirstFull(b *testing.B, sets []iptables.IPSet, rules []iptables.Ruleset, prepare func(b *testing.B)) {
 	var st firstFullStats
 	b.StopTimer()
 	for range b.N {
 		inNetns(b, func() {
 			prepare(b)
-			a, err := OpenKernel(nil)
+			a, err := kernel.NewSyncer(nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -103,7 +106,7 @@ func BenchmarkKernelFirstFull(b *testing.B) {
 	b.Run("fresh", func(b *testing.B) { benchFirstFull(b, sets, rules, func(*testing.B) {}) })
 	b.Run("restart", func(b *testing.B) {
 		benchFirstFull(b, sets, rules, func(b *testing.B) {
-			a, err := OpenKernel(nil)
+			a, err := kernel.NewSyncer(nil)
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -143,7 +146,7 @@ func TestKernelFirstFullExecs(t *testing.T) {
 func TestKernelRestartRemovesDuplicateJumps(t *testing.T) {
 	inNetns(t, func() {
 		sets, rules := dualStackPlan()
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -153,14 +156,14 @@ func TestKernelRestartRemovesDuplicateJumps(t *testing.T) {
 		a.Close()
 		run(t, "iptables", "-t", "nat", "-N", "DOCKER")
 		run(t, "iptables", "-t", "nat", "-I", "PREROUTING", "1", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER")
-		run(t, "iptables", "-t", "nat", "-I", "PREROUTING", "1", "-m", "comment", "--comment", "kubernetes service portals", "-j", ChainServices)
+		run(t, "iptables", "-t", "nat", "-I", "PREROUTING", "1", "-m", "comment", "--comment", "kubernetes service portals", "-j", iptables.ChainServices)
 		b := newKernelSyncer(t)
 		if err := b.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
 		checkKernel(t, sets, rules)
 		want := []string{`-m comment --comment "kubernetes service portals" -j KUBE-SERVICES`, "-m addrtype --dst-type LOCAL -j DOCKER"}
-		if got := parseSaveAll(run(t, "iptables-save", "-t", "nat"))["nat"]["PREROUTING"]; !slices.Equal(got, want) {
+		if got := iptables.ParseSaveAll(run(t, "iptables-save", "-t", "nat"))["nat"]["PREROUTING"]; !slices.Equal(got, want) {
 			t.Errorf("PREROUTING = %q, want %q", got, want)
 		}
 		before := execCount(b)

@@ -1,4 +1,4 @@
-package iptables
+package iptables_test
 
 import (
 	"fmt"
@@ -10,6 +10,8 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 )
 
 // The kube-proxy 1.34 fixture (testdata/kube-proxy-1.34/README.md): what its
@@ -36,7 +38,7 @@ func fixture(t testing.TB, name string) string {
 
 // fixtureSet is one set of ipset.save: its create options and entries.
 type fixtureSet struct {
-	set     IPSet
+	set     iptables.IPSet
 	maxElem uint32
 	initval string
 }
@@ -51,7 +53,7 @@ func fixtureSets(t testing.TB) []fixtureSet {
 		switch {
 		case len(f) == 0:
 		case f[0] == "create":
-			fs := fixtureSet{set: IPSet{Name: f[1], Type: f[2]}}
+			fs := fixtureSet{set: iptables.IPSet{Name: f[1], Type: f[2]}}
 			for i := 3; i+1 < len(f); i += 2 {
 				switch f[i] {
 				case "family":
@@ -83,16 +85,16 @@ func fixtureSets(t testing.TB) []fixtureSet {
 }
 
 // parseEntryText is AppendEntry's inverse.
-func parseEntryText(typ, s string) (Entry, error) {
-	var e Entry
-	if typ == TypeBitmapPort {
+func parseEntryText(typ, s string) (iptables.Entry, error) {
+	var e iptables.Entry
+	if typ == iptables.TypeBitmapPort {
 		p, err := strconv.ParseUint(s, 10, 16)
 		e.Port = uint16(p)
 		return e, err
 	}
 	parts := strings.Split(s, ",")
 	var err error
-	if e.IP, err = netip.ParseAddr(parts[0]); err != nil || typ == TypeHashIP {
+	if e.IP, err = netip.ParseAddr(parts[0]); err != nil || typ == iptables.TypeHashIP {
 		return e, err
 	}
 	if len(parts) < 2 {
@@ -105,7 +107,7 @@ func parseEntryText(typ, s string) (Entry, error) {
 		return e, err
 	}
 	e.Port = uint16(p)
-	if typ == TypeHashIPPort {
+	if typ == iptables.TypeHashIPPort {
 		return e, nil
 	}
 	if len(parts) < 3 {
@@ -127,25 +129,25 @@ var newServiceIP = mustAddr("10.96.100.6")
 // kubeProxyPlan is the proxy's plan for the fixture's node: every IPv4 set
 // with kube-proxy's entries, plus newServiceIP:8443/TCP in KUBE-CLUSTER-IP
 // and KUBE-IPVS-IPS; the rules of testRules (cluster CIDR 10.244.0.0/16).
-func kubeProxyPlan(t testing.TB) ([]IPSet, []Ruleset) {
+func kubeProxyPlan(t testing.TB) ([]iptables.IPSet, []iptables.Ruleset) {
 	t.Helper()
-	byName := map[string][]Entry{}
+	byName := map[string][]iptables.Entry{}
 	for _, fs := range fixtureSets(t) {
 		byName[fs.set.Name] = fs.set.Entries
 	}
-	sets := EmptySets(FamilyIPv4)
+	sets := iptables.EmptySets(iptables.FamilyIPv4)
 	for i := range sets {
 		s := &sets[i]
 		s.Entries = append(s.Entries, byName[s.Name]...)
 		switch s.Name {
-		case SetClusterIP:
-			s.Entries = append(s.Entries, Entry{IP: newServiceIP, Protocol: model.TCP, Port: 8443})
-		case SetIPVSIPs:
-			s.Entries = append(s.Entries, Entry{IP: newServiceIP})
+		case iptables.SetClusterIP:
+			s.Entries = append(s.Entries, iptables.Entry{IP: newServiceIP, Protocol: model.TCP, Port: 8443})
+		case iptables.SetIPVSIPs:
+			s.Entries = append(s.Entries, iptables.Entry{IP: newServiceIP})
 		}
-		s.Entries = normalize(s.Type, s.Entries)
+		s.Entries = iptables.Normalize(s.Type, s.Entries)
 	}
-	return sets, []Ruleset{testRules(FamilyIPv4)}
+	return sets, []iptables.Ruleset{testRules(iptables.FamilyIPv4)}
 }
 
 // loadKubeProxy puts the fixture into the fake kernel: every set as
@@ -153,26 +155,26 @@ func kubeProxyPlan(t testing.TB) ([]IPSet, []Ruleset) {
 func loadKubeProxy(t testing.TB, k *fakeKernel) {
 	t.Helper()
 	for _, fs := range fixtureSets(t) {
-		if err := k.sets.createExist(fs.set.Name, fs.set.Type, fs.set.Family); err != nil {
+		if err := k.sets.CreateExist(fs.set.Name, fs.set.Type, fs.set.Family); err != nil {
 			t.Fatal(err)
 		}
 		if err := k.sets.Add(fs.set, fs.set.Entries); err != nil {
 			t.Fatal(err)
 		}
 	}
-	loadSave(t, k.tables[FamilyIPv4], fixture(t, "iptables.save"))
-	loadSave(t, k.tables[FamilyIPv6], fixture(t, "ip6tables.save"))
+	loadSave(t, k.tables[iptables.FamilyIPv4], fixture(t, "iptables.save"))
+	loadSave(t, k.tables[iptables.FamilyIPv6], fixture(t, "ip6tables.save"))
 }
 
 // loadSave fills a fake family's tables from iptables-save text.
-func loadSave(t testing.TB, f *FakeRunner, save string) {
+func loadSave(t testing.TB, f *iptablestest.FakeRunner, save string) {
 	t.Helper()
 	var table string
 	rules := map[string][]string{}
 	var order []string
 	flush := func() {
 		for _, c := range order {
-			f.set(table, c, rules[c]...)
+			f.SetChain(table, c, rules[c]...)
 		}
 		rules, order = map[string][]string{}, nil
 	}
@@ -211,7 +213,7 @@ func kubeChainsIn(save string) []string {
 			out = append(out, table+"/"+name)
 		case strings.HasPrefix(line, "-A "):
 			chain, rest, _ := strings.Cut(line[3:], " ")
-			if tgt := ruleTarget(rest); isBuiltin(chain) && strings.HasPrefix(tgt, "KUBE-") {
+			if tgt := iptables.RuleTarget(rest); iptables.IsBuiltinChain(chain) && strings.HasPrefix(tgt, "KUBE-") {
 				out = append(out, table+"/"+chain+" -> "+tgt)
 			}
 		}
@@ -249,11 +251,11 @@ func checkTakenOverChains(t testing.TB, save4, save6 string) {
 }
 
 // loopBack is KUBE-LOOP-BACK with n entries.
-func loopBack(n int) []Entry {
-	out := make([]Entry, n)
+func loopBack(n int) []iptables.Entry {
+	out := make([]iptables.Entry, n)
 	for i := range out {
 		a := netip.AddrFrom4([4]byte{10, 244, byte(i >> 8), byte(i)})
-		out[i] = Entry{IP: a, Protocol: model.TCP, Port: uint16(8000 + i>>16), Net: netip.PrefixFrom(a, 32)}
+		out[i] = iptables.Entry{IP: a, Protocol: model.TCP, Port: uint16(8000 + i>>16), Net: netip.PrefixFrom(a, 32)}
 	}
-	return normalize(TypeHashIPPortIP, out)
+	return iptables.Normalize(iptables.TypeHashIPPortIP, out)
 }

@@ -4,11 +4,13 @@
 // 65,636 entries costs half a minute, and TestKernelSetGrowsThroughSwap
 // proves the same there against the real kernel.
 
-package iptables
+package iptables_test
 
 import (
 	"fmt"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // A set the plan outgrows is swapped for a larger one, by a partial sync
@@ -23,35 +25,35 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			if err := a.Full(sets, rules); err != nil {
 				t.Fatal(err)
 			}
-			lb := findSet(sets, SetLoopBack)
+			lb := findSet(sets, iptables.SetLoopBack)
 			small := lb.Entries
-			lb.Entries = loopBack(KubeProxyMaxElem + 100)
-			k.sets.ops = map[string]int{}
-			sync := func(s []IPSet) error { return a.Partial(s, rules) }
+			lb.Entries = loopBack(iptables.KubeProxyMaxElem + 100)
+			k.sets.Ops = map[string]int{}
+			sync := func(s []iptables.IPSet) error { return a.Partial(s, rules) }
 			if full {
-				sync = func(s []IPSet) error { return a.Full(s, rules) }
+				sync = func(s []iptables.IPSet) error { return a.Full(s, rules) }
 			}
 			if err := sync(sets); err != nil {
 				t.Fatal(err)
 			}
-			ks := k.sets.sets[SetLoopBack]
-			if ks.MaxElem != 131072 || len(ks.Entries) != KubeProxyMaxElem+100 || k.sets.ops["swap"] != 1 {
-				t.Errorf("after growth: maxelem %d, %d entries, ops %v; want 131072, %d, one swap", ks.MaxElem, len(ks.Entries), k.sets.ops, KubeProxyMaxElem+100)
+			ks := k.sets.Sets[iptables.SetLoopBack]
+			if ks.MaxElem != 131072 || len(ks.Entries) != iptables.KubeProxyMaxElem+100 || k.sets.Ops["swap"] != 1 {
+				t.Errorf("after growth: maxelem %d, %d entries, ops %v; want 131072, %d, one swap", ks.MaxElem, len(ks.Entries), k.sets.Ops, iptables.KubeProxyMaxElem+100)
 			}
-			if !full && k.sets.ops["list"] != 0 {
+			if !full && k.sets.Ops["list"] != 0 {
 				t.Errorf("partial growth dumped the sets")
 			}
-			if n := k.sets.references(SetLoopBack); n != 1 {
-				t.Errorf("%s has %d references, want KUBE-POSTROUTING's 1", SetLoopBack, n)
+			if n := k.sets.References(iptables.SetLoopBack); n != 1 {
+				t.Errorf("%s has %d references, want KUBE-POSTROUTING's 1", iptables.SetLoopBack, n)
 			}
 			// Growing within the new size is a plain add.
-			lb.Entries = loopBack(KubeProxyMaxElem + 101)
-			k.sets.ops = map[string]int{}
+			lb.Entries = loopBack(iptables.KubeProxyMaxElem + 101)
+			k.sets.Ops = map[string]int{}
 			if err := a.Partial(sets, rules); err != nil {
 				t.Fatal(err)
 			}
-			if k.sets.ops["swap"] != 0 || k.sets.ops["add"] != 1 {
-				t.Errorf("growth within maxelem did %v, want one add", k.sets.ops)
+			if k.sets.Ops["swap"] != 0 || k.sets.Ops["add"] != 1 {
+				t.Errorf("growth within maxelem did %v, want one add", k.sets.Ops)
 			}
 			// Back to a size 65536 holds: a partial sync keeps the set, the
 			// next full one swaps in kube-proxy's shape.
@@ -59,17 +61,17 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			if err := a.Partial(sets, rules); err != nil {
 				t.Fatal(err)
 			}
-			if k.sets.sets[SetLoopBack].MaxElem != 131072 {
+			if k.sets.Sets[iptables.SetLoopBack].MaxElem != 131072 {
 				t.Errorf("a partial sync shrank the set")
 			}
 			if err := a.Full(sets, rules); err != nil {
 				t.Fatal(err)
 			}
-			if got, want := k.sets.save(), wantSave(sets); got != want {
+			if got, want := k.sets.SaveText(), wantSave(sets); got != want {
 				t.Errorf("sets:\n%s\nwant:\n%s", got, want)
 			}
-			if k.sets.sets[SetLoopBack].MaxElem != KubeProxyMaxElem {
-				t.Errorf("full sync left maxelem %d, want kube-proxy's %d", k.sets.sets[SetLoopBack].MaxElem, KubeProxyMaxElem)
+			if k.sets.Sets[iptables.SetLoopBack].MaxElem != iptables.KubeProxyMaxElem {
+				t.Errorf("full sync left maxelem %d, want kube-proxy's %d", k.sets.Sets[iptables.SetLoopBack].MaxElem, iptables.KubeProxyMaxElem)
 			}
 			if d := a.LastDrift(); d.Total() != 0 {
 				t.Errorf("the proxy's own swaps counted as drift %+v", d)

@@ -11,7 +11,7 @@ import (
 )
 
 // SetKernel is the kernel's ipset table, as the set syncer needs it. The
-// netlink implementation is iptables/kernel.Sets; unit tests use FakeSets.
+// netlink implementation is iptables/kernel.Sets; unit tests use iptablestest.FakeSets.
 type SetKernel interface {
 	// ListAll is `ipset save`: every set and its entries.
 	ListAll() (map[string]*KernelSet, error)
@@ -201,10 +201,10 @@ func (s *setSyncer) ensure(w *IPSet, ks *KernelSet) error {
 		}
 		if err := s.k.Destroy(w.Name); err != nil {
 			return fmt.Errorf("ipset %s: the kernel's is %s, the plan needs %s: %s, which ipset swap cannot change, and destroying it failed: %w: %w",
-				w.Name, ks.options(), plannedOptions(w), m.differ(), ErrSetMismatch, err)
+				w.Name, ks.CreateOptions(), plannedOptions(w), m.differ(), ErrSetMismatch, err)
 		}
 		s.log.Info("replaced ipset of another type or family", zap.String("set", w.Name),
-			zap.String("was", ks.options()), zap.String("now", plannedOptions(w)))
+			zap.String("was", ks.CreateOptions()), zap.String("now", plannedOptions(w)))
 	}
 	maxElem := MaxElemFor(len(w.Entries))
 	if err := s.k.Create(*w, maxElem); err != nil {

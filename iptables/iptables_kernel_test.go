@@ -1,6 +1,6 @@
 //go:build kernel
 
-package iptables
+package iptables_test
 
 import (
 	"bytes"
@@ -16,6 +16,8 @@ import (
 	"github.com/vishvananda/netns"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
 // inNetns runs fn on a locked OS thread inside a fresh network namespace,
@@ -75,7 +77,7 @@ func ipsetSave(t testing.TB, names map[string]bool) string {
 			// The kernel grows hashsize with the set; plan prints the
 			// initial size.
 			if i := slices.Index(f, "hashsize"); i > 0 && i+1 < len(f) {
-				f[i+1] = fmt.Sprint(HashSize)
+				f[i+1] = fmt.Sprint(iptables.HashSize)
 			}
 			order = append(order, f[1])
 			blocks[f[1]] = []string{strings.Join(f, " ")}
@@ -96,16 +98,16 @@ func ipsetSave(t testing.TB, names map[string]bool) string {
 
 // planSave is plan's rendering of sets, members sorted the way ipsetSave
 // sorts them (as text).
-func planSave(sets []IPSet) string {
+func planSave(sets []iptables.IPSet) string {
 	sorted := slices.Clone(sets)
-	sortSets(sorted)
+	iptables.SortSets(sorted)
 	var b strings.Builder
 	for _, s := range sorted {
-		b.Write(AppendCreate(nil, &s))
+		b.Write(iptables.AppendCreate(nil, &s))
 		b.WriteString("\n")
 		var adds []string
 		for _, e := range s.Entries {
-			adds = append(adds, "add "+s.Name+" "+string(AppendEntry(nil, s.Type, e)))
+			adds = append(adds, "add "+s.Name+" "+string(iptables.AppendEntry(nil, s.Type, e)))
 		}
 		slices.Sort(adds)
 		for _, l := range adds {
@@ -115,7 +117,7 @@ func planSave(sets []IPSet) string {
 	return b.String()
 }
 
-func setNames(sets []IPSet) map[string]bool {
+func setNames(sets []iptables.IPSet) map[string]bool {
 	m := map[string]bool{}
 	for _, s := range sets {
 		m[s.Name] = true
@@ -125,15 +127,15 @@ func setNames(sets []IPSet) map[string]bool {
 
 // ourRules is iptables-save of rs's tables restricted to rs's chains, each
 // rule as "-A CHAIN ..."; built-in chains list only rules jumping to ours.
-func ourRules(t testing.TB, rs Ruleset) string {
+func ourRules(t testing.TB, rs iptables.Ruleset) string {
 	t.Helper()
 	bin := "iptables-save"
-	if rs.Family == FamilyIPv6 {
+	if rs.Family == iptables.FamilyIPv6 {
 		bin = "ip6tables-save"
 	}
 	var b strings.Builder
 	for _, tab := range rs.Tables {
-		saved := parseSaveAll(run(t, bin, "-t", tab.Name))[tab.Name]
+		saved := iptables.ParseSaveAll(run(t, bin, "-t", tab.Name))[tab.Name]
 		ours := map[string]bool{}
 		for _, c := range tab.Chains {
 			if !c.Builtin {
@@ -144,7 +146,7 @@ func ourRules(t testing.TB, rs Ruleset) string {
 		for _, c := range tab.Chains {
 			rules := saved[c.Name]
 			if c.Builtin {
-				rules = ourJumps(rules, ours)
+				rules = iptables.OurJumps(rules, ours)
 			}
 			for _, r := range rules {
 				b.WriteString("-A " + c.Name + " " + r + "\n")
@@ -155,13 +157,13 @@ func ourRules(t testing.TB, rs Ruleset) string {
 }
 
 // planRules is plan's rendering of the same.
-func planRules(rs Ruleset) string {
+func planRules(rs iptables.Ruleset) string {
 	var b strings.Builder
 	for _, tab := range rs.Tables {
 		b.WriteString("*" + tab.Name + "\n")
 		for _, c := range tab.Chains {
 			for _, r := range c.Rules {
-				b.Write(AppendRule(nil, c.Name, r))
+				b.Write(iptables.AppendRule(nil, c.Name, r))
 				b.WriteString("\n")
 			}
 		}
@@ -170,28 +172,28 @@ func planRules(rs Ruleset) string {
 }
 
 // dualStackPlan is every set of both families with entries of every type.
-func dualStackPlan() ([]IPSet, []Ruleset) {
+func dualStackPlan() ([]iptables.IPSet, []iptables.Ruleset) {
 	sets := plannedSets()
-	v6 := EmptySets(FamilyIPv6)
+	v6 := iptables.EmptySets(iptables.FamilyIPv6)
 	for i := range v6 {
 		switch v6[i].Type {
-		case TypeHashIPPort:
-			v6[i].Entries = []Entry{{IP: mustAddr("fd00:96::10"), Protocol: model.TCP, Port: 80}}
-		case TypeHashIPPortIP:
-			v6[i].Entries = []Entry{{IP: mustAddr("fd00:244::5"), Protocol: model.UDP, Port: 53, Net: netip.MustParsePrefix("fd00:244::5/128")}}
-		case TypeHashIPPortNet:
-			v6[i].Entries = []Entry{{IP: mustAddr("2001:db8::10"), Protocol: model.SCTP, Port: 9, Net: netip.MustParsePrefix("2001:db8:1::/48")}}
-		case TypeHashIP:
-			v6[i].Entries = []Entry{{IP: mustAddr("fd00:96::10")}}
-		case TypeBitmapPort:
-			v6[i].Entries = []Entry{{Port: 30080}}
+		case iptables.TypeHashIPPort:
+			v6[i].Entries = []iptables.Entry{{IP: mustAddr("fd00:96::10"), Protocol: model.TCP, Port: 80}}
+		case iptables.TypeHashIPPortIP:
+			v6[i].Entries = []iptables.Entry{{IP: mustAddr("fd00:244::5"), Protocol: model.UDP, Port: 53, Net: netip.MustParsePrefix("fd00:244::5/128")}}
+		case iptables.TypeHashIPPortNet:
+			v6[i].Entries = []iptables.Entry{{IP: mustAddr("2001:db8::10"), Protocol: model.SCTP, Port: 9, Net: netip.MustParsePrefix("2001:db8:1::/48")}}
+		case iptables.TypeHashIP:
+			v6[i].Entries = []iptables.Entry{{IP: mustAddr("fd00:96::10")}}
+		case iptables.TypeBitmapPort:
+			v6[i].Entries = []iptables.Entry{{Port: 30080}}
 		}
 	}
 	sets = append(sets, v6...)
-	return sets, []Ruleset{testRules(FamilyIPv4), testRules(FamilyIPv6)}
+	return sets, []iptables.Ruleset{testRules(iptables.FamilyIPv4), testRules(iptables.FamilyIPv6)}
 }
 
-func checkKernel(t *testing.T, sets []IPSet, rules []Ruleset) {
+func checkKernel(t *testing.T, sets []iptables.IPSet, rules []iptables.Ruleset) {
 	t.Helper()
 	if got, want := ipsetSave(t, setNames(sets)), planSave(sets); got != want {
 		t.Errorf("ipset save:\n%s\nplan:\n%s", got, want)
@@ -203,17 +205,17 @@ func checkKernel(t *testing.T, sets []IPSet, rules []Ruleset) {
 	}
 }
 
-func execCount(a *Syncer) int64 {
+func execCount(a *iptables.Syncer) int64 {
 	var n int64
-	for _, c := range a.chains {
-		n += c.r.(counted).Execs()
+	for _, r := range a.RuleRunners() {
+		n += r.(counted).Execs()
 	}
 	return n
 }
 
 func TestKernelApplyTamperCleanup(t *testing.T) {
 	inNetns(t, func() {
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -257,9 +259,9 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		}
 
 		// Partial: one entry in, one out, no exec.
-		cl := findSet(sets, SetClusterIP)
-		cl.Entries = []Entry{cl.Entries[1], {IP: mustAddr("10.96.7.7"), Protocol: model.TCP, Port: 8443}}
-		lb := findSet(sets, SetName(SetLoadBalancerSourceCIDR, FamilyIPv6))
+		cl := findSet(sets, iptables.SetClusterIP)
+		cl.Entries = []iptables.Entry{cl.Entries[1], {IP: mustAddr("10.96.7.7"), Protocol: model.TCP, Port: 8443}}
+		lb := findSet(sets, iptables.SetName(iptables.SetLoadBalancerSourceCIDR, iptables.FamilyIPv6))
 		lb.Entries = nil
 		before = execCount(a)
 		if err := a.Partial(sets, rules); err != nil {
@@ -271,12 +273,12 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		checkKernel(t, sets, rules)
 
 		// Tampering, repaired by the next Full.
-		run(t, "iptables", "-t", "nat", "-F", ChainServices)
-		run(t, "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", ChainServices)
-		run(t, "ip6tables", "-t", "nat", "-I", "OUTPUT", "1", "-m", "comment", "--comment", "kubernetes service portals", "-j", ChainServices)
-		run(t, "iptables", "-t", "filter", "-D", ChainIPVSFilter, "1")
-		run(t, "ipset", "del", SetClusterIP, "10.96.7.7,tcp:8443")
-		run(t, "ipset", "add", SetNodePortTCP, "31111")
+		run(t, "iptables", "-t", "nat", "-F", iptables.ChainServices)
+		run(t, "iptables", "-t", "nat", "-D", "PREROUTING", "-m", "comment", "--comment", "kubernetes service portals", "-j", iptables.ChainServices)
+		run(t, "ip6tables", "-t", "nat", "-I", "OUTPUT", "1", "-m", "comment", "--comment", "kubernetes service portals", "-j", iptables.ChainServices)
+		run(t, "iptables", "-t", "filter", "-D", iptables.ChainIPVSFilter, "1")
+		run(t, "ipset", "del", iptables.SetClusterIP, "10.96.7.7,tcp:8443")
+		run(t, "ipset", "add", iptables.SetNodePortTCP, "31111")
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
@@ -284,7 +286,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		foreign()
 
 		// Cleanup: ours only, then nothing.
-		empty := append(EmptySets(FamilyIPv4), EmptySets(FamilyIPv6)...)
+		empty := append(iptables.EmptySets(iptables.FamilyIPv4), iptables.EmptySets(iptables.FamilyIPv6)...)
 		if err := a.Cleanup(empty, rules); err != nil {
 			t.Fatal(err)
 		}
@@ -306,7 +308,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 func TestKernelRestartAdopts(t *testing.T) {
 	inNetns(t, func() {
 		sets, rules := dualStackPlan()
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -314,7 +316,7 @@ func TestKernelRestartAdopts(t *testing.T) {
 			t.Fatal(err)
 		}
 		a.Close()
-		b, err := OpenKernel(nil)
+		b, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -322,9 +324,9 @@ func TestKernelRestartAdopts(t *testing.T) {
 		if err := b.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range b.chains {
-			if n := c.r.(counted).Restores(); n != 0 {
-				t.Errorf("%s: restart Full rewrote %d tables", c.family, n)
+		for family, r := range b.RuleRunners() {
+			if n := r.(counted).Restores(); n != 0 {
+				t.Errorf("%s: restart Full rewrote %d tables", family, n)
 			}
 		}
 		checkKernel(t, sets, rules)
@@ -335,26 +337,26 @@ func TestKernelRestartAdopts(t *testing.T) {
 // names the refused one, and the mirror does not claim it.
 func TestKernelBadEntryInBatch(t *testing.T) {
 	inNetns(t, func() {
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		set := IPSet{Name: SetLoadBalancerSourceCIDR, Type: TypeHashIPPortNet, Family: FamilyIPv4}
-		good1 := Entry{IP: mustAddr("192.0.2.1"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("10.0.0.0/8")}
-		bad := Entry{IP: mustAddr("192.0.2.2"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("0.0.0.0/0")}
-		good2 := Entry{IP: mustAddr("192.0.2.3"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("10.1.0.0/16")}
-		set.Entries = []Entry{good1, bad, good2}
-		err = a.Full([]IPSet{set}, nil)
-		if !errors.Is(err, ErrKernel) || !strings.Contains(err.Error(), "192.0.2.2,tcp:80,0.0.0.0/0") {
+		set := iptables.IPSet{Name: iptables.SetLoadBalancerSourceCIDR, Type: iptables.TypeHashIPPortNet, Family: iptables.FamilyIPv4}
+		good1 := iptables.Entry{IP: mustAddr("192.0.2.1"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("10.0.0.0/8")}
+		bad := iptables.Entry{IP: mustAddr("192.0.2.2"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("0.0.0.0/0")}
+		good2 := iptables.Entry{IP: mustAddr("192.0.2.3"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("10.1.0.0/16")}
+		set.Entries = []iptables.Entry{good1, bad, good2}
+		err = a.Full([]iptables.IPSet{set}, nil)
+		if !errors.Is(err, iptables.ErrKernel) || !strings.Contains(err.Error(), "192.0.2.2,tcp:80,0.0.0.0/0") {
 			t.Fatalf("Full error %v, want ErrKernel naming 192.0.2.2,tcp:80,0.0.0.0/0", err)
 		}
-		want := []IPSet{{Name: set.Name, Type: set.Type, Family: set.Family, Entries: []Entry{good1, good2}}}
+		want := []iptables.IPSet{{Name: set.Name, Type: set.Type, Family: set.Family, Entries: []iptables.Entry{good1, good2}}}
 		if got, want := ipsetSave(t, setNames(want)), planSave(want); got != want {
 			t.Errorf("ipset save:\n%s\nwant:\n%s", got, want)
 		}
-		if m := a.sets.mirror[set.Name]; len(m.entries) != 2 {
-			t.Errorf("mirror holds %v, want the 2 applied entries", m.entries)
+		if m := a.MirrorEntries(set.Name); len(m) != 2 {
+			t.Errorf("mirror holds %v, want the 2 applied entries", m)
 		}
 	})
 }

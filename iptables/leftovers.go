@@ -95,11 +95,11 @@ func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]
 	for held := true; held; {
 		held = false
 		for name, rules := range saved {
-			if isBuiltin(name) || ours[name] || cand[name] {
+			if IsBuiltinChain(name) || ours[name] || cand[name] {
 				continue
 			}
 			for _, r := range rules {
-				if tgt := ruleTarget(r); cand[tgt] {
+				if tgt := RuleTarget(r); cand[tgt] {
 					delete(cand, tgt)
 					held = true
 				}

@@ -1,4 +1,4 @@
-package iptables
+package iptables_test
 
 import (
 	"errors"
@@ -7,15 +7,16 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // syncedWithReader is a fake syncer whose full syncs read the sets beside
 // the loop, after one Full of the planned sets and IPv4 rules.
-func syncedWithReader(t *testing.T) (*Syncer, *fakeKernel, []IPSet, []Ruleset) {
+func syncedWithReader(t *testing.T) (*iptables.Syncer, *fakeKernel, []iptables.IPSet, []iptables.Ruleset) {
 	t.Helper()
 	a, k := newFakeSyncer(t)
 	a.Reader = k.sets
-	rules := []Ruleset{testRules(FamilyIPv4)}
+	rules := []iptables.Ruleset{testRules(iptables.FamilyIPv4)}
 	sets := plannedSets()
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatal(err)
@@ -30,10 +31,10 @@ func syncedWithReader(t *testing.T) (*Syncer, *fakeKernel, []IPSet, []Ruleset) {
 // is used unless a chain sync ran meanwhile.
 func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	a, k, sets, rules := syncedWithReader(t)
-	cip := findSet(sets, SetClusterIP)
+	cip := findSet(sets, iptables.SetClusterIP)
 	dns, api := cip.Entries[0], cip.Entries[1]
 	// Before the read: someone deletes the API server's entry.
-	if err := k.sets.Del(*cip, []Entry{api}); err != nil {
+	if err := k.sets.Del(*cip, []iptables.Entry{api}); err != nil {
 		t.Fatal(err)
 	}
 	read := a.BeginFull()
@@ -41,33 +42,33 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	saves := k.tables[FamilyIPv4].execs
+	saves := k.tables[iptables.FamilyIPv4].Execs
 	// After the read: a partial sync deletes dns and adds web.
-	web := Entry{IP: netip.MustParseAddr("10.96.0.20"), Protocol: model.TCP, Port: 80}
+	web := iptables.Entry{IP: netip.MustParseAddr("10.96.0.20"), Protocol: model.TCP, Port: 80}
 	after := plannedSets()
-	findSet(after, SetClusterIP).Entries = []Entry{api, web}
+	findSet(after, iptables.SetClusterIP).Entries = []iptables.Entry{api, web}
 	if err := a.Partial(after, rules); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.FullFrom(after, rules, rb); err != nil {
 		t.Fatal(err)
 	}
-	if d := a.LastDrift(); d != (Drift{SetEntries: 1}) {
+	if d := a.LastDrift(); d != (iptables.Drift{SetEntries: 1}) {
 		t.Errorf("drift %+v, want the API server's entry alone", d)
 	}
-	got := k.sets.sets[SetClusterIP].Entries
-	slices.SortFunc(got, CompareEntries)
-	want := normalize(cip.Type, []Entry{api, web})
+	got := k.sets.Sets[iptables.SetClusterIP].Entries
+	slices.SortFunc(got, iptables.CompareEntries)
+	want := iptables.Normalize(cip.Type, []iptables.Entry{api, web})
 	if !slices.Equal(got, want) {
-		t.Errorf("%s holds %v, want %v", SetClusterIP, got, want)
+		t.Errorf("%s holds %v, want %v", iptables.SetClusterIP, got, want)
 	}
 	if slices.Contains(got, dns) {
 		t.Errorf("dns's entry, deleted since the read, came back")
 	}
-	if n := k.tables[FamilyIPv4].execs - saves; n != 0 {
+	if n := k.tables[iptables.FamilyIPv4].Execs - saves; n != 0 {
 		t.Errorf("FullFrom ran %d iptables-save/restore, want none (the read's save, nothing to repair)", n)
 	}
-	if err := a.FullFrom(after, rules, rb); !errors.Is(err, ErrNoRead) {
+	if err := a.FullFrom(after, rules, rb); !errors.Is(err, iptables.ErrNoRead) {
 		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
 	}
 	if err := a.Full(after, rules); err != nil || a.LastDrift().Total() != 0 {
@@ -80,15 +81,15 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if rb, err = read(); err != nil {
 		t.Fatal(err)
 	}
-	changed := []Ruleset{Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 15, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})}
+	changed := []iptables.Ruleset{iptables.Rules(iptables.RulesConfig{Family: iptables.FamilyIPv4, MasqueradeBit: 15, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})}
 	if err := a.Partial(after, changed); err != nil {
 		t.Fatal(err)
 	}
-	saves = k.tables[FamilyIPv4].execs
+	saves = k.tables[iptables.FamilyIPv4].Execs
 	if err := a.FullFrom(after, changed, rb); err != nil {
 		t.Fatal(err)
 	}
-	if k.tables[FamilyIPv4].execs == saves {
+	if k.tables[iptables.FamilyIPv4].Execs == saves {
 		t.Error("FullFrom used a save older than the chain sync")
 	}
 	if d := a.LastDrift(); d.Total() != 0 {
@@ -105,11 +106,11 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 func TestFullFromSortsWritesIntoTheDump(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	a.Reader = k.sets
-	rules := []Ruleset{testRules(FamilyIPv4)}
+	rules := []iptables.Ruleset{testRules(iptables.FamilyIPv4)}
 	sets := plannedSets()
-	cip := findSet(sets, SetClusterIP)
+	cip := findSet(sets, iptables.SetClusterIP)
 	for i := range 50 {
-		cip.Entries = append(cip.Entries, Entry{IP: netip.AddrFrom4([4]byte{10, 96, 1, byte(i)}), Protocol: model.TCP, Port: 80})
+		cip.Entries = append(cip.Entries, iptables.Entry{IP: netip.AddrFrom4([4]byte{10, 96, 1, byte(i)}), Protocol: model.TCP, Port: 80})
 	}
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatal(err)
@@ -118,12 +119,12 @@ func TestFullFromSortsWritesIntoTheDump(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if d := rb.sets[SetClusterIP]; !slices.IsSortedFunc(d.Entries, CompareEntries) {
-		t.Errorf("the read's %s is not sorted: %v", SetClusterIP, d.Entries)
+	if d := rb.Sets()[iptables.SetClusterIP]; !slices.IsSortedFunc(d.Entries, iptables.CompareEntries) {
+		t.Errorf("the read's %s is not sorted: %v", iptables.SetClusterIP, d.Entries)
 	}
-	first := Entry{IP: netip.MustParseAddr("10.0.0.1"), Protocol: model.TCP, Port: 80}
+	first := iptables.Entry{IP: netip.MustParseAddr("10.0.0.1"), Protocol: model.TCP, Port: 80}
 	after := plannedSets()
-	findSet(after, SetClusterIP).Entries = append(slices.Clone(cip.Entries), first)
+	findSet(after, iptables.SetClusterIP).Entries = append(slices.Clone(cip.Entries), first)
 	if err := a.Partial(after, rules); err != nil {
 		t.Fatal(err)
 	}
@@ -146,13 +147,13 @@ func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, w := range sets {
-		if ks := rb.sets[w.Name]; ks == nil || !ks.unchanged || len(ks.Entries) != 0 {
+		if ks := rb.Sets()[w.Name]; ks == nil || !ks.Unchanged() || len(ks.Entries) != 0 {
 			t.Errorf("%s read as %+v, want unchanged and no entries", w.Name, ks)
 		}
 	}
 	writes := func() int {
 		n := 0
-		for op, c := range k.sets.ops {
+		for op, c := range k.sets.Ops {
 			if op != "list" {
 				n += c
 			}
@@ -164,20 +165,20 @@ func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
 		t.Errorf("FullFrom of an unchanged read: %v, drift %+v, %d writes", err, a.LastDrift(), writes()-before)
 	}
 
-	cip := findSet(sets, SetClusterIP)
-	ks := k.sets.sets[SetClusterIP]
+	cip := findSet(sets, iptables.SetClusterIP)
+	ks := k.sets.Sets[iptables.SetClusterIP]
 	ks.MaxElem *= 2 // recreated by hand with the same entries
 	rb, err = a.BeginFull()()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if got := rb.sets[SetClusterIP]; got.unchanged || len(got.Entries) != len(cip.Entries) {
+	if got := rb.Sets()[iptables.SetClusterIP]; got.Unchanged() || len(got.Entries) != len(cip.Entries) {
 		t.Errorf("the replaced set read as %+v, want its entries", got)
 	}
 	if err := a.FullFrom(sets, rules, rb); err != nil || a.LastDrift().Sets != 1 {
 		t.Errorf("FullFrom: %v, drift %+v, want the set counted", err, a.LastDrift())
 	}
-	if got := k.sets.sets[SetClusterIP].MaxElem; got != ks.MaxElem/2 {
+	if got := k.sets.Sets[iptables.SetClusterIP].MaxElem; got != ks.MaxElem/2 {
 		t.Errorf("maxelem %d after the repair, want %d", got, ks.MaxElem/2)
 	}
 }

@@ -79,3 +79,25 @@ func sameWords(saved []string, planned []Rule) bool {
 		return slices.Equal(saveWords(s), r)
 	})
 }
+
+// DifferingChains are the chains of rs, named "TABLE CHAIN", that one
+// `iptables-save` of rs's family (save) does not hold as planned: the
+// proxy's own chains, each compared whole and in order. A chain of names
+// that rs does not have is left out.
+func DifferingChains(save string, rs *Ruleset, names []string) []string {
+	saved := parseSaveAll(save)
+	var out []string
+	for _, t := range rs.Tables {
+		for _, c := range t.Chains {
+			name := t.Name + " " + c.Name
+			if c.Builtin || !slices.Contains(names, name) {
+				continue
+			}
+			got, ok := saved[t.Name][c.Name]
+			if !ok || !sameWords(got, c.Rules) {
+				out = append(out, name)
+			}
+		}
+	}
+	return out
+}

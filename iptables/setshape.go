@@ -115,11 +115,11 @@ func mismatch(ks *KernelSet, w *IPSet, n int) setMismatch {
 	return m
 }
 
-// options renders the kernel set's type and create options as `ipset save`
+// CreateOptions renders the kernel set's type and create options as `ipset save`
 // prints them, for messages: "hash:ip,port family inet maxelem 65536",
 // "bitmap:port range 0-65535", "hash:ip family inet6 maxelem 65536
 // timeout 60 comment".
-func (ks *KernelSet) options() string {
+func (ks *KernelSet) CreateOptions() string {
 	b := []byte(ks.Type)
 	if ks.Type == TypeBitmapPort {
 		b = fmt.Appendf(b, " range %d-%d", ks.PortFrom, ks.PortTo)
@@ -152,5 +152,5 @@ func (ks *KernelSet) options() string {
 // plannedOptions renders the type and create options of the planned set w.
 func plannedOptions(w *IPSet) string {
 	ks := KernelSet{Type: w.Type, Family: w.Family, PortFrom: BitmapPortFrom, PortTo: BitmapPortTo, MaxElem: MaxElemFor(len(w.Entries))}
-	return ks.options()
+	return ks.CreateOptions()
 }

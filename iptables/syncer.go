@@ -96,7 +96,7 @@ func (a *Syncer) LastDrift() Drift {
 // NewSyncer makes a Syncer over sets, the ipset netlink client, and
 // runners, which opens one family's iptables binaries on its first use (so a
 // host without ip6tables works as long as no inet6 Ruleset is planned).
-// iptables/kernel gives the kernel's; unit tests give FakeSets and FakeRunner. Close closes
+// iptables/kernel gives the kernel's; unit tests give iptablestest's fakes. Close closes
 // sets when it has a Close method.
 func NewSyncer(sets SetKernel, runners func(family string) (RuleRunner, error), log *zap.Logger) *Syncer {
 	a := newSyncer(sets, runners, log)

@@ -1,4 +1,4 @@
-package iptables
+package iptables_test
 
 import (
 	"errors"
@@ -9,53 +9,55 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 )
 
-func testRules(family string) Ruleset {
+func testRules(family string) iptables.Ruleset {
 	cidr := netip.MustParsePrefix("10.244.0.0/16")
-	if family == FamilyIPv6 {
+	if family == iptables.FamilyIPv6 {
 		cidr = netip.MustParsePrefix("fd00:244::/64")
 	}
-	return Rules(RulesConfig{Family: family, MasqueradeBit: 14, ClusterCIDR: cidr})
+	return iptables.Rules(iptables.RulesConfig{Family: family, MasqueradeBit: 14, ClusterCIDR: cidr})
 }
 
 type fakeKernel struct {
-	sets   *FakeSets
-	tables map[string]*FakeRunner
+	sets   *iptablestest.FakeSets
+	tables map[string]*iptablestest.FakeRunner
 }
 
-func newFakeSyncer(t *testing.T) (*Syncer, *fakeKernel) {
+func newFakeSyncer(t *testing.T) (*iptables.Syncer, *fakeKernel) {
 	t.Helper()
-	k := &fakeKernel{sets: NewFakeSets(), tables: map[string]*FakeRunner{FamilyIPv4: NewFakeRunner(), FamilyIPv6: NewFakeRunner()}}
-	k.sets.tables = []*FakeRunner{k.tables[FamilyIPv4], k.tables[FamilyIPv6]}
-	a := newSyncer(k.sets, func(f string) (RuleRunner, error) { return k.tables[f], nil }, nil)
+	k := &fakeKernel{sets: iptablestest.NewFakeSets(), tables: map[string]*iptablestest.FakeRunner{iptables.FamilyIPv4: iptablestest.NewFakeRunner(), iptables.FamilyIPv6: iptablestest.NewFakeRunner()}}
+	k.sets.Tables = []*iptablestest.FakeRunner{k.tables[iptables.FamilyIPv4], k.tables[iptables.FamilyIPv6]}
+	a := iptables.NewSyncerForTest(k.sets, func(f string) (iptables.RuleRunner, error) { return k.tables[f], nil }, nil)
 	return a, k
 }
 
 func mustAddr(s string) netip.Addr { return netip.MustParseAddr(s) }
 
 // plannedSets is EmptySets for inet with a few entries.
-func plannedSets() []IPSet {
-	sets := EmptySets(FamilyIPv4)
+func plannedSets() []iptables.IPSet {
+	sets := iptables.EmptySets(iptables.FamilyIPv4)
 	for i := range sets {
 		switch sets[i].Name {
-		case SetClusterIP:
-			sets[i].Entries = []Entry{
+		case iptables.SetClusterIP:
+			sets[i].Entries = []iptables.Entry{
 				{IP: mustAddr("10.96.0.10"), Protocol: model.UDP, Port: 53},
 				{IP: mustAddr("10.96.0.1"), Protocol: model.TCP, Port: 443},
 			}
-		case SetLoopBack:
-			sets[i].Entries = []Entry{{IP: mustAddr("10.244.1.5"), Protocol: model.TCP, Port: 8080, Net: netip.MustParsePrefix("10.244.1.5/32")}}
-		case SetNodePortTCP:
-			sets[i].Entries = []Entry{{Port: 30080}, {Port: 30443}}
-		case SetLoadBalancerSourceCIDR:
-			sets[i].Entries = []Entry{{IP: mustAddr("192.0.2.10"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("198.51.100.0/24")}}
+		case iptables.SetLoopBack:
+			sets[i].Entries = []iptables.Entry{{IP: mustAddr("10.244.1.5"), Protocol: model.TCP, Port: 8080, Net: netip.MustParsePrefix("10.244.1.5/32")}}
+		case iptables.SetNodePortTCP:
+			sets[i].Entries = []iptables.Entry{{Port: 30080}, {Port: 30443}}
+		case iptables.SetLoadBalancerSourceCIDR:
+			sets[i].Entries = []iptables.Entry{{IP: mustAddr("192.0.2.10"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("198.51.100.0/24")}}
 		}
 	}
 	return sets
 }
 
-func findSet(sets []IPSet, name string) *IPSet {
+func findSet(sets []iptables.IPSet, name string) *iptables.IPSet {
 	for i := range sets {
 		if sets[i].Name == name {
 			return &sets[i]
@@ -64,55 +66,55 @@ func findSet(sets []IPSet, name string) *IPSet {
 	return nil
 }
 
-func wantSave(sets []IPSet) string {
-	f := NewFakeSets()
+func wantSave(sets []iptables.IPSet) string {
+	f := iptablestest.NewFakeSets()
 	for _, s := range sets {
-		_ = f.Create(s, MaxElemFor(len(s.Entries)))
+		_ = f.Create(s, iptables.MaxElemFor(len(s.Entries)))
 		_ = f.Add(s, s.Entries)
 	}
-	return f.save()
+	return f.SaveText()
 }
 
 func TestFullThenPartialEntryDiffs(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	sets := plannedSets()
-	rules := []Ruleset{testRules(FamilyIPv4)}
+	rules := []iptables.Ruleset{testRules(iptables.FamilyIPv4)}
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := k.sets.save(), wantSave(sets); got != want {
+	if got, want := k.sets.SaveText(), wantSave(sets); got != want {
 		t.Fatalf("after Full:\n%s\nwant:\n%s", got, want)
 	}
-	if k.sets.ops["list"] != 1 {
-		t.Errorf("Full dumped the sets %d times, want 1", k.sets.ops["list"])
+	if k.sets.Ops["list"] != 1 {
+		t.Errorf("Full dumped the sets %d times, want 1", k.sets.Ops["list"])
 	}
 
 	// One endpoint change: a ClusterIP entry goes, another comes.
 	sets = plannedSets()
-	cl := findSet(sets, SetClusterIP)
-	cl.Entries = []Entry{cl.Entries[0], {IP: mustAddr("10.96.0.20"), Protocol: model.SCTP, Port: 9}}
-	k.sets.ops = map[string]int{}
-	execs := k.tables[FamilyIPv4].execs
+	cl := findSet(sets, iptables.SetClusterIP)
+	cl.Entries = []iptables.Entry{cl.Entries[0], {IP: mustAddr("10.96.0.20"), Protocol: model.SCTP, Port: 9}}
+	k.sets.Ops = map[string]int{}
+	execs := k.tables[iptables.FamilyIPv4].Execs
 	if err := a.Partial(sets, rules); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := k.sets.save(), wantSave(sets); got != want {
+	if got, want := k.sets.SaveText(), wantSave(sets); got != want {
 		t.Fatalf("after Partial:\n%s\nwant:\n%s", got, want)
 	}
-	if want := map[string]int{"add": 1, "del": 1}; !equalOps(k.sets.ops, want) {
-		t.Errorf("Partial ops %v, want %v (no dump, one batched add and del)", k.sets.ops, want)
+	if want := map[string]int{"add": 1, "del": 1}; !equalOps(k.sets.Ops, want) {
+		t.Errorf("Partial ops %v, want %v (no dump, one batched add and del)", k.sets.Ops, want)
 	}
-	if n := k.tables[FamilyIPv4].execs - execs; n != 0 {
+	if n := k.tables[iptables.FamilyIPv4].Execs - execs; n != 0 {
 		t.Errorf("Partial ran %d iptables binaries, want 0", n)
 	}
 
 	// Nothing changed: nothing done.
-	k.sets.ops = map[string]int{}
+	k.sets.Ops = map[string]int{}
 	if err := a.Partial(sets, rules); err != nil {
 		t.Fatal(err)
 	}
-	if len(k.sets.ops) != 0 {
-		t.Errorf("no-op Partial did %v", k.sets.ops)
+	if len(k.sets.Ops) != 0 {
+		t.Errorf("no-op Partial did %v", k.sets.Ops)
 	}
 }
 
@@ -134,8 +136,8 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	// A foreign set, and one of ours left behind with the wrong type.
-	k.sets.sets["KUBE-DST-ABC"] = &KernelSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}
-	k.sets.sets[SetIPVSIPs] = &KernelSet{Name: SetIPVSIPs, Type: TypeHashIPPort, Family: FamilyIPv4, MaxElem: KubeProxyMaxElem}
+	k.sets.Sets["KUBE-DST-ABC"] = &iptables.KernelSet{Name: "KUBE-DST-ABC", Type: iptables.TypeHashIP, Family: iptables.FamilyIPv4, Entries: []iptables.Entry{{IP: mustAddr("1.2.3.4")}}}
+	k.sets.Sets[iptables.SetIPVSIPs] = &iptables.KernelSet{Name: iptables.SetIPVSIPs, Type: iptables.TypeHashIPPort, Family: iptables.FamilyIPv4, MaxElem: iptables.KubeProxyMaxElem}
 	if err := a.Full(sets, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -144,14 +146,14 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 		t.Errorf("first Full reported drift %+v", d)
 	}
 	// Tamper: delete one entry, add a stray one, destroy a set.
-	cl := k.sets.sets[SetClusterIP]
+	cl := k.sets.Sets[iptables.SetClusterIP]
 	cl.Entries = cl.Entries[1:]
-	k.sets.sets[SetNodePortTCP].Entries = append(k.sets.sets[SetNodePortTCP].Entries, Entry{Port: 31999})
-	delete(k.sets.sets, SetLoadBalancer)
+	k.sets.Sets[iptables.SetNodePortTCP].Entries = append(k.sets.Sets[iptables.SetNodePortTCP].Entries, iptables.Entry{Port: 31999})
+	delete(k.sets.Sets, iptables.SetLoadBalancer)
 	if err := a.Full(sets, nil); err != nil {
 		t.Fatal(err)
 	}
-	if d := a.LastDrift(); d != (Drift{SetEntries: 2, Sets: 1}) {
+	if d := a.LastDrift(); d != (iptables.Drift{SetEntries: 2, Sets: 1}) {
 		t.Errorf("drift %+v, want 2 entries and 1 set", d)
 	}
 	if err := a.Full(sets, nil); err != nil {
@@ -160,25 +162,25 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	if d := a.LastDrift(); d.Total() != 0 {
 		t.Errorf("drift %+v after the repair, want none", d)
 	}
-	got := k.sets.save()
-	want := wantSave(append(slices.Clone(sets), IPSet{Name: "KUBE-DST-ABC", Type: TypeHashIP, Family: FamilyIPv4, Entries: []Entry{{IP: mustAddr("1.2.3.4")}}}))
+	got := k.sets.SaveText()
+	want := wantSave(append(slices.Clone(sets), iptables.IPSet{Name: "KUBE-DST-ABC", Type: iptables.TypeHashIP, Family: iptables.FamilyIPv4, Entries: []iptables.Entry{{IP: mustAddr("1.2.3.4")}}}))
 	if got != want {
 		t.Fatalf("after repair:\n%s\nwant:\n%s", got, want)
 	}
 
 	// Cleanup destroys ours only; a second one is a no-op.
-	if err := a.Cleanup(EmptySets(FamilyIPv4), nil); err != nil {
+	if err := a.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), nil); err != nil {
 		t.Fatal(err)
 	}
-	if got, want := slices.Collect(mapKeys(k.sets.sets)), []string{"KUBE-DST-ABC"}; !slices.Equal(got, want) {
+	if got, want := slices.Collect(mapKeys(k.sets.Sets)), []string{"KUBE-DST-ABC"}; !slices.Equal(got, want) {
 		t.Fatalf("after Cleanup sets %v, want %v", got, want)
 	}
-	k.sets.ops = map[string]int{}
-	if err := a.Cleanup(EmptySets(FamilyIPv4), nil); err != nil {
+	k.sets.Ops = map[string]int{}
+	if err := a.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), nil); err != nil {
 		t.Fatal(err)
 	}
-	if want := map[string]int{"list": 1}; !equalOps(k.sets.ops, want) {
-		t.Errorf("second Cleanup did %v, want only %v", k.sets.ops, want)
+	if want := map[string]int{"list": 1}; !equalOps(k.sets.Ops, want) {
+		t.Errorf("second Cleanup did %v, want only %v", k.sets.Ops, want)
 	}
 }
 
@@ -201,20 +203,20 @@ func mapKeys[V any](m map[string]V) func(func(string) bool) {
 func TestBadEntryCostsOnlyItself(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	sets := plannedSets()
-	cl := findSet(sets, SetClusterIP)
-	bad := Entry{IP: mustAddr("10.96.0.99"), Protocol: model.TCP, Port: 99}
-	k.sets.reject[SetClusterIP+" "+formatEntry(TypeHashIPPort, bad)] = true
-	cl.Entries = append(cl.Entries, bad, Entry{IP: mustAddr("10.96.0.200"), Protocol: model.TCP, Port: 1})
+	cl := findSet(sets, iptables.SetClusterIP)
+	bad := iptables.Entry{IP: mustAddr("10.96.0.99"), Protocol: model.TCP, Port: 99}
+	k.sets.Reject[iptables.SetClusterIP+" "+iptables.FormatEntry(iptables.TypeHashIPPort, bad)] = true
+	cl.Entries = append(cl.Entries, bad, iptables.Entry{IP: mustAddr("10.96.0.200"), Protocol: model.TCP, Port: 1})
 	err := a.Full(sets, nil)
-	if !errors.Is(err, ErrKernel) || !strings.Contains(err.Error(), "10.96.0.99,tcp:99") {
+	if !errors.Is(err, iptables.ErrKernel) || !strings.Contains(err.Error(), "10.96.0.99,tcp:99") {
 		t.Fatalf("Full error %v, want ErrKernel naming the entry", err)
 	}
-	ks := k.sets.sets[SetClusterIP]
+	ks := k.sets.Sets[iptables.SetClusterIP]
 	if len(ks.Entries) != 3 {
 		t.Fatalf("cluster IP set holds %v, want the 3 good entries", ks.Entries)
 	}
 	// The mirror does not claim the bad entry: the next Partial retries it.
-	delete(k.sets.reject, SetClusterIP+" "+formatEntry(TypeHashIPPort, bad))
+	delete(k.sets.Reject, iptables.SetClusterIP+" "+iptables.FormatEntry(iptables.TypeHashIPPort, bad))
 	if err := a.Partial(sets, nil); err != nil {
 		t.Fatal(err)
 	}
@@ -226,21 +228,21 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 func TestWrongFamilyEntryRefused(t *testing.T) {
 	a, _ := newFakeSyncer(t)
 	sets := plannedSets()
-	cl := findSet(sets, SetClusterIP)
-	cl.Entries = append(cl.Entries, Entry{IP: mustAddr("fd00::1"), Protocol: model.TCP, Port: 1})
-	if err := a.Full(sets, nil); !errors.Is(err, ErrInvalidEntry) {
+	cl := findSet(sets, iptables.SetClusterIP)
+	cl.Entries = append(cl.Entries, iptables.Entry{IP: mustAddr("fd00::1"), Protocol: model.TCP, Port: 1})
+	if err := a.Full(sets, nil); !errors.Is(err, iptables.ErrInvalidEntry) {
 		t.Fatalf("Full error %v, want ErrInvalidEntry", err)
 	}
 }
 
-func chainRules(rs Ruleset, table, chain string) []string {
+func chainRules(rs iptables.Ruleset, table, chain string) []string {
 	for _, t := range rs.Tables {
 		if t.Name != table {
 			continue
 		}
 		for _, c := range t.Chains {
 			if c.Name == chain {
-				return renderRules(c.Rules)
+				return iptables.RenderRules(c.Rules)
 			}
 		}
 	}
@@ -249,12 +251,12 @@ func chainRules(rs Ruleset, table, chain string) []string {
 
 // checkChains asserts that every planned chain holds exactly its rules and
 // that every built-in chain starts with the planned jumps.
-func checkChains(t *testing.T, f *FakeRunner, rs Ruleset) {
+func checkChains(t *testing.T, f *iptablestest.FakeRunner, rs iptables.Ruleset) {
 	t.Helper()
 	for _, tab := range rs.Tables {
 		for _, c := range tab.Chains {
-			want := renderRules(c.Rules)
-			got := f.tables[tab.Name][c.Name]
+			want := iptables.RenderRules(c.Rules)
+			got := f.Tables[tab.Name][c.Name]
 			if c.Builtin {
 				if len(got) < len(want) || !slices.Equal(got[:len(want)], want) {
 					t.Errorf("%s %s starts %q, want %q", tab.Name, c.Name, got, want)
@@ -270,72 +272,72 @@ func checkChains(t *testing.T, f *FakeRunner, rs Ruleset) {
 
 func TestChainsCreatedCheckedRepaired(t *testing.T) {
 	a, k := newFakeSyncer(t)
-	rs := testRules(FamilyIPv4)
-	f := k.tables[FamilyIPv4]
+	rs := testRules(iptables.FamilyIPv4)
+	f := k.tables[iptables.FamilyIPv4]
 	// Someone else's chain and rule, before and after ours.
-	f.set("filter", "FOO", "-s 192.0.2.1/32 -j DROP")
-	f.set("nat", "DOCKER", "-i docker0 -j RETURN")
-	f.tables["nat"]["PREROUTING"] = []string{"-m addrtype --dst-type LOCAL -j DOCKER"}
+	f.SetChain("filter", "FOO", "-s 192.0.2.1/32 -j DROP")
+	f.SetChain("nat", "DOCKER", "-i docker0 -j RETURN")
+	f.Tables["nat"]["PREROUTING"] = []string{"-m addrtype --dst-type LOCAL -j DOCKER"}
 
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
+	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
 
 	// An unchanged Full: one save of the family's tables, nothing written.
-	f.execs = 0
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
+	f.Execs = 0
+	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if f.execs != 1 {
-		t.Errorf("unchanged Full ran %d binaries, want 1 save", f.execs)
+	if f.Execs != 1 {
+		t.Errorf("unchanged Full ran %d binaries, want 1 save", f.Execs)
 	}
 	if d := a.LastDrift(); d.Total() != 0 {
 		t.Errorf("unchanged Full reported drift %+v", d)
 	}
 
 	// Tamper: flush a chain, delete a jump, duplicate another, reorder rules.
-	f.tables["nat"][ChainServices] = nil
-	f.tables["nat"]["PREROUTING"] = slices.DeleteFunc(f.tables["nat"]["PREROUTING"], func(r string) bool { return ruleTarget(r) == ChainServices })
-	out := f.tables["nat"]["OUTPUT"]
-	f.tables["nat"]["OUTPUT"] = append(out, out...)
-	pr := f.tables["nat"][ChainPostrouting]
+	f.Tables["nat"][iptables.ChainServices] = nil
+	f.Tables["nat"]["PREROUTING"] = slices.DeleteFunc(f.Tables["nat"]["PREROUTING"], func(r string) bool { return iptables.RuleTarget(r) == iptables.ChainServices })
+	out := f.Tables["nat"]["OUTPUT"]
+	f.Tables["nat"]["OUTPUT"] = append(out, out...)
+	pr := f.Tables["nat"][iptables.ChainPostrouting]
 	slices.Reverse(pr)
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
+	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
-	if d := a.LastDrift(); d != (Drift{Tables: 1}) {
+	if d := a.LastDrift(); d != (iptables.Drift{Tables: 1}) {
 		t.Errorf("drift %+v, want the nat table", d)
 	}
-	if n := strings.Count(strings.Join(f.tables["nat"]["OUTPUT"], "\n"), ChainServices); n != 1 {
-		t.Errorf("OUTPUT jumps %d times to %s, want 1", n, ChainServices)
+	if n := strings.Count(strings.Join(f.Tables["nat"]["OUTPUT"], "\n"), iptables.ChainServices); n != 1 {
+		t.Errorf("OUTPUT jumps %d times to %s, want 1", n, iptables.ChainServices)
 	}
-	if got := f.tables["filter"]["FOO"]; !slices.Equal(got, []string{"-s 192.0.2.1/32 -j DROP"}) {
+	if got := f.Tables["filter"]["FOO"]; !slices.Equal(got, []string{"-s 192.0.2.1/32 -j DROP"}) {
 		t.Errorf("foreign chain FOO changed: %q", got)
 	}
-	if got := f.tables["nat"]["DOCKER"]; !slices.Equal(got, []string{"-i docker0 -j RETURN"}) {
+	if got := f.Tables["nat"]["DOCKER"]; !slices.Equal(got, []string{"-i docker0 -j RETURN"}) {
 		t.Errorf("foreign chain DOCKER changed: %q", got)
 	}
-	if !slices.Contains(f.tables["nat"]["PREROUTING"], "-m addrtype --dst-type LOCAL -j DOCKER") {
-		t.Errorf("foreign jump in PREROUTING lost: %q", f.tables["nat"]["PREROUTING"])
+	if !slices.Contains(f.Tables["nat"]["PREROUTING"], "-m addrtype --dst-type LOCAL -j DOCKER") {
+		t.Errorf("foreign jump in PREROUTING lost: %q", f.Tables["nat"]["PREROUTING"])
 	}
 
 	// Partial never runs a binary.
-	f.execs = 0
-	if err := a.Partial(plannedSets(), []Ruleset{rs}); err != nil {
+	f.Execs = 0
+	if err := a.Partial(plannedSets(), []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if f.execs != 0 {
-		t.Errorf("Partial ran %d binaries", f.execs)
+	if f.Execs != 0 {
+		t.Errorf("Partial ran %d binaries", f.Execs)
 	}
 
 	// Cleanup removes ours only; the second is a no-op.
-	if err := a.Cleanup(nil, []Ruleset{rs}); err != nil {
+	if err := a.Cleanup(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	for _, tab := range []string{"nat", "filter"} {
-		for c, rules := range f.tables[tab] {
+		for c, rules := range f.Tables[tab] {
 			if strings.HasPrefix(c, "KUBE-") {
 				t.Errorf("%s chain %s survived Cleanup", tab, c)
 			}
@@ -346,18 +348,18 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 			}
 		}
 	}
-	if got := f.tables["nat"]["PREROUTING"]; !slices.Equal(got, []string{"-m addrtype --dst-type LOCAL -j DOCKER"}) {
+	if got := f.Tables["nat"]["PREROUTING"]; !slices.Equal(got, []string{"-m addrtype --dst-type LOCAL -j DOCKER"}) {
 		t.Errorf("PREROUTING after Cleanup %q", got)
 	}
-	if _, ok := f.tables["filter"]["FOO"]; !ok {
+	if _, ok := f.Tables["filter"]["FOO"]; !ok {
 		t.Error("Cleanup removed FOO")
 	}
-	f.execs = 0
-	if err := a.Cleanup(nil, []Ruleset{rs}); err != nil {
+	f.Execs = 0
+	if err := a.Cleanup(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if f.execs != 1 {
-		t.Errorf("second Cleanup ran %d binaries, want 1 save", f.execs)
+	if f.Execs != 1 {
+		t.Errorf("second Cleanup ran %d binaries, want 1 save", f.Execs)
 	}
 }
 
@@ -365,91 +367,91 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 // syncer must learn that and not rewrite the chain at every Full.
 func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 	a, k := newFakeSyncer(t)
-	f := k.tables[FamilyIPv4]
-	f.canon = func(s string) string { return strings.ReplaceAll(s, "-j MARK --or-mark", "-j MARK --set-xmark") }
-	rs := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
-		{Name: "POSTROUTING", Builtin: true, Rules: []Rule{{"-j", "KUBE-X"}}},
-		{Name: "KUBE-X", Rules: []Rule{{"-m", "comment", "--comment", "two words", "-j", "MARK", "--or-mark", "0x4000"}}},
+	f := k.tables[iptables.FamilyIPv4]
+	f.Canon = func(s string) string { return strings.ReplaceAll(s, "-j MARK --or-mark", "-j MARK --set-xmark") }
+	rs := iptables.Ruleset{Family: iptables.FamilyIPv4, Tables: []iptables.Table{{Name: "nat", Chains: []iptables.Chain{
+		{Name: "POSTROUTING", Builtin: true, Rules: []iptables.Rule{{"-j", "KUBE-X"}}},
+		{Name: "KUBE-X", Rules: []iptables.Rule{{"-m", "comment", "--comment", "two words", "-j", "MARK", "--or-mark", "0x4000"}}},
 	}}}}
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
+	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.tables["nat"]["KUBE-X"]; !slices.Equal(got, []string{`-m comment --comment "two words" -j MARK --set-xmark 0x4000`}) {
+	if got := f.Tables["nat"]["KUBE-X"]; !slices.Equal(got, []string{`-m comment --comment "two words" -j MARK --set-xmark 0x4000`}) {
 		t.Fatalf("KUBE-X = %q", got)
 	}
-	f.execs = 0
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
+	f.Execs = 0
+	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if f.execs != 1 {
-		t.Errorf("second Full ran %d binaries, want 1 save", f.execs)
+	if f.Execs != 1 {
+		t.Errorf("second Full ran %d binaries, want 1 save", f.Execs)
 	}
 	// A fresh syncer (a restart) adopts the jump rather than rewriting it.
-	b := newSyncer(k.sets, func(string) (RuleRunner, error) { return f, nil }, nil)
-	f.execs = 0
-	f.tables["nat"]["POSTROUTING"] = []string{"-j KUBE-X"}
-	if err := b.Full(nil, []Ruleset{rs}); err != nil {
+	b := iptables.NewSyncerForTest(k.sets, func(string) (iptables.RuleRunner, error) { return f, nil }, nil)
+	f.Execs = 0
+	f.Tables["nat"]["POSTROUTING"] = []string{"-j KUBE-X"}
+	if err := b.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	if got := f.tables["nat"]["POSTROUTING"]; !slices.Equal(got, []string{"-j KUBE-X"}) {
+	if got := f.Tables["nat"]["POSTROUTING"]; !slices.Equal(got, []string{"-j KUBE-X"}) {
 		t.Errorf("POSTROUTING = %q", got)
 	}
 }
 
 func TestStaleChainRemoved(t *testing.T) {
 	a, k := newFakeSyncer(t)
-	f := k.tables[FamilyIPv4]
-	rs := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
-		{Name: "PREROUTING", Builtin: true, Rules: []Rule{{"-j", "KUBE-A"}, {"-j", "KUBE-B"}}},
-		{Name: "KUBE-A", Rules: []Rule{{"-j", "KUBE-B"}}},
-		{Name: "KUBE-B", Rules: []Rule{{"-j", "RETURN"}}},
+	f := k.tables[iptables.FamilyIPv4]
+	rs := iptables.Ruleset{Family: iptables.FamilyIPv4, Tables: []iptables.Table{{Name: "nat", Chains: []iptables.Chain{
+		{Name: "PREROUTING", Builtin: true, Rules: []iptables.Rule{{"-j", "KUBE-A"}, {"-j", "KUBE-B"}}},
+		{Name: "KUBE-A", Rules: []iptables.Rule{{"-j", "KUBE-B"}}},
+		{Name: "KUBE-B", Rules: []iptables.Rule{{"-j", "RETURN"}}},
 	}}}}
-	if err := a.Full(nil, []Ruleset{rs}); err != nil {
+	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
-	rs2 := Ruleset{Family: FamilyIPv4, Tables: []Table{{Name: "nat", Chains: []Chain{
-		{Name: "PREROUTING", Builtin: true, Rules: []Rule{{"-j", "KUBE-A"}}},
-		{Name: "KUBE-A", Rules: []Rule{{"-j", "RETURN"}}},
+	rs2 := iptables.Ruleset{Family: iptables.FamilyIPv4, Tables: []iptables.Table{{Name: "nat", Chains: []iptables.Chain{
+		{Name: "PREROUTING", Builtin: true, Rules: []iptables.Rule{{"-j", "KUBE-A"}}},
+		{Name: "KUBE-A", Rules: []iptables.Rule{{"-j", "RETURN"}}},
 	}}}}
-	if err := a.Full(nil, []Ruleset{rs2}); err != nil {
+	if err := a.Full(nil, []iptables.Ruleset{rs2}); err != nil {
 		t.Fatal(err)
 	}
-	if _, ok := f.tables["nat"]["KUBE-B"]; ok {
+	if _, ok := f.Tables["nat"]["KUBE-B"]; ok {
 		t.Error("KUBE-B survived though no longer planned")
 	}
-	if got := f.tables["nat"]["PREROUTING"]; !slices.Equal(got, []string{"-j KUBE-A"}) {
+	if got := f.Tables["nat"]["PREROUTING"]; !slices.Equal(got, []string{"-j KUBE-A"}) {
 		t.Errorf("PREROUTING = %q", got)
 	}
 }
 
 func TestPartialResyncsChainsOnlyWhenRulesChange(t *testing.T) {
 	a, k := newFakeSyncer(t)
-	f := k.tables[FamilyIPv4]
-	rs := testRules(FamilyIPv4)
-	if err := a.Partial(plannedSets(), []Ruleset{rs}); err != nil {
+	f := k.tables[iptables.FamilyIPv4]
+	rs := testRules(iptables.FamilyIPv4)
+	if err := a.Partial(plannedSets(), []iptables.Ruleset{rs}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
-	f.execs = 0
-	if err := a.Partial(plannedSets(), []Ruleset{testRules(FamilyIPv4)}); err != nil {
+	f.Execs = 0
+	if err := a.Partial(plannedSets(), []iptables.Ruleset{testRules(iptables.FamilyIPv4)}); err != nil {
 		t.Fatal(err)
 	}
-	if f.execs != 0 {
-		t.Errorf("Partial with the same rules ran %d binaries", f.execs)
+	if f.Execs != 0 {
+		t.Errorf("Partial with the same rules ran %d binaries", f.Execs)
 	}
-	rs2 := Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 13, MasqueradeAll: true})
-	if err := a.Partial(plannedSets(), []Ruleset{rs2}); err != nil {
+	rs2 := iptables.Rules(iptables.RulesConfig{Family: iptables.FamilyIPv4, MasqueradeBit: 13, MasqueradeAll: true})
+	if err := a.Partial(plannedSets(), []iptables.Ruleset{rs2}); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs2)
 }
 
 func TestDiffEntries(t *testing.T) {
-	e := func(port uint16) Entry { return Entry{Port: port} }
-	have := normalize(TypeBitmapPort, []Entry{e(3), e(1), e(2), e(2)})
-	want := normalize(TypeBitmapPort, []Entry{e(4), e(2)})
-	add, del := diffEntries(have, want)
-	if !slices.Equal(add, []Entry{e(4)}) || !slices.Equal(del, []Entry{e(1), e(3)}) {
+	e := func(port uint16) iptables.Entry { return iptables.Entry{Port: port} }
+	have := iptables.Normalize(iptables.TypeBitmapPort, []iptables.Entry{e(3), e(1), e(2), e(2)})
+	want := iptables.Normalize(iptables.TypeBitmapPort, []iptables.Entry{e(4), e(2)})
+	add, del := iptables.DiffEntries(have, want)
+	if !slices.Equal(add, []iptables.Entry{e(4)}) || !slices.Equal(del, []iptables.Entry{e(1), e(3)}) {
 		t.Errorf("add %v del %v", add, del)
 	}
 }
@@ -457,26 +459,26 @@ func TestDiffEntries(t *testing.T) {
 // diffSet must agree with normalize+diffEntries for any want, sorted or not.
 func TestDiffSetMatchesSlowPath(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
-	gen := func(n int) []Entry {
-		out := make([]Entry, n)
+	gen := func(n int) []iptables.Entry {
+		out := make([]iptables.Entry, n)
 		for i := range out {
 			a := netip.AddrFrom4([4]byte{10, 0, 0, byte(rnd.IntN(20))})
-			out[i] = Entry{IP: a, Protocol: model.TCP, Port: uint16(rnd.IntN(3)), Net: netip.PrefixFrom(a, 32)}
+			out[i] = iptables.Entry{IP: a, Protocol: model.TCP, Port: uint16(rnd.IntN(3)), Net: netip.PrefixFrom(a, 32)}
 		}
 		return out
 	}
 	for range 2000 {
-		have := normalize(TypeHashIPPortIP, gen(rnd.IntN(30)))
+		have := iptables.Normalize(iptables.TypeHashIPPortIP, gen(rnd.IntN(30)))
 		want := gen(rnd.IntN(30))
 		if rnd.IntN(2) == 0 {
-			want = normalize(TypeHashIPPortIP, want)
+			want = iptables.Normalize(iptables.TypeHashIPPortIP, want)
 		}
 		if rnd.IntN(4) == 0 && len(want) > 0 {
 			want[0].Net = netip.PrefixFrom(want[0].IP, 24) // not canonical for hash:ip,port,ip
 		}
-		wantNorm := normalize(TypeHashIPPortIP, slices.Clone(want))
-		wantAdd, wantDel := diffEntries(have, wantNorm)
-		add, del, norm := diffSet(TypeHashIPPortIP, have, want)
+		wantNorm := iptables.Normalize(iptables.TypeHashIPPortIP, slices.Clone(want))
+		wantAdd, wantDel := iptables.DiffEntries(have, wantNorm)
+		add, del, norm := iptables.DiffSet(iptables.TypeHashIPPortIP, have, want)
 		if !slices.Equal(add, wantAdd) || !slices.Equal(del, wantDel) || !slices.Equal(norm, wantNorm) {
 			t.Fatalf("have %v want %v:\nadd %v del %v norm %v\nexpected add %v del %v norm %v", have, want, add, del, norm, wantAdd, wantDel, wantNorm)
 		}

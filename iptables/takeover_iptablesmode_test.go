@@ -1,10 +1,12 @@
-package iptables
+package iptables_test
 
 import (
 	"os"
 	"slices"
 	"strings"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // TestTakeoverFromIPTablesMode: over what kube-proxy's iptables mode left
@@ -21,13 +23,13 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 		t.Fatal(err)
 	}
 	a, k := newFakeSyncer(t)
-	loadSave(t, k.tables[FamilyIPv4], string(save))
+	loadSave(t, k.tables[iptables.FamilyIPv4], string(save))
 	sets, rules := kubeProxyPlan(t)
 	if err := a.Full(sets, rules); err != nil {
 		t.Fatalf("Full over kube-proxy's iptables mode: %v", err)
 	}
-	after := k.tables[FamilyIPv4].dump()
-	checkChains(t, k.tables[FamilyIPv4], rules[0])
+	after := k.tables[iptables.FamilyIPv4].Dump()
+	checkChains(t, k.tables[iptables.FamilyIPv4], rules[0])
 	// USER-SVC1 jumps to a service chain: someone else's chain holds it,
 	// and what it jumps to.
 	want := append(slices.Clone(takenOverChains4), "nat/KUBE-SEP-SXIVWICOYRO3J4NJ", "nat/KUBE-SVC-XPGD46QRK7WJZT7O")

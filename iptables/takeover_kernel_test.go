@@ -1,6 +1,6 @@
 //go:build kernel
 
-package iptables
+package iptables_test
 
 import (
 	"bytes"
@@ -10,6 +10,9 @@ import (
 	"strconv"
 	"strings"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
 // Taking a node over from kube-proxy 1.34's IPVS mode, and handing it
@@ -53,7 +56,7 @@ func initvals(t testing.TB) map[string]string {
 // kubeProxyHas reports whether kube-proxy's IPVS mode has the IPv4 set
 // name too (SetSpec.KubeProxy).
 func kubeProxyHas(name string) bool {
-	for _, s := range SetSpecs {
+	for _, s := range iptables.SetSpecs {
 		if s.Name == name {
 			return s.KubeProxy()
 		}
@@ -88,15 +91,15 @@ func listHeader(t testing.TB, name string) setHeader {
 // of both families (ipset.go createSet), as `ipset restore` lines.
 func kubeProxyCreates() string {
 	var b strings.Builder
-	for _, fam := range []string{FamilyIPv4, FamilyIPv6} {
-		for _, s := range SetSpecs {
+	for _, fam := range []string{iptables.FamilyIPv4, iptables.FamilyIPv6} {
+		for _, s := range iptables.SetSpecs {
 			if !s.KubeProxy() {
 				continue
 			}
-			if s.Type == TypeBitmapPort {
-				fmt.Fprintf(&b, "create %s %s range 0-65535\n", SetName(s.Name, fam), s.Type)
+			if s.Type == iptables.TypeBitmapPort {
+				fmt.Fprintf(&b, "create %s %s range 0-65535\n", iptables.SetName(s.Name, fam), s.Type)
 			} else {
-				fmt.Fprintf(&b, "create %s %s family %s hashsize 1024 maxelem 65536\n", SetName(s.Name, fam), s.Type, fam)
+				fmt.Fprintf(&b, "create %s %s family %s hashsize 1024 maxelem 65536\n", iptables.SetName(s.Name, fam), s.Type, fam)
 			}
 		}
 	}
@@ -129,9 +132,9 @@ func kubeProxyRefusesOtherMaxElem(t testing.TB) {
 
 // newKernelSyncer is OpenKernel in the current namespace, closed at the
 // end of the test.
-func newKernelSyncer(t *testing.T) *Syncer {
+func newKernelSyncer(t *testing.T) *iptables.Syncer {
 	t.Helper()
-	a, err := OpenKernel(nil)
+	a, err := kernel.NewSyncer(nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -160,32 +163,32 @@ func TestKernelTakeoverFromKubeProxy(t *testing.T) {
 			if !kubeProxyHas(s.Name) { // the proxy's own (created: checkKernel above)
 				continue
 			}
-			if s.Type != TypeBitmapPort && (before[s.Name] == "" || after[s.Name] != before[s.Name]) {
+			if s.Type != iptables.TypeBitmapPort && (before[s.Name] == "" || after[s.Name] != before[s.Name]) {
 				t.Errorf("%s: initval %q before, %q after: not adopted in place", s.Name, before[s.Name], after[s.Name])
 			}
 		}
-		if a.sets.swaps != 0 {
-			t.Errorf("%d sets swapped, want every one adopted", a.sets.swaps)
+		if a.SetSwaps() != 0 {
+			t.Errorf("%d sets swapped, want every one adopted", a.SetSwaps())
 		}
-		if h := listHeader(t, SetClusterIP); h.refs == 0 || h.entries != len(findSet(sets, SetClusterIP).Entries) {
-			t.Errorf("%s: %+v, want the rules' references and the planned entries", SetClusterIP, h)
+		if h := listHeader(t, iptables.SetClusterIP); h.refs == 0 || h.entries != len(findSet(sets, iptables.SetClusterIP).Entries) {
+			t.Errorf("%s: %+v, want the rules' references and the planned entries", iptables.SetClusterIP, h)
 		}
 		checkTakenOverChains(t, run(t, "iptables-save"), run(t, "ip6tables-save"))
-		if out := run(t, "ipset", "list", "-n"); strings.Contains(out, "KUBE-6-") || strings.Contains(out, SwapSetName) {
+		if out := run(t, "ipset", "list", "-n"); strings.Contains(out, "KUBE-6-") || strings.Contains(out, iptables.SwapSetName) {
 			t.Errorf("sets left:\n%s", out)
 		}
 
 		// The next Full changes nothing.
 		restores := map[string]int64{}
-		for _, c := range a.chains {
-			restores[c.family] = c.r.(counted).Restores()
+		for family, r := range a.RuleRunners() {
+			restores[family] = r.(counted).Restores()
 		}
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
-		for _, c := range a.chains {
-			if n := c.r.(counted).Restores() - restores[c.family]; n != 0 {
-				t.Errorf("%s: the Full after the takeover rewrote %d tables", c.family, n)
+		for family, r := range a.RuleRunners() {
+			if n := r.(counted).Restores() - restores[family]; n != 0 {
+				t.Errorf("%s: the Full after the takeover rewrote %d tables", family, n)
 			}
 		}
 		if d := a.LastDrift(); d.Total() != 0 {
@@ -223,23 +226,23 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
-		refs := listHeader(t, SetLoopBack).refs
+		refs := listHeader(t, iptables.SetLoopBack).refs
 		if refs == 0 {
-			t.Fatalf("%s has no references: the test would prove nothing", SetLoopBack)
+			t.Fatalf("%s has no references: the test would prove nothing", iptables.SetLoopBack)
 		}
-		lb := findSet(sets, SetLoopBack)
+		lb := findSet(sets, iptables.SetLoopBack)
 		small := lb.Entries
-		big := loopBack(KubeProxyMaxElem + 100)
+		big := loopBack(iptables.KubeProxyMaxElem + 100)
 		check := func(step string, maxElem, entries, swaps int) {
 			t.Helper()
-			if h := listHeader(t, SetLoopBack); h != (setHeader{maxElem: maxElem, refs: refs, entries: entries}) {
-				t.Errorf("%s: %s is %+v, want maxelem %d, %d references, %d entries", step, SetLoopBack, h, maxElem, refs, entries)
+			if h := listHeader(t, iptables.SetLoopBack); h != (setHeader{maxElem: maxElem, refs: refs, entries: entries}) {
+				t.Errorf("%s: %s is %+v, want maxelem %d, %d references, %d entries", step, iptables.SetLoopBack, h, maxElem, refs, entries)
 			}
-			if a.sets.swaps != swaps {
-				t.Errorf("%s: %d swaps, want %d", step, a.sets.swaps, swaps)
+			if a.SetSwaps() != swaps {
+				t.Errorf("%s: %d swaps, want %d", step, a.SetSwaps(), swaps)
 			}
-			if out := run(t, "ipset", "list", "-n"); strings.Contains(out, SwapSetName) {
-				t.Errorf("%s: %s left", step, SwapSetName)
+			if out := run(t, "ipset", "list", "-n"); strings.Contains(out, iptables.SwapSetName) {
+				t.Errorf("%s: %s left", step, iptables.SwapSetName)
 			}
 		}
 
@@ -248,15 +251,15 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 			t.Fatalf("partial growth past 65536: %v", err)
 		}
 		check("partial growth", 131072, len(big), 1)
-		if out := run(t, "iptables-save", "-t", "nat"); !strings.Contains(out, "--match-set "+SetLoopBack+" dst,dst,src -j MASQUERADE") {
-			t.Errorf("the rule matching %s is gone:\n%s", SetLoopBack, out)
+		if out := run(t, "iptables-save", "-t", "nat"); !strings.Contains(out, "--match-set "+iptables.SetLoopBack+" dst,dst,src -j MASQUERADE") {
+			t.Errorf("the rule matching %s is gone:\n%s", iptables.SetLoopBack, out)
 		}
 
 		lb.Entries = small
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
-		check("full shrink", KubeProxyMaxElem, len(small), 2)
+		check("full shrink", iptables.KubeProxyMaxElem, len(small), 2)
 		checkKernel(t, sets, rules)
 		kubeProxyTakesBack(t)
 

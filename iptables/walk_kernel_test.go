@@ -1,11 +1,14 @@
 //go:build kernel
 
-package iptables
+package iptables_test
 
 import (
 	"errors"
 	"slices"
 	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 )
 
 // TestKernelWalkAndList: the kernel's set walk hands keep every entry
@@ -16,7 +19,7 @@ import (
 func TestKernelWalkAndList(t *testing.T) {
 	inNetns(t, func() {
 		sets, rules := dualStackPlan()
-		a, err := OpenKernel(nil)
+		a, err := kernel.NewSyncer(nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -24,33 +27,35 @@ func TestKernelWalkAndList(t *testing.T) {
 		if err := a.Full(sets, rules); err != nil {
 			t.Fatal(err)
 		}
-		w, ok := a.sets.k.(SetWalker)
+		w, ok := a.SetKernel().(iptables.SetWalker)
 		if !ok {
-			t.Fatalf("the kernel's sets (%T) are no SetWalker", a.sets.k)
+			t.Fatalf("the kernel's sets (%T) are no SetWalker", a.SetKernel())
 		}
-		all, err := a.sets.k.ListAll()
+		all, err := a.SetKernel().ListAll()
 		if err != nil {
 			t.Fatal(err)
 		}
 		handed := map[string]int{}
-		walked, err := w.WalkAll(func(ks *KernelSet, e Entry) bool {
+		walked, err := w.WalkAll(func(ks *iptables.KernelSet, e iptables.Entry) bool {
 			if ks.Type == "" {
 				t.Errorf("%s: an entry handed before its set's type", ks.Name)
 			}
 			handed[ks.Name]++
-			return ks.Name == SetClusterIP
+			return ks.Name == iptables.SetClusterIP
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
-		sorted := func(es []Entry) []Entry { return slices.SortedFunc(slices.Values(es), CompareEntries) }
+		sorted := func(es []iptables.Entry) []iptables.Entry {
+			return slices.SortedFunc(slices.Values(es), iptables.CompareEntries)
+		}
 		for name, ks := range all {
 			wk := walked[name]
 			if wk == nil || handed[name] != len(ks.Entries) || wk.Type != ks.Type || wk.Family != ks.Family || wk.MaxElem != ks.MaxElem {
 				t.Errorf("%s: walked %+v with %d entries handed, listed %d entries of %s %s maxelem %d", name, wk, handed[name], len(ks.Entries), ks.Type, ks.Family, ks.MaxElem)
 				continue
 			}
-			if keep := name == SetClusterIP; keep != (len(wk.Entries) > 0) || keep && !slices.Equal(sorted(wk.Entries), sorted(ks.Entries)) {
+			if keep := name == iptables.SetClusterIP; keep != (len(wk.Entries) > 0) || keep && !slices.Equal(sorted(wk.Entries), sorted(ks.Entries)) {
 				t.Errorf("%s: walk kept %v", name, wk.Entries)
 			}
 			one, err := w.List(name)
@@ -58,32 +63,32 @@ func TestKernelWalkAndList(t *testing.T) {
 				t.Errorf("ipset list %s: %+v %v, want %+v", name, one, err, ks)
 			}
 		}
-		if len(all[SetClusterIP].Entries) == 0 {
-			t.Fatalf("%s is empty: the walk's keep is not tested", SetClusterIP)
+		if len(all[iptables.SetClusterIP].Entries) == 0 {
+			t.Fatalf("%s is empty: the walk's keep is not tested", iptables.SetClusterIP)
 		}
-		if _, err := w.List("KUBE-NO-SUCH-SET"); !errors.Is(err, ErrSetNotFound) {
+		if _, err := w.List("KUBE-NO-SUCH-SET"); !errors.Is(err, iptables.ErrSetNotFound) {
 			t.Errorf("ipset list of a missing set: %v, want ErrSetNotFound", err)
 		}
 
-		have, err := listCompared(a.sets.k, a.sets.digests())
+		have, err := iptables.ListCompared(a.SetKernel(), a.SetDigests())
 		if err != nil {
 			t.Fatal(err)
 		}
 		for _, s := range sets {
-			if ks := have[s.Name]; ks == nil || !ks.unchanged || len(ks.Entries) != 0 {
+			if ks := have[s.Name]; ks == nil || !ks.Unchanged() || len(ks.Entries) != 0 {
 				t.Errorf("%s read as %+v, want unchanged without entries", s.Name, ks)
 			}
 		}
-		cip := findSet(sets, SetClusterIP)
-		if err := a.sets.k.Del(*cip, cip.Entries[:1]); err != nil {
+		cip := findSet(sets, iptables.SetClusterIP)
+		if err := a.SetKernel().Del(*cip, cip.Entries[:1]); err != nil {
 			t.Fatal(err)
 		}
-		have, err = listCompared(a.sets.k, a.sets.digests())
+		have, err = iptables.ListCompared(a.SetKernel(), a.SetDigests())
 		if err != nil {
 			t.Fatal(err)
 		}
-		if ks := have[SetClusterIP]; ks.unchanged || len(ks.Entries) != len(cip.Entries)-1 {
-			t.Errorf("%s with an entry deleted by hand read as %+v", SetClusterIP, ks)
+		if ks := have[iptables.SetClusterIP]; ks.Unchanged() || len(ks.Entries) != len(cip.Entries)-1 {
+			t.Errorf("%s with an entry deleted by hand read as %+v", iptables.SetClusterIP, ks)
 		}
 	})
 }

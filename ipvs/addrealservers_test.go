@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"errors"
@@ -6,18 +6,20 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // failOne is a FakeTable whose batched adds fail for one real server
 // address and go on with the rest, as the kernel's batch does.
 type failOne struct {
-	*FakeTable
-	fail    RealServer
+	*ipvstest.FakeTable
+	fail    ipvs.RealServer
 	err     error
 	batches int
 }
 
-func (f *failOne) AddRealServers(k Key, rss []RealServer, each func(int, error)) {
+func (f *failOne) AddRealServers(k ipvs.Key, rss []ipvs.RealServer, each func(int, error)) {
 	f.batches++
 	for i, rs := range rss {
 		if rs.Address == f.fail.Address {
@@ -34,9 +36,9 @@ func (f *failOne) AddRealServers(k Key, rss []RealServer, each func(int, error))
 // that failed and nothing else.
 func TestAddRealServersOneFailureInBatch(t *testing.T) {
 	boom := errors.New("boom")
-	ft := &failOne{FakeTable: NewFakeTable(), fail: RealServer{Address: ep2}, err: boom}
-	r := NewReconciler(ft, Options{})
-	d := []VirtualServer{vs("ns/a:p", model.TCP, vip, 80, ep1, ep2, ep3)}
+	ft := &failOne{FakeTable: ipvstest.NewFakeTable(), fail: ipvs.RealServer{Address: ep2}, err: boom}
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
+	d := []ipvs.VirtualServer{vs("ns/a:p", model.TCP, vip, 80, ep1, ep2, ep3)}
 	res, err := r.Full(d, own(vip))
 	if err != nil {
 		t.Fatal(err)
@@ -57,7 +59,7 @@ func TestAddRealServersOneFailureInBatch(t *testing.T) {
 		t.Fatalf("mirror %+v", owned)
 	}
 
-	ft.fail = RealServer{}
+	ft.fail = ipvs.RealServer{}
 	res, err = r.Full(d, own(vip))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
@@ -66,7 +68,7 @@ func TestAddRealServersOneFailureInBatch(t *testing.T) {
 		t.Fatalf("retry: %+v", res)
 	}
 	// The mirror holds d's list now, and a further full sync changes nothing.
-	if got := r.Owned()[0].RealServers; !sameRealServers(got, d[0].RealServers) {
+	if got := r.Owned()[0].RealServers; !ipvs.SameRealServers(got, d[0].RealServers) {
 		t.Fatalf("mirror %v, want %v", got, d[0].RealServers)
 	}
 	if res := mustFull(t, r, d, own(vip)); res.Changes() != 0 {
@@ -78,9 +80,9 @@ func TestAddRealServersOneFailureInBatch(t *testing.T) {
 // lists a real server twice gets it once, in one batch, and a second full
 // sync changes nothing.
 func TestDuplicateRealServerProgrammedOnce(t *testing.T) {
-	ft := &failOne{FakeTable: NewFakeTable()}
-	r := NewReconciler(ft, Options{})
-	d := []VirtualServer{vs("ns/a:p", model.TCP, vip, 80, ep1, ep2, ep1, ep3)}
+	ft := &failOne{FakeTable: ipvstest.NewFakeTable()}
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
+	d := []ipvs.VirtualServer{vs("ns/a:p", model.TCP, vip, 80, ep1, ep2, ep1, ep3)}
 	res := mustFull(t, r, d, own(vip))
 	if res.RealServersAdded != 3 || ft.batches != 1 {
 		t.Fatalf("result %+v, batches %d", res, ft.batches)
@@ -97,48 +99,48 @@ func TestDuplicateRealServerProgrammedOnce(t *testing.T) {
 // countingTable counts the Table's batched and single service adds, and
 // can hide virtual servers from its dump (made by someone else after it).
 type countingTable struct {
-	*FakeTable
+	*ipvstest.FakeTable
 	batches, singles int
-	hide             map[Key]bool
+	hide             map[ipvs.Key]bool
 }
 
-func (c *countingTable) AddServices(vss []VirtualServer, each func(int, error)) {
+func (c *countingTable) AddServices(vss []ipvs.VirtualServer, each func(int, error)) {
 	c.batches++
 	c.FakeTable.AddServices(vss, each)
 }
 
-func (c *countingTable) AddService(vs VirtualServer) error {
+func (c *countingTable) AddService(vs ipvs.VirtualServer) error {
 	c.singles++
 	return c.FakeTable.AddService(vs)
 }
 
-func (c *countingTable) Services() ([]VirtualServer, error) {
+func (c *countingTable) Services() ([]ipvs.VirtualServer, error) {
 	all, err := c.FakeTable.Services()
-	return slices.DeleteFunc(all, func(vs VirtualServer) bool { return c.hide[vs.Key] }), err
+	return slices.DeleteFunc(all, func(vs ipvs.VirtualServer) bool { return c.hide[vs.Key] }), err
 }
 
 // TestFullCreatesInBatches: a first full sync creates its virtual servers
 // createBatch to an AddServices, none alone; one that someone else made
 // after the dump is taken over (`ipvsadm -E`) with its real servers.
 func TestFullCreatesInBatches(t *testing.T) {
-	ct := &countingTable{FakeTable: NewFakeTable()}
-	var d []VirtualServer
-	for i := range createBatch + 3 {
+	ct := &countingTable{FakeTable: ipvstest.NewFakeTable()}
+	var d []ipvs.VirtualServer
+	for i := range ipvs.CreateBatch + 3 {
 		d = append(d, vs("ns/a:p", model.TCP, vip, uint16(1000+i), ep1, ep2))
 	}
-	taken := d[createBatch+1]
+	taken := d[ipvs.CreateBatch+1]
 	other := taken
 	other.Scheduler, other.RealServers = "wrr", nil
 	if err := ct.FakeTable.AddService(other); err != nil {
 		t.Fatal(err)
 	}
-	ct.hide = map[Key]bool{taken.Key: true}
-	r := NewReconciler(ct, Options{})
+	ct.hide = map[ipvs.Key]bool{taken.Key: true}
+	r := ipvs.NewReconciler(ct, ipvs.Options{})
 	res := mustFull(t, r, d, own(vip))
 	if ct.batches != 2 || ct.singles != 0 {
 		t.Fatalf("%d batches, %d single adds; want 2 and 0", ct.batches, ct.singles)
 	}
-	if res.ServicesAdded != createBatch+2 || res.ServicesUpdated != 1 || res.RealServersAdded != 2*len(d) {
+	if res.ServicesAdded != ipvs.CreateBatch+2 || res.ServicesUpdated != 1 || res.RealServersAdded != 2*len(d) {
 		t.Fatalf("result %+v", res)
 	}
 	got, err := ct.FakeTable.RealServers(taken.Key)

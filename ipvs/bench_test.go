@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"fmt"
@@ -6,29 +6,31 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // benchDesired is n TCP services of m real servers each, one ClusterIP
 // virtual server per service and, for one in four, a NodePort one on the
 // node's address; moved replaces the first real server of service moved
 // (-1: none) by a new address.
-func benchDesired(n, m, moved int) []VirtualServer {
-	out := make([]VirtualServer, 0, n+n/4)
+func benchDesired(n, m, moved int) []ipvs.VirtualServer {
+	out := make([]ipvs.VirtualServer, 0, n+n/4)
 	for s := range n {
 		svc := portName(fmt.Sprintf("default/svc-%05d:http", s))
-		rss := make([]RealServer, m)
+		rss := make([]ipvs.RealServer, m)
 		for e := range m {
 			k := s*m + e
 			a := netip.AddrFrom4([4]byte{10, byte(128 + k>>16), byte(k >> 8), byte(k)})
 			if s == moved && e == 0 {
 				a = netip.AddrFrom4([4]byte{10, 255, 255, 1})
 			}
-			rss[e] = RealServer{Address: a, Port: 8080, Weight: 1}
+			rss[e] = ipvs.RealServer{Address: a, Port: 8080, Weight: 1}
 		}
 		vip := netip.AddrFrom4([4]byte{10, 96, byte(s >> 8), byte(s)})
-		out = append(out, VirtualServer{Key: Key{Protocol: model.TCP, Address: vip, Port: 80}, Scheduler: "rr", Service: svc, RealServers: rss})
+		out = append(out, ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: vip, Port: 80}, Scheduler: "rr", Service: svc, RealServers: rss})
 		if s%4 == 0 {
-			out = append(out, VirtualServer{Key: Key{Protocol: model.TCP, Address: nodeIP, Port: uint16(30000 + s/4)}, Scheduler: "rr", Service: svc, RealServers: rss})
+			out = append(out, ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: nodeIP, Port: uint16(30000 + s/4)}, Scheduler: "rr", Service: svc, RealServers: rss})
 		}
 	}
 	return out
@@ -44,8 +46,8 @@ func BenchmarkPartial(b *testing.B) {
 			moved := n / 2
 			base, next := benchDesired(n, 10, -1), benchDesired(n, 10, moved)
 			svc := fmt.Sprintf("default/svc-%05d", moved)
-			pick := func(d []VirtualServer) []VirtualServer {
-				var out []VirtualServer
+			pick := func(d []ipvs.VirtualServer) []ipvs.VirtualServer {
+				var out []ipvs.VirtualServer
 				for _, vs := range d {
 					if vs.Service == portName(svc+":http") {
 						out = append(out, vs)
@@ -54,7 +56,7 @@ func BenchmarkPartial(b *testing.B) {
 				return out
 			}
 			baseSel, nextSel := pick(base), pick(next)
-			r := NewReconciler(NewFakeTable(), Options{})
+			r := ipvs.NewReconciler(ipvstest.NewFakeTable(), ipvs.Options{})
 			if res, err := r.Full(base, own(nodeIP)); err != nil || res.Err() != nil {
 				b.Fatal(err, res.Err())
 			}

@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"math/rand/v2"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestDigestIsTheFullSyncsComparison: two virtual servers have the same
@@ -16,46 +18,46 @@ import (
 func TestDigestIsTheFullSyncsComparison(t *testing.T) {
 	rnd := rand.New(rand.NewPCG(1, 2))
 	addrs := []netip.Addr{ep1, ep2, ep3, netip.MustParseAddr("::ffff:10.244.1.5"), netip.MustParseAddr("fd00::5")}
-	random := func() VirtualServer {
-		v := VirtualServer{Key: Key{Protocol: model.TCP, Address: vip, Port: 80}, Scheduler: []string{"rr", "wrr", "sh", "mh"}[rnd.IntN(4)]}
+	random := func() ipvs.VirtualServer {
+		v := ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: vip, Port: 80}, Scheduler: []string{"rr", "wrr", "sh", "mh"}[rnd.IntN(4)]}
 		if rnd.IntN(2) == 0 {
-			v.Flags, v.PersistenceTimeout = FlagPersistent, uint32(rnd.IntN(3))*10800
+			v.Flags, v.PersistenceTimeout = ipvs.FlagPersistent, uint32(rnd.IntN(3))*10800
 		}
 		for i := range rnd.IntN(6) {
-			v.RealServers = append(v.RealServers, RealServer{Address: addrs[rnd.IntN(len(addrs))], Port: uint16(8080 + i), Weight: rnd.Int32N(2)})
+			v.RealServers = append(v.RealServers, ipvs.RealServer{Address: addrs[rnd.IntN(len(addrs))], Port: uint16(8080 + i), Weight: rnd.Int32N(2)})
 		}
 		return v
 	}
-	edits := []func(v *VirtualServer){
-		func(v *VirtualServer) {
+	edits := []func(v *ipvs.VirtualServer){
+		func(v *ipvs.VirtualServer) {
 			rnd.Shuffle(len(v.RealServers), func(i, j int) { v.RealServers[i], v.RealServers[j] = v.RealServers[j], v.RealServers[i] })
 		},
-		func(v *VirtualServer) { v.Flags |= FlagHashed },
-		func(v *VirtualServer) { v.PersistenceTimeout += 1 },
-		func(v *VirtualServer) { v.Flags ^= FlagPersistent },
-		func(v *VirtualServer) { v.Flags ^= FlagSchedSH1 },
-		func(v *VirtualServer) { v.Scheduler += "x" },
-		func(v *VirtualServer) { v.Scheduler = "rr" },
-		func(v *VirtualServer) { v.Service = portName("default/other:http") },
-		func(v *VirtualServer) {
-			v.RealServers = append(v.RealServers, RealServer{Address: ep3, Port: 9, Weight: 1})
+		func(v *ipvs.VirtualServer) { v.Flags |= ipvs.FlagHashed },
+		func(v *ipvs.VirtualServer) { v.PersistenceTimeout += 1 },
+		func(v *ipvs.VirtualServer) { v.Flags ^= ipvs.FlagPersistent },
+		func(v *ipvs.VirtualServer) { v.Flags ^= ipvs.FlagSchedSH1 },
+		func(v *ipvs.VirtualServer) { v.Scheduler += "x" },
+		func(v *ipvs.VirtualServer) { v.Scheduler = "rr" },
+		func(v *ipvs.VirtualServer) { v.Service = portName("default/other:http") },
+		func(v *ipvs.VirtualServer) {
+			v.RealServers = append(v.RealServers, ipvs.RealServer{Address: ep3, Port: 9, Weight: 1})
 		},
-		func(v *VirtualServer) {
+		func(v *ipvs.VirtualServer) {
 			if len(v.RealServers) > 0 {
 				v.RealServers = v.RealServers[1:]
 			}
 		},
-		func(v *VirtualServer) {
+		func(v *ipvs.VirtualServer) {
 			if len(v.RealServers) > 0 {
 				v.RealServers[0].Weight ^= 1
 			}
 		},
-		func(v *VirtualServer) {
+		func(v *ipvs.VirtualServer) {
 			if len(v.RealServers) > 0 {
 				v.RealServers[0].Port++
 			}
 		},
-		func(v *VirtualServer) {
+		func(v *ipvs.VirtualServer) {
 			if len(v.RealServers) > 0 {
 				v.RealServers[0].Address = addrs[rnd.IntN(len(addrs))]
 			}
@@ -67,8 +69,8 @@ func TestDigestIsTheFullSyncsComparison(t *testing.T) {
 		b := a
 		b.RealServers = slices.Clone(a.RealServers)
 		edits[rnd.IntN(len(edits))](&b)
-		want := sameService(a, b) && sameRealServers(a.RealServers, b.RealServers) && sameRealServers(b.RealServers, a.RealServers)
-		if got := digestOf(&a) == digestOf(&b); got != want {
+		want := ipvs.SameService(a, b) && ipvs.SameRealServers(a.RealServers, b.RealServers) && ipvs.SameRealServers(b.RealServers, a.RealServers)
+		if got := ipvs.DigestOf(&a) == ipvs.DigestOf(&b); got != want {
 			t.Fatalf("digests equal = %v, the full sync's comparison %v:\n%+v\n%+v", got, want, a, b)
 		}
 		if want {
@@ -86,12 +88,12 @@ func TestDigestIsTheFullSyncsComparison(t *testing.T) {
 // exactly keeps nothing but the count, whatever order the kernel lists
 // the real servers in; one drift and one deletion are all it keeps then.
 func TestDumpOfAnUnchangedTableIsEmpty(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2, ep3)
 	api := vs("default/api:http", model.TCP, vip, 81, ep1)
 	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1, ep2)
-	mustFull(t, r, []VirtualServer{web, api, dns}, own(vip))
+	mustFull(t, r, []ipvs.VirtualServer{web, api, dns}, own(vip))
 
 	d, err := r.BeginRead()()
 	if err != nil {
@@ -100,11 +102,11 @@ func TestDumpOfAnUnchangedTableIsEmpty(t *testing.T) {
 	if len(d.Changed) != 0 || len(d.Missing) != 0 || d.Listed != 3 {
 		t.Errorf("unchanged table: %+v, want only Listed 3", d)
 	}
-	if _, err := r.FullFrom(d, []VirtualServer{web, api, dns}, own(vip), nil); err != nil {
+	if _, err := r.FullFrom(d, []ipvs.VirtualServer{web, api, dns}, own(vip), nil); err != nil {
 		t.Fatal(err)
 	}
 
-	if err := ft.UpdateRealServer(web.Key, RealServer{Address: ep2, Port: 8080, Weight: 0}); err != nil {
+	if err := ft.UpdateRealServer(web.Key, ipvs.RealServer{Address: ep2, Port: 8080, Weight: 0}); err != nil {
 		t.Fatal(err)
 	}
 	if err := ft.DelService(api.Key); err != nil {
@@ -115,7 +117,7 @@ func TestDumpOfAnUnchangedTableIsEmpty(t *testing.T) {
 		t.Fatal(err)
 	}
 	if len(d.Changed) != 1 || d.Changed[0].Key != web.Key || len(d.Changed[0].RealServers) != 3 ||
-		!slices.Equal(d.Missing, []Key{api.Key}) || d.Listed != 2 {
+		!slices.Equal(d.Missing, []ipvs.Key{api.Key}) || d.Listed != 2 {
 		t.Errorf("after a reweight and a deletion: %+v", d)
 	}
 }

@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestGraceNeverWritesDesired: the graceful-termination queue copies a
@@ -17,20 +19,20 @@ import (
 // desired real server leaves the queue), so the test builds that state
 // itself: it is what the copies guard against if that ever changes.
 func TestGraceNeverWritesDesired(t *testing.T) {
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	clk := newClock()
-	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: time.Minute})
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk, GracefulPeriod: time.Minute})
 	gone := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	ended := vs("default/api:https", model.TCP, vip, 443, ep1, ep2)
-	desired := []VirtualServer{gone, ended}
+	desired := []ipvs.VirtualServer{gone, ended}
 	mustFull(t, r, desired, own(vip))
-	was := [][]RealServer{slices.Clone(gone.RealServers), slices.Clone(ended.RealServers)}
+	was := [][]ipvs.RealServer{slices.Clone(gone.RealServers), slices.Clone(ended.RealServers)}
 	for _, d := range desired {
-		if m := r.mirror[d.Key]; !m.shared || &m.vs.RealServers[0] != &d.RealServers[0] {
-			t.Fatalf("%v: the mirror does not share the desired list (shared %v)", d.Key, m.shared)
+		if m := r.Mirror()[d.Key]; !m.Shared() || &m.VS().RealServers[0] != &d.RealServers[0] {
+			t.Fatalf("%v: the mirror does not share the desired list (shared %v)", d.Key, m.Shared())
 		}
 		// ep1 of both waits for its graceful end, queued before this sync.
-		r.grace[graceKey{Key: d.Key, Addr: ep1, Port: 8080}] = clk.Now()
+		r.Grace()[ipvs.GraceKey{Key: d.Key, Addr: ep1, Port: 8080}] = clk.Now()
 	}
 	// gone's ep1 leaves the kernel behind the proxy's back; ended's ep1
 	// keeps a connection until its period is over.
@@ -53,7 +55,7 @@ func TestGraceNeverWritesDesired(t *testing.T) {
 		if !slices.Equal(d.RealServers, was[i]) {
 			t.Errorf("%v: the graceful queue wrote into the desired state: %v, was %v", d.Key, d.RealServers, was[i])
 		}
-		if got, want := r.mirror[d.Key].vs.RealServers, d.RealServers[1:]; !slices.Equal(got, want) {
+		if got, want := r.Mirror()[d.Key].VS().RealServers, d.RealServers[1:]; !slices.Equal(got, want) {
 			t.Errorf("%v: mirror %v, want %v", d.Key, got, want)
 		}
 	}

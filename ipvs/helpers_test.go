@@ -1,13 +1,15 @@
-package ipvs
+package ipvs_test
 
 import (
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"k8s.io/apimachinery/pkg/types"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
 func mkfile(root, name, content string) error {
@@ -39,8 +41,8 @@ func portName(s string) model.ServicePortName {
 
 // changed is what Partial takes for the names tests write: "namespace/name"
 // for every port of a Service, "namespace/name:port" for one port.
-func changed(names ...string) Changed {
-	out := Changed{}
+func changed(names ...string) ipvs.Changed {
+	out := ipvs.Changed{}
 	for _, c := range names {
 		out = append(out, portName(c))
 	}

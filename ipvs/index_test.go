@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"errors"
@@ -9,27 +9,29 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // checkIndex fails unless the service index is exactly the mirror's keys
 // filed under their services' names, and every cached digest is current.
-func checkIndex(t *testing.T, r *Reconciler) {
+func checkIndex(t *testing.T, r *ipvs.Reconciler) {
 	t.Helper()
-	want := serviceIndex{}
-	for _, k := range slices.SortedFunc(maps.Keys(r.mirror), CompareKeys) {
-		want.move(k, model.ServicePortName{}, r.mirror[k].service)
+	want := ipvs.ServiceIndex{}
+	for _, k := range slices.SortedFunc(maps.Keys(r.Mirror()), ipvs.CompareKeys) {
+		want.Move(k, model.ServicePortName{}, r.Mirror()[k].Service())
 	}
-	sorted := func(ks []Key) []Key { return slices.SortedFunc(slices.Values(ks), CompareKeys) }
-	if !maps.EqualFunc(r.byService, want, func(a, b []Key) bool { return slices.Equal(sorted(a), b) }) {
-		t.Fatalf("service index %v, the mirror files %v", r.byService, want)
+	sorted := func(ks []ipvs.Key) []ipvs.Key { return slices.SortedFunc(slices.Values(ks), ipvs.CompareKeys) }
+	if !maps.EqualFunc(r.ByService(), want, func(a, b []ipvs.Key) bool { return slices.Equal(sorted(a), b) }) {
+		t.Fatalf("service index %v, the mirror files %v", r.ByService(), want)
 	}
 	// And every mirror entry's cached digest is its own; computed now, so
 	// that the next step's changes must clear it.
-	for k, m := range r.mirror {
-		if m.summed && m.sum != digestOf(&m.vs) {
-			t.Fatalf("%v: the cached digest is of an older %+v", k, m.vs)
+	for k, m := range r.Mirror() {
+		if vs := m.VS(); m.Summed() && m.Sum() != ipvs.DigestOf(&vs) {
+			t.Fatalf("%v: the cached digest is of an older %+v", k, m.VS())
 		}
-		m.digest()
+		m.Digest()
 	}
 }
 
@@ -42,13 +44,13 @@ var indexFuzzServices = []string{"ns/a", "ns/b", "ns/c", "ns/a:x", "ns/a:y", "ns
 // compete for a key and a key changes hands), with one of two real-server
 // sets and schedulers. The first port to ask for a key gets it, as the
 // planner's duplicate resolution gives one winner.
-func fuzzDesired(data []byte) []VirtualServer {
-	keys := []Key{
+func fuzzDesired(data []byte) []ipvs.VirtualServer {
+	keys := []ipvs.Key{
 		{Protocol: model.TCP, Address: vip, Port: 80}, {Protocol: model.TCP, Address: vip, Port: 443},
 		{Protocol: model.UDP, Address: vip, Port: 53}, {Protocol: model.TCP, Address: nodeIP, Port: 30080},
 	}
-	var out []VirtualServer
-	taken := map[Key]bool{}
+	var out []ipvs.VirtualServer
+	taken := map[ipvs.Key]bool{}
 	for i, svc := range indexFuzzServices[3:] {
 		if i >= len(data) || data[i]&1 == 0 {
 			continue
@@ -82,15 +84,15 @@ func FuzzPartialIndex(f *testing.F) {
 	f.Add([]byte{0, 1, 3, 5, 7, 9, 11, 1, 2, 0x11, 0x13, 0, 0, 0, 0, 2, 1, 1, 4, 3, 0x1f, 0, 0, 0, 0, 0})
 	f.Add([]byte{0, 3, 3, 3, 3, 3, 3, 1, 0, 5, 0, 0, 0, 0, 0, 1, 3, 9, 9, 9, 9, 9, 9})
 	f.Fuzz(func(t *testing.T, data []byte) {
-		ft := NewFakeTable()
-		refuse := map[Key]bool{}
-		ft.Fail = func(op string, k Key) error {
+		ft := ipvstest.NewFakeTable()
+		refuse := map[ipvs.Key]bool{}
+		ft.Fail = func(op string, k ipvs.Key) error {
 			if op == "DelService" && refuse[k] {
 				return errors.New("refused")
 			}
 			return nil
 		}
-		r := NewReconciler(ft, Options{})
+		r := ipvs.NewReconciler(ft, ipvs.Options{})
 		next := func(n int) []byte {
 			if len(data) < n {
 				n = len(data)
@@ -120,8 +122,8 @@ func FuzzPartialIndex(f *testing.F) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				match := newChangedSet(changed(names...)).has
-				want := map[Key]bool{}
+				match := ipvs.NewChangedSet(changed(names...)).Has
+				want := map[ipvs.Key]bool{}
 				for _, d := range desired {
 					if match(d.Service) {
 						want[d.Key] = true
@@ -130,19 +132,19 @@ func FuzzPartialIndex(f *testing.F) {
 				for _, fl := range res.Failures {
 					want[fl.Key] = true // a refused deletion stays mirrored
 				}
-				for k, m := range r.mirror {
-					if match(m.service) && !want[k] {
-						t.Fatalf("Partial(%v) left %v of %s in the mirror", names, k, m.service)
+				for k, m := range r.Mirror() {
+					if match(m.Service()) && !want[k] {
+						t.Fatalf("Partial(%v) left %v of %s in the mirror", names, k, m.Service())
 					}
 				}
 			case 2:
 				// Deleted behind the reconciler's back.
-				ks := slices.SortedFunc(maps.Keys(r.mirror), CompareKeys)
+				ks := slices.SortedFunc(maps.Keys(r.Mirror()), ipvs.CompareKeys)
 				if b := next(1); len(b) > 0 && len(ks) > 0 {
 					_ = ft.DelService(ks[int(b[0])%len(ks)])
 				}
 			case 3:
-				ks := slices.SortedFunc(maps.Keys(r.mirror), CompareKeys)
+				ks := slices.SortedFunc(maps.Keys(r.Mirror()), ipvs.CompareKeys)
 				if b := next(1); len(b) > 0 && len(ks) > 0 {
 					k := ks[int(b[0])%len(ks)]
 					refuse[k] = !refuse[k]
@@ -156,12 +158,12 @@ func FuzzPartialIndex(f *testing.F) {
 // TestPartialIndexMovesService: a virtual server that changes hands goes
 // with its new Service, and a partial sync of the old one leaves it.
 func TestPartialIndexMovesService(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	a := vs("ns/a:x", model.TCP, vip, 80, ep1)
-	mustFull(t, r, []VirtualServer{a}, own(vip))
+	mustFull(t, r, []ipvs.VirtualServer{a}, own(vip))
 	b := vs("ns/b:x", model.TCP, vip, 80, ep2)
-	if _, err := r.Partial([]VirtualServer{b}, changed("ns/b")); err != nil {
+	if _, err := r.Partial([]ipvs.VirtualServer{b}, changed("ns/b")); err != nil {
 		t.Fatal(err)
 	}
 	checkIndex(t, r)
@@ -174,7 +176,7 @@ func TestPartialIndexMovesService(t *testing.T) {
 		t.Fatalf("a partial sync of ns/b:x kept its virtual server: %v %+v", err, res)
 	}
 	checkIndex(t, r)
-	if got := fmt.Sprint(r.byService); got != "map[]" {
+	if got := fmt.Sprint(r.ByService()); got != "map[]" {
 		t.Errorf("index after the last deletion: %s", got)
 	}
 }

@@ -80,13 +80,13 @@ func (j *FileJournal) Load() ([]netip.Addr, []Key, error) {
 		case "address":
 			a, err := netip.ParseAddr(rest)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s:%d: %w: %v", j.Path, n, ErrJournalSyntax, err)
+				return nil, nil, fmt.Errorf("%s:%d: %w: %w", j.Path, n, ErrJournalSyntax, err)
 			}
 			addrs = append(addrs, a)
 		case "virtual-server":
 			k, err := ParseKey(rest)
 			if err != nil {
-				return nil, nil, fmt.Errorf("%s:%d: %w: %v", j.Path, n, ErrJournalSyntax, err)
+				return nil, nil, fmt.Errorf("%s:%d: %w: %w", j.Path, n, ErrJournalSyntax, err)
 			}
 			keys = append(keys, k)
 		default:

@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"errors"
@@ -10,23 +10,25 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 func TestFileJournalRoundTrip(t *testing.T) {
 	dir := t.TempDir()
-	j := NewFileJournal(filepath.Join(dir, "state"))
+	j := ipvs.NewFileJournal(filepath.Join(dir, "state"))
 	addrs, keys, err := j.Load()
 	if err != nil || addrs != nil || keys != nil {
 		t.Fatalf("missing journal: %v %v %v", addrs, keys, err)
 	}
 	wantAddrs := []netip.Addr{netip.MustParseAddr("203.0.113.7"), netip.MustParseAddr("fd00::7")}
-	wantKeys := []Key{
+	wantKeys := []ipvs.Key{
 		{Protocol: model.TCP, Address: nodeIP, Port: 80},
 		{Protocol: model.UDP, Address: netip.MustParseAddr("fd00::a"), Port: 53},
 		{Protocol: model.SCTP, Address: nodeIP, Port: 9},
 	}
 	// Unsorted in, sorted on disk and back.
-	if err := j.Save([]netip.Addr{wantAddrs[1], wantAddrs[0]}, []Key{wantKeys[2], wantKeys[0], wantKeys[1]}); err != nil {
+	if err := j.Save([]netip.Addr{wantAddrs[1], wantAddrs[0]}, []ipvs.Key{wantKeys[2], wantKeys[0], wantKeys[1]}); err != nil {
 		t.Fatal(err)
 	}
 	data, err := os.ReadFile(j.Path)
@@ -43,7 +45,7 @@ func TestFileJournalRoundTrip(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	slices.SortFunc(wantKeys, CompareKeys)
+	slices.SortFunc(wantKeys, ipvs.CompareKeys)
 	if !slices.Equal(addrs, wantAddrs) || !slices.Equal(keys, wantKeys) {
 		t.Errorf("loaded %v %v, want %v %v", addrs, keys, wantAddrs, wantKeys)
 	}
@@ -64,23 +66,23 @@ func TestFileJournalRoundTrip(t *testing.T) {
 
 func TestFileJournalSyntax(t *testing.T) {
 	for _, line := range []string{"address 10.0.0", "virtual-server -x 10.0.0.1:80", "virtual-server -t 10.0.0.1", "route 10.0.0.1"} {
-		j := &FileJournal{Path: filepath.Join(t.TempDir(), JournalFile)}
+		j := &ipvs.FileJournal{Path: filepath.Join(t.TempDir(), ipvs.JournalFile)}
 		if err := os.WriteFile(j.Path, []byte("# comment\n\n"+line+"\n"), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		if _, _, err := j.Load(); !errors.Is(err, ErrJournalSyntax) {
+		if _, _, err := j.Load(); !errors.Is(err, ipvs.ErrJournalSyntax) {
 			t.Errorf("%q: err %v, want ErrJournalSyntax", line, err)
 		}
 	}
 }
 
 func TestParseKeyInvertsString(t *testing.T) {
-	for _, k := range []Key{
+	for _, k := range []ipvs.Key{
 		{Protocol: model.TCP, Address: vip, Port: 80},
 		{Protocol: model.UDP, Address: vip6, Port: 53},
 		{Protocol: model.SCTP, Address: nodeIP, Port: 65535},
 	} {
-		got, err := ParseKey(k.String())
+		got, err := ipvs.ParseKey(k.String())
 		if err != nil || got != k {
 			t.Errorf("ParseKey(%q) = %v, %v", k.String(), got, err)
 		}
@@ -88,27 +90,27 @@ func TestParseKeyInvertsString(t *testing.T) {
 }
 
 // cover is the Coverage of addresses bound on kube-ipvs0 and nodeIP.
-func cover(bound ...netip.Addr) Coverage {
-	return Coverage{NodeAddrs: []netip.Addr{nodeIP}, Bound: func(a netip.Addr) bool { return slices.Contains(bound, a) }}
+func cover(bound ...netip.Addr) ipvs.Coverage {
+	return ipvs.Coverage{NodeAddrs: []netip.Addr{nodeIP}, Bound: func(a netip.Addr) bool { return slices.Contains(bound, a) }}
 }
 
 // memJournal is a Journal in memory that can be made to fail.
 type memJournal struct {
 	addrs []netip.Addr
-	keys  []Key
+	keys  []ipvs.Key
 	saves int
 	err   error
 }
 
-func (m *memJournal) Load() ([]netip.Addr, []Key, error) { return m.addrs, m.keys, nil }
-func (m *memJournal) Save(a []netip.Addr, k []Key) error {
+func (m *memJournal) Load() ([]netip.Addr, []ipvs.Key, error) { return m.addrs, m.keys, nil }
+func (m *memJournal) Save(a []netip.Addr, k []ipvs.Key) error {
 	if m.err != nil {
 		return m.err
 	}
 	m.saves++
 	m.addrs, m.keys = slices.Clone(a), slices.Clone(k)
 	slices.SortFunc(m.addrs, netip.Addr.Compare)
-	slices.SortFunc(m.keys, CompareKeys)
+	slices.SortFunc(m.keys, ipvs.CompareKeys)
 	return nil
 }
 
@@ -119,16 +121,16 @@ func (m *memJournal) Save(a []netip.Addr, k []Key) error {
 func TestJournalAdoptsL4NodeAddressAfterRestart(t *testing.T) {
 	manual := vs("", model.TCP, nodeIP, 8443, ep3)
 	for _, withJournal := range []bool{true, false} {
-		ft := NewFakeTable(manual)
+		ft := ipvstest.NewFakeTable(manual)
 		j := &memJournal{}
-		opts := Options{}
+		opts := ipvs.Options{}
 		if withJournal {
 			opts.Journal = j
 		}
-		r := NewReconciler(ft, opts)
+		r := ipvs.NewReconciler(ft, opts)
 		l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
 		clusterIP := vs("default/nginx:http", model.TCP, vip, 80, ep1)
-		desired := []VirtualServer{clusterIP, l4}
+		desired := []ipvs.VirtualServer{clusterIP, l4}
 		// The applier's order: record, change, settle.
 		if err := r.Record(desired, cover(), nil); err != nil {
 			t.Fatal(err)
@@ -141,13 +143,13 @@ func TestJournalAdoptsL4NodeAddressAfterRestart(t *testing.T) {
 			t.Fatalf("journal %v %v, want only %v (the ClusterIP is bound: the kernel shows it)", j.addrs, j.keys, l4.Key)
 		}
 		// kill -9; the Service drops the externalIP; restart.
-		r2 := NewReconciler(ft, opts)
-		mustFull(t, r2, []VirtualServer{clusterIP}, own(vip))
-		_, leaked := ft.svc[l4.Key]
+		r2 := ipvs.NewReconciler(ft, opts)
+		mustFull(t, r2, []ipvs.VirtualServer{clusterIP}, own(vip))
+		leaked := ft.Has(l4.Key)
 		if withJournal == leaked {
 			t.Errorf("journal %v: node-address virtual server left = %v\n%s", withJournal, leaked, ft)
 		}
-		if _, ok := ft.svc[manual.Key]; !ok {
+		if !ft.Has(manual.Key) {
 			t.Errorf("manual virtual server on the node address deleted")
 		}
 		if err := r2.Settle(cover(vip)); err != nil {
@@ -163,11 +165,11 @@ func TestJournalAdoptsL4NodeAddressAfterRestart(t *testing.T) {
 // a kill between the two must not leave them foreign to the next process.
 func TestJournalAdoptsVirtualServersOfUnboundAddress(t *testing.T) {
 	ext := netip.MustParseAddr("203.0.113.106")
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	j := &memJournal{}
-	r := NewReconciler(ft, Options{Journal: j})
+	r := ipvs.NewReconciler(ft, ipvs.Options{Journal: j})
 	web := vs("default/web:http", model.TCP, ext, 80, ep1)
-	mustFull(t, r, []VirtualServer{web}, own(ext))
+	mustFull(t, r, []ipvs.VirtualServer{web}, own(ext))
 	if err := r.Settle(cover(ext)); err != nil {
 		t.Fatal(err)
 	}
@@ -181,9 +183,9 @@ func TestJournalAdoptsVirtualServersOfUnboundAddress(t *testing.T) {
 	if !slices.Equal(j.addrs, []netip.Addr{ext}) {
 		t.Fatalf("leaving address not journaled: %v", j.addrs)
 	}
-	r2 := NewReconciler(ft, Options{Journal: j})
+	r2 := ipvs.NewReconciler(ft, ipvs.Options{Journal: j})
 	res := mustFull(t, r2, nil, own()) // ext no longer bound
-	if res.ServicesDeleted != 1 || len(ft.svc) != 0 {
+	if res.ServicesDeleted != 1 || ft.Len() != 0 {
 		t.Errorf("virtual server of the unbound address not deleted:\n%s", ft)
 	}
 	if err := r2.Settle(cover()); err != nil {
@@ -197,23 +199,23 @@ func TestJournalAdoptsVirtualServersOfUnboundAddress(t *testing.T) {
 // A journal that cannot be written does not stop the sync; the next Record
 // retries the write even when nothing new is recorded.
 func TestJournalSaveFailureRetried(t *testing.T) {
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	j := &memJournal{err: errors.New("read-only file system")}
-	r := NewReconciler(ft, Options{Journal: j})
+	r := ipvs.NewReconciler(ft, ipvs.Options{Journal: j})
 	l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
-	if err := r.Record([]VirtualServer{l4}, cover(), nil); err == nil {
+	if err := r.Record([]ipvs.VirtualServer{l4}, cover(), nil); err == nil {
 		t.Fatal("Record hid the journal's error")
 	}
-	mustFull(t, r, []VirtualServer{l4}, own())
+	mustFull(t, r, []ipvs.VirtualServer{l4}, own())
 	j.err = nil
-	if err := r.Record([]VirtualServer{l4}, cover(), nil); err != nil {
+	if err := r.Record([]ipvs.VirtualServer{l4}, cover(), nil); err != nil {
 		t.Fatal(err)
 	}
 	if j.saves != 1 || len(j.keys) != 1 {
 		t.Errorf("not retried: %d saves, %v", j.saves, j.keys)
 	}
 	// Nothing new: no write.
-	if err := r.Record([]VirtualServer{l4}, cover(), nil); err != nil || j.saves != 1 {
+	if err := r.Record([]ipvs.VirtualServer{l4}, cover(), nil); err != nil || j.saves != 1 {
 		t.Errorf("rewrote an unchanged journal: %d saves, %v", j.saves, err)
 	}
 }
@@ -223,25 +225,25 @@ func TestJournalSaveFailureRetried(t *testing.T) {
 // the journaled address into their keys although this sync touched none.
 func TestJournalKeepsUntouchedServersOfUnboundAddress(t *testing.T) {
 	ext := netip.MustParseAddr("203.0.113.106")
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	j := &memJournal{}
-	r := NewReconciler(ft, Options{Journal: j})
+	r := ipvs.NewReconciler(ft, ipvs.Options{Journal: j})
 	web := vs("default/web:http", model.TCP, ext, 80, ep1)
 	db := vs("default/db:sql", model.TCP, vip, 3306, ep2)
-	mustFull(t, r, []VirtualServer{web, db}, own(ext, vip))
+	mustFull(t, r, []ipvs.VirtualServer{web, db}, own(ext, vip))
 	if err := r.Settle(cover(ext, vip)); err != nil {
 		t.Fatal(err)
 	}
-	if err := r.Record([]VirtualServer{db}, cover(vip), []netip.Addr{ext}); err != nil {
+	if err := r.Record([]ipvs.VirtualServer{db}, cover(vip), []netip.Addr{ext}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Partial([]VirtualServer{web, db}, changed("default/db")); err != nil {
+	if _, err := r.Partial([]ipvs.VirtualServer{web, db}, changed("default/db")); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Settle(cover(vip)); err != nil {
 		t.Fatal(err)
 	}
-	if len(j.addrs) != 0 || !slices.Equal(j.keys, []Key{web.Key}) {
+	if len(j.addrs) != 0 || !slices.Equal(j.keys, []ipvs.Key{web.Key}) {
 		t.Errorf("journal %v %v, want only %v", j.addrs, j.keys, web.Key)
 	}
 }

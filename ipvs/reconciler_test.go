@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"errors"
@@ -11,6 +11,8 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 var (
@@ -23,10 +25,10 @@ var (
 	ep3     = netip.MustParseAddr("10.244.3.7")
 )
 
-func vs(svc string, proto model.Protocol, a netip.Addr, port uint16, eps ...netip.Addr) VirtualServer {
-	v := VirtualServer{Key: Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: portName(svc)}
+func vs(svc string, proto model.Protocol, a netip.Addr, port uint16, eps ...netip.Addr) ipvs.VirtualServer {
+	v := ipvs.VirtualServer{Key: ipvs.Key{Protocol: proto, Address: a, Port: port}, Scheduler: "rr", Service: portName(svc)}
 	for _, e := range eps {
-		v.RealServers = append(v.RealServers, RealServer{Address: e, Port: 8080, Weight: 1})
+		v.RealServers = append(v.RealServers, ipvs.RealServer{Address: e, Port: 8080, Weight: 1})
 	}
 	return v
 }
@@ -35,10 +37,10 @@ func newClock() *clocktesting.FakePassiveClock {
 	return clocktesting.NewFakePassiveClock(time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC))
 }
 func lines(s ...string) string { return strings.Join(s, "\n") + "\n" }
-func own(addrs ...netip.Addr) Ownership {
-	return Ownership{BoundAddrs: addrs, NodeAddrs: []netip.Addr{nodeIP}}
+func own(addrs ...netip.Addr) ipvs.Ownership {
+	return ipvs.Ownership{BoundAddrs: addrs, NodeAddrs: []netip.Addr{nodeIP}}
 }
-func mustFull(t *testing.T, r *Reconciler, d []VirtualServer, o Ownership) *Result {
+func mustFull(t *testing.T, r *ipvs.Reconciler, d []ipvs.VirtualServer, o ipvs.Ownership) *ipvs.Result {
 	t.Helper()
 	res, err := r.Full(d, o)
 	if err != nil {
@@ -58,13 +60,13 @@ func (c *fakeConntrack) DeleteFlows(p model.Protocol, vip netip.Addr, port uint1
 }
 
 func TestFullFromEmpty(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	tcp := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
-	tcp.Flags, tcp.PersistenceTimeout = FlagPersistent, 10800
+	tcp.Flags, tcp.PersistenceTimeout = ipvs.FlagPersistent, 10800
 	udp := vs("kube-system/dns:dns", model.UDP, vip6, 53, ep1)
 	udp.RealServers[0].Address = netip.MustParseAddr("fd00:244::5")
-	res := mustFull(t, r, []VirtualServer{tcp, udp}, own(vip, vip6))
+	res := mustFull(t, r, []ipvs.VirtualServer{tcp, udp}, own(vip, vip6))
 	want := lines(
 		"-A -t 10.96.0.10:80 -s rr -p 10800",
 		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1",
@@ -80,8 +82,8 @@ func TestFullFromEmpty(t *testing.T) {
 	}
 	// Same state again, with a fresh reconciler (a restart): zero changes.
 	before := ft.Mutations
-	r2 := NewReconciler(ft, Options{})
-	res = mustFull(t, r2, []VirtualServer{tcp, udp}, own(vip, vip6))
+	r2 := ipvs.NewReconciler(ft, ipvs.Options{})
+	res = mustFull(t, r2, []ipvs.VirtualServer{tcp, udp}, own(vip, vip6))
 	if res.Changes() != 0 || ft.Mutations != before {
 		t.Errorf("restart made changes: %+v, mutations %d -> %d", res, before, ft.Mutations)
 	}
@@ -93,11 +95,11 @@ func TestOwnership(t *testing.T) {
 	staleNodePort := vs("", model.TCP, nodeIP, 30080, ep1) // ours: node address, NodePort range
 	staleVIP := vs("", model.UDP, vip, 53, ep1)            // ours: bound on kube-ipvs0
 	excluded := vs("", model.TCP, netip.MustParseAddr("10.200.0.1"), 80, ep1)
-	ft := NewFakeTable(keepalived, manualNode, staleNodePort, staleVIP, excluded)
+	ft := ipvstest.NewFakeTable(keepalived, manualNode, staleNodePort, staleVIP, excluded)
 	ct := &fakeConntrack{flows: map[string]int{}}
-	r := NewReconciler(ft, Options{ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.200.0.0/16")}, Conntrack: ct})
+	r := ipvs.NewReconciler(ft, ipvs.Options{ExcludeCIDRs: []netip.Prefix{netip.MustParsePrefix("10.200.0.0/16")}, Conntrack: ct})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1)
-	res := mustFull(t, r, []VirtualServer{web}, Ownership{BoundAddrs: []netip.Addr{vip, netip.MustParseAddr("10.200.0.1")}, NodeAddrs: []netip.Addr{nodeIP}})
+	res := mustFull(t, r, []ipvs.VirtualServer{web}, ipvs.Ownership{BoundAddrs: []netip.Addr{vip, netip.MustParseAddr("10.200.0.1")}, NodeAddrs: []netip.Addr{nodeIP}})
 	want := lines(
 		"-A -t 10.96.0.10:80 -s rr",
 		"-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1",
@@ -118,11 +120,11 @@ func TestOwnership(t *testing.T) {
 		t.Errorf("conntrack of deleted UDP virtual server not flushed: %v", ct.flows)
 	}
 	// A desired virtual server inside the excluded CIDRs is refused, not made.
-	res, err := r.Full([]VirtualServer{web, vs("default/x", model.TCP, netip.MustParseAddr("10.200.0.9"), 80, ep1)}, own(vip))
+	res, err := r.Full([]ipvs.VirtualServer{web, vs("default/x", model.TCP, netip.MustParseAddr("10.200.0.9"), 80, ep1)}, own(vip))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !errors.Is(res.Err(), ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != portName("default/x") {
+	if !errors.Is(res.Err(), ipvs.ErrExcluded) || len(res.FailedServices()) != 1 || res.FailedServices()[0] != portName("default/x") {
 		t.Errorf("want ErrExcluded for default/x, got %v", res.Err())
 	}
 }
@@ -133,11 +135,11 @@ func TestOwnership(t *testing.T) {
 // syncs and goes when no longer desired; a manual one beside it stays.
 func TestFullKeepsWhatItCreated(t *testing.T) {
 	manual := vs("", model.TCP, nodeIP, 8443, ep3)
-	ft := NewFakeTable(manual)
-	r := NewReconciler(ft, Options{})
+	ft := ipvstest.NewFakeTable(manual)
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	l4 := vs("default/nginx:http", model.TCP, nodeIP, 80, ep1)
-	mustFull(t, r, []VirtualServer{l4}, own())
-	mustFull(t, r, []VirtualServer{l4}, own())
+	mustFull(t, r, []ipvs.VirtualServer{l4}, own())
+	mustFull(t, r, []ipvs.VirtualServer{l4}, own())
 	res := mustFull(t, r, nil, own())
 	if res.ServicesDeleted != 1 {
 		t.Errorf("deleted %d, want 1", res.ServicesDeleted)
@@ -152,14 +154,14 @@ func TestFullKeepsWhatItCreated(t *testing.T) {
 }
 
 func TestUpdateServiceAttributes(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1)
-	mustFull(t, r, []VirtualServer{web}, own(vip))
+	mustFull(t, r, []ipvs.VirtualServer{web}, own(vip))
 	web.Scheduler = "sh"
-	web.Flags = FlagPersistent | FlagSchedSH1 | FlagSchedSH2
+	web.Flags = ipvs.FlagPersistent | ipvs.FlagSchedSH1 | ipvs.FlagSchedSH2
 	web.PersistenceTimeout = 60
-	res, err := r.Partial([]VirtualServer{web}, changed("default/web"))
+	res, err := r.Partial([]ipvs.VirtualServer{web}, changed("default/web"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -174,12 +176,12 @@ func TestUpdateServiceAttributes(t *testing.T) {
 
 func TestGracefulTermination(t *testing.T) {
 	clk := newClock()
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	ct := &fakeConntrack{flows: map[string]int{}}
-	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute, Conntrack: ct})
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk, GracefulPeriod: 10 * time.Minute, Conntrack: ct})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1, ep2)
-	mustFull(t, r, []VirtualServer{web, dns}, own(vip))
+	mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip))
 	ft.SetConnections(web.Key, web.RealServers[1], 1, 0)
 
 	// ep2 goes away from both services.
@@ -187,7 +189,7 @@ func TestGracefulTermination(t *testing.T) {
 	dns2 := vs("default/dns:dns", model.UDP, vip, 53, ep1)
 	clk.SetTime(clk.Now().Add(time.Second))
 	dumps := ft.Dumps
-	res, err := r.Partial([]VirtualServer{web2, dns2}, changed("default/web", "default/dns"))
+	res, err := r.Partial([]ipvs.VirtualServer{web2, dns2}, changed("default/web", "default/dns"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -208,7 +210,7 @@ func TestGracefulTermination(t *testing.T) {
 		t.Errorf("conntrack flows deleted: %v", ct.flows)
 	}
 	// One IPv4 round that deleted the fake's 2 flows, no IPv6 round.
-	if want := [2]ConntrackRound{{Ran: true, Entries: 2}}; res.Conntrack != want {
+	if want := [2]ipvs.ConntrackRound{{Ran: true, Entries: 2}}; res.Conntrack != want {
 		t.Errorf("conntrack rounds %+v, want %+v", res.Conntrack, want)
 	}
 	if r.Graceful() != 1 || res.Quiesced != 1 {
@@ -234,14 +236,14 @@ func TestGracefulTermination(t *testing.T) {
 
 func TestGracefulPeriodAndComeback(t *testing.T) {
 	clk := newClock()
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2, ep3)
-	mustFull(t, r, []VirtualServer{web}, own(vip))
+	mustFull(t, r, []ipvs.VirtualServer{web}, own(vip))
 	ft.SetConnections(web.Key, web.RealServers[1], 3, 4)
 	ft.SetConnections(web.Key, web.RealServers[2], 3, 4)
 	clk.SetTime(clk.Now().Add(time.Second))
-	mustPartial := func(d ...VirtualServer) *Result {
+	mustPartial := func(d ...ipvs.VirtualServer) *ipvs.Result {
 		t.Helper()
 		res, err := r.Partial(d, changed("default/web:http"))
 		if err != nil || res.Err() != nil {
@@ -271,14 +273,14 @@ func TestRestartRepairsWeightZero(t *testing.T) {
 	// (not desired, no connections).
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	web.RealServers[0].Weight, web.RealServers[1].Weight = 0, 0
-	ft := NewFakeTable(web)
-	r := NewReconciler(ft, Options{Clock: clk})
-	res := mustFull(t, r, []VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
+	ft := ipvstest.NewFakeTable(web)
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk})
+	res := mustFull(t, r, []ipvs.VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
 	if res.RealServersUpdated != 1 || r.Graceful() != 1 {
 		t.Fatalf("restart: %+v queue %d", res, r.Graceful())
 	}
 	clk.SetTime(clk.Now().Add(time.Second))
-	res = mustFull(t, r, []VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
+	res = mustFull(t, r, []ipvs.VirtualServer{vs("default/web:http", model.TCP, vip, 80, ep1)}, own(vip))
 	want := lines("-A -t 10.96.0.10:80 -s rr", "-a -t 10.96.0.10:80 -r 10.244.1.5:8080 -m -w 1")
 	if got := ft.String(); got != want || res.RealServersDeleted != 1 {
 		t.Fatalf("(%+v):\n%s\nwant:\n%s", res, got, want)
@@ -286,18 +288,18 @@ func TestRestartRepairsWeightZero(t *testing.T) {
 }
 
 func TestPartialTouchesOnlyChanged(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
-	if _, err := r.Partial(nil, changed()); !errors.Is(err, ErrNotSynced) {
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
+	if _, err := r.Partial(nil, changed()); !errors.Is(err, ipvs.ErrNotSynced) {
 		t.Fatalf("Partial before Full: %v", err)
 	}
 	a := vs("ns/a:p", model.TCP, vip, 80, ep1)
 	b := vs("ns/b:p", model.TCP, vip, 81, ep1)
-	mustFull(t, r, []VirtualServer{a, b}, own(vip))
+	mustFull(t, r, []ipvs.VirtualServer{a, b}, own(vip))
 	// Desired says b is gone and a has a new endpoint, but only a changed:
 	// b must stay, a must change.
 	a2 := vs("ns/a:p", model.TCP, vip, 80, ep1, ep2)
-	res, err := r.Partial([]VirtualServer{a2}, changed("ns/a"))
+	res, err := r.Partial([]ipvs.VirtualServer{a2}, changed("ns/a"))
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -305,23 +307,23 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 		t.Fatalf("partial: %+v", res)
 	}
 	// Now b changed (deleted).
-	res, _ = r.Partial([]VirtualServer{a2}, changed("ns/b"))
+	res, _ = r.Partial([]ipvs.VirtualServer{a2}, changed("ns/b"))
 	if res.ServicesDeleted != 1 || r.Has(b.Key) || strings.Contains(ft.String(), ":81") {
 		t.Fatalf("b not deleted: %+v\n%s", res, ft.String())
 	}
 }
 
 func TestFailuresDoNotStopOthers(t *testing.T) {
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	boom := errors.New("boom")
-	ft.Fail = func(op string, k Key) error {
+	ft.Fail = func(op string, k ipvs.Key) error {
 		if op == "AddService" && k.Port == 81 {
 			return boom
 		}
 		return nil
 	}
-	r := NewReconciler(ft, Options{})
-	res, err := r.Full([]VirtualServer{
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
+	res, err := r.Full([]ipvs.VirtualServer{
 		vs("ns/a:p", model.TCP, vip, 80, ep1),
 		vs("ns/b:p", model.TCP, vip, 81, ep1),
 		vs("ns/c:p", model.TCP, vip, 82, ep1),
@@ -332,12 +334,12 @@ func TestFailuresDoNotStopOthers(t *testing.T) {
 	if !errors.Is(res.Err(), boom) || !slices.Equal(res.FailedServices(), []model.ServicePortName{portName("ns/b:p")}) {
 		t.Fatalf("failures: %v %v", res.Err(), res.FailedServices())
 	}
-	if r.Has(Key{Protocol: model.TCP, Address: vip, Port: 81}) || res.ServicesAdded != 2 {
+	if r.Has(ipvs.Key{Protocol: model.TCP, Address: vip, Port: 81}) || res.ServicesAdded != 2 {
 		t.Fatalf("result %+v", res)
 	}
 	// Next full sync retries and succeeds.
 	ft.Fail = nil
-	res = mustFull(t, r, []VirtualServer{
+	res = mustFull(t, r, []ipvs.VirtualServer{
 		vs("ns/a:p", model.TCP, vip, 80, ep1),
 		vs("ns/b:p", model.TCP, vip, 81, ep1),
 		vs("ns/c:p", model.TCP, vip, 82, ep1),
@@ -348,14 +350,14 @@ func TestFailuresDoNotStopOthers(t *testing.T) {
 }
 
 func TestDriftRepairedByFull(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1)
-	if res := mustFull(t, r, []VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
+	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
 		t.Errorf("first Full reported drift %d", res.Drift)
 	}
-	if res := mustFull(t, r, []VirtualServer{web, dns}, own(vip)); res.Drift != 0 || res.Changes() != 0 {
+	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift != 0 || res.Changes() != 0 {
 		t.Errorf("unchanged Full: drift %d, changes %d", res.Drift, res.Changes())
 	}
 	// Someone deletes the dns server, adds one on our VIP, and deletes a
@@ -369,14 +371,14 @@ func TestDriftRepairedByFull(t *testing.T) {
 	if err := ft.DelRealServer(web.Key, web.RealServers[0]); err != nil {
 		t.Fatal(err)
 	}
-	if err := ft.UpdateRealServer(web.Key, RealServer{Address: ep2, Port: 8080, Weight: 5}); err != nil {
+	if err := ft.UpdateRealServer(web.Key, ipvs.RealServer{Address: ep2, Port: 8080, Weight: 5}); err != nil {
 		t.Fatal(err)
 	}
-	res := mustFull(t, r, []VirtualServer{web, dns}, own(vip))
+	res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip))
 	if res.RealServersAdded != 2 || res.RealServersUpdated != 1 || res.ServicesAdded != 1 || res.ServicesDeleted != 1 || res.Drift != 3 {
 		t.Fatalf("repair: %+v", res)
 	}
-	if res := mustFull(t, r, []VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
+	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
 		t.Errorf("drift %d after the repair", res.Drift)
 	}
 	// The service itself deleted by hand, then a partial sync that updates
@@ -385,14 +387,14 @@ func TestDriftRepairedByFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	web.Scheduler = "lc"
-	res, _ = r.Partial([]VirtualServer{web}, changed("default/web"))
+	res, _ = r.Partial([]ipvs.VirtualServer{web}, changed("default/web"))
 	if res.Err() != nil || res.ServicesAdded != 1 || res.RealServersAdded != 2 {
 		t.Fatalf("recreate: %+v %v", res, res.Err())
 	}
 }
 
 func TestKernelSysctls(t *testing.T) {
-	names := func(ss []Sysctl) string {
+	names := func(ss []ipvs.Sysctl) string {
 		var out []string
 		for _, s := range ss {
 			out = append(out, s.Name+"="+string(rune('0'+s.Value)))
@@ -410,7 +412,7 @@ func TestKernelSysctls(t *testing.T) {
 		{"3.10.0-1160.el7", false, "net/ipv4/vs/conntrack=1 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1"},
 		{"4.19.0", false, "net/ipv4/vs/conntrack=1 net/ipv4/vs/conn_reuse_mode=0 net/ipv4/vs/expire_nodest_conn=1 net/ipv4/vs/expire_quiescent_template=1 net/ipv4/ip_forward=1"},
 	} {
-		if got := names(KernelSysctls(tc.release, tc.strict)); got != tc.want {
+		if got := names(ipvs.KernelSysctls(tc.release, tc.strict)); got != tc.want {
 			t.Errorf("%s strict=%v:\n got %s\nwant %s", tc.release, tc.strict, got, tc.want)
 		}
 	}
@@ -423,7 +425,7 @@ func TestWriteSysctls(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	changed, err := WriteSysctls(root, []Sysctl{{"net/ipv4/ip_forward", 1}, {"net/ipv4/vs/conntrack", 1}})
+	changed, err := ipvs.WriteSysctls(root, []ipvs.Sysctl{{"net/ipv4/ip_forward", 1}, {"net/ipv4/vs/conntrack", 1}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -433,7 +435,7 @@ func TestWriteSysctls(t *testing.T) {
 	if got := readfile(t, root, "net/ipv4/ip_forward"); got != "1" {
 		t.Errorf("ip_forward = %q", got)
 	}
-	if _, err := WriteSysctls(root, []Sysctl{{"net/ipv4/vs/missing", 1}}); err == nil {
+	if _, err := ipvs.WriteSysctls(root, []ipvs.Sysctl{{"net/ipv4/vs/missing", 1}}); err == nil {
 		t.Error("missing sysctl: no error")
 	}
 }
@@ -442,9 +444,9 @@ func TestWriteSysctls(t *testing.T) {
 // servers, one sync reads all counters at once, not once per virtual server.
 func TestGracefulCountersOneRead(t *testing.T) {
 	clk := newClock()
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
-	var before, after []VirtualServer
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
+	var before, after []ipvs.VirtualServer
 	var addrs []netip.Addr
 	for i := range 20 {
 		a := netip.AddrFrom4([4]byte{10, 96, 1, byte(i + 1)})
@@ -480,9 +482,9 @@ func TestGracefulCountersOneRead(t *testing.T) {
 // removed from one Service costs that Service's share.
 func TestGracefulCountersFewOfMany(t *testing.T) {
 	clk := newClock()
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
-	var before, after []VirtualServer
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk, GracefulPeriod: 10 * time.Minute})
+	var before, after []ipvs.VirtualServer
 	var addrs []netip.Addr
 	for i := range 100 {
 		a := netip.AddrFrom4([4]byte{10, 96, 1, byte(i + 1)})

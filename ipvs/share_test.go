@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"slices"
@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestMirrorSharesDesiredRealServers: the mirror keeps the real-server
@@ -14,21 +16,21 @@ import (
 // quiesce, a reweight, a deletion or a graceful termination never writes
 // into the desired state a caller still holds (the planner's, read-only).
 func TestMirrorSharesDesiredRealServers(t *testing.T) {
-	ft := NewFakeTable()
+	ft := ipvstest.NewFakeTable()
 	clk := newClock()
-	r := NewReconciler(ft, Options{Clock: clk, GracefulPeriod: time.Minute, Conntrack: &fakeConntrack{flows: map[string]int{}}})
+	r := ipvs.NewReconciler(ft, ipvs.Options{Clock: clk, GracefulPeriod: time.Minute, Conntrack: &fakeConntrack{flows: map[string]int{}}})
 	tcp := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	udp := vs("kube-system/dns:dns", model.UDP, vip, 53, ep1, ep2)
-	first := []VirtualServer{tcp, udp}
+	first := []ipvs.VirtualServer{tcp, udp}
 	mustFull(t, r, first, own(vip))
 	for _, d := range first {
-		m := r.mirror[d.Key]
-		if !m.shared || &m.vs.RealServers[0] != &d.RealServers[0] {
-			t.Fatalf("%v: the mirror copied the desired real servers (shared %v)", d.Key, m.shared)
+		m := r.Mirror()[d.Key]
+		if !m.Shared() || &m.VS().RealServers[0] != &d.RealServers[0] {
+			t.Fatalf("%v: the mirror copied the desired real servers (shared %v)", d.Key, m.Shared())
 		}
 	}
-	kept := func(d VirtualServer) []RealServer { return slices.Clone(d.RealServers) }
-	was := [][]RealServer{kept(tcp), kept(udp)}
+	kept := func(d ipvs.VirtualServer) []ipvs.RealServer { return slices.Clone(d.RealServers) }
+	was := [][]ipvs.RealServer{kept(tcp), kept(udp)}
 	check := func(step string) {
 		t.Helper()
 		for i, d := range first {
@@ -42,11 +44,11 @@ func TestMirrorSharesDesiredRealServers(t *testing.T) {
 	// deleted at once; nothing is added or reweighted.
 	tcp2 := vs("default/web:http", model.TCP, vip, 80, ep2)
 	udp2 := vs("kube-system/dns:dns", model.UDP, vip, 53, ep2)
-	if res, err := r.Partial([]VirtualServer{tcp2, udp2}, changed("default/web", "kube-system/dns")); err != nil || res.Err() != nil {
+	if res, err := r.Partial([]ipvs.VirtualServer{tcp2, udp2}, changed("default/web", "kube-system/dns")); err != nil || res.Err() != nil {
 		t.Fatalf("Partial: %v %v", err, res.Err())
 	}
 	check("quiesce and delete")
-	if m := r.mirror[udp2.Key]; !m.shared || &m.vs.RealServers[0] != &udp2.RealServers[0] {
+	if m := r.Mirror()[udp2.Key]; !m.Shared() || &m.VS().RealServers[0] != &udp2.RealServers[0] {
 		t.Errorf("the UDP mirror, equal to its desired list again, does not share it")
 	}
 	want := lines(
@@ -63,7 +65,7 @@ func TestMirrorSharesDesiredRealServers(t *testing.T) {
 	// A reweight of a shared list.
 	udp3 := vs("kube-system/dns:dns", model.UDP, vip, 53, ep2)
 	udp3.RealServers[0].Weight = 2
-	if _, err := r.Partial([]VirtualServer{tcp2, udp3}, changed("kube-system/dns")); err != nil {
+	if _, err := r.Partial([]ipvs.VirtualServer{tcp2, udp3}, changed("kube-system/dns")); err != nil {
 		t.Fatal(err)
 	}
 	if udp2.RealServers[0].Weight != 1 {
@@ -72,14 +74,14 @@ func TestMirrorSharesDesiredRealServers(t *testing.T) {
 
 	// The quiesced ep1's graceful termination ends.
 	clk.SetTime(clk.Now().Add(2 * time.Minute))
-	if _, err := r.Partial([]VirtualServer{tcp2, udp3}, changed()); err != nil {
+	if _, err := r.Partial([]ipvs.VirtualServer{tcp2, udp3}, changed()); err != nil {
 		t.Fatal(err)
 	}
 	check("graceful termination")
 	if !slices.Equal(tcp2.RealServers, kept(vs("default/web:http", model.TCP, vip, 80, ep2))) {
 		t.Fatalf("graceful termination: the desired list changed: %v", tcp2.RealServers)
 	}
-	if got := r.mirror[tcp2.Key].vs.RealServers; !slices.Equal(got, tcp2.RealServers) {
+	if got := r.Mirror()[tcp2.Key].VS().RealServers; !slices.Equal(got, tcp2.RealServers) {
 		t.Fatalf("mirror after the graceful termination: %v, want %v", got, tcp2.RealServers)
 	}
 }

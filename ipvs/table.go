@@ -31,7 +31,7 @@ type RealServerStatus struct {
 
 // Table is the node's IPVS table as the reconciler sees it. The kernel
 // implementation is *Kernel (github.com/moby/ipvs over one generic netlink
-// socket); *FakeTable is a stateful in-memory table for unit tests.
+// socket); ipvstest.FakeTable is a stateful in-memory one for unit tests.
 //
 // Virtual servers are created, updated and deleted without their real
 // servers. Creations go in batches (AddServices, AddRealServers: one round

@@ -1,4 +1,4 @@
-package ipvs
+package ipvs_test
 
 import (
 	"fmt"
@@ -7,6 +7,8 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestFullFromInTurns: changes that arrive while a full sync walks the
@@ -16,14 +18,14 @@ import (
 // before that point is not deleted as stale, one removed is not created
 // again, and the table ends as the newest list says.
 func TestFullFromInTurns(t *testing.T) {
-	ft := NewFakeTable()
-	r := NewReconciler(ft, Options{})
-	n := 2*createBatch + 200
-	var desired []VirtualServer
+	ft := ipvstest.NewFakeTable()
+	r := ipvs.NewReconciler(ft, ipvs.Options{})
+	n := 2*ipvs.CreateBatch + 200
+	var desired []ipvs.VirtualServer
 	for i := range n {
 		desired = append(desired, vs(fmt.Sprintf("ns/s%04d:http", i), model.TCP, vip, uint16(1000+i), ep1))
 	}
-	slices.SortFunc(desired, func(a, b VirtualServer) int { return CompareKeys(a.Key, b.Key) })
+	slices.SortFunc(desired, func(a, b ipvs.VirtualServer) int { return ipvs.CompareKeys(a.Key, b.Key) })
 	mustFull(t, r, desired, own(vip))
 
 	read := r.BeginRead()
@@ -35,7 +37,7 @@ func TestFullFromInTurns(t *testing.T) {
 	// gains a real server; s0010, in it, is deleted; early, a new service
 	// whose key sorts before every other.
 	late := desired[n-100]
-	late.RealServers = append(slices.Clone(late.RealServers), RealServer{Address: ep2, Port: 8080, Weight: 1})
+	late.RealServers = append(slices.Clone(late.RealServers), ipvs.RealServer{Address: ep2, Port: 8080, Weight: 1})
 	gone := desired[10]
 	early := vs("ns/early:http", model.TCP, vip, 999, ep3)
 	next := slices.Clone(desired)
@@ -44,13 +46,13 @@ func TestFullFromInTurns(t *testing.T) {
 	next = slices.Insert(next, 0, early)
 
 	var turns, took int
-	turn := func() []VirtualServer {
+	turn := func() []ipvs.VirtualServer {
 		turns++
 		if turns > 1 {
 			return nil
 		}
 		took++
-		res, err := r.Partial([]VirtualServer{early, late}, changed("ns/early", late.Service.NamespacedName.String(), gone.Service.NamespacedName.String()))
+		res, err := r.Partial([]ipvs.VirtualServer{early, late}, changed("ns/early", late.Service.NamespacedName.String(), gone.Service.NamespacedName.String()))
 		if err != nil || res.Err() != nil {
 			t.Fatalf("the turn's partial sync: %v %v", err, res.Err())
 		}
@@ -63,7 +65,7 @@ func TestFullFromInTurns(t *testing.T) {
 	if turns != 2 || took != 1 {
 		t.Errorf("turns asked %d, taken %d; want one between each two of the 3 batches, the first taken", turns, took)
 	}
-	if got, want := ft.String(), Save(next); got != want {
+	if got, want := ft.String(), ipvs.Save(next); got != want {
 		t.Errorf("the table after the full sync in turns is not the newest list:\n%s", diffLines(got, want))
 	}
 	if res.Changes() != 0 {

@@ -8,7 +8,8 @@ const (
 	exitOK = 0
 	// exitFailure is a failure while doing the work, or a node or cluster
 	// that cannot be served: the kernel, the API server (unreachable,
-	// refusing the credentials), I/O; recover's removal that failed.
+	// refusing the credentials), I/O; recover's removal that failed;
+	// explain's kernel that differs from the plan.
 	exitFailure = 1
 	// exitUsage is bad input: an invalid or unknown flag, a missing
 	// required flag, a file that cannot be read or decoded, a field the
@@ -23,8 +24,10 @@ const (
 const exitStatusHelp = `Exit status (every subcommand): 0 done (recover: nothing bad found, or
 --apply removed it all); 1 failed (kernel, API server unreachable or refusing
 the credentials, I/O, a removal that failed, recover --apply refusing an API
-server that does not list this node); 2 bad usage (flag, file, configuration
-field, mode); 3 recover's dry run found bad addresses, nothing changed.`
+server that does not list this node, explain --kernel finding the kernel
+differs from the plan); 2 bad usage (flag, file, configuration field, mode,
+a Service explain does not find); 3 recover's dry run found bad addresses,
+nothing changed.`
 
 // failureError marks an error as a failure of the work itself (exit 1)
 // rather than bad input (exit 2, the default for every other error).

@@ -15,6 +15,8 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -25,7 +27,7 @@ import (
 var propertyPool = []string{
 	"10.96.0.1", "10.96.0.10", "10.96.0.11", "10.96.0.12", "10.10.0.211", "10.10.0.212", "10.244.1.5", "10.244.2.5",
 	"198.51.100.7", "198.51.100.8", "168.63.129.16", "100.100.100.200", "0.0.0.0", "127.0.0.1", "169.254.169.254",
-	"10.96.0.10/24", " 10.96.0.1", "010.096.000.010", "::ffff:10.96.0.11", "10.96.0.0/12",
+	"10.96.0.10/24", " 10.96.0.1", "010.096.000.010", "::ffff:10.96.0.11", "10.96.0.0/12", "192.0.2.53",
 }
 
 // propertyCluster generates Nodes, Services and EndpointSlices: a
@@ -51,9 +53,15 @@ func propertyCluster(r *rand.Rand) ([]*corev1.Service, []*discoveryv1.EndpointSl
 		name := fmt.Sprintf("s%d", i)
 		svc := &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: name,
 			CreationTimestamp: metav1.NewTime(time.Date(2025, 1, 1+r.Intn(5), 0, 0, 0, 0, time.UTC))},
-			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.0.%d", []int{1, 10, 11, 12}[i]), Ports: []corev1.ServicePort{{Name: "p", Port: 80, Protocol: corev1.ProtocolTCP}}}}
+			Spec: corev1.ServiceSpec{ClusterIP: fmt.Sprintf("10.96.0.%d", []int{1, 10, 11, 12}[i]), Ports: []corev1.ServicePort{{Name: "p", Port: []int32{80, 53}[r.Intn(2)], Protocol: corev1.ProtocolTCP}}}}
 		for range r.Intn(3) {
 			svc.Spec.ExternalIPs = append(svc.Spec.ExternalIPs, pick())
+		}
+		if r.Intn(2) == 0 {
+			// A LoadBalancer IP its controller wrote: shared, a node's
+			// (k3s' servicelb), another Service's address.
+			svc.Spec.Type = corev1.ServiceTypeLoadBalancer
+			svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: pick()}}
 		}
 		svcs = append(svcs, svc)
 		s := &discoveryv1.EndpointSlice{ObjectMeta: metav1.ObjectMeta{Namespace: "t", Name: name, Labels: map[string]string{discoveryv1.LabelServiceName: name}},
@@ -69,17 +77,20 @@ func propertyCluster(r *rand.Rand) ([]*corev1.Service, []*discoveryv1.EndpointSl
 // propertyPlan plans as `plan` does: converted, the Nodes through the
 // trust order, for node n1.
 func propertyPlan(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, nodes []*corev1.Node) planner.State {
-	c := informers.Convert(svcs, eps, nodes)
 	o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("10.10.0.211")}}
-	c.Nodes, c.Refusals = planner.TrustedNodes(&o, c.Nodes, c.Refusals, informers.ServiceIPs(svcs))
-	return planner.Plan(c, o)
+	res, err := nodeplan.Plan(nodeplan.Input{Objects: &manifest.Objects{Services: svcs, EndpointSlices: eps, Nodes: nodes}, Options: o})
+	if err != nil {
+		panic(err) // a node name is given: Plan has nothing to refuse
+	}
+	return res.State
 }
 
 // TestGuardProperties is issue 37's property test over generated Nodes,
 // Services and EndpointSlices: no Node object, however written,
 // unprograms a Service's ClusterIP; no Service takes an address another
-// Service had first; no endpoint is a ClusterIP or a cloud platform
-// address.
+// Service had first, nor by an externalIP another Service's ClusterIP or
+// LoadBalancer IP; no endpoint is a Service VIP (a ClusterIP, an address
+// bound on kube-ipvs0) or a cloud platform address.
 func TestGuardProperties(t *testing.T) {
 	platform := guard.PlatformAddrs()
 	for seed := int64(1); seed <= 500; seed++ {
@@ -99,25 +110,39 @@ func TestGuardProperties(t *testing.T) {
 				t.Fatalf("seed %d: the Nodes unprogrammed ClusterIP %s:%d of %s; refusals: %v", seed, vs.Address, vs.Port, vs.Service, st.Refusals)
 			}
 		}
-		// 2. An externalIP virtual server is its oldest claimant's.
+		// 2. An externalIP virtual server is its oldest claimant's, on an
+		// address no other Service has as its ClusterIP or LoadBalancer IP.
 		created := map[string]time.Time{}
 		for _, s := range svcs {
 			created[s.Name] = s.CreationTimestamp.Time
 		}
+		lbIPs := func(svc *corev1.Service) informers.AddrSet {
+			return informers.LoadBalancerIPs([]*corev1.Service{svc})
+		}
+		byName := map[string]*corev1.Service{}
+		for _, s := range svcs {
+			byName[s.Name] = s
+		}
 		for _, vs := range st.VirtualServers {
-			if clusterIPs.Contains(vs.Address) || vs.Address.String() == "10.10.0.211" {
+			if clusterIPs.Contains(vs.Address) || vs.Address.String() == "10.10.0.211" || lbIPs(byName[vs.Service.Name]).Contains(vs.Address) {
 				continue
 			}
 			for _, s := range svcs {
-				if s.Name != vs.Service.Name && slices.Contains(s.Spec.ExternalIPs, vs.Address.String()) && created[s.Name].Before(created[vs.Service.Name]) {
+				if s.Name != vs.Service.Name && (lbIPs(s).Contains(vs.Address) || informers.ServiceIPs([]*corev1.Service{s}).Contains(vs.Address)) {
+					t.Fatalf("seed %d: %s has the externalIP %s, %s's ClusterIP or LoadBalancer IP", seed, vs.Service, vs.Address, s.Name)
+				}
+			}
+			for _, s := range svcs {
+				if s.Name != vs.Service.Name && slices.Contains(s.Spec.ExternalIPs, vs.Address.String()) && s.Spec.Ports[0].Port == int32(vs.Port) && created[s.Name].Before(created[vs.Service.Name]) {
 					t.Fatalf("seed %d: %s took %s from the older %s", seed, vs.Service, vs.Address, s.Name)
 				}
 			}
 		}
-		// 3. No real server is a ClusterIP or a platform address.
+		// 3. No real server is a ClusterIP, a bound VIP or a platform
+		// address.
 		for _, vs := range st.VirtualServers {
 			for _, rs := range vs.RealServers {
-				if clusterIPs.Contains(rs.Address) || slices.Contains(platform, rs.Address) {
+				if clusterIPs.Contains(rs.Address) || slices.Contains(st.Addresses, netip.PrefixFrom(rs.Address, rs.Address.BitLen())) || slices.Contains(platform, rs.Address) {
 					t.Fatalf("seed %d: %s has real server %s", seed, vs.Service, rs.Address)
 				}
 			}

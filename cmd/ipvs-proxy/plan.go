@@ -1,20 +1,16 @@
 package main
 
 import (
-	"errors"
 	"fmt"
-	"net/netip"
-	"slices"
-	"strings"
 	"time"
 
 	"github.com/spf13/cobra"
+	"github.com/spf13/pflag"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -48,7 +44,12 @@ the --node-ip addresses.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error { return runPlan(cmd, f) },
 	}
-	fs := cmd.Flags()
+	f.register(cmd.Flags())
+	return cmd
+}
+
+// register adds plan's flags to fs; explain takes the same.
+func (f *planFlags) register(fs *pflag.FlagSet) {
 	fs.SortFlags = false
 	fs.StringArrayVarP(&f.files, "filename", "f", nil, `File of Services, EndpointSlices and Nodes: YAML, JSON or a List (repeatable; "-" is stdin).`)
 	fs.StringVarP(&f.output, "output", "o", "text", "Output format: text or json.")
@@ -57,69 +58,64 @@ the --node-ip addresses.`,
 	fs.DurationVar(&f.grace, "deleted-node-grace-period", config.DefaultDeletedNodeGrace, "With --node-cache: how long after it was last seen a deleted Node stays protected.")
 	fs.SetNormalizeFunc(config.NormalizeAliases)
 	addPlanningFlags(fs, &f.opts)
-	return cmd
+}
+
+// check validates the flags of verb (plan, explain); files says whether
+// -f is required.
+func (f *planFlags) check(verb string, files bool) error {
+	if files && len(f.files) == 0 {
+		return fmt.Errorf("%s: -f FILE is required (\"-\" reads stdin)", verb)
+	}
+	if len(f.opts.LocalAddrs) == 0 {
+		return fmt.Errorf("%s: --node-ip is required: the node's own addresses decide NodePorts and what the guard protects", verb)
+	}
+	if f.output != "text" && f.output != "json" {
+		return fmt.Errorf("%s: invalid argument %q for \"-o\" flag: must be text or json", verb, f.output)
+	}
+	if err := validatePlanningOptions(&f.opts); err != nil {
+		return fmt.Errorf("%s: %w", verb, err)
+	}
+	if n := countOf(f.files, "-"); n > 1 {
+		return fmt.Errorf("%s: stdin (-f -) can be read only once", verb)
+	}
+	return nil
+}
+
+// readFiles reads the -f files of verb.
+func (f *planFlags) readFiles(cmd *cobra.Command, verb string) (*manifest.Objects, error) {
+	objs, err := manifest.ReadFiles(f.files, cmd.InOrStdin())
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	return objs, nil
+}
+
+// plan plans the node from objs as the flags say, with verb's warnings
+// on stderr.
+func (f *planFlags) plan(cmd *cobra.Command, verb string, objs *manifest.Objects) (*nodeplan.Result, error) {
+	res, err := nodeplan.Plan(nodeplan.Input{Objects: objs, NodeCache: f.nodeCache, Grace: f.grace, Now: time.Now(), Options: f.opts})
+	for _, w := range res.Warnings {
+		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: %s: %s\n", verb, w)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", verb, err)
+	}
+	return res, nil
 }
 
 func runPlan(cmd *cobra.Command, f *planFlags) error {
-	if len(f.files) == 0 {
-		return errors.New("plan: -f FILE is required (\"-\" reads stdin)")
+	if err := f.check("plan", true); err != nil {
+		return err
 	}
-	if len(f.opts.LocalAddrs) == 0 {
-		return errors.New("plan: --node-ip is required: the node's own addresses decide NodePorts and what the guard protects")
-	}
-	if f.output != "text" && f.output != "json" {
-		return fmt.Errorf("plan: invalid argument %q for \"-o\" flag: must be text or json", f.output)
-	}
-	if err := validatePlanningOptions(&f.opts); err != nil {
-		return fmt.Errorf("plan: %w", err)
-	}
-	if n := countOf(f.files, "-"); n > 1 {
-		return errors.New("plan: stdin (-f -) can be read only once")
-	}
-
-	objs, err := manifest.ReadFiles(f.files, cmd.InOrStdin())
+	objs, err := f.readFiles(cmd, "plan")
 	if err != nil {
-		return fmt.Errorf("plan: %w", err)
+		return err
 	}
-	if len(objs.Ignored) > 0 {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: ignored %d object(s) of kinds the proxy does not use, first: %s\n",
-			len(objs.Ignored), objs.Ignored[0])
+	res, err := f.plan(cmd, "plan", objs)
+	if err != nil {
+		return err
 	}
-	for _, u := range objs.UnknownFields {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: %s; planned without it\n", u)
-	}
-	cluster := informers.Converter{MaxVirtualServers: f.opts.MaxVirtualServersPerService, MaxRealServers: f.opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
-	if f.nodeCache != "" {
-		cache, err := informers.ReadNodeAddressFile(f.nodeCache)
-		if err != nil {
-			return fmt.Errorf("plan: --node-cache: %w", err)
-		}
-		cluster.Nodes = informers.WithCachedNodes(cluster.Nodes, cache.Protected(time.Now(), f.grace))
-	}
-
-	opts := f.opts
-	if opts.NodeName == "" {
-		name, err := nodeByAddress(cluster.Nodes, opts.LocalAddrs)
-		if err != nil {
-			return fmt.Errorf("plan: %w", err)
-		}
-		opts.NodeName = name
-	}
-
-	if !slices.ContainsFunc(cluster.Nodes, func(n model.Node) bool { return n.Name == opts.NodeName }) {
-		fmt.Fprintf(cmd.ErrOrStderr(), "ipvs-proxy: plan: warning: --node-name %s is not among the %d Node(s) given: the plan is what run would program on a node the API server does not list (run waits for its Node: /healthz answers 503)\n",
-			model.Word(opts.NodeName), len(cluster.Nodes))
-	}
-
-	// --api-server-address is the host run dials: the API server unless it
-	// is a Service IP of the input (10.96.0.1 in a pod); the input's
-	// default/kubernetes EndpointSlices are the API server too.
-	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
-	// A resolver that is a Service's ClusterIP is a VIP like any other.
-	opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
-	// The trust order: a Node's claim on a Service IP protects nothing.
-	cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&opts, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(objs.Services))
-	state := planner.Plan(cluster, opts)
+	state := res.State
 	out := cmd.OutOrStdout()
 	if f.output == "json" {
 		err = planner.WriteJSON(out, state)
@@ -137,25 +133,4 @@ func countOf(ss []string, s string) int {
 		}
 	}
 	return n
-}
-
-// nodeByAddress finds the one Node that has one of addrs.
-func nodeByAddress(nodes []model.Node, addrs []netip.Addr) (string, error) {
-	var found []string
-	for _, n := range nodes {
-		if slices.ContainsFunc(n.Addresses, func(a netip.Addr) bool { return slices.Contains(addrs, a) }) {
-			found = append(found, n.Name)
-		}
-	}
-	switch len(found) {
-	case 1:
-		return found[0], nil
-	case 0:
-		return "", errors.New("--node-name is required: no Node in the input has one of the --node-ip addresses")
-	default:
-		for i, n := range found {
-			found[i] = model.Word(n)
-		}
-		return "", fmt.Errorf("--node-name is required: Nodes %s all have one of the --node-ip addresses", strings.Join(found, ", "))
-	}
 }

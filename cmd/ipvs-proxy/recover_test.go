@@ -13,17 +13,19 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // fakeRecoveryNode is node A (198.51.100.1/24): a legitimate VIP
 // 10.96.0.10 with its virtual server, node B's 198.51.100.2 bound with a
 // virtual server on it, and a foreign virtual server on 203.0.113.5.
 type fakeRecoveryNode struct {
-	link  *addrmgr.FakeLink
-	table *ipvs.FakeTable
+	link  *addrmgrtest.FakeLink
+	table *ipvstest.FakeTable
 }
 
 func (f *fakeRecoveryNode) Read() (*recovery.Node, error) {
@@ -43,8 +45,8 @@ func newFakeRecoveryNode() *fakeRecoveryNode {
 		return ipvs.VirtualServer{Key: ipvs.Key{Protocol: model.TCP, Address: netip.MustParseAddr(a), Port: port}, Scheduler: "rr"}
 	}
 	return &fakeRecoveryNode{
-		link:  addrmgr.NewFakeLink(netip.MustParsePrefix("10.96.0.10/32"), netip.MustParsePrefix("198.51.100.2/32")),
-		table: ipvs.NewFakeTable(vs("10.96.0.10", 80), vs("198.51.100.2", 6443), vs("203.0.113.5", 80)),
+		link:  addrmgrtest.NewFakeLink(netip.MustParsePrefix("10.96.0.10/32"), netip.MustParsePrefix("198.51.100.2/32")),
+		table: ipvstest.NewFakeTable(vs("10.96.0.10", 80), vs("198.51.100.2", 6443), vs("203.0.113.5", 80)),
 	}
 }
 

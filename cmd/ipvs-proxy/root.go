@@ -15,6 +15,7 @@ import (
 // cmd.OutOrStdout and cmd.ErrOrStderr, which the root sets.
 var subcommands = []func() *cobra.Command{
 	newPlanCommand,
+	newExplainCommand,
 	newRunCommand,
 	newRecoverCommand,
 	newCleanupCommand,

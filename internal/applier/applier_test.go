@@ -11,11 +11,13 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 type setGuard map[netip.Addr]bool
@@ -88,14 +90,14 @@ func state(svcs ...string) *planner.State {
 
 type bed struct {
 	t     *testing.T
-	table *ipvs.FakeTable
-	link  *addrmgr.FakeLink
+	table *ipvstest.FakeTable
+	link  *addrmgrtest.FakeLink
 	rules *fakeRules
 	a     *Applier
 }
 
 func newBed(t *testing.T, g setGuard) *bed {
-	b := &bed{t: t, table: ipvs.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
+	b := &bed{t: t, table: ipvstest.NewFakeTable(), link: addrmgrtest.NewFakeLink(), rules: &fakeRules{}}
 	// Order checks, on the state at the moment of each change.
 	b.link.OnAdd = func(p netip.Prefix) error {
 		if !strings.Contains(b.table.String(), "-A -t "+netip.AddrPortFrom(p.Addr(), 80).String()) {

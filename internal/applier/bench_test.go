@@ -9,10 +9,12 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // benchNodePortEvery: one service in this many also has a NodePort (the
@@ -58,13 +60,13 @@ func BenchmarkPartialSync(b *testing.B) {
 	st := planner.Plan(benchCluster(n, 10, -1, nodeIP), opts)
 	st2 := planner.Plan(benchCluster(n, 10, n/2, nodeIP), opts)
 	changed := types.NamespacedName{Namespace: "default", Name: fmt.Sprintf("svc-%05d", n/2)}
-	link := addrmgr.NewFakeLink()
+	link := addrmgrtest.NewFakeLink()
 	g := guard.New(guard.Inputs{LocalAddrs: []netip.Addr{nodeIP}, PodCIDRs: opts.ClusterCIDRs})
 	mgr := addrmgr.NewManager(link, g, nil)
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
 	}
-	a := New(ipvs.NewReconciler(ipvs.NewFakeTable(), ipvs.Options{}), mgr, &fakeRules{}, nil)
+	a := New(ipvs.NewReconciler(ipvstest.NewFakeTable(), ipvs.Options{}), mgr, &fakeRules{}, nil)
 	if res, err := a.Full(&st, []netip.Addr{nodeIP}); err != nil || res.Err() != nil {
 		b.Fatal(err, res.Err())
 	}

@@ -9,17 +9,16 @@ import (
 	"os"
 	"path/filepath"
 	"regexp"
-	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
@@ -169,18 +168,11 @@ func TestKernelGoldenScenarios(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				cluster := informers.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService, MaxRealServers: opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
-				if nodeCache != "" {
-					cache, err := informers.ReadNodeAddressFile(nodeCache)
-					if err != nil {
-						t.Fatal(err)
-					}
-					cluster.Nodes = informers.WithCachedNodes(cluster.Nodes, cache.Protected(time.Now(), config.DefaultDeletedNodeGrace))
+				res, err := nodeplan.Plan(nodeplan.Input{Objects: objs, NodeCache: nodeCache, Grace: config.DefaultDeletedNodeGrace, Now: time.Now(), Options: opts})
+				if err != nil {
+					t.Fatal(err)
 				}
-				opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
-				opts.Resolvers = slices.DeleteFunc(opts.Resolvers, informers.ServiceIPs(objs.Services).Contains)
-				cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&opts, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(objs.Services))
-				st := planner.Plan(cluster, opts)
+				st := res.State
 				want, err := os.ReadFile(golden)
 				if err != nil {
 					t.Fatal(err)
@@ -188,7 +180,7 @@ func TestKernelGoldenScenarios(t *testing.T) {
 				if got := planner.AppendText(nil, st); !bytes.Equal(got, want) {
 					t.Fatalf("plan of %s differs from %s: this test parses the flags differently", name, golden)
 				}
-				applyGolden(t, cluster.Nodes, opts, &st)
+				applyGolden(t, res.Cluster.Nodes, res.Options, &st)
 			})
 		}
 	}

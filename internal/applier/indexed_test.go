@@ -10,9 +10,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestPartialIndexedMatchesPartial drives two appliers with the same
@@ -29,7 +31,7 @@ func TestPartialIndexedMatchesPartial(t *testing.T) {
 	// Beds without newBed's order checks: services here share VIPs, so a
 	// virtual server may go while its address stays for another's.
 	plainBed := func() *bed {
-		b := &bed{t: t, table: ipvs.NewFakeTable(), link: addrmgr.NewFakeLink(), rules: &fakeRules{}}
+		b := &bed{t: t, table: ipvstest.NewFakeTable(), link: addrmgrtest.NewFakeLink(), rules: &fakeRules{}}
 		b.a = New(ipvs.NewReconciler(b.table, ipvs.Options{}), addrmgr.NewManager(b.link, setGuard{}, nil), b.rules, nil)
 		return b
 	}

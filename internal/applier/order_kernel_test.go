@@ -11,7 +11,7 @@ import (
 
 // TestKernelListsRealServersNewestFirst: the kernel lists a virtual
 // server's real servers newest first (list_add_rcu at the head of the
-// service's list), the order ipvs.FakeTable copies and the one a mirror
+// service's list), the order ipvstest.FakeTable copies and the one a mirror
 // entry adopted from a dump has (ipvs shareRS, sameRealServers).
 func TestKernelListsRealServersNewestFirst(t *testing.T) {
 	b := newKBed(t)

@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -94,7 +95,7 @@ func TestFullFromAddressesReadBeside(t *testing.T) {
 	b.link.Flush()
 	// The second socket sees the device as it was, with an address the
 	// watch missed.
-	m.SetReader(addrmgr.NewFakeLink(pfxs("10.96.0.1/32", "10.96.0.2/32", "10.96.0.99/32")...))
+	m.SetReader(addrmgrtest.NewFakeLink(pfxs("10.96.0.1/32", "10.96.0.2/32", "10.96.0.99/32")...))
 	rb, err := b.a.BeginFull()()
 	if err != nil {
 		t.Fatal(err)

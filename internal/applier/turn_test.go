@@ -10,8 +10,10 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // turnStates: base has 300 services (600 virtual servers, more than one
@@ -118,9 +120,9 @@ func turnJournal(t *testing.T, change bool) {
 		// The restart: a copy of the kernel and of the journal, ns/x
 		// deleted meanwhile.
 		vss, _ := b.table.Services()
-		table := ipvs.NewFakeTable(vss...)
+		table := ipvstest.NewFakeTable(vss...)
 		bound, _ := b.link.Addrs()
-		link := addrmgr.NewFakeLink(bound...)
+		link := addrmgrtest.NewFakeLink(bound...)
 		dir2 := t.TempDir()
 		if data, err := os.ReadFile(filepath.Join(dir, ipvs.JournalFile)); err == nil {
 			if err := os.WriteFile(filepath.Join(dir2, ipvs.JournalFile), data, 0o600); err != nil {

@@ -121,7 +121,7 @@ type Config struct {
 func Default() *Config {
 	return &Config{
 		Planning: planner.Options{Scheduler: DefaultScheduler, MasqueradeBit: DefaultMasqueradeBit,
-			MaxVirtualServersPerService: informers.DefaultMaxVirtualServers},
+			MaxVirtualServersPerService: informers.DefaultMaxVirtualServers, MaxRealServersPerService: informers.DefaultMaxRealServers},
 		IPVSGracefulPeriod: DefaultGracefulPeriod,
 		SyncPeriod:         DefaultSyncPeriod,
 		HealthzBindAddress: DefaultHealthzBindAddress,
@@ -282,6 +282,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Planning.MaxVirtualServersPerService < 1 {
 		bad("max-virtual-servers-per-service", "%d must be at least 1", c.Planning.MaxVirtualServersPerService)
+	}
+	if c.Planning.MaxRealServersPerService < 1 {
+		bad("max-real-servers-per-service", "%d must be at least 1", c.Planning.MaxRealServersPerService)
 	}
 	for flag, addr := range map[string]string{"healthz-bind-address": c.HealthzBindAddress, "metrics-bind-address": c.MetricsBindAddress} {
 		if addr == "" {

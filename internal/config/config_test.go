@@ -75,6 +75,12 @@ func TestOwnFileAndFlagPrecedence(t *testing.T) {
 		len(o.ProtectedCIDRs) != 1 || len(o.ExcludeCIDRs) != 1 || len(o.NodePortAddresses) != 1 || o.MasqueradeBit != 14 {
 		t.Errorf("planner options: %+v", o)
 	}
+	// The guard's round-three settings.
+	if len(o.ServiceCIDRs) != 2 || !reflect.DeepEqual(o.PlatformCIDRs, []netip.Prefix{netip.MustParsePrefix("192.0.0.192/32")}) ||
+		!reflect.DeepEqual(o.NodeEndpointNamespaces, []string{"monitoring"}) || o.MaxRealServersPerService != 5000 {
+		t.Errorf("serviceCIDRs, protectedPlatformCIDRs, nodeEndpointNamespaces, maxRealServersPerService not applied: %v %v %v %d",
+			o.ServiceCIDRs, o.PlatformCIDRs, o.NodeEndpointNamespaces, o.MaxRealServersPerService)
+	}
 }
 
 func TestKubeProxyConfiguration(t *testing.T) {

@@ -54,8 +54,16 @@ type ProxyConfiguration struct {
 	RefuseNodeExternalIPs *bool         `json:"refuseNodeExternalIPs,omitempty"`
 	ProtectedCIDRs        []string      `json:"protectedCIDRs,omitempty"`
 	ProtectedNodePorts    []string      `json:"protectedNodePorts,omitempty"`
-	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
+	// ServiceCIDRs is --service-cidrs, ProtectedPlatformCIDRs
+	// --protected-platform-cidrs, NodeEndpointNamespaces
+	// --node-endpoint-namespaces.
+	ServiceCIDRs           []string `json:"serviceCIDRs,omitempty"`
+	ProtectedPlatformCIDRs []string `json:"protectedPlatformCIDRs,omitempty"`
+	NodeEndpointNamespaces []string `json:"nodeEndpointNamespaces,omitempty"`
+	// MaxVirtualServersPerService is --max-virtual-servers-per-service,
+	// MaxRealServersPerService --max-real-servers-per-service.
 	MaxVirtualServersPerService *int         `json:"maxVirtualServersPerService,omitempty"`
+	MaxRealServersPerService    *int         `json:"maxRealServersPerService,omitempty"`
 	StateDir                    *string      `json:"stateDir,omitempty"`
 	DeletedNodeGrace            *v1.Duration `json:"deletedNodeGracePeriod,omitempty"`
 	// EventsLeaseNamespace is --events-lease-namespace.
@@ -223,7 +231,11 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "refuse-node-external-ips", &c.Planning.RefuseNodeExternalIPs, pc.RefuseNodeExternalIPs)
 	setPrefixes(s, "protected-cidrs", &c.Planning.ProtectedCIDRs, pc.ProtectedCIDRs)
 	setPorts(s, "protected-node-ports", &c.Planning.ProtectedNodePorts, pc.ProtectedNodePorts)
+	setPrefixes(s, "service-cidrs", &c.Planning.ServiceCIDRs, pc.ServiceCIDRs)
+	setPrefixes(s, "protected-platform-cidrs", &c.Planning.PlatformCIDRs, pc.ProtectedPlatformCIDRs)
+	setSlice(s, "node-endpoint-namespaces", &c.Planning.NodeEndpointNamespaces, pc.NodeEndpointNamespaces)
 	set(s, "max-virtual-servers-per-service", &c.Planning.MaxVirtualServersPerService, pc.MaxVirtualServersPerService)
+	set(s, "max-real-servers-per-service", &c.Planning.MaxRealServersPerService, pc.MaxRealServersPerService)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
 	setDuration(s, "deleted-node-grace-period", &c.DeletedNodeGrace, pc.DeletedNodeGrace)
 	set(s, "events-lease-namespace", &c.EventsLeaseNamespace, pc.EventsLeaseNamespace)

@@ -8,10 +8,10 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/iptables"
-	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestPartialSyncHandsAVirtualServerOver: ns/a and ns/b share an
@@ -21,7 +21,7 @@ import (
 // server stays, with ns/b's endpoint, rather than being deleted as ns/a's
 // until the next full sync.
 func TestPartialSyncHandsAVirtualServerOver(t *testing.T) {
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	node := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	l, src, last := newScaleLoopOn(t, 4, node)
 	ext := netip.MustParseAddr("203.0.113.7")
 	put := func(name, clusterIP, endpoint string, externalIPs ...netip.Addr) {

@@ -8,6 +8,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -27,7 +28,7 @@ func TestGuardProtectsThroughManager(t *testing.T) {
 	o := &planner.Options{LocalAddrs: []netip.Addr{netip.MustParseAddr("192.168.0.1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
 	g := NewGuard(guard.New(planner.GuardInputs(o, []model.Node{{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}})))
-	link := addrmgr.NewFakeLink(host("192.168.0.2"))
+	link := addrmgrtest.NewFakeLink(host("192.168.0.2"))
 	m := addrmgr.NewManager(link, g, nil)
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)

@@ -115,8 +115,8 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	log.Info("starting", zap.String("version", version.Version), zap.String("node", nodeName),
 		zap.String("apiServer", restCfg.Host), zap.Duration("syncPeriod", c.SyncPeriod),
 		zap.Duration("minSyncPeriod", c.MinSyncPeriod))
-	if len(c.Planning.ClusterCIDRs) == 0 {
-		log.Warn("--cluster-cidr unknown: only the Nodes' own pod ranges (spec.podCIDRs) are protected as pod addresses, a pod on a node without one may be taken for a VIP; traffic from pods to ClusterIPs is masqueraded as from outside the cluster")
+	for _, w := range rangeWarnings(&c.Planning) {
+		log.Warn(w)
 	}
 
 	nodeCache := startupGuard(k, c, opts, apiServer, log)

@@ -10,12 +10,15 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // scaleNodePortEvery: one service in this many also has a NodePort.
@@ -43,22 +46,22 @@ func fillScale(src *fakeSource, n, m int) {
 	}
 }
 
-// newScaleLoop is a loop over the in-memory fakes (ipvs.FakeTable,
-// addrmgr.FakeLink, iptables.FakeSets and FakeRunner) and a source of n
+// newScaleLoop is a loop over the in-memory fakes (ipvstest.FakeTable,
+// addrmgrtest.FakeLink, iptablestest.FakeSets and FakeRunner) and a source of n
 // services × 10 endpoints (fillScale), with the last sync's report at
 // *last.
-func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgr.FakeLink, last *SyncReport) {
-	link = addrmgr.NewFakeLink()
-	l, src, last = newScaleLoopOn(b, n, scaleNode{ipvs.NewFakeTable(), link, iptables.NewFakeSets()})
+func newScaleLoop(b *testing.B, n int) (l *Loop, src *fakeSource, link *addrmgrtest.FakeLink, last *SyncReport) {
+	link = addrmgrtest.NewFakeLink()
+	l, src, last = newScaleLoopOn(b, n, scaleNode{ipvstest.NewFakeTable(), link, iptablestest.NewFakeSets()})
 	return l, src, link, last
 }
 
 // scaleNode is the fake kernel of a scale benchmark's node, which a second
 // loop can find as the first left it (a restart).
 type scaleNode struct {
-	table *ipvs.FakeTable
-	link  *addrmgr.FakeLink
-	sets  *iptables.FakeSets
+	table *ipvstest.FakeTable
+	link  *addrmgrtest.FakeLink
+	sets  *iptablestest.FakeSets
 }
 
 func newScaleLoopOn(b testing.TB, n int, node scaleNode) (l *Loop, src *fakeSource, last *SyncReport) {
@@ -66,7 +69,7 @@ func newScaleLoopOn(b testing.TB, n int, node scaleNode) (l *Loop, src *fakeSour
 	if err := mgr.Watch(b.Context(), nil); err != nil {
 		b.Fatal(err)
 	}
-	rules := iptables.NewSyncer(node.sets, func(string) (iptables.RuleRunner, error) { return iptables.NewFakeRunner(), nil }, nil)
+	rules := iptables.NewSyncer(node.sets, func(string) (iptables.RuleRunner, error) { return iptablestest.NewFakeRunner(), nil }, nil)
 	// The ipsets read beside the loop, as run reads them (a second socket).
 	rules.Reader = node.sets
 	app := applier.New(ipvs.NewReconciler(node.table, ipvs.Options{}), mgr, rules, nil)
@@ -91,8 +94,8 @@ func newScaleLoopOver(b testing.TB, n int, app Applier) (l *Loop, src *fakeSourc
 // again, the state patched, the applier's journal, IPVS, ipsets, iptables
 // and binds, the metrics — for one changed endpoint (on another node) of
 // one Service among n services × 10 endpoints, at 1,000 to 20,000
-// services. The kernel is the in-memory fakes (ipvs.FakeTable,
-// addrmgr.FakeLink, iptables.FakeSets and FakeRunner): what it measures is
+// services. The kernel is the in-memory fakes (ipvstest.FakeTable,
+// addrmgrtest.FakeLink, iptablestest.FakeSets and FakeRunner): what it measures is
 // the proxy's own work per change, which should not grow with n.
 //
 //	go test -run '^$' -bench BenchmarkPartialSyncScale -benchtime 2000x -count 5 ./internal/daemon/
@@ -177,7 +180,7 @@ func BenchmarkReadbackFullSyncScale(b *testing.B) {
 }
 
 func benchReadbackFullSync(b *testing.B, n int, adopted bool) {
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	node := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	l, _, last := newScaleLoopOn(b, n, node)
 	l.needFull = true
 	l.syncOnce()

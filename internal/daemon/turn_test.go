@@ -12,10 +12,11 @@ import (
 
 	"k8s.io/apimachinery/pkg/types"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // TestChangeTakesATurnInAPeriodicFullSync: changes that arrive once a
@@ -37,7 +38,7 @@ func TestChangeTakesATurnInAPeriodicFullSync(t *testing.T) {
 	checkOneTurn(t, l, src, *reps, []types.NamespacedName{early, gone, late})
 
 	// A fresh loop over a fresh node, from the same services.
-	fresh := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	fresh := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	fl, _, flast := newScaleLoopOn(t, 1, fresh)
 	fl.Source = src
 	fl.needFull = true
@@ -200,7 +201,7 @@ func reportsString(reps []SyncReport) string {
 // the reports of its syncs from then on.
 func newTurnBed(t *testing.T) (*Loop, *fakeSource, scaleNode, *[]SyncReport) {
 	t.Helper()
-	node := scaleNode{ipvs.NewFakeTable(), addrmgr.NewFakeLink(), iptables.NewFakeSets()}
+	node := scaleNode{ipvstest.NewFakeTable(), addrmgrtest.NewFakeLink(), iptablestest.NewFakeSets()}
 	l, src, last := newScaleLoopOn(t, 2000, node)
 	l.needFull = true
 	if l.syncOnce(); last.Err != nil {
@@ -233,7 +234,7 @@ func svcKey(i int) types.NamespacedName {
 }
 
 // setMembers are every set's entries, rendered and sorted.
-func setMembers(t *testing.T, sets *iptables.FakeSets) map[string][]string {
+func setMembers(t *testing.T, sets *iptablestest.FakeSets) map[string][]string {
 	t.Helper()
 	all, err := sets.ListAll()
 	if err != nil {

@@ -121,7 +121,7 @@ func (objs *Objects) Read(name string, r io.Reader) error {
 			return nil
 		}
 		if err != nil {
-			return &DocumentError{File: name, Index: index, Item: -1, Err: fmt.Errorf("%w: %v", ErrParse, err)}
+			return &DocumentError{File: name, Index: index, Item: -1, Err: fmt.Errorf("%w: %w", ErrParse, err)}
 		}
 		doc := bytes.TrimSpace(raw.Raw)
 		if len(doc) == 0 || bytes.Equal(doc, []byte("null")) {
@@ -158,7 +158,7 @@ func (objs *Objects) add(decoder runtime.Decoder, file string, index, item int, 
 		return docErr(head().String(), fmt.Errorf("%w: %s %s is not a kind this proxy knows (want v1 Service, discovery.k8s.io/v1 EndpointSlice, v1 Node, or a List of them)",
 			ErrUnknownKind, model.Word(head().APIVersion), model.Word(head().Kind)))
 	case err != nil:
-		return docErr(head().String(), fmt.Errorf("%w: %v", ErrParse, err))
+		return docErr(head().String(), fmt.Errorf("%w: %w", ErrParse, err))
 	}
 	setDefaultNamespace(obj)
 	switch o := obj.(type) {

@@ -111,6 +111,10 @@ type Endpoint struct {
 	Ready       bool
 	Serving     bool
 	Terminating bool
+	// VIP is true when Address is a Service's LoadBalancer IP or
+	// externalIP: no real server unless the guard protects the address
+	// (a VIP it refuses is no VIP).
+	VIP bool
 	// ZoneHints and NodeHints are the EndpointSlice topology hints.
 	ZoneHints []string
 	NodeHints []string

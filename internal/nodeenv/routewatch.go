@@ -49,7 +49,7 @@ func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
 		func(mainTableEvent) { e.RoutesChanged(false) },
 		func(err error) {
 			e.RoutesChanged(true)
-			log.Warn("route watch lost; every sync reads the routes until it is made again", zap.Error(fmt.Errorf("%w: %v", ErrRouteWatchLost, err)))
+			log.Warn("route watch lost; every sync reads the routes until it is made again", zap.Error(fmt.Errorf("%w: %w", ErrRouteWatchLost, err)))
 		},
 		func() {
 			e.RoutesChanged(false)

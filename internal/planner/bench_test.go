@@ -178,7 +178,7 @@ func BenchmarkIncrementalUpdate(b *testing.B) {
 //	go test -run '^$' -bench BenchmarkReguard -benchmem ./internal/planner/
 func BenchmarkReguard(b *testing.B) {
 	c, o := benchCluster(10000, 10)
-	inc := planAll(c, o)
+	inc := PlanAll(c, o)
 	inc.State()
 	joined := append(slices.Clone(c.Nodes), model.Node{Name: "joined", Addresses: []netip.Addr{netip.MustParseAddr("192.0.2.77")}})
 	b.ReportAllocs()
@@ -221,7 +221,7 @@ func BenchmarkPlanLocalEndpoints(b *testing.B) {
 		inc, st = nil, State{}
 		runtime.GC()
 		runtime.ReadMemStats(&before)
-		inc = planAll(c, o)
+		inc = PlanAll(c, o)
 		st = inc.State()
 	}
 	runtime.GC()

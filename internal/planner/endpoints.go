@@ -21,8 +21,12 @@ func (p *portPlanner) realServers(eps []model.Endpoint) []model.Endpoint {
 	for j := range eps {
 		e := &eps[j]
 		v := p.e.guard.CheckEndpoint(p.sp.Name.NamespacedName, e.Address, e.Port)
-		if !v.Protected && p.ownVIP(e.Address) {
+		switch {
+		case v.Protected:
+		case p.ownVIP(e.Address):
 			v = guard.Verdict{Protected: true, Reason: model.ReasonServiceIP, Detail: "a VIP of this Service itself is never its real server"}
+		case e.VIP && p.otherVIP(e.Address):
+			v = guard.Verdict{Protected: true, Reason: model.ReasonServiceIP, Detail: "the externalIP or LoadBalancer IP of a Service: a Service VIP is never a real server"}
 		}
 		if !v.Protected {
 			if out != nil {
@@ -39,6 +43,17 @@ func (p *portPlanner) realServers(eps []model.Endpoint) []model.Endpoint {
 		return eps
 	}
 	return out
+}
+
+// otherVIP reports whether a, another Service's externalIP or
+// LoadBalancer IP, is a VIP on this node: one the guard lets through and
+// --ipvs-exclude-cidrs leaves to the proxy. One the guard protects (a
+// node's address as k3s' servicelb writes it, a pod's) is not bound and
+// no VIP, so a hostNetwork or pod endpoint there stays served. a is
+// guarded: a change of its protection plans the Service again (Reguard).
+func (p *portPlanner) otherVIP(a netip.Addr) bool {
+	p.guarded = append(p.guarded, guard.Key(a))
+	return !p.e.guard.Check(a).Protected && !containsAny(p.e.o.ExcludeCIDRs, a)
 }
 
 // ownVIP reports whether a is a ClusterIP, externalIP or LoadBalancer IP
@@ -58,6 +73,8 @@ func (p *portPlanner) ownVIP(a netip.Addr) bool {
 // famEndpoints are one service port's endpoints of one family, categorised.
 type famEndpoints struct {
 	done bool
+	// mode is the topology the cluster list was narrowed by.
+	mode topoMode
 	// cluster serves Cluster traffic policy, local serves Local policy.
 	cluster, local []ipvs.RealServer
 	// loop are the endpoints on this node among cluster and local: hairpin.
@@ -79,6 +96,7 @@ func (p *portPlanner) endpoints(f int) *famEndpoints {
 	eps := p.eps
 	v := epView{fam: f, node: p.e.o.NodeName, zone: p.e.zone}
 	mode, localReady, localST := v.survey(eps, p.sp.TrafficDistribution)
+	fe.mode = mode
 	rs := func(e *model.Endpoint) ipvs.RealServer {
 		return ipvs.RealServer{Address: e.Address.WithZone(""), Port: e.Port, Weight: ipvs.DefaultWeight}
 	}

@@ -147,7 +147,7 @@ func TestIncrementalMatchesPlan(t *testing.T) {
 			live.set(key, ports, eps, rs)
 			inc.Update(key, ports, eps, rs)
 			sameIncremental(t, fmt.Sprintf("seed %d step %d (%s, %d ports)", seed, step, key, len(ports)), inc, Plan(live.cluster(), o))
-			if got, want := inc.NoLocalEndpoints(), planAll(live.cluster(), o).NoLocalEndpoints(); got != want {
+			if got, want := inc.NoLocalEndpoints(), PlanAll(live.cluster(), o).NoLocalEndpoints(); got != want {
 				t.Errorf("seed %d step %d (%s): NoLocalEndpoints %+v, a full plan's %+v", seed, step, key, got, want)
 			}
 		}

@@ -108,10 +108,11 @@ var setIndex = func() map[string]uint8 {
 // modified. It never panics on any input; what it cannot plan becomes a
 // Refusal. State.Refusals holds c.Refusals too, merged, sorted and without
 // duplicates. Plan is an Incremental fed every service at once.
-func Plan(c model.Cluster, o Options) State { return planAll(c, o).State() }
+func Plan(c model.Cluster, o Options) State { return PlanAll(c, o).State() }
 
-// planAll is an Incremental fed every service of c at once.
-func planAll(c model.Cluster, o Options) *Incremental {
+// PlanAll is Plan before its State: an Incremental fed every service of
+// c at once, for one Service's share of the plan (Incremental.Service).
+func PlanAll(c model.Cluster, o Options) *Incremental {
 	inc := NewIncremental(o, c.Nodes, c.Refusals)
 	byService := make(map[types.NamespacedName][]*model.ServicePort, len(c.Services))
 	keys := make([]types.NamespacedName, 0, len(c.Services))

@@ -18,6 +18,9 @@ type claim struct {
 	port *portPlan
 	kind vipKind
 	bind bool
+	// list is which endpoint list its real servers are (Share reads it);
+	// a byte in the padding after bind.
+	list listKind
 	vs   ipvs.VirtualServer
 	// entries are the ipset entries the claim puts in the state while it
 	// wins, KUBE-IPVS-IPS's included when it binds.
@@ -354,11 +357,11 @@ func (p *portPlanner) claim(key ipvs.Key, kind vipKind, bind bool) {
 	// endpoints; KUBE-EXTERNAL-NO-LOCAL keeps every other source out.
 	fallback := false
 	if local {
-		src = fe.local
+		src, c.list = fe.local, listLocal
 		if len(src) == 0 && len(fe.cluster) > 0 {
 			p.out.noLocal[f] |= noLocalOf(sp)
 			if kind != kindClusterIP {
-				src, fallback = fe.cluster, true
+				src, fallback, c.list = fe.cluster, true, listLocalFallback
 			}
 		}
 	}

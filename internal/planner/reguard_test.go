@@ -84,7 +84,7 @@ func TestReguardMatchesPlan(t *testing.T) {
 // that service alone, and the service's virtual server goes.
 func TestReguardNamesOnlyTheServicesOfTheAddress(t *testing.T) {
 	c, o := benchCluster(1500, 4)
-	inc := planAll(c, o)
+	inc := PlanAll(c, o)
 	sp := c.Services[700]
 	sp.ExternalIPs = []netip.Addr{addr("198.51.100.7")}
 	k := sp.Name.NamespacedName
@@ -120,7 +120,7 @@ func TestReguardRefusesOtherChanges(t *testing.T) {
 		},
 	} {
 		c, o := clusterFromBytes([]byte("reguard refuses other changes"))
-		inc := planAll(c, o)
+		inc := PlanAll(c, o)
 		want := inc.State()
 		o2 := o
 		nodes := change(&o2, slices.Clone(testNodes))

@@ -45,6 +45,20 @@ func RESTConfig(kubeconfig, master string, timeout time.Duration) (*rest.Config,
 	return cfg, nil
 }
 
+// ListNodesAndServices lists every Node and the Services the proxy serves
+// (kube-proxy's label selector), as recover and explain read them.
+func ListNodesAndServices(ctx context.Context, client kubernetes.Interface) (*corev1.NodeList, *corev1.ServiceList, error) {
+	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list nodes: %w", err)
+	}
+	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String()})
+	if err != nil {
+		return nil, nil, fmt.Errorf("list services: %w", err)
+	}
+	return nodes, svcs, nil
+}
+
 // Cluster is what the API server said.
 type Cluster struct {
 	// Nodes maps every Node's name to its status.addresses (IPs).
@@ -69,13 +83,9 @@ type Cluster struct {
 // wanted on kube-ipvs0, and o.Resolvers that are no Service IP. Other
 // endpoints are not read: they do not decide what is bound.
 func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Options, api guard.APIServer) (*Cluster, error) {
-	nodes, err := client.CoreV1().Nodes().List(ctx, metav1.ListOptions{})
+	nodes, svcs, err := ListNodesAndServices(ctx, client)
 	if err != nil {
-		return nil, fmt.Errorf("list nodes: %w", err)
-	}
-	svcs, err := client.CoreV1().Services("").List(ctx, metav1.ListOptions{LabelSelector: informers.ProxySelector().String()})
-	if err != nil {
-		return nil, fmt.Errorf("list services: %w", err)
+		return nil, err
 	}
 	apiSlices, err := client.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).List(ctx,
 		metav1.ListOptions{LabelSelector: discoveryv1.LabelServiceName + "=kubernetes"})

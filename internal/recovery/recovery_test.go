@@ -7,10 +7,11 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 func pfx(s string) netip.Prefix {
@@ -184,8 +185,8 @@ func TestFindDetail(t *testing.T) {
 }
 
 func TestApply(t *testing.T) {
-	link := addrmgr.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.2/32", "198.51.100.1/32")...)
-	table := ipvs.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 198.51.100.2:6443", "tcp 198.51.100.1:30080", "tcp 203.0.113.5:80")...)
+	link := addrmgrtest.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.2/32", "198.51.100.1/32")...)
+	table := ipvstest.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 198.51.100.2:6443", "tcp 198.51.100.1:30080", "tcp 203.0.113.5:80")...)
 	fs := Find(Facts{Guard: testGuard(), Bound: pfxs("10.96.0.10/32", "198.51.100.2/32", "198.51.100.1/32"),
 		VirtualServers: vss("tcp 10.96.0.10:80", "tcp 198.51.100.2:6443", "tcp 198.51.100.1:30080", "tcp 203.0.113.5:80")})
 	res := Apply(link, table, fs)
@@ -216,8 +217,8 @@ func TestApply(t *testing.T) {
 }
 
 func TestApplyFailure(t *testing.T) {
-	link := addrmgr.NewFakeLink(pfx("198.51.100.2/32"))
-	table := ipvs.NewFakeTable(vss("tcp 198.51.100.2:6443", "udp 198.51.100.2:53")...)
+	link := addrmgrtest.NewFakeLink(pfx("198.51.100.2/32"))
+	table := ipvstest.NewFakeTable(vss("tcp 198.51.100.2:6443", "udp 198.51.100.2:53")...)
 	boom := errors.New("boom")
 	table.Fail = func(op string, k ipvs.Key) error {
 		if k.Protocol == model.TCP {

@@ -20,17 +20,19 @@ import (
 	clocktesting "k8s.io/utils/clock/testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
-// fakeNode is a stateful NodeKernel over addrmgr.FakeLink and
-// ipvs.FakeTable.
+// fakeNode is a stateful NodeKernel over addrmgrtest.FakeLink and
+// ipvstest.FakeTable.
 type fakeNode struct {
 	local    []netip.Prefix
 	gateways []netip.Addr
-	link     *addrmgr.FakeLink
-	table    *ipvs.FakeTable
+	link     *addrmgrtest.FakeLink
+	table    *ipvstest.FakeTable
 }
 
 func (f *fakeNode) Read() (*Node, error) {
@@ -49,8 +51,8 @@ func newFakeNode() *fakeNode {
 	return &fakeNode{
 		local:    pfxs("198.51.100.1/24", "127.0.0.1/8"),
 		gateways: []netip.Addr{netip.MustParseAddr("198.51.100.254")},
-		link:     addrmgr.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.2/32", "10.96.0.99/32")...),
-		table:    ipvs.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 198.51.100.2:6443", "tcp 203.0.113.5:80")...),
+		link:     addrmgrtest.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.2/32", "10.96.0.99/32")...),
+		table:    ipvstest.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 198.51.100.2:6443", "tcp 203.0.113.5:80")...),
 	}
 }
 
@@ -209,8 +211,8 @@ func TestRecoverInCluster(t *testing.T) {
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{"198.51.100.10"}}}}
 	newNode := func() *fakeNode {
 		n := newFakeNode()
-		n.link = addrmgr.NewFakeLink(pfxs("10.96.0.1/32", "10.96.0.10/32", "10.96.0.77/32", "198.51.100.10/32")...)
-		n.table = ipvs.NewFakeTable(vss("tcp 10.96.0.1:443", "tcp 10.96.0.10:80", "tcp 10.96.0.77:443", "tcp 198.51.100.10:443")...)
+		n.link = addrmgrtest.NewFakeLink(pfxs("10.96.0.1/32", "10.96.0.10/32", "10.96.0.77/32", "198.51.100.10/32")...)
+		n.table = ipvstest.NewFakeTable(vss("tcp 10.96.0.1:443", "tcp 10.96.0.10:80", "tcp 10.96.0.77:443", "tcp 198.51.100.10:443")...)
 		return n
 	}
 	objs := append(clusterObjects(), kubernetes, tenant, slice)
@@ -294,7 +296,7 @@ func TestRecoverCachedAPIServer(t *testing.T) {
 		t.Fatal(err)
 	}
 	n := newFakeNode()
-	n.link = addrmgr.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.10/32")...)
+	n.link = addrmgrtest.NewFakeLink(pfxs("10.96.0.10/32", "198.51.100.10/32")...)
 	rep, err := Recover(context.Background(), n, Options{NodeName: "a", ProcRoot: "-", StateDir: dir,
 		APIServerHost: "https://10.96.0.1:443", APIServerInCluster: true})
 	if err != nil {
@@ -362,8 +364,8 @@ func TestRecoverHonoursTheCap(t *testing.T) {
 	} {
 		n := &fakeNode{
 			local: pfxs("198.51.100.1/24"),
-			link:  addrmgr.NewFakeLink(pfxs("10.96.0.10/32", far)...),
-			table: ipvs.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 100.64.2.51:80")...),
+			link:  addrmgrtest.NewFakeLink(pfxs("10.96.0.10/32", far)...),
+			table: ipvstest.NewFakeTable(vss("tcp 10.96.0.10:80", "tcp 100.64.2.51:80")...),
 		}
 		rep, err := Recover(context.Background(), n, Options{NodeName: "a", ProcRoot: "-", StateDir: t.TempDir(),
 			Client: fake.NewClientset(objs...), MaxVirtualServersPerService: tc.max})

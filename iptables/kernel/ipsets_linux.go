@@ -249,6 +249,29 @@ func (n *Sets) addDel(cmd int, s iptables.IPSet, entries []iptables.Entry) error
 	return nil
 }
 
+// Test is `ipset test NAME ENTRY`: whether set s holds e, one request
+// whatever the set's size.
+func (n *Sets) Test(s iptables.IPSet, e iptables.Entry) (bool, error) {
+	d, err := entryAttr(s, e)
+	if err != nil {
+		return false, fmt.Errorf("ipset test %s %s: %w", s.Name, iptables.AppendEntry(nil, s.Type, e), err)
+	}
+	req := n.request(nl.IPSET_CMD_TEST, unix.NLM_F_ACK)
+	req.AddData(nl.NewRtAttr(nl.IPSET_ATTR_SETNAME, nl.ZeroTerminated(s.Name)))
+	req.AddData(d)
+	_, err = req.Execute(unix.NETLINK_NETFILTER, 0)
+	// The kernel answers a member with 0 and a non-member with
+	// IPSET_ERR_EXIST (ip_set_utest).
+	var errno syscall.Errno
+	if errors.As(err, &errno) && int(errno) == nl.IPSET_ERR_EXIST {
+		return false, nil
+	}
+	if err != nil {
+		return false, fmt.Errorf("ipset test %s %s: %w", s.Name, iptables.AppendEntry(nil, s.Type, e), ipsetErr(err))
+	}
+	return true, nil
+}
+
 func addrAttr(attr int, a netip.Addr) *nl.RtAttr {
 	typ := nl.IPSET_ATTR_IPADDR_IPV4
 	if a.Is6() && !a.Is4In6() {

@@ -131,7 +131,7 @@ func parseService(msg []byte) (vs ipvs.VirtualServer, c ipvs.Counters, ok bool, 
 	}
 	attrs, err := nl.ParseRouteAttr(msg[genlHeaderLen:])
 	if err != nil {
-		return vs, c, false, fmt.Errorf("%w: %v", errServiceMessage, err)
+		return vs, c, false, fmt.Errorf("%w: %w", errServiceMessage, err)
 	}
 	var nested []byte
 	for _, a := range attrs {
@@ -144,7 +144,7 @@ func parseService(msg []byte) (vs ipvs.VirtualServer, c ipvs.Counters, ok bool, 
 	}
 	svc, err := nl.ParseRouteAttr(nested)
 	if err != nil {
-		return vs, c, false, fmt.Errorf("%w: %v", errServiceMessage, err)
+		return vs, c, false, fmt.Errorf("%w: %w", errServiceMessage, err)
 	}
 	var port uint16
 	var addr, stats32, stats64 []byte

@@ -229,6 +229,32 @@ func (k *Table) RealServers(key ipvs.Key) ([]ipvs.RealServerStatus, error) {
 	return out, nil
 }
 
+// Service is one virtual server with its real servers: an
+// IPVS_CMD_GET_SERVICE for k, then its IPVS_CMD_GET_DEST dump (`ipvsadm
+// -L -n -t VIP:PORT`), no walk of the table. It returns nil and no error
+// when the kernel has no virtual server k.
+func (k *Table) Service(key ipvs.Key) (*ipvs.VirtualServer, error) {
+	s, err := k.h.GetService(toService(ipvs.VirtualServer{Key: key}))
+	if err != nil {
+		if err = mapErrno(err); errors.Is(err, ipvs.ErrNotFound) {
+			return nil, nil
+		}
+		return nil, fmt.Errorf("ipvsadm -L -n %s: %w", key, err)
+	}
+	vs := &ipvs.VirtualServer{Key: key, Scheduler: s.SchedName, Flags: ipvs.Flags(s.Flags) &^ ipvs.FlagHashed}
+	if vs.Flags&ipvs.FlagPersistent != 0 {
+		vs.PersistenceTimeout = s.Timeout
+	}
+	rss, err := k.RealServers(key)
+	if err != nil {
+		return nil, err
+	}
+	for _, rs := range rss {
+		vs.RealServers = append(vs.RealServers, rs.RealServer)
+	}
+	return vs, nil
+}
+
 // AddService implements Table.
 func (k *Table) AddService(vs ipvs.VirtualServer) error {
 	if err := k.h.NewService(toService(vs)); err != nil {

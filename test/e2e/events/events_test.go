@@ -190,7 +190,7 @@ func TestEventsScaleWithTheCluster(t *testing.T) {
 	}()
 
 	want := len(clusterScoped) + nodeScoped
-	evs := settle(ctx, t, admin, svc.UID, want)
+	evs := settle(ctx, t, admin, "evil", svc.UID, want)
 	t.Logf("%d reporters, %d Events on %s/%s (without the election: %d)", nodes, len(evs), svc.Namespace, svc.Name, nodes*len(clusterScoped)+nodeScoped)
 	leader := checkEvents(t, evs, len(clusterScoped), nodeScoped)
 
@@ -220,7 +220,7 @@ func TestEventsScaleWithTheCluster(t *testing.T) {
 	}
 	t.Logf("%s died holding the Lease; %s took over after %v (Lease duration %v, retry period %v)",
 		leader, next, time.Since(died).Round(100*time.Millisecond), election.LeaseDuration, election.RetryPeriod)
-	evs = settle(ctx, t, admin, svc.UID, want+len(clusterScoped))
+	evs = settle(ctx, t, admin, "evil", svc.UID, want+len(clusterScoped))
 	bySource := map[string]int{}
 	for _, e := range evs {
 		bySource[e.Source.Host]++
@@ -235,14 +235,14 @@ func TestEventsScaleWithTheCluster(t *testing.T) {
 	}
 }
 
-// settle waits until at least want Events are on the Service and their
-// number has not changed for 5 s, and returns them.
-func settle(ctx context.Context, t *testing.T, c kubernetes.Interface, uid types.UID, want int) []corev1.Event {
+// settle waits until at least want Events of namespace ns are on the
+// object uid and their number has not changed for 5 s, and returns them.
+func settle(ctx context.Context, t *testing.T, c kubernetes.Interface, ns string, uid types.UID, want int) []corev1.Event {
 	t.Helper()
 	var evs []corev1.Event
 	last, since := -1, time.Now()
 	err := wait.PollUntilContextTimeout(ctx, 250*time.Millisecond, 2*time.Minute, true, func(ctx context.Context) (bool, error) {
-		list, err := c.CoreV1().Events("evil").List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()})
+		list, err := c.CoreV1().Events(ns).List(ctx, metav1.ListOptions{FieldSelector: fields.OneTermEqualSelector("involvedObject.uid", string(uid)).String()})
 		if err != nil {
 			return false, err
 		}

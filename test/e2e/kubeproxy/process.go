@@ -149,7 +149,7 @@ func (p *Process) WaitSync(families int, after time.Time, timeout time.Duration)
 	var last error
 	for {
 		if exited, err := p.Wait(0); exited {
-			return time.Time{}, fmt.Errorf("%w: %v; log:\n%s", ErrExited, err, p.Tail(30))
+			return time.Time{}, fmt.Errorf("%w: %w; log:\n%s", ErrExited, err, p.Tail(30))
 		}
 		ts, err := p.LastSync(families)
 		if err == nil && !ts.IsZero() && ts.After(after) {

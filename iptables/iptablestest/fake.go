@@ -1,4 +1,7 @@
-package iptables
+// Package iptablestest holds in-memory ipsets and an in-memory
+// iptables-save/restore for other packages' unit tests. It never touches the
+// kernel; the kernel's are iptables/kernel.
+package iptablestest
 
 import (
 	"fmt"
@@ -6,6 +9,8 @@ import (
 	"maps"
 	"slices"
 	"strings"
+
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 
 // FakeSets is a SetKernel for unit tests: a stateful, dumpable ipset table
@@ -14,44 +19,44 @@ import (
 // destroyed, and swap exchanges two sets of one type and family under their
 // names (the references stay with the name, as rules hold a set by index).
 type FakeSets struct {
-	sets map[string]*KernelSet
+	Sets map[string]*iptables.KernelSet
 	// refs counts references by rules that are not in a FakeRunner (set
 	// by hand in tests).
-	refs map[string]int
+	Refs map[string]int
 	// tables, when set, are the iptables of each family whose rules
 	// reference sets by --match-set, as the kernel counts them.
-	tables []*FakeRunner
+	Tables []*FakeRunner
 	// ops counts calls per kind ("list", "create", "add", ...).
-	ops map[string]int
+	Ops map[string]int
 	// reject makes Add fail for entries of this set whose text is listed.
-	reject map[string]bool
+	Reject map[string]bool
 	// index caches each set's entries as a map for Add, valid while the
 	// slice (first element and length) is the one it was built from: tests
 	// edit Entries directly.
-	index map[*KernelSet]*entryIndex
+	index map[*iptables.KernelSet]*entryIndex
 }
 
 type entryIndex struct {
-	first *Entry
+	first *iptables.Entry
 	n     int
-	has   map[Entry]bool
+	has   map[iptables.Entry]bool
 }
 
 // members is ks's entry index, rebuilt when the slice changed.
-func (f *FakeSets) members(ks *KernelSet) map[Entry]bool {
-	var first *Entry
+func (f *FakeSets) members(ks *iptables.KernelSet) map[iptables.Entry]bool {
+	var first *iptables.Entry
 	if len(ks.Entries) > 0 {
 		first = &ks.Entries[0]
 	}
 	if ix := f.index[ks]; ix != nil && ix.first == first && ix.n == len(ks.Entries) {
 		return ix.has
 	}
-	has := make(map[Entry]bool, len(ks.Entries))
+	has := make(map[iptables.Entry]bool, len(ks.Entries))
 	for _, e := range ks.Entries {
 		has[e] = true
 	}
 	if f.index == nil {
-		f.index = map[*KernelSet]*entryIndex{}
+		f.index = map[*iptables.KernelSet]*entryIndex{}
 	}
 	f.index[ks] = &entryIndex{first: first, n: len(ks.Entries), has: has}
 	return has
@@ -59,14 +64,14 @@ func (f *FakeSets) members(ks *KernelSet) map[Entry]bool {
 
 // NewFakeSets returns an empty FakeSets.
 func NewFakeSets() *FakeSets {
-	return &FakeSets{sets: map[string]*KernelSet{}, refs: map[string]int{}, ops: map[string]int{}, reject: map[string]bool{}}
+	return &FakeSets{Sets: map[string]*iptables.KernelSet{}, Refs: map[string]int{}, Ops: map[string]int{}, Reject: map[string]bool{}}
 }
 
 // references counts what holds the set: hand-set refs and rules.
-func (f *FakeSets) references(name string) int {
-	n := f.refs[name]
-	for _, t := range f.tables {
-		for _, chains := range t.tables {
+func (f *FakeSets) References(name string) int {
+	n := f.Refs[name]
+	for _, t := range f.Tables {
+		for _, chains := range t.Tables {
 			for _, rules := range chains {
 				for _, r := range rules {
 					if strings.Contains(r, "--match-set "+name+" ") {
@@ -82,104 +87,104 @@ func (f *FakeSets) references(name string) int {
 // ListAll lists each set's entries in an order of their hashes, as the
 // kernel's hash sets do: a caller that needs them sorted pays for it here
 // as it would on a node.
-func (f *FakeSets) ListAll() (map[string]*KernelSet, error) {
-	f.ops["list"]++
-	out := map[string]*KernelSet{}
-	for n, s := range f.sets {
+func (f *FakeSets) ListAll() (map[string]*iptables.KernelSet, error) {
+	f.Ops["list"]++
+	out := map[string]*iptables.KernelSet{}
+	for n, s := range f.Sets {
 		c := *s
 		c.Entries = slices.Clone(s.Entries)
 		hashOrder(c.Entries)
-		c.References = uint32(f.references(n))
+		c.References = uint32(f.References(n))
 		out[n] = &c
 	}
 	return out, nil
 }
 
-func (f *FakeSets) Create(s IPSet, maxElem uint32) error {
-	f.ops["create"]++
-	if f.sets[s.Name] != nil {
-		return fmt.Errorf("ipset create %s: %w", s.Name, ErrSetExists)
+func (f *FakeSets) Create(s iptables.IPSet, maxElem uint32) error {
+	f.Ops["create"]++
+	if f.Sets[s.Name] != nil {
+		return fmt.Errorf("ipset create %s: %w", s.Name, iptables.ErrSetExists)
 	}
-	ks := &KernelSet{Name: s.Name, Type: s.Type, Family: s.Family, MaxElem: maxElem}
-	if s.Type == TypeBitmapPort {
-		ks.Family, ks.MaxElem, ks.PortFrom, ks.PortTo = "", 0, BitmapPortFrom, BitmapPortTo
+	ks := &iptables.KernelSet{Name: s.Name, Type: s.Type, Family: s.Family, MaxElem: maxElem}
+	if s.Type == iptables.TypeBitmapPort {
+		ks.Family, ks.MaxElem, ks.PortFrom, ks.PortTo = "", 0, iptables.BitmapPortFrom, iptables.BitmapPortTo
 	}
-	f.sets[s.Name] = ks
+	f.Sets[s.Name] = ks
 	return nil
 }
 
 // createExist is `ipset create NAME ... -exist` as kube-proxy runs it: an
 // existing set must have exactly the requested maxelem, range and no
 // extension (the kernel's same_set), and type and family.
-func (f *FakeSets) createExist(name, typ, family string) error {
-	ks := f.sets[name]
+func (f *FakeSets) CreateExist(name, typ, family string) error {
+	ks := f.Sets[name]
 	if ks == nil {
-		return f.Create(IPSet{Name: name, Type: typ, Family: family}, KubeProxyMaxElem)
+		return f.Create(iptables.IPSet{Name: name, Type: typ, Family: family}, iptables.KubeProxyMaxElem)
 	}
 	same := ks.Type == typ && ks.Timeout == 0 && ks.CadtFlags == 0 && ks.Netmask == 0
-	if typ == TypeBitmapPort {
-		same = same && ks.PortFrom == BitmapPortFrom && ks.PortTo == BitmapPortTo
+	if typ == iptables.TypeBitmapPort {
+		same = same && ks.PortFrom == iptables.BitmapPortFrom && ks.PortTo == iptables.BitmapPortTo
 	} else {
-		same = same && ks.Family == family && ks.MaxElem == KubeProxyMaxElem
+		same = same && ks.Family == family && ks.MaxElem == iptables.KubeProxyMaxElem
 	}
 	if !same {
-		return fmt.Errorf("ipset create %s %s -exist: set with the same name already exists (%s): %w", name, typ, ks.options(), ErrSetExists)
+		return fmt.Errorf("ipset create %s %s -exist: set with the same name already exists (%s): %w", name, typ, ks.CreateOptions(), iptables.ErrSetExists)
 	}
 	return nil
 }
 
 func (f *FakeSets) Destroy(name string) error {
-	f.ops["destroy"]++
-	if f.sets[name] == nil {
-		return fmt.Errorf("ipset destroy %s: %w", name, ErrSetNotFound)
+	f.Ops["destroy"]++
+	if f.Sets[name] == nil {
+		return fmt.Errorf("ipset destroy %s: %w", name, iptables.ErrSetNotFound)
 	}
-	if f.references(name) > 0 {
-		return fmt.Errorf("ipset destroy %s: %w", name, ErrSetReferenced)
+	if f.References(name) > 0 {
+		return fmt.Errorf("ipset destroy %s: %w", name, iptables.ErrSetReferenced)
 	}
-	delete(f.sets, name)
+	delete(f.Sets, name)
 	return nil
 }
 
 func (f *FakeSets) Swap(from, to string) error {
-	f.ops["swap"]++
-	a, b := f.sets[from], f.sets[to]
+	f.Ops["swap"]++
+	a, b := f.Sets[from], f.Sets[to]
 	if a == nil || b == nil {
-		return fmt.Errorf("ipset swap %s %s: %w", from, to, ErrSetNotFound)
+		return fmt.Errorf("ipset swap %s %s: %w", from, to, iptables.ErrSetNotFound)
 	}
 	if a.Type != b.Type || a.Family != b.Family {
-		return fmt.Errorf("ipset swap %s %s: type mismatch: %w", from, to, ErrKernel)
+		return fmt.Errorf("ipset swap %s %s: type mismatch: %w", from, to, iptables.ErrKernel)
 	}
 	a.Name, b.Name = to, from
-	f.sets[from], f.sets[to] = b, a
+	f.Sets[from], f.Sets[to] = b, a
 	return nil
 }
 
-func (f *FakeSets) check(s IPSet, e Entry) (*KernelSet, error) {
-	ks := f.sets[s.Name]
+func (f *FakeSets) check(s iptables.IPSet, e iptables.Entry) (*iptables.KernelSet, error) {
+	ks := f.Sets[s.Name]
 	if ks == nil {
-		return nil, fmt.Errorf("ipset %s: %w", s.Name, ErrSetNotFound)
+		return nil, fmt.Errorf("ipset %s: %w", s.Name, iptables.ErrSetNotFound)
 	}
-	if err := CheckEntry(IPSet{Type: ks.Type, Family: ks.Family}, e); err != nil {
+	if err := iptables.CheckEntry(iptables.IPSet{Type: ks.Type, Family: ks.Family}, e); err != nil {
 		return nil, err
 	}
-	if f.reject[s.Name+" "+formatEntry(ks.Type, e)] {
-		return nil, fmt.Errorf("ipset add %s %s: %w", s.Name, formatEntry(ks.Type, e), ErrKernel)
+	if f.Reject[s.Name+" "+string(iptables.AppendEntry(nil, ks.Type, e))] {
+		return nil, fmt.Errorf("ipset add %s %s: %w", s.Name, string(iptables.AppendEntry(nil, ks.Type, e)), iptables.ErrKernel)
 	}
 	return ks, nil
 }
 
 // Add stops at the first bad entry, as the kernel does with a batch.
-func (f *FakeSets) Add(s IPSet, entries []Entry) error {
-	f.ops["add"]++
+func (f *FakeSets) Add(s iptables.IPSet, entries []iptables.Entry) error {
+	f.Ops["add"]++
 	for _, e := range entries {
 		ks, err := f.check(s, e)
 		if err != nil {
 			return err
 		}
-		e = Canonical(ks.Type, e)
+		e = iptables.Canonical(ks.Type, e)
 		if has := f.members(ks); !has[e] {
 			if ks.MaxElem != 0 && len(ks.Entries) >= int(ks.MaxElem) {
-				return fmt.Errorf("ipset add %s %s: hash is full: %w", s.Name, formatEntry(ks.Type, e), ErrKernel)
+				return fmt.Errorf("ipset add %s %s: hash is full: %w", s.Name, string(iptables.AppendEntry(nil, ks.Type, e)), iptables.ErrKernel)
 			}
 			ks.Entries = append(ks.Entries, e)
 			has[e] = true
@@ -190,34 +195,34 @@ func (f *FakeSets) Add(s IPSet, entries []Entry) error {
 }
 
 // Del stops at the first bad entry too.
-func (f *FakeSets) Del(s IPSet, entries []Entry) error {
-	f.ops["del"]++
-	del := map[Entry]bool{}
-	var ks *KernelSet
+func (f *FakeSets) Del(s iptables.IPSet, entries []iptables.Entry) error {
+	f.Ops["del"]++
+	del := map[iptables.Entry]bool{}
+	var ks *iptables.KernelSet
 	var err error
 	for _, e := range entries {
-		var k *KernelSet
+		var k *iptables.KernelSet
 		if k, err = f.check(s, e); err != nil {
 			break
 		}
 		ks = k
-		del[Canonical(k.Type, e)] = true
+		del[iptables.Canonical(k.Type, e)] = true
 	}
 	if ks != nil {
-		ks.Entries = slices.DeleteFunc(ks.Entries, func(x Entry) bool { return del[x] })
+		ks.Entries = slices.DeleteFunc(ks.Entries, func(x iptables.Entry) bool { return del[x] })
 	}
 	return err
 }
 
 // save renders the table like `ipset save` (sorted, without hashsize).
-func (f *FakeSets) save() string {
+func (f *FakeSets) SaveText() string {
 	var b strings.Builder
-	for _, n := range slices.Sorted(maps.Keys(f.sets)) {
-		s := f.sets[n]
+	for _, n := range slices.Sorted(maps.Keys(f.Sets)) {
+		s := f.Sets[n]
 		fmt.Fprintf(&b, "create %s %s %s\n", n, s.Type, s.Family)
 		lines := make([]string, 0, len(s.Entries))
 		for _, e := range s.Entries {
-			lines = append(lines, "add "+n+" "+formatEntry(s.Type, e))
+			lines = append(lines, "add "+n+" "+string(iptables.AppendEntry(nil, s.Type, e)))
 		}
 		slices.Sort(lines)
 		for _, l := range lines {
@@ -233,11 +238,11 @@ func (f *FakeSets) save() string {
 // table's block, "*T" to "COMMIT", fails as a whole; the blocks before it
 // stay committed).
 type FakeRunner struct {
-	tables map[string]map[string][]string
+	Tables map[string]map[string][]string
 	order  map[string][]string // chain creation order per table
-	execs  int
+	Execs  int
 	// canon rewrites rule text as iptables would save it.
-	canon func(string) string
+	Canon func(string) string
 }
 
 var builtinChains = map[string][]string{
@@ -247,11 +252,11 @@ var builtinChains = map[string][]string{
 
 // NewFakeRunner returns a FakeRunner with the built-in chains only.
 func NewFakeRunner() *FakeRunner {
-	f := &FakeRunner{tables: map[string]map[string][]string{}, order: map[string][]string{}, canon: func(s string) string { return s }}
+	f := &FakeRunner{Tables: map[string]map[string][]string{}, order: map[string][]string{}, Canon: func(s string) string { return s }}
 	for t, chains := range builtinChains {
-		f.tables[t] = map[string][]string{}
+		f.Tables[t] = map[string][]string{}
 		for _, c := range chains {
-			f.tables[t][c] = nil
+			f.Tables[t][c] = nil
 		}
 		f.order[t] = slices.Clone(chains)
 	}
@@ -259,15 +264,15 @@ func NewFakeRunner() *FakeRunner {
 }
 
 func (f *FakeRunner) Save() (string, error) {
-	f.execs++
+	f.Execs++
 	var b strings.Builder
 	b.WriteString("# Generated by fake\n")
-	for _, table := range slices.Sorted(maps.Keys(f.tables)) {
-		t := f.tables[table]
+	for _, table := range slices.Sorted(maps.Keys(f.Tables)) {
+		t := f.Tables[table]
 		fmt.Fprintf(&b, "*%s\n", table)
 		for _, c := range f.order[table] {
 			pol := "-"
-			if isBuiltin(c) {
+			if iptables.IsBuiltinChain(c) {
 				pol = "ACCEPT"
 			}
 			fmt.Fprintf(&b, ":%s %s [0:0]\n", c, pol)
@@ -283,24 +288,24 @@ func (f *FakeRunner) Save() (string, error) {
 }
 
 func (f *FakeRunner) Restore(input string) error {
-	f.execs++
+	f.Execs++
 	// Each table's block works on a copy, committed at its COMMIT.
 	tables := map[string]map[string][]string{}
 	order := map[string][]string{}
 	var t map[string][]string
 	var tn string
 	for i, line := range strings.Split(strings.TrimSpace(input), "\n") {
-		fail := func(why string) error { return fmt.Errorf("line %d %q: %s: %w", i+1, line, why, ErrKernel) }
+		fail := func(why string) error { return fmt.Errorf("line %d %q: %s: %w", i+1, line, why, iptables.ErrKernel) }
 		switch {
 		case strings.HasPrefix(line, "*"):
 			tn = line[1:]
 			t = map[string][]string{}
-			for c, r := range f.tables[tn] {
+			for c, r := range f.Tables[tn] {
 				t[c] = slices.Clone(r)
 			}
 			tables[tn], order[tn] = t, slices.Clone(f.order[tn])
 		case line == "COMMIT":
-			f.tables[tn], f.order[tn] = t, order[tn]
+			f.Tables[tn], f.order[tn] = t, order[tn]
 			t = nil
 		case strings.HasPrefix(line, ":"):
 			name, _, _ := strings.Cut(line[1:], " ")
@@ -341,12 +346,12 @@ func (f *FakeRunner) changeRule(t map[string][]string, line string) string {
 		}
 		rest = r
 	}
-	if tgt := ruleTarget(rest); tgt != "" && !isBuiltin(tgt) && !slices.Contains([]string{"ACCEPT", "DROP", "RETURN", "REJECT", "MARK", "MASQUERADE"}, tgt) {
+	if tgt := iptables.RuleTarget(rest); tgt != "" && !iptables.IsBuiltinChain(tgt) && !slices.Contains([]string{"ACCEPT", "DROP", "RETURN", "REJECT", "MARK", "MASQUERADE"}, tgt) {
 		if _, ok := t[tgt]; !ok && op != "-D" {
 			return "no target chain"
 		}
 	}
-	rest = f.canon(rest)
+	rest = f.Canon(rest)
 	switch op {
 	case "-A":
 		t[name] = append(rules, rest)
@@ -373,7 +378,7 @@ func deleteChain(t map[string][]string, name string) string {
 	}
 	for c, rules := range t {
 		for _, r := range rules {
-			if ruleTarget(r) == name {
+			if iptables.RuleTarget(r) == name {
 				return "chain referenced by " + c
 			}
 		}
@@ -383,41 +388,41 @@ func deleteChain(t map[string][]string, name string) string {
 }
 
 // set adds a chain with rules directly, as a user would.
-func (f *FakeRunner) set(table, chain string, rules ...string) {
-	if _, ok := f.tables[table][chain]; !ok {
+func (f *FakeRunner) SetChain(table, chain string, rules ...string) {
+	if _, ok := f.Tables[table][chain]; !ok {
 		f.order[table] = append(f.order[table], chain)
 	}
-	f.tables[table][chain] = rules
+	f.Tables[table][chain] = rules
 }
 
 // dump is every table as iptables-save prints it, without counting as an
 // exec.
-func (f *FakeRunner) dump() string {
+func (f *FakeRunner) Dump() string {
 	out, _ := f.Save()
-	f.execs--
+	f.Execs--
 	return out
 }
 
 // hashOrder puts entries in the order of a hash of each, the same in every
 // run: a listing in no order a caller could rely on, and no order a sort
 // finds already made.
-func hashOrder(entries []Entry) {
-	key := func(e Entry) uint64 {
+func hashOrder(entries []iptables.Entry) {
+	key := func(e iptables.Entry) uint64 {
 		h := fnv.New64a()
 		fmt.Fprint(h, e)
 		return h.Sum64()
 	}
-	keys := make(map[Entry]uint64, len(entries))
+	keys := make(map[iptables.Entry]uint64, len(entries))
 	for _, e := range entries {
 		keys[e] = key(e)
 	}
-	slices.SortFunc(entries, func(a, b Entry) int {
+	slices.SortFunc(entries, func(a, b iptables.Entry) int {
 		if ka, kb := keys[a], keys[b]; ka != kb {
 			if ka < kb {
 				return -1
 			}
 			return 1
 		}
-		return CompareEntries(a, b)
+		return iptables.CompareEntries(a, b)
 	})
 }

@@ -1,4 +1,6 @@
-package addrmgr
+// Package addrmgrtest holds an in-memory kube-ipvs0 for other packages'
+// unit tests. It never touches the kernel.
+package addrmgrtest
 
 import (
 	"context"
@@ -7,6 +9,8 @@ import (
 	"slices"
 	"strings"
 	"sync"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 )
 
 // FakeLink is an in-memory kube-ipvs0 for unit tests: it holds addresses
@@ -31,13 +35,13 @@ type FakeLink struct {
 }
 
 var (
-	_ Link    = (*FakeLink)(nil)
-	_ Watcher = (*FakeLink)(nil)
+	_ addrmgr.Link    = (*FakeLink)(nil)
+	_ addrmgr.Watcher = (*FakeLink)(nil)
 )
 
 // fakeWatch delivers a FakeLink's notifications from its own goroutine.
 type fakeWatch struct {
-	event  func(AddrEvent)
+	event  func(addrmgr.AddrEvent)
 	status func(error)
 	mu     sync.Mutex
 	cond   *sync.Cond
@@ -48,7 +52,7 @@ type fakeWatch struct {
 }
 
 // Watch implements Watcher.
-func (f *FakeLink) Watch(ctx context.Context, event func(AddrEvent), status func(error)) error {
+func (f *FakeLink) Watch(ctx context.Context, event func(addrmgr.AddrEvent), status func(error)) error {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if f.WatchErr != nil {
@@ -106,7 +110,7 @@ func (f *FakeLink) notify(p netip.Prefix, added bool) {
 		down := w.down
 		w.mu.Unlock()
 		if !down {
-			w.push(func() { w.event(AddrEvent{Prefix: p, Added: added}) })
+			w.push(func() { w.event(addrmgr.AddrEvent{Prefix: p, Added: added}) })
 		}
 	}
 }
@@ -135,7 +139,7 @@ func (f *FakeLink) Lose(err error) {
 		w.mu.Lock()
 		w.down = true
 		w.mu.Unlock()
-		w.push(func() { w.status(fmt.Errorf("%w: %v", ErrWatchLost, err)) })
+		w.push(func() { w.status(fmt.Errorf("%w: %w", addrmgr.ErrWatchLost, err)) })
 	}
 }
 
@@ -183,18 +187,23 @@ func (f *FakeLink) Take(p netip.Prefix) {
 
 // String lists the addresses, sorted, one per line.
 func (f *FakeLink) String() string {
+	var b strings.Builder
+	for _, p := range f.Prefixes() {
+		fmt.Fprintln(&b, p)
+	}
+	return b.String()
+}
+
+// Prefixes lists the addresses, sorted, without counting a dump.
+func (f *FakeLink) Prefixes() []netip.Prefix {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	ps := make([]netip.Prefix, 0, len(f.addrs))
 	for p := range f.addrs {
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, comparePrefix)
-	var b strings.Builder
-	for _, p := range ps {
-		fmt.Fprintln(&b, p)
-	}
-	return b.String()
+	slices.SortFunc(ps, addrmgr.ComparePrefix)
+	return ps
 }
 
 // Addrs implements Link.
