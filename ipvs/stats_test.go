@@ -8,13 +8,14 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )
 
 // statsTable is a fake table whose walk gives counters: those of
 // counters by key, and each real server's connections as the fake holds
 // them.
 type statsTable struct {
-	*ipvs.FakeTable
+	*ipvstest.FakeTable
 	counters map[ipvs.Key]ipvs.Counters
 	walks    int
 }
@@ -52,7 +53,7 @@ func TestFullPublishesLabelledStats(t *testing.T) {
 		{Key: nodePort, Scheduler: "rr", Service: web, Kind: model.KindNodePort, RealServers: []ipvs.RealServer{rs}},
 	}
 	ipvs.Sort(desired)
-	fake := ipvs.NewFakeTable(ipvs.VirtualServer{Key: foreign, Scheduler: "rr"})
+	fake := ipvstest.NewFakeTable(ipvs.VirtualServer{Key: foreign, Scheduler: "rr"})
 	tbl := &statsTable{FakeTable: fake, counters: map[ipvs.Key]ipvs.Counters{
 		cluster: {Connections: 3, InPackets: 30, OutPackets: 20, InBytes: 3000, OutBytes: 2000},
 		foreign: {Connections: 99},
@@ -106,7 +107,7 @@ func TestFullPublishesLabelledStats(t *testing.T) {
 
 // Without Publish the read keeps no counters and asks the table for none.
 func TestNoStatsWithoutPublish(t *testing.T) {
-	tbl := &statsTable{FakeTable: ipvs.NewFakeTable()}
+	tbl := &statsTable{FakeTable: ipvstest.NewFakeTable()}
 	r := ipvs.NewReconciler(tbl, ipvs.Options{})
 	if _, err := r.Full(nil, ipvs.Ownership{}); err != nil {
 		t.Fatal(err)
