@@ -5,7 +5,6 @@ package prometheus_test
 import (
 	"math"
 	"os"
-	"strconv"
 	"strings"
 	"testing"
 
@@ -30,16 +29,11 @@ func checkGrafanaDashboard(t *testing.T, p *promAPI, ruleFiles []string) {
 		for _, n := range seriesName.FindAllString(q.Expr, -1) {
 			named[n] = "panel " + q.Panel
 		}
-		res, err := p.query(q.Expr)
+		res, err := p.reported(t, "dashboard ", q.Panel, q.Expr)
 		if err != nil {
 			t.Error(err)
 			continue
 		}
-		var vals []string
-		for _, s := range res {
-			vals = append(vals, strconv.FormatFloat(s.float(), 'g', 4, 64))
-		}
-		t.Logf("PROM-REPORT dashboard %-44s %d sample(s) %v", q.Panel+":", len(res), vals)
 		mayBeEmpty := false
 		for _, e := range emptyOnAHealthyProxy {
 			mayBeEmpty = mayBeEmpty || strings.Contains(q.Expr, e)
