@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -38,7 +39,7 @@ type Protector interface {
 
 var _ Protector = (*guard.Guard)(nil)
 
-// Link is kube-ipvs0's address list. *KernelLink is the netlink
+// Link is kube-ipvs0's address list. *kernel.Link (addrmgr/kernel) is the netlink
 // implementation; *addrmgrtest.FakeLink the in-memory one for unit tests.
 type Link interface {
 	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.
@@ -71,12 +72,13 @@ func (f Failure) Unwrap() error { return f.Err }
 type Result struct {
 	Bound, Unbound int
 	// Refused are desired addresses the guard refused; they are not bound.
-	Refused  []Refusal
+	Refused  []BindRefusal
 	Failures []Failure
 }
 
-// Refusal is an address the guard would not let be bound.
-type Refusal struct {
+// BindRefusal is an address the guard would not let be bound at the moment
+// of binding (model.Refusal is what the planner refused, before).
+type BindRefusal struct {
 	Prefix  netip.Prefix
 	Reason  model.Reason
 	Message string
@@ -84,13 +86,7 @@ type Refusal struct {
 
 // Err joins the failures (refusals are not errors: they are the guard
 // working), or is nil.
-func (r *Result) Err() error {
-	errs := make([]error, len(r.Failures))
-	for i, f := range r.Failures {
-		errs[i] = f
-	}
-	return errors.Join(errs...)
-}
+func (r *Result) Err() error { return layer.Join(r.Failures) }
 
 // Manager binds and unbinds kube-ipvs0's addresses: it binds the service
 // VIPs as /32 and /128 prefixes, checks every address against the node-IP
@@ -520,7 +516,7 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			continue
 		}
 		if v := m.guard.Check(p.Addr()); v.Protected {
-			res.Refused = append(res.Refused, Refusal{Prefix: p, Reason: v.Reason, Message: v.Detail})
+			res.Refused = append(res.Refused, BindRefusal{Prefix: p, Reason: v.Reason, Message: v.Detail})
 			m.log.Warn("refused to bind protected address", zap.String("device", Device), zap.Stringer("address", p), zap.String("reason", string(v.Reason)), zap.String("message", v.Detail))
 			continue
 		}

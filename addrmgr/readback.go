@@ -1,8 +1,10 @@
 package addrmgr
 
 import (
-	"errors"
+	"fmt"
 	"net/netip"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 )
 
 // The full sync's dump of kube-ipvs0 beside the sync: at scale the dump is
@@ -13,11 +15,8 @@ import (
 // binds and unbinds go on; DumpFrom then takes what it found, keeping the
 // manager's own view of every address written meanwhile.
 
-// ErrNoRead is returned by DumpFrom without a BeginDump before it.
-var ErrNoRead = errors.New("addrmgr: DumpFrom without BeginDump")
-
-// Lister reads the device's addresses: Link's dump alone. A *KernelLink
-// on a second netlink handle (KernelLink.Reader) is one.
+// Lister reads the device's addresses: Link's dump alone. A *kernel.Link
+// on a second netlink handle (kernel.Link.Reader) is one.
 type Lister interface {
 	// Addrs dumps the device's addresses: `ip -o addr show dev kube-ipvs0`.
 	Addrs() ([]netip.Prefix, error)
@@ -61,7 +60,7 @@ func (m *Manager) BeginDump() func() ([]netip.Prefix, error) {
 // stays as it left it, and no drift is counted twice. It ends the read.
 func (m *Manager) DumpFrom(ps []netip.Prefix) ([]netip.Prefix, error) {
 	if m.since == nil {
-		return nil, ErrNoRead
+		return nil, fmt.Errorf("addrmgr: DumpFrom without BeginDump: %w", layer.ErrNoRead)
 	}
 	since := m.since
 	m.since = nil

@@ -8,6 +8,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 )
 
 // A read beside the sync that is older than the binds and unbinds made
@@ -52,7 +53,7 @@ func TestDumpFromKeepsWritesDuringTheRead(t *testing.T) {
 		t.Fatalf("drift %d, want 1 (10.96.0.66 added by someone else)", m.Drift())
 	}
 	// The read is over.
-	if _, err := m.DumpFrom(got); !errors.Is(err, addrmgr.ErrNoRead) {
+	if _, err := m.DumpFrom(got); !errors.Is(err, layer.ErrNoRead) {
 		t.Fatalf("second DumpFrom: %v, want ErrNoRead", err)
 	}
 	if link.Dumps != 1 {
@@ -94,7 +95,7 @@ func TestDumpFromAfterDumpKeepsTheNewerDump(t *testing.T) {
 
 func TestDumpFromWithoutBeginDump(t *testing.T) {
 	m := addrmgr.NewManager(addrmgrtest.NewFakeLink(), setGuard{}, nil)
-	if _, err := m.DumpFrom(nil); !errors.Is(err, addrmgr.ErrNoRead) {
+	if _, err := m.DumpFrom(nil); !errors.Is(err, layer.ErrNoRead) {
 		t.Fatalf("DumpFrom: %v, want ErrNoRead", err)
 	}
 }

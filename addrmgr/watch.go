@@ -31,7 +31,7 @@ type AddrEvent struct {
 }
 
 // Watcher is a Link that can report changes of the device's addresses
-// (*KernelLink, *addrmgrtest.FakeLink).
+// (*kernel.Link, *addrmgrtest.FakeLink).
 type Watcher interface {
 	// Watch reports every address added to or removed from the device
 	// after it returns, in the kernel's order, to event, until ctx ends.

@@ -86,6 +86,10 @@ type chainSyncer struct {
 	// restoreFailed, if set, is told once per sync whose iptables-restore
 	// failed (Syncer.OnRestoreFailure).
 	restoreFailed func(family string)
+	// iptablesModeLeft says the last save read, outside a handover, held
+	// chains of kube-proxy's iptables mode: kept serving until
+	// Syncer.FinishTakeover removes them (leftovers.go).
+	iptablesModeLeft bool
 }
 
 func newChainSyncer(family string, r RuleRunner) *chainSyncer {
@@ -142,7 +146,7 @@ func (c *chainSyncer) full(rs Ruleset, saved string) error {
 	for _, table := range slices.Sorted(maps.Keys(stale)) {
 		tables = append(tables, Table{Name: table})
 	}
-	_, err := c.syncSaved(tables, saved)
+	_, err := c.syncSaved(tables, saved, false)
 	return err
 }
 
@@ -168,21 +172,27 @@ type tableWrite struct {
 // Should the restore fail, each table is planned again from a fresh save
 // and restored alone, so that one table's failure keeps only that table
 // from its plan.
-func (c *chainSyncer) sync(tables []Table) (wrote bool, err error) {
+func (c *chainSyncer) sync(tables []Table, handover bool) (wrote bool, err error) {
 	out, err := c.r.Save()
 	if err != nil {
 		return false, fmt.Errorf("%s tables: %w", c.family, err)
 	}
-	return c.syncSaved(tables, out)
+	return c.syncSaved(tables, out, handover)
 }
 
 // syncSaved is sync with out, the family's iptables-save output, read
-// already.
-func (c *chainSyncer) syncSaved(tables []Table, out string) (wrote bool, err error) {
+// already. Unless handover, kube-proxy's iptables-mode chains and its jumps
+// to them in KUBE-SERVICES stay (plan).
+func (c *chainSyncer) syncSaved(tables []Table, out string, handover bool) (wrote bool, err error) {
 	saved := parseSaveAll(out)
+	if !handover {
+		c.iptablesModeLeft = slices.ContainsFunc(slices.Collect(maps.Keys(saved)), func(table string) bool {
+			return iptablesModeIn(table, saved[table])
+		})
+	}
 	var writes []*tableWrite
 	for _, t := range tables {
-		if w := c.plan(t, saved[t.Name]); w != nil {
+		if w := c.plan(t, saved[t.Name], handover); w != nil {
 			writes = append(writes, w)
 		}
 	}
@@ -220,7 +230,7 @@ func (c *chainSyncer) syncSaved(tables []Table, out string) (wrote bool, err err
 		for _, w := range writes {
 			out, err := c.r.Save()
 			if err == nil {
-				if again := c.plan(w.t, parseSaveAll(out)[w.t.Name]); again != nil {
+				if again := c.plan(w.t, parseSaveAll(out)[w.t.Name], handover); again != nil {
 					err = c.r.Restore(again.script)
 				}
 			}
@@ -253,8 +263,11 @@ func (c *chainSyncer) syncSaved(tables []Table, out string) (wrote bool, err err
 }
 
 // plan compares table t with its saved state and returns what to write, or
-// nil when it holds its plan and nothing is to be removed.
-func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
+// nil when it holds its plan and nothing is to be removed. Only a handover
+// removes kube-proxy's iptables-mode chains; before it, nat KUBE-SERVICES
+// is left as it is while it jumps to them, so their DNAT stays in front
+// (leftovers.go).
+func (c *chainSyncer) plan(t Table, saved savedTable, handover bool) *tableWrite {
 	ours := map[string]bool{}
 	for _, ch := range t.Chains {
 		if !ch.Builtin {
@@ -264,7 +277,7 @@ func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
 	// stale: chains we created and no longer plan, and kube-proxy's
 	// chains we do not plan; removed in the same transaction that writes
 	// ours, so never before our rules are in place.
-	stale := c.removable(t.Name, saved, ours)
+	stale := c.removable(t.Name, saved, ours, handover)
 	targets := map[string]bool{}
 	for n := range ours {
 		targets[n] = true
@@ -279,9 +292,12 @@ func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
 		key := t.Name + "/" + ch.Name
 		want := renderRules(ch.Rules)
 		var rewrite bool
-		if ch.Builtin {
+		switch {
+		case ch.Builtin:
 			rewrite = c.planJumps(&sc, key, ch, want, saved[ch.Name], targets)
-		} else {
+		case !handover && holdsIPTablesMode(t.Name, ch.Name, saved):
+			// kube-proxy's DNAT serves until the handover.
+		default:
 			rewrite = c.planChain(&sc, key, ch, want, saved)
 		}
 		if rewrite {
@@ -291,7 +307,9 @@ func (c *chainSyncer) plan(t Table, saved savedTable) *tableWrite {
 	if len(stale) > 0 {
 		sc.removeStale(stale, saved, rewritten)
 	}
-	sc.removeJumps(kubeProxyIPTablesJumps[t.Name], saved, rewritten)
+	if handover {
+		sc.removeJumps(kubeProxyIPTablesJumps[t.Name], saved, rewritten, stale)
+	}
 	if sc.empty() {
 		return nil
 	}
@@ -374,15 +392,16 @@ func (sc *restoreScript) removeStale(stale []string, saved savedTable, rewritten
 }
 
 // removeJumps deletes from each built-in chain of jumps that is not
-// rewritten the rules that jump to one of its targets.
-func (sc *restoreScript) removeJumps(jumps map[string][]string, saved savedTable, rewritten map[string]bool) {
+// rewritten the rules that jump to one of its targets, but not to a stale
+// chain: removeStale deletes those.
+func (sc *restoreScript) removeJumps(jumps map[string][]string, saved savedTable, rewritten map[string]bool, stale []string) {
 	for _, name := range slices.Sorted(maps.Keys(jumps)) {
 		if rewritten[name] {
 			continue
 		}
 		targets := map[string]bool{}
 		for _, tgt := range jumps[name] {
-			targets[tgt] = true
+			targets[tgt] = !slices.Contains(stale, tgt)
 		}
 		for _, r := range ourJumps(saved[name], targets) {
 			sc.body = append(sc.body, "-D "+name+" "+r)

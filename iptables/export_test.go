@@ -1,5 +1,7 @@
 package iptables
 
+import "go.uber.org/zap"
+
 // Exported for the external tests (package iptables_test), which use
 // iptablestest's fakes and so cannot live inside this package.
 
@@ -41,3 +43,5 @@ func (s *Syncer) NewRunner() func(string) (RuleRunner, error)     { return s.new
 func (s *Syncer) SetNewRunner(f func(string) (RuleRunner, error)) { s.newRunner = f }
 func (rb *Readback) Sets() map[string]*KernelSet                  { return rb.sets }
 func (ks *KernelSet) Unchanged() bool                             { return ks.unchanged }
+
+func (s *Syncer) SetLogger(log *zap.Logger) { s.log = log }

@@ -1,6 +1,8 @@
 package iptables
 
 import (
+	"errors"
+	"fmt"
 	"maps"
 	"slices"
 	"strings"
@@ -40,18 +42,22 @@ var KubeProxyChains = map[string][]string{
 // leaves: one chain per service, endpoint and external path, named by
 // prefix, and a few fixed chains whose names the proxy does not plan. Its
 // KUBE-SERVICES, KUBE-POSTROUTING, KUBE-MARK-MASQ (nat) and KUBE-FORWARD,
-// KUBE-PROXY-FIREWALL (filter) are names the proxy plans: rewritten by the
-// same iptables-restore that removes these, so the jump from KUBE-SERVICES
-// to a service's DNAT chains and the proxy's rules for its IPVS virtual
-// servers change places at once. The VIPs are bound after that restore
-// (the applier's safe order), so until they are a ClusterIP is not served:
-// docs/migration.md says so and how to avoid it. Its
-// KUBE-PROXY-CANARY in mangle, an empty chain nothing jumps to, stays.
+// KUBE-PROXY-FIREWALL (filter) are names the proxy plans.
+//
+// They go in two steps, so that a ClusterIP is served throughout. A full
+// sync writes the proxy's chains but leaves nat KUBE-SERVICES as it is
+// while it jumps to these chains: their DNAT, in PREROUTING and OUTPUT,
+// stays in front of IPVS, which serves only addresses that are local, and
+// the VIPs are bound last (the applier's safe order). Then
+// Syncer.FinishTakeover, after the bind, rewrites KUBE-SERVICES and removes
+// these chains and their jumps in one iptables-restore per family: new
+// connections meet IPVS, established ones keep their conntrack DNAT.
 var (
 	kubeProxyIPTablesPrefixes = []string{"KUBE-SVC-", "KUBE-SVL-", "KUBE-SEP-", "KUBE-EXT-", "KUBE-FW-"}
 	kubeProxyIPTablesChains   = map[string][]string{
 		"nat":    {"KUBE-NODEPORTS", "KUBE-PROXY-CANARY"},
 		"filter": {ChainServices, "KUBE-EXTERNAL-SERVICES", "KUBE-NODEPORTS", "KUBE-PROXY-CANARY"},
+		"mangle": {"KUBE-PROXY-CANARY"},
 	}
 )
 
@@ -69,12 +75,74 @@ func isKubeProxyIPTablesChain(table, name string) bool {
 		(table == "nat" && slices.ContainsFunc(kubeProxyIPTablesPrefixes, func(p string) bool { return strings.HasPrefix(name, p) }))
 }
 
+// iptablesModeIn reports whether saved, table of a save, holds a chain of
+// kube-proxy's iptables mode.
+func iptablesModeIn(table string, saved savedTable) bool {
+	for name := range saved {
+		if isKubeProxyIPTablesChain(table, name) {
+			return true
+		}
+	}
+	return false
+}
+
+// holdsIPTablesMode reports whether chain of table is nat KUBE-SERVICES
+// jumping to a chain of kube-proxy's iptables mode: its DNAT, left in place
+// until FinishTakeover.
+func holdsIPTablesMode(table, chain string, saved savedTable) bool {
+	return table == "nat" && chain == ChainServices && slices.ContainsFunc(saved[chain], func(r string) bool {
+		return isKubeProxyIPTablesChain(table, RuleTarget(r))
+	})
+}
+
+// FinishTakeover removes what kube-proxy's iptables and nftables modes
+// left, by name, once the proxy's own state serves: the applier calls it
+// after a full sync has bound the VIPs. For each family whose last chain
+// sync found iptables-mode chains, one iptables-save and one
+// iptables-restore rewrite nat KUBE-SERVICES without the jumps to
+// kube-proxy's DNAT chains and delete those chains and their jumps
+// (removable); a family without them costs nothing. After a failed chain
+// sync it does nothing: the next full sync writes the proxy's chains
+// first, then comes here again. Then kube-proxy's nftables tables go
+// (finishNFTables).
+func (a *Syncer) FinishTakeover() error {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	var errs []error
+	for _, rs := range a.lastRules {
+		c := a.chains[rs.Family]
+		if c == nil || !c.iptablesModeLeft {
+			continue
+		}
+		tables := slices.Clone(rs.Tables)
+		if !slices.ContainsFunc(tables, func(t Table) bool { return t.Name == "mangle" }) {
+			tables = append(tables, Table{Name: "mangle"})
+		}
+		c.repairing = nil // removing kube-proxy's chains repairs nothing of ours
+		wrote, err := c.sync(tables, true)
+		if err != nil {
+			errs = append(errs, fmt.Errorf("%s rules: remove kube-proxy's iptables-mode chains: %w", rs.Family, err))
+			continue
+		}
+		c.iptablesModeLeft = false
+		if wrote {
+			a.log.Info("removed kube-proxy's iptables-mode chains after binding the VIPs: IPVS serves the node", zap.String("family", rs.Family))
+		}
+	}
+	if a.lastRules != nil {
+		if err := a.finishNFTables(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
 // removable are the chains of table to remove now, sorted: those the proxy
 // created and no longer plans (c.owned), and kube-proxy's it does not plan
-// that exist (of its IPVS and iptables modes), less any a chain of
-// someone else (not built-in, not ours,
-// not removable) jumps to, directly or through another removable one.
-func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]bool) []string {
+// that exist (of its IPVS mode, and in a handover of its iptables mode),
+// less any a chain of someone else (not built-in, not ours, not removable)
+// jumps to, directly or through another removable one.
+func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]bool, handover bool) []string {
 	cand := map[string]bool{}
 	for key := range c.owned {
 		t, name, _ := strings.Cut(key, "/")
@@ -88,7 +156,7 @@ func (c *chainSyncer) removable(table string, saved savedTable, ours map[string]
 		}
 	}
 	for name := range saved {
-		if !ours[name] && isKubeProxyIPTablesChain(table, name) {
+		if handover && !ours[name] && isKubeProxyIPTablesChain(table, name) {
 			cand[name] = true
 		}
 	}
@@ -131,7 +199,7 @@ func (a *Syncer) clearFamilies(rules []Ruleset) {
 			a.cleared[fam] = true
 			continue
 		}
-		wrote, err := c.sync([]Table{{Name: "nat"}, {Name: "filter"}})
+		wrote, err := c.sync([]Table{{Name: "nat"}, {Name: "filter"}, {Name: "mangle"}}, true)
 		if err != nil {
 			a.log.Warn("removing kube-proxy's chains of a family the node does not plan failed; retrying at the next full sync",
 				zap.String("family", fam), zap.Error(err))
@@ -143,4 +211,33 @@ func (a *Syncer) clearFamilies(rules []Ruleset) {
 			a.cleared[fam] = true
 		}
 	}
+}
+
+// IPTablesModeShared are the chains, by table, that kube-proxy's iptables
+// mode writes under the same names as the proxy (pkg/proxy/iptables,
+// 1.34): on the way out to that mode they are kube-proxy's, serving, and a
+// cleanup leaves them and the jumps to them (WithoutChains).
+var IPTablesModeShared = map[string][]string{
+	"nat":    {ChainServices, ChainPostrouting, ChainMarkMasq},
+	"filter": {ChainForward, ChainProxyFirewall},
+}
+
+// WithoutChains is rules less the chains of drop (by table) and the rules
+// of built-in chains that jump to them: a plan to clean up around chains
+// someone else now owns.
+func WithoutChains(rules []Ruleset, drop map[string][]string) []Ruleset {
+	out := cloneRulesets(rules)
+	for i := range out {
+		for j := range out[i].Tables {
+			t := &out[i].Tables[j]
+			gone := func(name string) bool { return slices.Contains(drop[t.Name], name) }
+			t.Chains = slices.DeleteFunc(t.Chains, func(c Chain) bool { return !c.Builtin && gone(c.Name) })
+			for k := range t.Chains {
+				if c := &t.Chains[k]; c.Builtin {
+					c.Rules = slices.DeleteFunc(c.Rules, func(r Rule) bool { return gone(ruleTargetSpec(r)) })
+				}
+			}
+		}
+	}
+	return out
 }

@@ -1,13 +1,11 @@
 package iptables
 
 import (
-	"errors"
 	"fmt"
 	"slices"
-)
 
-// ErrNoRead is returned by FullFrom without a BeginFull before it.
-var ErrNoRead = errors.New("iptables syncer: FullFrom without BeginFull")
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
+)
 
 // Readback is what a full sync reads of the ipsets and the tables, read
 // beside the sync loop (Syncer.BeginFull): the ipset dump and each
@@ -64,12 +62,12 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 }
 
 // FullFrom is Full with the ipsets and tables as rb, the read BeginFull
-// returned, found them. ErrNoRead: a Full ran since BeginFull.
+// returned, found them. layer.ErrNoRead: a Full ran since BeginFull.
 func (a *Syncer) FullFrom(sets []IPSet, rules []Ruleset, rb *Readback) error {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.sets.reading() {
-		return ErrNoRead
+		return fmt.Errorf("iptables syncer: FullFrom without BeginFull: %w", layer.ErrNoRead)
 	}
 	saves := rb.saves
 	if a.chainsWritten {

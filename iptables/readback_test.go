@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
@@ -68,7 +69,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if n := k.tables[iptables.FamilyIPv4].Execs - saves; n != 0 {
 		t.Errorf("FullFrom ran %d iptables-save/restore, want none (the read's save, nothing to repair)", n)
 	}
-	if err := a.FullFrom(after, rules, rb); !errors.Is(err, iptables.ErrNoRead) {
+	if err := a.FullFrom(after, rules, rb); !errors.Is(err, layer.ErrNoRead) {
 		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
 	}
 	if err := a.Full(after, rules); err != nil || a.LastDrift().Total() != 0 {

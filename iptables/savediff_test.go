@@ -189,10 +189,10 @@ func TestOneTableFailureKeepsTheOther(t *testing.T) {
 // Service's sets against one iptables-save: the planned rules as saved
 // match; a rule deleted or a chain missing names that chain alone.
 func TestDifferingChains(t *testing.T) {
-	rs := Rules(RulesConfig{Family: FamilyIPv4, MasqueradeBit: 14})
-	save := string(AppendRestore(nil, &rs))
+	rs := iptables.Rules(iptables.RulesConfig{Family: iptables.FamilyIPv4, MasqueradeBit: 14})
+	save := string(iptables.AppendRestore(nil, &rs))
 	names := []string{"nat KUBE-SERVICES", "filter KUBE-IPVS-FILTER", "nat NO-SUCH-CHAIN"}
-	if got := DifferingChains(save, &rs, names); len(got) != 0 {
+	if got := iptables.DifferingChains(save, &rs, names); len(got) != 0 {
 		t.Errorf("the planned rules as saved: %q differ", got)
 	}
 	var deleted, missing strings.Builder
@@ -204,10 +204,10 @@ func TestDifferingChains(t *testing.T) {
 			deleted.WriteString(line)
 		}
 	}
-	if got, want := DifferingChains(deleted.String(), &rs, names), []string{"nat KUBE-SERVICES"}; !slices.Equal(got, want) {
+	if got, want := iptables.DifferingChains(deleted.String(), &rs, names), []string{"nat KUBE-SERVICES"}; !slices.Equal(got, want) {
 		t.Errorf("a KUBE-CLUSTER-IP rule deleted: %q differ, want %q", got, want)
 	}
-	if got, want := DifferingChains(missing.String(), &rs, names), []string{"filter KUBE-IPVS-FILTER"}; !slices.Equal(got, want) {
+	if got, want := iptables.DifferingChains(missing.String(), &rs, names), []string{"filter KUBE-IPVS-FILTER"}; !slices.Equal(got, want) {
 		t.Errorf("KUBE-IPVS-FILTER missing: %q differ, want %q", got, want)
 	}
 }

@@ -62,6 +62,12 @@ type Syncer struct {
 	// setSyncer.reading).
 	chainsWritten bool
 
+	// NFT, if set (before the first sync), lists and deletes nftables
+	// tables: FinishTakeover deletes kube-proxy's (nftables.go). nftDone
+	// says it has looked and found none left.
+	NFT     NFTablesKernel
+	nftDone bool
+
 	// OnRestoreFailure, if set (before the first sync), is called with the
 	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
 	// of that family fails: kube-proxy's
@@ -113,10 +119,13 @@ func newSyncer(k SetKernel, newRunner func(string) (RuleRunner, error), log *zap
 	return &Syncer{log: log, sets: newSetSyncer(k, log), chains: map[string]*chainSyncer{}, newRunner: newRunner, cleared: map[string]bool{}}
 }
 
-// Close releases the netlink socket.
+// Close releases the netlink sockets.
 func (a *Syncer) Close() {
 	if a.closer != nil {
 		a.closer()
+	}
+	if c, ok := a.NFT.(interface{ Close() }); ok {
+		c.Close()
 	}
 }
 

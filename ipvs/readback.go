@@ -1,15 +1,14 @@
 package ipvs
 
 import (
-	"errors"
+	"fmt"
 	"slices"
 	"time"
 
 	"k8s.io/utils/clock"
-)
 
-// ErrNoRead is returned by FullFrom without a BeginRead before it.
-var ErrNoRead = errors.New("ipvs reconciler: FullFrom without BeginRead")
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
+)
 
 // Dump is a full sync's read of the table, compared while it was read
 // with the mirror as the reconciler saw it when the read began: what the
@@ -69,7 +68,7 @@ func (r *Reconciler) BeginRead() func() (*Dump, error) {
 // returns.
 func (r *Reconciler) FullFrom(dump *Dump, desired []VirtualServer, own Ownership, turn Turn) (*Result, error) {
 	if !r.reading() {
-		return nil, ErrNoRead
+		return nil, fmt.Errorf("ipvs reconciler: FullFrom without BeginRead: %w", layer.ErrNoRead)
 	}
 	since := r.since
 	r.since = nil

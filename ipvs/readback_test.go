@@ -4,6 +4,7 @@ import (
 	"errors"
 	"testing"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
@@ -58,7 +59,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if r.Reading() {
 		t.Error("Reading after FullFrom = true")
 	}
-	if _, err := r.FullFrom(kernel, desired, own(vip), nil); !errors.Is(err, ipvs.ErrNoRead) {
+	if _, err := r.FullFrom(kernel, desired, own(vip), nil); !errors.Is(err, layer.ErrNoRead) {
 		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
 	}
 	// The mirror is the kernel's: a Full finds no drift.

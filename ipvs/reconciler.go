@@ -12,14 +12,8 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
-// PortRange is an inclusive port range, --service-node-port-range.
-type PortRange struct{ Min, Max uint16 }
-
 // DefaultNodePortRange is Kubernetes' default 30000-32767.
-var DefaultNodePortRange = PortRange{Min: 30000, Max: 32767}
-
-// Contains reports whether p is in the range.
-func (r PortRange) Contains(p uint16) bool { return p >= r.Min && p <= r.Max }
+var DefaultNodePortRange = model.PortRange{First: 30000, Last: 32767}
 
 // Options configure a Reconciler.
 type Options struct {
@@ -30,7 +24,7 @@ type Options struct {
 	ExcludeCIDRs []netip.Prefix
 	// NodePortRange decides which virtual servers on node addresses are
 	// NodePort servers, and so ours; zero means DefaultNodePortRange.
-	NodePortRange PortRange
+	NodePortRange model.PortRange
 	// Conntrack deletes the flows of removed UDP and SCTP real servers; nil
 	// skips that.
 	Conntrack Conntrack
@@ -155,7 +149,7 @@ func NewReconciler(t Table, opts Options) *Reconciler {
 	if opts.GracefulPeriod == 0 {
 		opts.GracefulPeriod = DefaultGracefulPeriod
 	}
-	if opts.NodePortRange == (PortRange{}) {
+	if opts.NodePortRange == (model.PortRange{}) {
 		opts.NodePortRange = DefaultNodePortRange
 	}
 	if opts.Clock == nil {

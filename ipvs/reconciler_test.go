@@ -418,28 +418,6 @@ func TestKernelSysctls(t *testing.T) {
 	}
 }
 
-func TestWriteSysctls(t *testing.T) {
-	root := t.TempDir()
-	for name, v := range map[string]string{"net/ipv4/ip_forward": "0\n", "net/ipv4/vs/conntrack": "1\n"} {
-		if err := mkfile(root, name, v); err != nil {
-			t.Fatal(err)
-		}
-	}
-	changed, err := ipvs.WriteSysctls(root, []ipvs.Sysctl{{"net/ipv4/ip_forward", 1}, {"net/ipv4/vs/conntrack", 1}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if len(changed) != 1 || changed[0].Name != "net/ipv4/ip_forward" {
-		t.Errorf("changed %v", changed)
-	}
-	if got := readfile(t, root, "net/ipv4/ip_forward"); got != "1" {
-		t.Errorf("ip_forward = %q", got)
-	}
-	if _, err := ipvs.WriteSysctls(root, []ipvs.Sysctl{{"net/ipv4/vs/missing", 1}}); err == nil {
-		t.Error("missing sysctl: no error")
-	}
-}
-
 // TestGracefulCountersOneRead: with quiesced real servers in many virtual
 // servers, one sync reads all counters at once, not once per virtual server.
 func TestGracefulCountersOneRead(t *testing.T) {

@@ -1,11 +1,11 @@
 package ipvs
 
 import (
-	"errors"
 	"fmt"
 	"slices"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -66,13 +66,7 @@ func (r *Result) Changes() int {
 }
 
 // Err joins the failures, or is nil.
-func (r *Result) Err() error {
-	errs := make([]error, len(r.Failures))
-	for i, f := range r.Failures {
-		errs[i] = f
-	}
-	return errors.Join(errs...)
-}
+func (r *Result) Err() error { return layer.Join(r.Failures) }
 
 // FailedServices lists the service ports with at least one failure,
 // sorted (the zero one first, for failures of no service).

@@ -3,13 +3,18 @@
 # (`-include mk/*.mk`).
 #
 #   make kube-proxy      build kube-proxy v1.34.4 once into .cache/kube-proxy
-#                        (scripts/build-kube-proxy.sh; a no-op when present)
+#                        (scripts/build-k8s.sh kube-proxy; a no-op when present)
 #   make test-takeover   kube-proxy programs a node of the test VM under
 #                        traffic, ipvs-proxy takes it over, kube-proxy takes
 #                        it back (part of `make test`)
 #   make test-takeover TAKEOVER_CYCLES=N
 #                        the takeover and the rollback N times in one boot
 #                        (to chase a rare failure)
+#   make test-takeover-modes
+#                        the takeover from kube-proxy's iptables mode and
+#                        the way back to it (TAKEOVER_MODE=iptables), then
+#                        the takeover from its nftables mode
+#                        (TAKEOVER_MODE=nftables); opt-in
 #
 # The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine
 # (GOCACHE and .cache/kube-proxy keep it); docs/testing.md has the figures.
@@ -22,13 +27,14 @@ KUBE_PROXY_VERSION ?= v1.34.4
 KUBE_PROXY_BIN     := $(CURDIR)/.cache/kube-proxy/kube-proxy-$(KUBE_PROXY_VERSION)
 TAKEOVER_FLAGS     ?=
 TAKEOVER_CYCLES    ?=
+TAKEOVER_MODE      ?=
 
-.PHONY: kube-proxy test-takeover
+.PHONY: kube-proxy test-takeover test-takeover-modes
 kube-proxy:
-	GO='$(GO)' KUBE_PROXY_VERSION=$(KUBE_PROXY_VERSION) bash scripts/build-kube-proxy.sh
+	GO='$(GO)' KUBE_PROXY_VERSION=$(KUBE_PROXY_VERSION) bash scripts/build-k8s.sh kube-proxy
 
 test-takeover: deps build kube-proxy
-	cd test/e2e && TAKEOVER=1 TAKEOVER_CYCLES=$(TAKEOVER_CYCLES) KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
+	cd test/e2e && TAKEOVER=1 TAKEOVER_CYCLES=$(TAKEOVER_CYCLES) TAKEOVER_MODE=$(TAKEOVER_MODE) KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) IPVS_PROXY_BIN=$(CURDIR)/$(BIN) \
 		$(GO) test -count=1 -vet=off -v -timeout 90m -run '^TestTakeover$$' $(TAKEOVER_FLAGS) ./takeover
 
 # In `make test` (about 6 min warm at a host load of ~3: `go test` 379 s;
@@ -41,5 +47,11 @@ test-takeover: deps build kube-proxy
 # caught: IPVS matching the SYN-ACK to an older, closed connection of the
 # same client port, which the verdict now finds (docs/testing.md).
 TEST_TARGETS += test-takeover
+
+# Two more boots of the same bed, each about as long as test-takeover.
+test-takeover-modes:
+	$(MAKE) test-takeover TAKEOVER_MODE=iptables
+	$(MAKE) test-takeover TAKEOVER_MODE=nftables
+OPT_IN += test-takeover-modes(two-more-takeover-bed-boots-from-iptables-and-nftables-mode)
 
 .DEFAULT_GOAL := $(takeover_default_goal)

@@ -18,7 +18,7 @@ cd "$(dirname "$0")/.."
 # curl and netcat-openbsd: the upstream e2e tests exec `curl` and `nc -u`/`nc -v -t` in pods
 # (make conformance-upstream; the VM shares the host's root filesystem).
 PKGS=(qemu-system-x86 seabios ipxe-qemu busybox-static ipvsadm ipset iptables iproute2 gcc libc6-dev
-      conntrack kmod cpio xz-utils curl netcat-openbsd)
+      conntrack kmod cpio xz-utils curl netcat-openbsd nftables)
 CACHE=${VM_CACHE:-.cache/vm}
 ROOT=$CACHE/root
 

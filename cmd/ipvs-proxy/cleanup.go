@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/netip"
+	"slices"
 	"strings"
 
 	"github.com/spf13/cobra"
@@ -19,23 +20,48 @@ import (
 // and removed nothing.
 var ErrOtherProxy = errors.New("another service proxy is running on this node")
 
+// cleanupRequest is what `ipvs-proxy cleanup` (or run --cleanup) is asked.
+type cleanupRequest struct {
+	// exclude is --ipvs-exclude-cidrs, stateDir --state-dir (its ownership
+	// journal).
+	exclude  []netip.Prefix
+	stateDir string
+	// force is --force: remove even with another service proxy running.
+	force bool
+	// kubeProxyMode is --kube-proxy-mode: kube-proxy serves the node in
+	// this mode (iptables, nftables) and is no reason to refuse; with
+	// iptables, the chains that mode shares by name stay (the way out).
+	kubeProxyMode string
+	// log may be nil.
+	log *zap.Logger
+}
+
 // cleanupNode is `ipvs-proxy cleanup` and `ipvs-proxy run --cleanup`: it
 // removes what the proxy created on this node (its virtual servers,
 // kube-ipvs0, its chains and ipsets) and nothing else, prints one summary
 // line to w, and returns a failure (exit 1) when something could not be
-// removed. exclude is --ipvs-exclude-cidrs, stateDir --state-dir (its
-// ownership journal); log may be nil.
+// removed.
 //
 // Unless force, it first looks for another service proxy running on the
 // node (kube-proxy after a rollback, another `ipvs-proxy run`): the names
 // are shared, so removing "ours" would take that proxy's kube-ipvs0,
 // virtual servers, ipsets and chains away under its traffic. Then it
-// removes nothing and fails with ErrOtherProxy, naming the process.
-func cleanupNode(w io.Writer, exclude []netip.Prefix, stateDir string, force bool, log *zap.Logger) error {
-	if !force {
+// removes nothing and fails with ErrOtherProxy, naming the process. With
+// kubeProxyMode, kube-proxy is expected: in iptables or nftables mode it
+// serves from none of what cleanup removes.
+func cleanupNode(w io.Writer, req cleanupRequest) error {
+	switch req.kubeProxyMode {
+	case "", "iptables", "nftables":
+	default:
+		return fmt.Errorf("--kube-proxy-mode %q: want iptables or nftables (kube-proxy's IPVS mode serves from what cleanup removes)", req.kubeProxyMode)
+	}
+	if !req.force {
 		procs, err := findProxies("/proc")
 		if err != nil {
 			return failure(fmt.Errorf("cleanup: look for other service proxies in /proc: %w", err))
+		}
+		if req.kubeProxyMode != "" {
+			procs = slices.DeleteFunc(procs, func(p recovery.Process) bool { return p.Name == "kube-proxy" })
 		}
 		if len(procs) > 0 {
 			p := procs[0]
@@ -43,7 +69,7 @@ func cleanupNode(w io.Writer, exclude []netip.Prefix, stateDir string, force boo
 				ErrOtherProxy, p.Name, p.PID, p.Cmdline))
 		}
 	}
-	res, err := cleanupKernel(recovery.CleanupOptions{ExcludeCIDRs: exclude, StateDir: stateDir, Log: log})
+	res, err := cleanupKernel(recovery.CleanupOptions{ExcludeCIDRs: req.exclude, StateDir: req.stateDir, KubeProxyMode: req.kubeProxyMode, Log: req.log})
 	if res != nil {
 		dev := "no " + addrmgr.Device
 		if res.DeviceDeleted {
@@ -70,11 +96,9 @@ var (
 )
 
 func newCleanupCommand() *cobra.Command {
-	var exclude []netip.Prefix
-	var force bool
-	stateDir := config.DefaultStateDir
+	req := cleanupRequest{stateDir: config.DefaultStateDir}
 	cmd := &cobra.Command{
-		Use:   "cleanup [--ipvs-exclude-cidrs CIDRS] [--state-dir DIR] [--force]",
+		Use:   "cleanup [--ipvs-exclude-cidrs CIDRS] [--state-dir DIR] [--force | --kube-proxy-mode MODE]",
 		Short: "Remove what the proxy created on this node, and nothing else",
 		Long: `cleanup takes ipvs-proxy off this node: it deletes the IPVS virtual servers the
 proxy owns (those on addresses bound on kube-ipvs0, NodePort servers: a node
@@ -88,15 +112,21 @@ other chains stay. Stop the proxy first. A second cleanup changes nothing.
 When another service proxy runs on the node (kube-proxy after a rollback, or
 another ipvs-proxy run), cleanup removes nothing and fails naming it: the
 names are shared, and that proxy serves traffic from them; --force removes
-anyway. The same as run --cleanup. Exit status 0, or 1 when something could
+anyway. On the way out to kube-proxy's iptables or nftables mode, run it
+with --kube-proxy-mode MODE once kube-proxy serves the node in that mode:
+kube-proxy is then expected, and with iptables the chains that mode writes
+under the same names (nat KUBE-SERVICES, KUBE-POSTROUTING, KUBE-MARK-MASQ,
+filter KUBE-FORWARD, KUBE-PROXY-FIREWALL) and the jumps to them stay. The
+same as run --cleanup. Exit status 0, or 1 when something could
 not be removed (run it again) or another proxy runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			return cleanupNode(cmd.OutOrStdout(), exclude, stateDir, force, nil)
+			return cleanupNode(cmd.OutOrStdout(), req)
 		},
 	}
-	cmd.Flags().Var(newPrefixList(&exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never deleted.")
-	cmd.Flags().StringVar(&stateDir, "state-dir", stateDir, "Directory of run's state: the ownership journal (ipvs-owned) is read and removed.")
-	cmd.Flags().BoolVar(&force, "force", false, "Remove even when another service proxy (kube-proxy, another ipvs-proxy run) is running on the node.")
+	cmd.Flags().Var(newPrefixList(&req.exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never deleted.")
+	cmd.Flags().StringVar(&req.stateDir, "state-dir", req.stateDir, "Directory of run's state: the ownership journal (ipvs-owned) is read and removed.")
+	cmd.Flags().BoolVar(&req.force, "force", false, "Remove even when another service proxy (kube-proxy, another ipvs-proxy run) is running on the node.")
+	cmd.Flags().StringVar(&req.kubeProxyMode, "kube-proxy-mode", "", "kube-proxy serves this node in this mode (iptables or nftables): the way out; kube-proxy running is no refusal, and with iptables the chains that mode shares by name stay.")
 	return cmd
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"net/netip"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
@@ -71,5 +72,39 @@ func TestCleanupOtherProxy(t *testing.T) {
 	out.Reset()
 	if code := Main([]string{"cleanup", "--force"}, nil, &out, &errb); code != 0 || !called {
 		t.Errorf("--force: exit %d, kernel cleanup called %v; want 0 and called", code, called)
+	}
+}
+
+// TestCleanupWayOut: on the way out, --kube-proxy-mode says kube-proxy
+// serves the node in iptables or nftables mode: a running kube-proxy is
+// then no refusal and the mode reaches the kernel cleanup (which keeps the
+// chains iptables mode shares); another ipvs-proxy run still is, and
+// kube-proxy's IPVS mode, which serves from what cleanup removes, is a
+// usage error.
+func TestCleanupWayOut(t *testing.T) {
+	old, oldFind := cleanupKernel, findProxies
+	t.Cleanup(func() { cleanupKernel, findProxies = old, oldFind })
+	running := []recovery.Process{{PID: 42, Name: "kube-proxy", Cmdline: "kube-proxy --config=/var/lib/kube-proxy/config.conf"}}
+	findProxies = func(string) ([]recovery.Process, error) { return slices.Clone(running), nil }
+	var got *recovery.CleanupOptions
+	cleanupKernel = func(o recovery.CleanupOptions) (*recovery.CleanupResult, error) {
+		got = &o
+		return &recovery.CleanupResult{}, nil
+	}
+	var out, errb bytes.Buffer
+	for _, mode := range []string{"iptables", "nftables"} {
+		got = nil
+		if code := Main([]string{"cleanup", "--kube-proxy-mode", mode}, nil, &out, &errb); code != 0 || got == nil || got.KubeProxyMode != mode {
+			t.Errorf("--kube-proxy-mode %s with kube-proxy running: exit %d, cleanup options %+v; want 0 and the mode passed (stderr %q)", mode, code, got, errb.String())
+		}
+	}
+	running = append(running, recovery.Process{PID: 43, Name: "ipvs-proxy", Cmdline: "ipvs-proxy run"})
+	got = nil
+	if code := Main([]string{"cleanup", "--kube-proxy-mode", "iptables"}, nil, &out, &errb); code != exitFailure || got != nil {
+		t.Errorf("--kube-proxy-mode iptables with another ipvs-proxy running: exit %d, kernel cleanup called %v; want %d, not called", code, got != nil, exitFailure)
+	}
+	errb.Reset()
+	if code := Main([]string{"cleanup", "--kube-proxy-mode", "ipvs"}, nil, &out, &errb); code != exitUsage || got != nil || !strings.Contains(errb.String(), "--kube-proxy-mode") {
+		t.Errorf("--kube-proxy-mode ipvs: exit %d, stderr %q; want %d naming the flag, nothing removed", code, errb.String(), exitUsage)
 	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -92,7 +93,7 @@ func apply(t *testing.T, node *ktest.Node, nodes []model.Node, o planner.Options
 			return err
 		}
 		defer h.Close()
-		link, err := addrmgr.EnsureDevice(h)
+		link, err := addrkernel.EnsureDevice(h)
 		if err != nil {
 			return err
 		}

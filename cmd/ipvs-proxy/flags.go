@@ -10,6 +10,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -50,7 +51,7 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 		"Cloud platform addresses beyond the built-in ones (docs/security.md): never a service VIP, never a real server.")
 	fs.StringSliceVar(&o.NodeEndpointNamespaces, "node-endpoint-namespaces", nil,
 		"Namespaces whose Services may have endpoints on a node's or the API server's address at a --protected-node-ports port (default/kubernetes always may).")
-	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
+	o.ProtectedNodePorts, _ = model.ParsePortRanges(guard.DefaultProtectedNodePorts)
 	fs.Var(&portList{p: &o.ProtectedNodePorts}, "protected-node-ports",
 		"Ports and port ranges of the node's own services that a node address served at L4 (a NodePort, an externalIP or LoadBalancer IP that is this node's address) never captures, besides the ports the node listens on; empty: only those.")
 	o.MaxVirtualServersPerService = informers.DefaultMaxVirtualServers
@@ -137,7 +138,7 @@ func (l *addrList) Set(v string) error {
 // portList is a repeatable, comma-separated list of ports and port
 // ranges; the first value given replaces the default.
 type portList struct {
-	p   *[]guard.PortRange
+	p   *[]model.PortRange
 	set bool
 }
 
@@ -146,7 +147,7 @@ func (l *portList) Type() string { return "strings" }
 func (l *portList) String() string { return joined(l.p) }
 
 func (l *portList) Set(v string) error {
-	rs, err := guard.ParsePortRanges(v)
+	rs, err := model.ParsePortRanges(v)
 	if err != nil {
 		return err
 	}

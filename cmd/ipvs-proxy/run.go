@@ -76,7 +76,7 @@ symbolic link), ipvs-proxy is ipvs-proxy run.`,
 				return initOnly(cmd.Context(), c, log)
 			}
 			if c.Cleanup {
-				return cleanupNode(cmd.OutOrStdout(), c.Planning.ExcludeCIDRs, c.StateDir, false, log)
+				return cleanupNode(cmd.OutOrStdout(), cleanupRequest{exclude: c.Planning.ExcludeCIDRs, stateDir: c.StateDir, log: log})
 			}
 			ctx, stop := signal.NotifyContext(cmd.Context(), syscall.SIGTERM, syscall.SIGINT)
 			defer stop()

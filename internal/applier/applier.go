@@ -14,7 +14,10 @@
 //  4. apply ipsets and iptables rules (the Rules layer itself adds set
 //     entries before the rules that refer to them);
 //  5. bind new addresses, each checked by the guard immediately before, and
-//     only once every virtual server on it exists; then prune the journal.
+//     only once every virtual server on it exists; then prune the journal;
+//  6. in a full sync, remove the DNAT rules another proxy left in front
+//     (Taker: kube-proxy's iptables mode), now that the proxy's own state
+//     serves every address they served.
 //
 // A failure of one service never stops the others: the Result lists what
 // failed, per service, and the next sync retries. The applier owns no
@@ -190,7 +193,7 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 // ownership rule of ipvs.Ownership calls ours (one IPVS dump; foreign ones
 // and --ipvs-exclude-cidrs stay), then the chains and sets named in empty,
 // the plan of an empty cluster (planner.Plan of a model.Cluster without
-// services). kube-ipvs0 itself stays: addrmgr.DeleteDevice removes it. The
+// services). kube-ipvs0 itself stays: addrmgr/kernel.DeleteDevice removes it. The
 // error is non-nil only when the kernel could not be read.
 func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	res := &Result{Bind: &addrmgr.Result{}}
@@ -335,6 +338,9 @@ func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selecte
 	s.syncRules()
 	s.takeTurn()
 	s.bind()
+	if full {
+		s.finishTakeover()
+	}
 	if !a.turning {
 		// A partial sync inside a full sync's turn leaves the journal as
 		// it is: the full sync journaled virtual servers its walk may not

@@ -28,6 +28,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -128,7 +129,7 @@ func openStack() (*stack, error) {
 	}
 	ctx, stopWatch := context.WithCancel(context.Background())
 	s := &stack{rules: rules, close: func() { stopWatch(); t.Close(); h.Close(); rules.Close() }}
-	link, err := addrmgr.EnsureDevice(h)
+	link, err := addrkernel.EnsureDevice(h)
 	if err != nil {
 		s.close()
 		return nil, err

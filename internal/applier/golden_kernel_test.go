@@ -39,7 +39,7 @@ var goldenFlags = regexp.MustCompile(`(?m)^# flags(?:\[([a-z0-9-]+)\])?:(.*)$`)
 // dialed host is, to be judged against the input (informers.APIServerAddrs).
 func goldenOptions(args []string) (o planner.Options, files []string, nodeCache string, err error) {
 	o = planner.Options{Scheduler: "rr", MasqueradeBit: planner.DefaultMasqueradeBit}
-	o.ProtectedNodePorts, _ = guard.ParsePortRanges(guard.DefaultProtectedNodePorts)
+	o.ProtectedNodePorts, _ = model.ParsePortRanges(guard.DefaultProtectedNodePorts)
 	addrs := func(v string, into *[]netip.Addr) error {
 		for _, s := range strings.Split(v, ",") {
 			a, err := netip.ParseAddr(s)
@@ -95,7 +95,7 @@ func goldenOptions(args []string) (o planner.Options, files []string, nodeCache 
 		case "--resolver":
 			err = addrs(v, &o.Resolvers)
 		case "--protected-node-ports":
-			o.ProtectedNodePorts, err = guard.ParsePortRanges(v)
+			o.ProtectedNodePorts, err = model.ParsePortRanges(v)
 		case "--api-server-address":
 			err = addrs(v, &o.APIServerAddrs)
 		case "--gateway":

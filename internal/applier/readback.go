@@ -75,7 +75,7 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 }
 
 // FullFrom is Full with the IPVS table as rb, the read BeginFull returned,
-// found it. The error is ipvs.ErrNoRead when a Full ran since BeginFull
+// found it. The error wraps layer.ErrNoRead when a Full ran since BeginFull
 // (a full sync the loop could not defer): the read is then stale.
 //
 // turn, when not nil, gives the changes that arrive while it runs their

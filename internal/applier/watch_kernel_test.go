@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
@@ -133,12 +134,12 @@ func TestKernelAddressWatch(t *testing.T) {
 
 	// A watch started outside the namespace of the link's handle would
 	// follow another kube-ipvs0: refused.
-	var link *addrmgr.KernelLink
-	if err := b.node.Do(func() (err error) { link, err = addrmgr.EnsureDevice(b.node.Netlink(t)); return err }); err != nil {
+	var link *addrkernel.Link
+	if err := b.node.Do(func() (err error) { link, err = addrkernel.EnsureDevice(b.node.Netlink(t)); return err }); err != nil {
 		t.Fatal(err)
 	}
 	m := addrmgr.NewManager(link, b.guard, nil)
-	if err := m.Watch(context.Background(), nil); !errors.Is(err, addrmgr.ErrWatchNamespace) {
+	if err := m.Watch(context.Background(), nil); !errors.Is(err, addrkernel.ErrWatchNamespace) {
 		t.Fatalf("watch from the test's namespace: %v, want ErrWatchNamespace", err)
 	}
 }

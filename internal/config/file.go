@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
@@ -133,11 +133,11 @@ func setPrefixes(s setter, flag string, dst *[]netip.Prefix, v []string) {
 }
 
 // setPorts parses ports and port ranges from the file into dst.
-func setPorts(s setter, flag string, dst *[]guard.PortRange, v []string) {
+func setPorts(s setter, flag string, dst *[]model.PortRange, v []string) {
 	if v == nil || (s.fs != nil && s.fs.Changed(flag)) {
 		return
 	}
-	p, err := guard.ParsePortRanges(strings.Join(v, ","))
+	p, err := model.ParsePortRanges(strings.Join(v, ","))
 	if err != nil {
 		*s.errs = append(*s.errs, fmt.Errorf("%s: %v: %w", flag, err, ErrInvalid))
 		return

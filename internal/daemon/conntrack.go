@@ -16,6 +16,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 // conntrackHashsizeFile is nf_conntrack's hash table size, which kube-proxy
@@ -102,7 +103,7 @@ func setConntrack(ct config.Conntrack, cpus int, procSys, hashsizeFile string, l
 				zap.Int("want", s.Value), zap.Int("cpus", cpus))
 			continue
 		}
-		done, err := ipvs.WriteSysctls(procSys, []ipvs.Sysctl{s})
+		done, err := ipvskernel.WriteSysctls(procSys, []ipvs.Sysctl{s})
 		if err != nil {
 			log.Warn("cannot set a conntrack sysctl (--conntrack-*); the kernel's value stays", zap.Error(err))
 			continue

@@ -13,6 +13,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
 )
 
 // TestConntrackSysctls: kube-proxy's defaults set nf_conntrack_max to
@@ -68,14 +69,14 @@ func TestRaiseConntrackHashsize(t *testing.T) {
 // TestNoIPVS: a missing net/ipv4/vs is told apart from other sysctl errors.
 func TestNoIPVS(t *testing.T) {
 	root := t.TempDir()
-	_, err := ipvs.WriteSysctls(root, []ipvs.Sysctl{{Name: "net/ipv4/vs/conntrack", Value: 1}})
+	_, err := ipvskernel.WriteSysctls(root, []ipvs.Sysctl{{Name: "net/ipv4/vs/conntrack", Value: 1}})
 	if !noIPVS(root, err) {
 		t.Errorf("missing net/ipv4/vs: %v not told as no IPVS", err)
 	}
 	if err := os.MkdirAll(filepath.Join(root, "net/ipv4/vs"), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	_, err = ipvs.WriteSysctls(root, []ipvs.Sysctl{{Name: "net/ipv4/vs/conntrack", Value: 1}})
+	_, err = ipvskernel.WriteSysctls(root, []ipvs.Sysctl{{Name: "net/ipv4/vs/conntrack", Value: 1}})
 	if err == nil || noIPVS(root, err) || !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("present net/ipv4/vs: %v", err)
 	}

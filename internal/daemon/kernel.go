@@ -11,11 +11,11 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -37,13 +37,13 @@ type kernel struct {
 	nl        *netlink.Handle
 	// addrReader is a second rtnetlink socket, for the same read's dump
 	// of kube-ipvs0.
-	addrReader *nladdr.Dumper
+	addrReader *nlconn.AddrDumper
 	// addrWriter is a third rtnetlink socket, the binds' (many to a
 	// sendmsg).
-	addrWriter *nlbatch.Writer
-	link       *addrmgr.KernelLink
+	addrWriter *nlconn.Writer
+	link       *addrkernel.Link
 	rules      *iptables.Syncer
-	guard      *Guard
+	guard      *guardInForce
 	rec        *ipvs.Reconciler
 	app        *applier.Applier
 	// addrKick receives (coalesced, never blocking the sender) when the
@@ -60,7 +60,7 @@ type kernel struct {
 }
 
 func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
-	k := &kernel{guard: NewGuard(nil), addrKick: make(chan struct{}, 1)}
+	k := &kernel{guard: newGuardInForce(nil), addrKick: make(chan struct{}, 1)}
 	var err error
 	if k.table, err = ipvskernel.Open(); err != nil {
 		return nil, fmt.Errorf("open IPVS: %w", err)
@@ -88,12 +88,12 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 	if k.nl, err = netlink.NewHandle(); err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	link, err := addrmgr.EnsureDevice(k.nl)
+	link, err := addrkernel.EnsureDevice(k.nl)
 	if err != nil {
 		return nil, err
 	}
 	k.link = link
-	if k.addrWriter, err = nlbatch.Open(unix.NETLINK_ROUTE); err != nil {
+	if k.addrWriter, err = nlconn.OpenWriter(unix.NETLINK_ROUTE); err != nil {
 		return nil, fmt.Errorf("netlink: a socket for the binds: %w", err)
 	}
 	link.SetWriter(k.addrWriter)
@@ -112,7 +112,7 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		Reader:         k.reader,
 		Log:            log.Named("ipvs"),
 	})
-	if k.addrReader, err = nladdr.Open(); err != nil {
+	if k.addrReader, err = nlconn.OpenAddrDumper(); err != nil {
 		return nil, fmt.Errorf("netlink: a second socket: %w", err)
 	}
 	mgr := addrmgr.NewManager(link, k.guard, log.Named("addrmgr"))
@@ -135,7 +135,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 	if err != nil {
 		return err
 	}
-	changed, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
+	changed, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, c.IPVSStrictARP))
 	if noIPVS("/proc/sys", err) {
 		return ErrNoIPVS
 	}
@@ -154,7 +154,7 @@ func setSysctls(c *config.Config, log *zap.Logger) error {
 // watch follows kube-ipvs0's addresses (`ip monitor address dev
 // kube-ipvs0`), the node's other links and its main routing table for the
 // node-address cache.
-func (k *kernel) watch(mgr *addrmgr.Manager, link *addrmgr.KernelLink, log *zap.Logger) error {
+func (k *kernel) watch(mgr *addrmgr.Manager, link *addrkernel.Link, log *zap.Logger) error {
 	// `ip monitor address dev kube-ipvs0`: partial syncs then dump
 	// kube-ipvs0 only after a change by others (or lost events). Without
 	// the watch every sync dumps it, as before.

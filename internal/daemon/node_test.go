@@ -27,7 +27,7 @@ func host(s string) netip.Prefix {
 func TestGuardProtectsThroughManager(t *testing.T) {
 	o := &planner.Options{LocalAddrs: []netip.Addr{netip.MustParseAddr("192.168.0.1")},
 		ClusterCIDRs: []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")}}
-	g := NewGuard(guard.New(planner.GuardInputs(o, []model.Node{{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}})))
+	g := newGuardInForce(guard.New(planner.GuardInputs(o, []model.Node{{Name: "n2", Addresses: []netip.Addr{netip.MustParseAddr("192.168.0.2")}}})))
 	link := addrmgrtest.NewFakeLink(host("192.168.0.2"))
 	m := addrmgr.NewManager(link, g, nil)
 	if _, err := m.Dump(); err != nil {
@@ -56,7 +56,7 @@ func TestGuardProtectsThroughManager(t *testing.T) {
 	if v := g.Check(netip.MustParseAddr("10.96.0.11")); !v.Protected || v.Reason != model.ReasonNodeIP {
 		t.Errorf("after Set a node address is not protected: %+v", v)
 	}
-	if NewGuard(nil).Check(netip.MustParseAddr("10.96.0.11")).Protected {
+	if newGuardInForce(nil).Check(netip.MustParseAddr("10.96.0.11")).Protected {
 		t.Error("the holder of no guard protects a VIP")
 	}
 }

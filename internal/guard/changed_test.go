@@ -82,7 +82,7 @@ func TestChangedAddrsOfPrefixesAndPorts(t *testing.T) {
 		"protected CIDRs": func(in *Inputs) { in.ProtectedCIDRs = []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")} },
 		"pod CIDRs":       func(in *Inputs) { in.PodCIDRs = []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")} },
 		"on-link subnets": func(in *Inputs) { in.LocalPrefixes = []netip.Prefix{netip.MustParsePrefix("192.168.1.5/24")} },
-		"protected ports": func(in *Inputs) { in.ProtectedPorts = []PortRange{{First: 22, Last: 22}} },
+		"protected ports": func(in *Inputs) { in.ProtectedPorts = []model.PortRange{{First: 22, Last: 22}} },
 		"listeners": func(in *Inputs) {
 			in.Listeners = []Listener{{Protocol: model.TCP, Addr: netip.IPv4Unspecified(), Port: 22}}
 		},

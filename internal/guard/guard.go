@@ -61,7 +61,7 @@ type Inputs struct {
 	// ProtectedPorts is --protected-node-ports, Listeners the sockets the
 	// node serves on: no node address served at L4 captures them
 	// (CheckPort).
-	ProtectedPorts []PortRange
+	ProtectedPorts []model.PortRange
 	Listeners      []Listener
 }
 
@@ -114,7 +114,7 @@ type Guard struct {
 	// onLink are this node's subnets when strict ARP is off (nil with it).
 	onLink []netip.Prefix
 	// ports and listeners are CheckPort's.
-	ports     []PortRange
+	ports     []model.PortRange
 	listeners []Listener
 
 	fpOnce sync.Once

@@ -228,7 +228,7 @@ func TestCheckInfrastructure(t *testing.T) {
 // on there (issue 14, item 6).
 func TestCheckPort(t *testing.T) {
 	a := netip.MustParseAddr
-	ports, err := ParsePortRanges(DefaultProtectedNodePorts)
+	ports, err := model.ParsePortRanges(DefaultProtectedNodePorts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -259,8 +259,8 @@ func TestCheckPort(t *testing.T) {
 		t.Error("the listeners do not change the fingerprint")
 	}
 	for _, bad := range []string{"0", "22-21", "x", "70000", "1-"} {
-		if _, err := ParsePortRanges(bad); err == nil {
-			t.Errorf("ParsePortRanges(%q) gave no error", bad)
+		if _, err := model.ParsePortRanges(bad); err == nil {
+			t.Errorf("model.ParsePortRanges(%q) gave no error", bad)
 		}
 	}
 }

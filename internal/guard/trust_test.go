@@ -109,7 +109,7 @@ func TestPlatformAndNodePodRanges(t *testing.T) {
 
 func TestCheckEndpoint(t *testing.T) {
 	a, p := netip.MustParseAddr, netip.MustParsePrefix
-	ports, _ := ParsePortRanges(DefaultProtectedNodePorts)
+	ports, _ := model.ParsePortRanges(DefaultProtectedNodePorts)
 	g := New(Inputs{
 		LocalAddrs:         []netip.Addr{a("10.10.0.211")},
 		Nodes:              []model.Node{{Name: "n2", Addresses: []netip.Addr{a("10.10.0.212")}}},

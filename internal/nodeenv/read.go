@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nladdr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 )
 
 // Device is the dummy device the proxy binds VIPs on: its addresses are no
@@ -49,12 +49,12 @@ type Env struct {
 }
 
 // Handle reads the node: a route netlink handle for its links and
-// routes, and an address dumper (internal/nladdr) that skips kube-ipvs0's
+// routes, and an address dumper (internal/nlconn) that skips kube-ipvs0's
 // addresses before parsing them, both in the network namespace of the
 // thread that opened it (NewHandle).
 type Handle struct {
 	nl    *netlink.Handle
-	addrs *nladdr.Dumper
+	addrs *nlconn.AddrDumper
 	// Strict is false when the kernel refused strict checking (before
 	// 4.20): the handle works, every route read gets the whole table.
 	Strict bool
@@ -68,7 +68,7 @@ func NewHandle() (*Handle, error) {
 	if err != nil {
 		return nil, fmt.Errorf("netlink: %w", err)
 	}
-	d, err := nladdr.Open()
+	d, err := nlconn.OpenAddrDumper()
 	if err != nil {
 		h.Close()
 		return nil, err
@@ -113,7 +113,7 @@ func ReadAddrs(h *Handle) (local []netip.Addr, prefixes []netip.Prefix, linkLoca
 	if l, err := h.nl.LinkByName(Device); err == nil {
 		skip = l.Attrs().Index
 	}
-	err = h.addrs.Dump(nladdr.Filter{Except: skip}, func(a nladdr.Addr) {
+	err = h.addrs.Dump(nlconn.AddrFilter{Except: skip}, func(a nlconn.Addr) {
 		ip := a.Prefix.Addr().Unmap()
 		if ip.IsLinkLocalUnicast() {
 			linkLocal = append(linkLocal, ip)

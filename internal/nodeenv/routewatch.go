@@ -11,8 +11,7 @@ import (
 	"go.uber.org/zap"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsub"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlwatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 )
 
 // routeWatchRcvBuf is the receive buffer asked for the route subscription
@@ -45,7 +44,7 @@ func (e *Cache) WatchRoutes(ctx context.Context, log *zap.Logger) error {
 		return err
 	}
 	e.RoutesChanged(false) // followed from now on
-	go nlwatch.Follow(ctx, sub, subscribeMainTable,
+	go nlconn.Follow(ctx, sub, subscribeMainTable,
 		func(mainTableEvent) { e.RoutesChanged(false) },
 		func(err error) {
 			e.RoutesChanged(true)
@@ -71,8 +70,8 @@ type mainTableEvent struct{}
 // netlink.RouteSubscribe parsed each into a netlink.Route before the
 // handler dropped it (a large share of the first sync's binds: see `make
 // bench-daemon DAEMONBENCH_FIRSTCPU_PROFILE=FILE`).
-func subscribeMainTable() (*nlwatch.Sub[mainTableEvent], error) {
-	s, err := nlsub.Subscribe(netns.None(), []uint{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}, routeWatchRcvBuf, routeWatchQueue,
+func subscribeMainTable() (*nlconn.Sub[mainTableEvent], error) {
+	s, err := nlconn.Subscribe(netns.None(), []uint{unix.RTNLGRP_IPV4_ROUTE, unix.RTNLGRP_IPV6_ROUTE}, routeWatchRcvBuf, routeWatchQueue,
 		func(typ uint16, body []byte) (mainTableEvent, bool, error) {
 			return mainTableEvent{}, (typ == unix.RTM_NEWROUTE || typ == unix.RTM_DELROUTE) && isMainTable(body), nil
 		})

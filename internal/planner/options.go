@@ -66,7 +66,7 @@ type Options struct {
 	// sockets the node serves on (run reads them on full syncs): no node
 	// address served at L4 (a NodePort, a local externalIP or LoadBalancer
 	// IP) captures them.
-	ProtectedNodePorts []guard.PortRange
+	ProtectedNodePorts []model.PortRange
 	Listeners          []guard.Listener
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there are never
 	// planned or touched.

@@ -23,7 +23,7 @@ type CleanupOptions struct {
 	// ExcludeCIDRs is --ipvs-exclude-cidrs: virtual servers there stay.
 	ExcludeCIDRs []netip.Prefix
 	// NodePortRange is --service-node-port-range; zero is 30000-32767.
-	NodePortRange ipvs.PortRange
+	NodePortRange model.PortRange
 	// StateDir is --state-dir: its ownership journal (ipvs.JournalFile)
 	// names virtual servers the kernel does not show to be ours (an
 	// externalIP on a node address served at L4); they are deleted too and
@@ -34,6 +34,11 @@ type CleanupOptions struct {
 	Rules interface {
 		Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
 	}
+	// KubeProxyMode is the mode kube-proxy serves this node in while the
+	// proxy's leftovers go (the way out): "iptables" keeps the chains that
+	// mode writes under the proxy's names (iptables.IPTablesModeShared) and
+	// the jumps to them; "" and "nftables" remove every chain of the plan.
+	KubeProxyMode string
 	// Log receives what was removed; nil means no logging.
 	Log *zap.Logger
 }
@@ -161,6 +166,9 @@ func cleanupRules(o CleanupOptions, res *CleanupResult, log *zap.Logger) []error
 	}
 	if rules != nil {
 		sets, rulesets := emptyPlan()
+		if o.KubeProxyMode == "iptables" {
+			rulesets = iptables.WithoutChains(rulesets, iptables.IPTablesModeShared)
+		}
 		if err := rules.Cleanup(sets, rulesets); err != nil {
 			errs = append(errs, fmt.Errorf("%w: iptables and ipsets: %w", ErrCleanup, err))
 		} else {

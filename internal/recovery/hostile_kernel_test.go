@@ -6,7 +6,7 @@ package recovery
 // API server hands them over go through the daemon's own path —
 // informers.Convert, planner.Plan, planner.GuardInputs for the address
 // manager's guard, internal/applier full sync on ipvskernel.Table,
-// addrmgr.KernelLink and iptables.Syncer — inside a ktest node namespace.
+// addrkernel.Link and iptables.Syncer — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
 // protected address ever appears on kube-ipvs0 (a netlink monitor watches
 // every addition), and the good services keep answering real TCP requests
@@ -34,6 +34,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
@@ -150,7 +151,7 @@ func (b *hbed) openKernel() {
 		table *ipvskernel.Table
 		ct    *ipvskernel.Conntrack
 		nl    *netlink.Handle
-		link  *addrmgr.KernelLink
+		link  *addrkernel.Link
 		rules *iptables.Syncer
 	)
 	err := b.ns.Do(func() error {
@@ -158,7 +159,7 @@ func (b *hbed) openKernel() {
 		if err != nil {
 			return err
 		}
-		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
+		if _, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
 		if table, err = ipvskernel.Open(); err != nil {
@@ -170,7 +171,7 @@ func (b *hbed) openKernel() {
 		if nl, err = netlink.NewHandle(); err != nil {
 			return err
 		}
-		if link, err = addrmgr.EnsureDevice(nl); err != nil {
+		if link, err = addrkernel.EnsureDevice(nl); err != nil {
 			return err
 		}
 		rules, err = iptableskernel.NewSyncer(log.Named("iptables"))

@@ -10,6 +10,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
@@ -27,7 +28,7 @@ type Kernel struct {
 	// env reads the node's addresses and routes (nodeenv.NewHandle: the
 	// main routing table alone, as `run` reads it).
 	env   *nodeenv.Handle
-	link  *addrmgr.KernelLink
+	link  *addrkernel.Link
 	table *ipvskernel.Table
 }
 
@@ -44,7 +45,7 @@ func OpenKernel() (*Kernel, error) {
 		return nil, err
 	}
 	if _, err := h.LinkByName(addrmgr.Device); err == nil {
-		if k.link, err = addrmgr.EnsureDevice(h); err != nil {
+		if k.link, err = addrkernel.EnsureDevice(h); err != nil {
 			k.Close()
 			return nil, err
 		}
@@ -114,7 +115,7 @@ func (k *Kernel) Read() (*Node, error) {
 }
 
 // DeleteDevice is `ip link del kube-ipvs0`, with its addresses.
-func (k *Kernel) DeleteDevice() error { return addrmgr.DeleteDevice(k.h) }
+func (k *Kernel) DeleteDevice() error { return addrkernel.DeleteDevice(k.h) }
 
 // openRules opens the proxy's ipsets and chains in the calling thread's
 // namespace (iptables/kernel.NewSyncer).

@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlsock"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
@@ -72,7 +72,7 @@ func openDumper() (*dumper, error) {
 	}
 	// With the library's timeouts: a dump the kernel never finishes
 	// fails instead of holding the read forever.
-	s, err := nlsock.Open(unix.NETLINK_GENERIC)
+	s, err := nlconn.OpenSocket(unix.NETLINK_GENERIC)
 	if err != nil {
 		return nil, err
 	}

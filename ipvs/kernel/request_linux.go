@@ -5,11 +5,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlbatch"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// The IPVS requests the Table sends many to a sendmsg (internal/nlbatch).
+// The IPVS requests the Table sends many to a sendmsg (internal/nlconn).
 // moby/ipvs builds each request as a tree of attributes and sends it
 // alone; its encoders are unexported.
 
@@ -40,7 +40,7 @@ const (
 // attributes moby/ipvs's NewService sends (toService): the flags without
 // IP_VS_SVC_F_HASHED under a full mask, the host netmask.
 func appendNewService(b []byte, family uint16, seq uint32, vs ipvs.VirtualServer) []byte {
-	m := nlbatch.Begin(b, family, 0, seq)
+	m := nlconn.Begin(b, family, 0, seq)
 	m.Raw(ipvsCmdNewService, 1, 0, 0)
 	svc := m.Nest(unix.NLA_F_NESTED | ipvsCmdAttrService)
 	af, netmask := uint16(unix.AF_INET6), uint32(128)
@@ -67,7 +67,7 @@ func appendNewService(b []byte, family uint16, seq uint32, vs ipvs.VirtualServer
 // connection thresholds. The virtual server is named by its key alone (the
 // kernel looks it up; the scheduler and flags belong to `ipvsadm -A`).
 func appendNewDest(b []byte, family uint16, seq uint32, k ipvs.Key, rs ipvs.RealServer) []byte {
-	m := nlbatch.Begin(b, family, 0, seq)
+	m := nlconn.Begin(b, family, 0, seq)
 	m.Raw(ipvsCmdNewDest, 1, 0, 0) // struct genlmsghdr: cmd, version, reserved
 
 	svc := m.Nest(unix.NLA_F_NESTED | ipvsCmdAttrService)

@@ -1,5 +1,5 @@
 # scripts/lib/upstream-module.sh: sourced by the scripts that build programs
-# from k8s.io/kubernetes (build-kube-proxy.sh, build-upstream-e2e.sh).
+# from k8s.io/kubernetes (build-k8s.sh, build-upstream-e2e.sh).
 #
 # upstream_module DIR VERSION NAME writes DIR/go.mod for a throwaway module
 # NAME that requires only k8s.io/kubernetes VERSION and pins each staging

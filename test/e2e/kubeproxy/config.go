@@ -1,6 +1,7 @@
 package kubeproxy
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -20,7 +21,7 @@ const Version = "v1.34.4"
 var ErrNoBinary = errors.New("kubeproxy: kube-proxy binary not built (run `make kube-proxy`)")
 
 // Binary returns the kube-proxy to run: $KUBE_PROXY_BIN when set, else
-// REPO/.cache/kube-proxy/kube-proxy-Version (scripts/build-kube-proxy.sh).
+// REPO/.cache/kube-proxy/kube-proxy-Version (scripts/build-k8s.sh).
 func Binary(repoRoot string) (string, error) {
 	p := os.Getenv("KUBE_PROXY_BIN")
 	if p == "" {
@@ -43,7 +44,7 @@ const (
 // Config is what the bed sets in kube-proxy's configuration file. Fields
 // kubeadm sets (bindAddress, clusterCIDR, clientConnection.kubeconfig) keep
 // kubeadm's meaning; mode is ipvs, as an operator of an IPVS cluster sets it
-// in the ConfigMap. The bed's departures from kubeadm's file:
+// in the ConfigMap, unless Mode says otherwise. The bed's departures from kubeadm's file:
 //
 //   - healthzBindAddress and metricsBindAddress on 127.0.0.1 (kubeadm leaves
 //     them empty: 0.0.0.0:10256 and 127.0.0.1:10249): the node namespace has
@@ -73,6 +74,9 @@ type Config struct {
 	SyncPeriod, MinSyncPeriod time.Duration
 	// Scheduler is ipvs.scheduler; empty is kube-proxy's default, rr.
 	Scheduler string
+	// Mode is mode: "iptables" or "nftables" for a node kube-proxy runs in
+	// that mode; empty is ipvs.
+	Mode string
 }
 
 // KubeProxyConfiguration is c as the typed object kubeadm marshals into the
@@ -83,7 +87,7 @@ func (c Config) KubeProxyConfiguration() *kubeproxyconfig.KubeProxyConfiguration
 		TypeMeta:           metav1.TypeMeta{APIVersion: "kubeproxy.config.k8s.io/v1alpha1", Kind: "KubeProxyConfiguration"},
 		BindAddress:        "0.0.0.0",
 		ClusterCIDR:        c.ClusterCIDR,
-		Mode:               "ipvs",
+		Mode:               kubeproxyconfig.ProxyMode(cmp.Or(c.Mode, "ipvs")),
 		HealthzBindAddress: HealthzAddress,
 		MetricsBindAddress: MetricsAddress,
 	}

@@ -1,6 +1,6 @@
 // Package kubeproxy runs the reference service proxy in the test bed:
 // kube-proxy v1.34 (k8s.io/kubernetes v1.34.4, built once by
-// scripts/build-kube-proxy.sh into .cache/kube-proxy, `make kube-proxy`) in
+// scripts/build-k8s.sh into .cache/kube-proxy, `make kube-proxy`) in
 // IPVS mode inside a ktest node namespace of the test VM, against the
 // host's in-process API server, the way `ipvs-proxy run` runs there.
 //

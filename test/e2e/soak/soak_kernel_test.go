@@ -22,6 +22,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -244,7 +245,7 @@ func (c *churner) cluster() model.Cluster {
 type proxy struct {
 	table *ipvskernel.Table
 	nl    *netlink.Handle
-	link  *addrmgr.KernelLink
+	link  *addrkernel.Link
 	app   *applier.Applier
 }
 
@@ -260,7 +261,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 		if err != nil {
 			return err
 		}
-		if _, err := ipvs.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
+		if _, err := ipvskernel.WriteSysctls("/proc/sys", ipvs.KernelSysctls(rel, false)); err != nil {
 			return err
 		}
 		if p.table, err = ipvskernel.Open(); err != nil {
@@ -272,7 +273,7 @@ func openProxy(t *testing.T, node *ktest.Node, g *guard.Guard) *proxy {
 		if p.nl, err = netlink.NewHandle(); err != nil {
 			return err
 		}
-		if p.link, err = addrmgr.EnsureDevice(p.nl); err != nil {
+		if p.link, err = addrkernel.EnsureDevice(p.nl); err != nil {
 			return err
 		}
 		rules, err = iptableskernel.NewSyncer(nil)

@@ -55,7 +55,7 @@ func (b *bed) converge(timeout time.Duration) (time.Duration, string) {
 		if err != nil {
 			b.t.Fatal(err)
 		}
-		got := kstate.Text(b.t, b.node.NS)
+		got := b.leftByMode(kstate.Text(b.t, b.node.NS))
 		if got == want {
 			return time.Since(start), ""
 		}

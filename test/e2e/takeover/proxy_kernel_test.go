@@ -24,7 +24,8 @@ type ipvsProxy struct{ *ktest.Process }
 // use: kube-proxy's own config.conf from its ConfigMap, with
 // clientConnection.kubeconfig pointing at the proxy's credentials (deploy/
 // base's ServiceAccount token, the pod's in-cluster ones): with --config the
-// file wins over --kubeconfig, as in kube-proxy.
+// file wins over --kubeconfig, as in kube-proxy; and mode: ipvs, as the
+// guide has operators of an iptables-mode node set it.
 func (b *bed) proxyConfig() string {
 	b.t.Helper()
 	in, err := os.ReadFile(b.kubeProxyConfig)
@@ -37,6 +38,7 @@ func (b *bed) proxyConfig() string {
 	}
 	path := filepath.Join(b.dir, "ipvs-proxy-config.yaml")
 	out := re.ReplaceAllLiteral(in, []byte("  kubeconfig: "+b.proxyKubeconfig+"\n"))
+	out = regexp.MustCompile(`(?m)^mode: .*$`).ReplaceAllLiteral(out, []byte("mode: ipvs"))
 	if err := os.WriteFile(path, out, 0o644); err != nil {
 		b.t.Fatal(err)
 	}

@@ -144,35 +144,64 @@ func (b *bed) addService(name string) string {
 // before and after, no request fails, and kube-proxy's next sync succeeds.
 func (b *bed) cleanupAfterRollback(kp *kubeproxy.Process) string {
 	t := b.t
+	c := b.cleanupUnderTraffic(kp, "cleanup")
+	if c.err == nil {
+		t.Errorf("ipvs-proxy cleanup with kube-proxy running succeeded; want a refusal:\n%s", c.out)
+	} else if !strings.Contains(c.err.Error(), "kube-proxy (pid") || !strings.Contains(c.err.Error(), "nothing removed") {
+		t.Errorf("ipvs-proxy cleanup with kube-proxy running: %v; want it to name kube-proxy and remove nothing", c.err)
+	}
+	if d := changedLines(stripCounters(c.before), stripCounters(c.after), 40); d != "  (none)\n" {
+		t.Errorf("ipvs-proxy cleanup changed kube-proxy's kernel state:\n%s", d)
+	}
+	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; %s", c.err, c.summary())
+}
+
+// cleanupRun is one `ipvs-proxy cleanup` on the node kube-proxy serves,
+// under traffic (cleanupUnderTraffic).
+type cleanupRun struct {
+	out           string
+	err           error
+	before, after string
+	// nextSync is how long after its sync before the cleanup kube-proxy
+	// synced again.
+	nextSync                time.Duration
+	served, failed, excused int64
+}
+
+func (c cleanupRun) summary() string {
+	return fmt.Sprintf("kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
+		c.nextSync.Round(time.Millisecond), c.served, c.failed, c.excused)
+}
+
+// cleanupUnderTraffic runs `ipvs-proxy ARGS --state-dir DIR` (a cleanup)
+// in the node with traffic flowing and kube-proxy serving, and waits for
+// kube-proxy's next sync after it; a failed request or sync is a test
+// error. The kernel is dumped before and after.
+func (b *bed) cleanupUnderTraffic(kp *kubeproxy.Process, args ...string) cleanupRun {
+	t := b.t
 	tr := b.startTraffic()
 	time.Sleep(2 * time.Second)
 	lastSync, err := kp.LastSync(families)
 	if err != nil {
 		t.Fatal(err)
 	}
-	before := b.dumpKernel("before-cleanup.txt")
-	out, cerr := b.node.Exec(b.proxyBin, "cleanup", "--state-dir", b.dir+"/state")
-	if cerr == nil {
-		t.Errorf("ipvs-proxy cleanup with kube-proxy running succeeded; want a refusal:\n%s", out)
-	} else if !strings.Contains(cerr.Error(), "kube-proxy (pid") || !strings.Contains(cerr.Error(), "nothing removed") {
-		t.Errorf("ipvs-proxy cleanup with kube-proxy running: %v; want it to name kube-proxy and remove nothing", cerr)
-	}
-	after := b.dumpKernel("after-cleanup.txt")
-	if d := changedLines(stripCounters(before), stripCounters(after), 40); d != "  (none)\n" {
-		t.Errorf("ipvs-proxy cleanup changed kube-proxy's kernel state:\n%s", d)
-	}
+	var c cleanupRun
+	c.before = b.dumpKernel("before-cleanup.txt")
+	c.out, c.err = b.node.Exec(b.proxyBin, append(args, "--state-dir", b.dir+"/state")...)
+	c.after = b.dumpKernel("after-cleanup.txt")
 	next, err := kp.WaitSync(families, lastSync, kubeProxySyncWait)
 	if err != nil {
-		t.Errorf("kube-proxy's sync after the cleanup attempt: %v", err)
+		t.Errorf("kube-proxy's sync after %v: %v", args, err)
 	}
+	c.nextSync = next.Sub(lastSync)
 	time.Sleep(time.Second)
 	tr.end()
-	ok, failed, stalled, traffic := tr.snapshot()
-	if failed > 0 {
-		t.Errorf("%d requests failed around ipvs-proxy cleanup (%s):\n%s", failed, tr.failedTargets(), traffic)
+	var traffic string
+	c.served, c.failed, c.excused, traffic = tr.snapshot()
+	if c.failed > 0 {
+		t.Errorf("%d requests failed around ipvs-proxy %v (%s):\n%s", c.failed, args, tr.failedTargets(), traffic)
 	}
-	return fmt.Sprintf("cleanup after the rollback: %v; kernel unchanged; kube-proxy synced again %v after its previous sync; traffic %d served, %d failed, %d excused (during a stall of the bed, or by the capture's verdict)\n",
-		cerr, next.Sub(lastSync).Round(time.Millisecond), ok, failed, stalled)
+	return c
 }
 
 // stripCounters drops iptables-save's chain counters ("[0:0]"), which

@@ -57,6 +57,9 @@ type bed struct {
 	witness *witness
 	// cycle counts the takeover and rollback cycles done (see cycles).
 	cycle int
+	// mode is kube-proxy's mode before the takeover and after the way
+	// back: TAKEOVER_MODE, "" for ipvs (see modes_kernel_test.go).
+	mode string
 }
 
 // cycles is how many takeover and rollback cycles TestTakeoverGuest runs
@@ -162,7 +165,7 @@ func newBed(t *testing.T) *bed {
 		t.Fatal(err)
 	}
 	b := &bed{t: t, dir: t.TempDir(), kubeProxyBin: vmtest.GuestEnv(t, "KUBE_PROXY_BIN"), proxyBin: vmtest.GuestEnv(t, "TAKEOVER_PROXY_BIN"),
-		proxyKubeconfig: vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_PROXY"), apiServerAddress: "127.0.0.1"}
+		proxyKubeconfig: vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_PROXY"), apiServerAddress: "127.0.0.1", mode: kubeProxyMode(t)}
 	b.cluster = &cluster{t: t, client: kubernetes.NewForConfigOrDie(cfg)}
 	b.node = ktest.NewNode(t)
 	b.pods = pods{a: b.node.AddPod(t, "pod-a"), b: b.node.AddPod(t, "pod-b"), c: b.node.AddPod(t, "pod-c")}
@@ -173,6 +176,7 @@ func newBed(t *testing.T) *bed {
 	b.client = b.node.AddPod(t, "client")
 	b.lan = b.node.AddClient(t, "lan")
 	b.lan2 = b.node.AddClient(t, "lan2", lan2Addr, "2001:db8:100::40")
+	b.defaultRoute()
 	_, apiPort, err := net.SplitHostPort(apiAddr)
 	if err != nil {
 		t.Fatal(err)
@@ -192,7 +196,7 @@ func newBed(t *testing.T) *bed {
 		b.svcs[name] = a
 	}
 	b.kubeProxyConfig = filepath.Join(b.dir, "config.conf")
-	kc := kubeproxy.Config{Kubeconfig: vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: clusterCIDR, SyncPeriod: syncPeriod}
+	kc := kubeproxy.Config{Kubeconfig: vmtest.GuestEnv(t, "TAKEOVER_KUBECONFIG_KUBE_PROXY"), ClusterCIDR: clusterCIDR, SyncPeriod: syncPeriod, Mode: b.mode}
 	if err := kc.WriteFile(b.kubeProxyConfig); err != nil {
 		t.Fatal(err)
 	}
@@ -234,14 +238,25 @@ func TestTakeoverGuest(t *testing.T) {
 	ipvsLines, _ := b.node.Exec("ipvsadm", "-S", "-n")
 	t.Logf("kube-proxy programmed %d IPVS lines (virtual and real servers)", strings.Count(ipvsLines, "\n"))
 
+	b.saveIPTablesMode()
+
 	// 2. The takeover; 3. the way back; as many times as asked.
 	b.witness = b.startWitness()
 	n := cycles(t)
 	for b.cycle = 0; b.cycle < n; b.cycle++ {
 		rep := b.takeover(kp)
+		rep += b.checkModeGone()
+		if !b.wayBack() {
+			t.Logf("TAKEOVER-REPORT-BEGIN (from %s mode)\n%sTAKEOVER-REPORT-END", b.mode, rep)
+			return
+		}
 		t.Logf("TAKEOVER-REPORT-BEGIN (cycle %d of %d)\n%sTAKEOVER-REPORT-END", b.cycle+1, n, rep)
 		rep, kp = b.rollback(b.takeoverProxy)
-		if b.cycle == n-1 {
+		switch {
+		case b.cycle == n-1 && b.mode == "iptables":
+			// 4. The way out: ipvs-proxy's state goes, kube-proxy's stays.
+			rep += b.wayOut(kp)
+		case b.cycle == n-1:
 			// 4. ipvs-proxy cleanup after the rollback leaves kube-proxy's state.
 			rep += b.cleanupAfterRollback(kp)
 		}

@@ -75,5 +75,6 @@ func TestTakeover(t *testing.T) {
 	}
 	guest.Run(ctx, t, dir, guest.Suite{Test: "TestTakeoverGuest", BuildFlags: []string{"-vet=off"}, Timeout: timeout, Port: srv.Port,
 		Env: []string{"TAKEOVER_KUBECONFIG_ADMIN=" + guestKC, "TAKEOVER_KUBECONFIG_KUBE_PROXY=" + kpKC,
-			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin, "TAKEOVER_CYCLES=" + os.Getenv("TAKEOVER_CYCLES")}})
+			"TAKEOVER_KUBECONFIG_PROXY=" + proxyKC, "TAKEOVER_PROXY_BIN=" + proxyBin, "KUBE_PROXY_BIN=" + kpBin, "TAKEOVER_CYCLES=" + os.Getenv("TAKEOVER_CYCLES"),
+			"TAKEOVER_MODE=" + os.Getenv("TAKEOVER_MODE")}})
 }
