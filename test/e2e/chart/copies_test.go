@@ -10,7 +10,7 @@ import (
 )
 
 // The chart cannot read files outside its directory, so it holds copies of
-// two files of deploy/. These tests need no helm and run in make test-e2e:
+// three files of deploy/. These tests need no helm and run in make test-e2e:
 // a change to one side only fails them.
 
 func readYAML(t *testing.T, path string, into any) {
@@ -46,5 +46,21 @@ func TestChartAlertsAreTheComponents(t *testing.T) {
 	readYAML(t, filepath.Join(repo, "deploy/components/monitoring/prometheusrule.yaml"), &component)
 	if d := cmp.Diff(component.Spec, chart); d != "" {
 		t.Errorf("charts/ipvs-proxy/files/prometheus-rule-spec.yaml differs from the spec of deploy/components/monitoring/prometheusrule.yaml (-component +chart):\n%s", d)
+	}
+}
+
+// TestChartDashboardIsTheComponents: the chart's Grafana dashboard is the
+// monitoring component's, byte for byte.
+func TestChartDashboardIsTheComponents(t *testing.T) {
+	chart, err := os.ReadFile(filepath.Join(repo, "charts/ipvs-proxy/files/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	component, err := os.ReadFile(filepath.Join(repo, "deploy/components/monitoring/dashboard.json"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if string(chart) != string(component) {
+		t.Error("charts/ipvs-proxy/files/dashboard.json differs from deploy/components/monitoring/dashboard.json: copy it")
 	}
 }

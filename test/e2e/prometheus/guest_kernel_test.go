@@ -160,6 +160,12 @@ func TestPrometheusGuest(t *testing.T) {
 		return code == 200
 	})
 
+	web, err := client.CoreV1().Services(vmNS).Get(ctx, "web", metav1.GetOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	webAddr := net.JoinHostPort(web.Spec.ClusterIP, "80")
+
 	dir := t.TempDir()
 	cfg := fmt.Sprintf(`global:
   scrape_interval: 2s
@@ -186,7 +192,9 @@ scrape_configs:
 
 	// Changes while Prometheus scrapes: web's endpoints flip every 3 s
 	// (network programming, partial syncs) and a Service asking for node
-	// n2's address is created every other time (a refusal: an Event POST).
+	// n2's address is created every other time (a refusal: an Event POST);
+	// a request goes through web's ClusterIP each time (its per-Service
+	// series).
 	churned := make(chan int, 1)
 	var churnErrs []error // read after churned
 	go func() {
@@ -201,6 +209,9 @@ scrape_configs:
 			case <-tick.C:
 			}
 			n++
+			if _, err := node.Request(ktest.TCP, webAddr); err != nil && ctx.Err() == nil {
+				churnErrs = append(churnErrs, fmt.Errorf("request to web %s: %w", webAddr, err))
+			}
 			cur, err := client.DiscoveryV1().EndpointSlices(vmNS).Get(ctx, "web-1", metav1.GetOptions{})
 			if err != nil {
 				continue
@@ -222,6 +233,8 @@ scrape_configs:
 
 	checkTargets(t, p)
 	checkDashboard(t, p, "testdata/kube-proxy-dashboard.yaml")
+	checkGrafanaDashboard(t, p, strings.Split(env("PROM_RULES"), ","))
+	checkServiceTraffic(t, p)
 	cancel()
 	t.Logf("%d EndpointSlice changes while Prometheus scraped", <-churned)
 	for _, err := range churnErrs {

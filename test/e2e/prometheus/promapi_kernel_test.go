@@ -72,6 +72,22 @@ func (p *promAPI) query(expr string) ([]sample, error) {
 	return d.Result, nil
 }
 
+// reported is query, its samples logged under panel (after prefix) for
+// the run's report.
+func (p *promAPI) reported(t *testing.T, prefix, panel, expr string) ([]sample, error) {
+	t.Helper()
+	res, err := p.query(expr)
+	if err != nil {
+		return nil, err
+	}
+	var vals []string
+	for _, s := range res {
+		vals = append(vals, strconv.FormatFloat(s.float(), 'g', 4, 64))
+	}
+	t.Logf("PROM-REPORT %s%-42s %d sample(s) %v", prefix, panel+":", len(res), vals)
+	return res, nil
+}
+
 func checkTargets(t *testing.T, p *promAPI) {
 	t.Helper()
 	var d struct {
@@ -111,16 +127,11 @@ func checkDashboard(t *testing.T, p *promAPI, file string) {
 		t.Fatalf("%s: no queries", file)
 	}
 	for _, q := range d.Queries {
-		res, err := p.query(q.Expr)
+		res, err := p.reported(t, "", q.Panel, q.Expr)
 		if err != nil {
 			t.Error(err)
 			continue
 		}
-		var vals []string
-		for _, s := range res {
-			vals = append(vals, strconv.FormatFloat(s.float(), 'g', 4, 64))
-		}
-		t.Logf("PROM-REPORT %-42s %d sample(s) %v", q.Panel+":", len(res), vals)
 		switch q.Want {
 		case "any":
 		case "series":
