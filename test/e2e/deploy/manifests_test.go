@@ -416,7 +416,7 @@ func TestMigrationLabelMatchesKubeProxyPatch(t *testing.T) {
 }
 
 // TestDaemonSetShape checks, in every kustomization's rendered DaemonSet,
-// the properties docs/migration.md promises: the node's network namespace,
+// the properties docs/manifests.md promises: the node's network namespace,
 // critical priority, every taint tolerated, one node at a time, the probes,
 // the host paths for the state directory and the recovery binary (installed
 // by an init container), and privilege only where it is needed.
