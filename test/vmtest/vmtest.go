@@ -501,7 +501,10 @@ func resolveJobs(in []Job) ([]Job, error) {
 // when its module's go.mod is found at or above wd; otherwise wd.
 func packageDir(bin, wd string) string {
 	info, err := buildinfo.ReadFile(bin)
-	if err != nil || !strings.HasSuffix(info.Path, ".test") {
+	// A test binary's path is its package's plus ".test", but a main
+	// package's (cmd/ipvs-proxy) is the package's own: `go test -c` names
+	// the file NAME.test either way.
+	if err != nil || !strings.HasSuffix(info.Path, ".test") && !strings.HasSuffix(bin, ".test") {
 		return wd
 	}
 	pkg := strings.TrimSuffix(info.Path, ".test")
