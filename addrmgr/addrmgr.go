@@ -209,7 +209,7 @@ func addrsSorted(l Lister) ([]netip.Prefix, error) {
 	if err != nil {
 		return nil, fmt.Errorf("ip addr show dev %s: %w", Device, err)
 	}
-	slices.SortFunc(ps, ComparePrefix)
+	slices.SortFunc(ps, model.ComparePrefix)
 	return ps, nil
 }
 
@@ -323,17 +323,8 @@ func (m *Manager) Current() []netip.Prefix {
 	for p := range m.cur {
 		out = append(out, p)
 	}
-	slices.SortFunc(out, ComparePrefix)
+	slices.SortFunc(out, model.ComparePrefix)
 	return out
-}
-
-// ComparePrefix orders prefixes by address, then length: the order Addrs and
-// the watch report them in.
-func ComparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }
 
 func isHost(p netip.Prefix) bool { return p.IsValid() && p.Bits() == p.Addr().BitLen() }
@@ -414,7 +405,7 @@ func (m *Manager) Unwanted(desired []netip.Prefix) []Unwanted {
 	}
 	m.checkedFP, m.guardChecked = fp, fingerprinted
 	m.noneUnwanted = len(out) == 0
-	slices.SortFunc(out, func(a, b Unwanted) int { return ComparePrefix(a.Prefix, b.Prefix) })
+	slices.SortFunc(out, func(a, b Unwanted) int { return model.ComparePrefix(a.Prefix, b.Prefix) })
 	return out
 }
 

@@ -9,6 +9,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // A read beside the sync that is older than the binds and unbinds made
@@ -142,7 +143,7 @@ func TestDumpFromUnchangedDeviceIsTheSortedRead(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if !slices.IsSortedFunc(got, addrmgr.ComparePrefix) {
+	if !slices.IsSortedFunc(got, model.ComparePrefix) {
 		t.Fatalf("the read is not sorted: %v", got)
 	}
 	view, err := m.DumpFrom(got)

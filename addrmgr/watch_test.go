@@ -99,7 +99,7 @@ func TestWatchOwnChangesNeverDump(t *testing.T) {
 
 func mustAddrs(l *addrmgrtest.FakeLink) []netip.Prefix { return l.Prefixes() }
 
-func sortPrefixes(ps []netip.Prefix) { slices.SortFunc(ps, addrmgr.ComparePrefix) }
+func sortPrefixes(ps []netip.Prefix) { slices.SortFunc(ps, model.ComparePrefix) }
 
 // A protected address added by hand: the watch marks the view stale and
 // kicks; the next sync dumps and removes it; then no more dumps.

@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // FakeLink is an in-memory kube-ipvs0 for unit tests: it holds addresses
@@ -202,7 +203,7 @@ func (f *FakeLink) Prefixes() []netip.Prefix {
 	for p := range f.addrs {
 		ps = append(ps, p)
 	}
-	slices.SortFunc(ps, addrmgr.ComparePrefix)
+	slices.SortFunc(ps, model.ComparePrefix)
 	return ps
 }
 

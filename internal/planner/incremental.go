@@ -299,7 +299,7 @@ func (inc *Incremental) State() State {
 		slices.SortFunc(changed, ipvs.CompareKeys)
 		st.VirtualServers = patchVirtualServers(inc.st.VirtualServers, changed, inc.winners)
 	}
-	st.Addresses = patch(&inc.addrs, inc.st.Addresses, same, comparePrefix)
+	st.Addresses = patch(&inc.addrs, inc.st.Addresses, same, model.ComparePrefix)
 	if st.Addresses == nil {
 		st.Addresses = []netip.Prefix{}
 	}
@@ -410,13 +410,6 @@ func mergeVirtualServers(old []ipvs.VirtualServer, changed []ipvs.Key, winners m
 		}
 	}
 	return append(out, old[i:]...)
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }
 
 // counted is a multiset whose distinct elements are kept as a sorted slice

@@ -11,6 +11,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
@@ -98,13 +99,13 @@ func (k *Kernel) Read() (*Node, error) {
 		return nil, err
 	}
 	n.LocalPrefixes = slices.Clone(env.LocalPrefixes)
-	slices.SortFunc(n.LocalPrefixes, comparePrefix)
+	slices.SortFunc(n.LocalPrefixes, model.ComparePrefix)
 	n.Gateways, n.NextHops, n.Resolvers, n.LinkLocalAddrs = env.Gateways, env.NextHops, env.Resolvers, env.LinkLocalAddrs
 	if k.link != nil {
 		if n.Bound, err = k.link.Addrs(); err != nil {
 			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)
 		}
-		slices.SortFunc(n.Bound, comparePrefix)
+		slices.SortFunc(n.Bound, model.ComparePrefix)
 	}
 	if k.table != nil {
 		if n.VirtualServers, err = k.table.Services(); err != nil {

@@ -108,7 +108,7 @@ func Find(f Facts) []Finding {
 	}
 	var out []Finding
 	bound := slices.Clone(f.Bound)
-	slices.SortFunc(bound, comparePrefix)
+	slices.SortFunc(bound, model.ComparePrefix)
 	bound = slices.Compact(bound)
 	for _, p := range bound {
 		a := p.Addr()
@@ -156,13 +156,6 @@ func excluded(cidrs []netip.Prefix, a netip.Addr) bool {
 		}
 	}
 	return false
-}
-
-func comparePrefix(a, b netip.Prefix) int {
-	if c := a.Addr().Compare(b.Addr()); c != 0 {
-		return c
-	}
-	return a.Bits() - b.Bits()
 }
 
 // Result is what Apply removed and what it could not.
