@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/planinput"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 

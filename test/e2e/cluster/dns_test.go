@@ -9,7 +9,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 )
 

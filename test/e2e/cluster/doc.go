@@ -1,6 +1,6 @@
 // Package cluster is the multi-node test bed of issue 17: Kubernetes'
 // own controllers in-process beside the test API server
-// (test/e2e/apiserver), and, in the test VM, three node namespaces on one
+// (test/e2e/bed/apiserver), and, in the test VM, three node namespaces on one
 // LAN bridge, each running the real `ipvs-proxy run` and a node agent that
 // plays kubelet for the Pods bound to its node.
 //

@@ -26,7 +26,7 @@ import (
 	utilexec "k8s.io/utils/exec"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 )
 

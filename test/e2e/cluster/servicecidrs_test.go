@@ -11,7 +11,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 )
 
