@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -34,11 +35,9 @@ func startProxy(t *testing.T, n *bedNode, bin, kubeconfig string) *proxyProc {
 func startProxyIn(t *testing.T, n *bedNode, bin, kubeconfig, stateDir, log string) *proxyProc {
 	t.Helper()
 	p := &proxyProc{stateDir: stateDir}
-	p.Process = n.ns.Start(t, log, bin, "run",
-		"--kubeconfig", kubeconfig, "--hostname-override", n.name, "--cluster-cidr", clusterCIDR.String(),
-		"--state-dir", p.stateDir, "--sync-period", "30s",
-		"--protected-cidrs", lanPrefix.String(),
-		"--log-level", "debug", "--log-format", "console")
+	p.Process = harness.StartProxy(t, n.ns.NS, harness.Proxy{Bin: bin, Kubeconfig: kubeconfig, Node: n.name,
+		ClusterCIDR: clusterCIDR.String(), SyncPeriod: 30 * time.Second, StateDir: stateDir, Log: log,
+		Flags: []string{"--protected-cidrs", lanPrefix.String()}})
 	// Runs before Start's own cleanup, which kills what still runs.
 	t.Cleanup(func() { _, _ = p.Stop(30 * time.Second) })
 	return p

@@ -22,6 +22,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -75,17 +76,6 @@ func startIn(t *testing.T, node *ktest.Node, name string, argv ...string) *backg
 		}
 	})
 	return b
-}
-
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
 }
 
 func service(name string, externalIPs ...string) *corev1.Service {
@@ -155,7 +145,7 @@ func TestPrometheusGuest(t *testing.T) {
 		"--kubeconfig", env("PROM_KUBECONFIG_PROXY"), "--hostname-override", vmNode, "--cluster-cidr", "10.244.0.0/16",
 		"--sync-period", "5s", "--state-dir", t.TempDir(), "--events-lease-namespace", leaseNS,
 		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metrics, "--log-format", "console")
-	waitUntil(t, "the proxy's first full sync (/healthz 200)", 3*time.Minute, func() bool {
+	harness.WaitUntil(t, "the proxy's first full sync (/healthz 200)", 3*time.Minute, 200*time.Millisecond, func() bool {
 		code, _, _ := node.HTTPGet("127.0.0.1:10256", "/healthz", 2*time.Second)
 		return code == 200
 	})
@@ -184,7 +174,7 @@ scrape_configs:
 	startIn(t, node, "prometheus", env("PROM_BIN"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	p := &promAPI{node: node}
-	waitUntil(t, "Prometheus ready (/-/ready)", 3*time.Minute, func() bool {
+	harness.WaitUntil(t, "Prometheus ready (/-/ready)", 3*time.Minute, 200*time.Millisecond, func() bool {
 		code, _, _ := node.HTTPGet(promAddr, "/-/ready", 2*time.Second)
 		return code == 200
 	})
