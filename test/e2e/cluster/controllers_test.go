@@ -16,7 +16,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 )
 
 // conditions is an endpoint's (ready, serving, terminating), nil read as false.

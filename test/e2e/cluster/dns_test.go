@@ -10,7 +10,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 )
 
 // TestDNSAddr: kube-dns' ClusterIP is the tenth address of the bed's

@@ -12,10 +12,10 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 )
 
 // TestFleetVM is the mixed fleet of issue 13 item 5 and the seed's

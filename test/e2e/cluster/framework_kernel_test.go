@@ -17,8 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 

@@ -27,7 +27,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 )
 
 // hostExec runs the commands of one pod as host processes: the API

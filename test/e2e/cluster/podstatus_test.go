@@ -13,7 +13,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 )
 
 // TestWritePodStatusReadinessGates: a pod whose probe passes is not Ready

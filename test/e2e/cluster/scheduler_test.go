@@ -12,7 +12,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 )
 
 // TestScheduler: a Pod created without spec.nodeName is bound by the

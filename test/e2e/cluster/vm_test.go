@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 

@@ -20,10 +20,10 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/node"
 )
 
