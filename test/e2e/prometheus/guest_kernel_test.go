@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -38,45 +36,6 @@ const (
 	// than the dashboard's 1m rate window.
 	scrapeFor = 75 * time.Second
 )
-
-// background is a process the test started in the node namespace, its
-// output in a file shown when the test fails.
-type background struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func startIn(t *testing.T, node *ktest.Node, name string, argv ...string) *background {
-	t.Helper()
-	b := &background{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan error, 1)}
-	f, err := os.Create(b.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.cmd = exec.Command("ip", append([]string{"netns", "exec", node.Name}, argv...)...)
-	b.cmd.Stdout, b.cmd.Stderr = f, f
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { b.done <- b.cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		_ = b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.done:
-		case <-time.After(20 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(b.log)
-			lines := strings.Split(string(out), "\n")
-			t.Logf("%s log (last 40 lines):\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	})
-	return b
-}
 
 func service(name string, externalIPs ...string) *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: vmNS, Name: name}, Spec: corev1.ServiceSpec{
@@ -141,10 +100,8 @@ func TestPrometheusGuest(t *testing.T) {
 	must(client.CoreV1().Services(vmNS).Create(ctx, service("web"), metav1.CreateOptions{}))
 	must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, slice(pods[:1], time.Now()), metav1.CreateOptions{}))
 
-	startIn(t, node, "ipvs-proxy", env("PROM_PROXY_BIN"), "run",
-		"--kubeconfig", env("PROM_KUBECONFIG_PROXY"), "--hostname-override", vmNode, "--cluster-cidr", "10.244.0.0/16",
-		"--sync-period", "5s", "--state-dir", t.TempDir(), "--events-lease-namespace", leaseNS,
-		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metrics, "--log-format", "console")
+	harness.StartProxy(t, node.NS, harness.Proxy{Bin: env("PROM_PROXY_BIN"), Kubeconfig: env("PROM_KUBECONFIG_PROXY"),
+		Node: vmNode, StateDir: t.TempDir(), MetricsAddr: metrics, Flags: []string{"--events-lease-namespace", leaseNS}})
 	harness.WaitUntil(t, "the proxy's first full sync (/healthz 200)", 3*time.Minute, 200*time.Millisecond, func() bool {
 		code, _, _ := node.HTTPGet("127.0.0.1:10256", "/healthz", 2*time.Second)
 		return code == 200
@@ -171,7 +128,7 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	promStart := time.Now()
-	startIn(t, node, "prometheus", env("PROM_BIN"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	node.Start(t, filepath.Join(dir, "prometheus.log"), env("PROM_BIN"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	p := &promAPI{node: node}
 	harness.WaitUntil(t, "Prometheus ready (/-/ready)", 3*time.Minute, 200*time.Millisecond, func() bool {

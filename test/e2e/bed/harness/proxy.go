@@ -31,6 +31,9 @@ type Proxy struct {
 	// HealthzAddr and MetricsAddr are the listeners; default
 	// 127.0.0.1:10256 and 127.0.0.1:10249.
 	HealthzAddr, MetricsAddr string
+	// NoHealthz turns the health server off (--healthz-bind-address ""),
+	// for a test that restarts the proxy faster than the port frees.
+	NoHealthz bool
 	// LogFormat is --log-format; default console (at --log-level debug).
 	LogFormat string
 	// Flags are further flags, such as --protected-cidrs.
@@ -42,11 +45,15 @@ type Proxy struct {
 func StartProxy(t testing.TB, ns *ktest.NS, p Proxy) *ktest.Process {
 	t.Helper()
 	dir := t.TempDir()
+	healthz := cmp.Or(p.HealthzAddr, "127.0.0.1:10256")
+	if p.NoHealthz {
+		healthz = ""
+	}
 	args := []string{"run", "--kubeconfig", p.Kubeconfig, "--hostname-override", p.Node,
 		"--cluster-cidr", cmp.Or(p.ClusterCIDR, "10.244.0.0/16"),
 		"--sync-period", cmp.Or(p.SyncPeriod, 5*time.Second).String(),
 		"--state-dir", cmp.Or(p.StateDir, filepath.Join(dir, "state")),
-		"--healthz-bind-address", cmp.Or(p.HealthzAddr, "127.0.0.1:10256"),
+		"--healthz-bind-address", healthz,
 		"--metrics-bind-address", cmp.Or(p.MetricsAddr, "127.0.0.1:10249"),
 		"--log-level", "debug", "--log-format", cmp.Or(p.LogFormat, "console")}
 	return ns.Start(t, cmp.Or(p.Log, filepath.Join(dir, "proxy.log")), p.Bin, append(args, p.Flags...)...)
