@@ -3,6 +3,7 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
@@ -58,20 +59,20 @@ func (b *bed) restartProxy(t *testing.T, n *bedNode) {
 	n.proxy = startProxyIn(b.t, n, b.proxyBin, b.proxyKC, n.proxy.stateDir, log)
 }
 
+// errNotSynced is waitSynced's condition before the first full sync.
+var errNotSynced = errors.New("no first full sync yet")
+
 // waitSynced waits for the proxy's first full sync.
 func (p *proxyProc) waitSynced(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	harness.WaitFor(t, "the proxy's first full sync", timeout, 200*time.Millisecond, func() error {
 		if p.OutputHas("first full sync applied") {
-			return
+			return nil
 		}
 		if exited, err := p.Wait(0); exited {
-			t.Fatalf("the proxy exited before its first sync: %v\n%s", err, p.Tail(80))
+			return fmt.Errorf("%w: the proxy exited before it: %v\n%s", harness.ErrGiveUp, err, p.Tail(80))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no first full sync after %v:\n%s", timeout, p.Tail(80))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		// The log's tail is printed at the end of a failed test.
+		return errNotSynced
+	})
 }
