@@ -1,6 +1,6 @@
 //go:build kernel
 
-package chaos
+package daemonsoak
 
 import (
 	"bytes"
@@ -16,67 +16,14 @@ import (
 	"testing"
 	"time"
 
-	corev1 "k8s.io/api/core/v1"
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/churn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
-
-// churnNode is the Node the soak's churner creates and deletes; its
-// address, 198.51.100.3, is among the hostile externalIPs the churner
-// writes: protected while n3 exists, an ordinary externalIP while not.
-const churnNode = "n3"
-
-// churnSoak is one change of the daemon soak: most are churnOnce's
-// (endpoints, port, externalIPs with node addresses, affinity); one in ten
-// deletes a churned Service with its slice and creates it again (a new
-// ClusterIP), one in twenty creates or deletes Node n3.
-func (c *cluster) churnSoak(eps int) error {
-	switch r := c.rng.IntN(20); {
-	case r == 0:
-		return c.toggleNode()
-	case r <= 2:
-		return c.recreate(eps)
-	}
-	return c.churnOnce()
-}
-
-func (c *cluster) recreate(eps int) error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	i := c.rng.IntN(c.n)
-	name := churnedName(i)
-	err := c.client.CoreV1().Services(ns).Delete(c.ctx(), name, metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete service %s: %w", name, err)
-	}
-	err = c.client.DiscoveryV1().EndpointSlices(ns).Delete(c.ctx(), name+"-1", metav1.DeleteOptions{})
-	if err != nil && !apierrors.IsNotFound(err) {
-		return fmt.Errorf("delete endpointslice %s-1: %w", name, err)
-	}
-	return c.createChurned(i, eps)
-}
-
-func (c *cluster) toggleNode() error {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	nodes := c.client.CoreV1().Nodes()
-	err := nodes.Delete(c.ctx(), churnNode, metav1.DeleteOptions{})
-	if err == nil || !apierrors.IsNotFound(err) {
-		return err
-	}
-	created, err := nodes.Create(c.ctx(), &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: churnNode}}, metav1.CreateOptions{})
-	if err != nil {
-		return fmt.Errorf("create node %s: %w", churnNode, err)
-	}
-	created.Status.Addresses = []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "198.51.100.3"}}
-	_, err = nodes.UpdateStatus(c.ctx(), created, metav1.UpdateOptions{})
-	return err
-}
 
 // loop sends requests to one steady address until stop, counting answers
 // from the steady service's pods and everything else as failures.
@@ -154,9 +101,9 @@ func notDebug(log string) string {
 // the churn pauses, the kernel must equal `ipvs-proxy plan` and the proxy's memory and
 // goroutines are sampled.
 func TestDaemonSoakGuest(t *testing.T) {
-	nsvc := envInt(t, "DSOAK_SERVICES", 1000)
-	eps := envInt(t, "DSOAK_ENDPOINTS", 10)
-	seed := envInt(t, "DSOAK_SEED", 1)
+	nsvc := churn.EnvInt(t, "DSOAK_SERVICES", 1000)
+	eps := churn.EnvInt(t, "DSOAK_ENDPOINTS", 10)
+	seed := churn.EnvInt(t, "DSOAK_SEED", 1)
 	duration, err := time.ParseDuration(vmtest.GuestEnv(t, "DSOAK_DURATION"))
 	if err != nil {
 		t.Fatal(err)
@@ -168,32 +115,32 @@ func TestDaemonSoakGuest(t *testing.T) {
 	// A request fails without a right answer within 10 s, as in package
 	// soak: under TCG on a loaded host answers took seconds.
 	ktest.RequestTimeout = 10 * time.Second
-	bd := newBed(t, 200)
-	client, node, client1, lan, e := bd.client, bd.node, bd.pod, bd.lan, bd.env
+	bd := churn.NewBed(t, 200)
+	client, node, client1, lan, e := bd.Client, bd.Node, bd.Pod, bd.LAN, bd.Env
 	// The proxy's defaults: full syncs every 30 s run during the churn.
-	e.syncPeriod, e.convergeTimeout = 30*time.Second, 10*time.Minute
-	e.profiling = os.Getenv("DSOAK_PROFILES") != ""
-	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 13)), n: nsvc, eps: eps}
+	e.SyncPeriod, e.ConvergeTimeout = 30*time.Second, 10*time.Minute
+	e.Profiling = os.Getenv("DSOAK_PROFILES") != ""
+	c := churn.NewCluster(t, client, rand.New(rand.NewPCG(uint64(seed), 13)), nsvc, eps)
 	began := time.Now()
-	c.setup()
-	bd.webAddr(t)
+	c.Setup()
+	bd.WebAddr(t)
 	t.Logf("%d services × %d endpoints created in %v", nsvc, eps, time.Since(began).Round(time.Second))
 
-	p := e.start()
+	p := e.Start()
 	var findings []string
 	var samples []sample
 	start := time.Now()
 	logMark := 0
 	check := func() {
-		d, bad := e.converge(c, p)
+		d, bad := e.Converge(c, p)
 		s := sample{at: time.Since(start), converged: d}
-		if d > 2*e.syncPeriod && bad == "" {
+		if d > 2*e.SyncPeriod && bad == "" {
 			t.Logf("check at %v: slow convergence (%v); the last difference before it:\n%s\nthe proxy's log since the last check, above debug:\n%s",
-				s.at.Round(time.Second), d, firstLines(e.lastDiff, 30), firstLines(notDebug(p.Output()[logMark:]), 60))
+				s.at.Round(time.Second), d, churn.FirstLines(e.LastDiff, 30), churn.FirstLines(notDebug(p.Output()[logMark:]), 60))
 		}
 		logMark = len(p.Output())
 		if bad != "" {
-			findings = append(findings, fmt.Sprintf("check at %v: %s", s.at.Round(time.Second), firstLines(bad, 12)))
+			findings = append(findings, fmt.Sprintf("check at %v: %s", s.at.Round(time.Second), churn.FirstLines(bad, 12)))
 			t.Logf("check at %v: %s", s.at.Round(time.Second), bad)
 		}
 		pid := p.Cmd.Process.Pid
@@ -233,7 +180,7 @@ func TestDaemonSoakGuest(t *testing.T) {
 	start = time.Now()
 
 	loops := []*loop{
-		{name: "ClusterIP from a pod", from: client1.NS, addr: e.webAddr},
+		{name: "ClusterIP from a pod", from: client1.NS, addr: e.WebAddr},
 		{name: "NodePort from the LAN", from: lan.NS, addr: "198.51.100.1:30080"},
 		{name: "externalIP from the LAN", from: lan.NS, addr: "203.0.113.10:80"},
 	}
@@ -252,14 +199,14 @@ func TestDaemonSoakGuest(t *testing.T) {
 		began := time.Now()
 		ctx, stop := context.WithTimeout(context.Background(), min(every, duration-churned))
 		for ctx.Err() == nil {
-			if err := c.churnSoak(eps); err != nil && !apierrors.IsConflict(err) {
+			if err := c.ChurnSoak(eps); err != nil && !apierrors.IsConflict(err) {
 				churnErrs++
 				if churnErrs <= 3 {
 					t.Logf("churn: %v", err)
 				}
 			}
 			changes++
-			time.Sleep(time.Duration(50+c.rng.IntN(200)) * time.Millisecond)
+			time.Sleep(time.Duration(50+c.Rng.IntN(200)) * time.Millisecond)
 		}
 		stop()
 		churned += time.Since(began)
@@ -313,6 +260,6 @@ func TestDaemonSoakGuest(t *testing.T) {
 	fmt.Fprintln(&b, "DSOAK-REPORT-END")
 	t.Log("\n" + b.String())
 	if len(findings) > 0 {
-		t.Errorf("daemon soak: %d findings; first: %s", len(findings), firstLines(findings[0], 1))
+		t.Errorf("daemon soak: %d findings; first: %s", len(findings), churn.FirstLines(findings[0], 1))
 	}
 }

@@ -1,6 +1,6 @@
 //go:build !kernel
 
-package chaos
+package daemonsoak
 
 import (
 	"bytes"
