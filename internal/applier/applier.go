@@ -209,11 +209,11 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 	for _, p := range bound {
 		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 	}
-	if res.IPVS, err = a.ipvs.Cleanup(own); err != nil {
+	if res.IPVS, err = a.ipvs.Cleanup(ipvs.Desired{Own: own}); err != nil {
 		return nil, fmt.Errorf("ipvs cleanup: %w", err)
 	}
 	for _, f := range res.IPVS.Failures {
-		res.add(f.Service, f)
+		res.add(f.ID.Service, f)
 	}
 	a.settle(res, true)
 	if a.rules != nil {
@@ -497,20 +497,20 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 		}
 		if s.rb != nil {
-			res.IPVS, err = a.ipvs.FullFrom(s.rb.ipvs, s.st.VirtualServers, own, s.ipvsTurn())
+			res.IPVS, err = a.ipvs.FullFrom(ipvs.Desired{VirtualServers: s.st.VirtualServers, Own: own}, s.rb.ipvs, s.ipvsTurn())
 		} else {
-			res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
+			res.IPVS, err = a.ipvs.Full(ipvs.Desired{VirtualServers: s.st.VirtualServers, Own: own})
 		}
 	} else {
-		res.IPVS, err = a.ipvs.Partial(selected, s.changed.names())
+		res.IPVS, err = a.ipvs.Partial(ipvs.Desired{VirtualServers: selected, Changed: s.changed.names()})
 	}
 	if err != nil {
 		return fmt.Errorf("ipvs sync: %w", err)
 	}
 	for _, f := range res.IPVS.Failures {
-		res.add(f.Service, f)
+		res.add(f.ID.Service, f)
 	}
-	res.Drift.VirtualServers = res.IPVS.Drift
+	res.Drift.VirtualServers = res.IPVS.Drift[ipvs.DriftVirtualServer]
 	s.lap(&res.Took.IPVS)
 	return nil
 }

@@ -186,7 +186,7 @@ func BenchmarkKernelSync(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		sum.ipvs += progress("ipvs reconciler Full", timeIn(b, nil, func(s *stack) error {
-			res, err := s.rec.Full(st.VirtualServers, ipvs.Ownership{NodeAddrs: nodeAddrs})
+			res, err := s.rec.Full(ipvs.Desired{VirtualServers: st.VirtualServers, Own: ipvs.Ownership{NodeAddrs: nodeAddrs}})
 			if err == nil {
 				err = res.Err()
 			}

@@ -39,10 +39,10 @@ var _ RulesReadbacker = (*iptables.Syncer)(nil)
 // to run once there (it touches nothing else of the applier). Partial
 // syncs may run meanwhile; FullFrom then takes what the read returned.
 // The layers keep their own view of what those partial syncs wrote
-// (ipvs.Reconciler.BeginRead, addrmgr.Manager.BeginDump,
+// (ipvs.Reconciler.BeginFull, addrmgr.Manager.BeginDump,
 // iptables.Syncer.BeginFull).
 func (a *Applier) BeginFull() func() (*Readback, error) {
-	read := a.ipvs.BeginRead()
+	read := a.ipvs.BeginFull()
 	readAddrs := a.addrs.BeginDump()
 	var readRules func() (*iptables.Readback, error)
 	if rr, ok := a.rules.(RulesReadbacker); ok {

@@ -131,7 +131,7 @@ func cleanupIPVS(t ipvs.Table, node *Node, o CleanupOptions, log *zap.Logger) (d
 		opts.Journal = ipvs.NewFileJournal(o.StateDir)
 	}
 	r := ipvs.NewReconciler(t, opts)
-	ir, err := r.Cleanup(own)
+	ir, err := r.Cleanup(ipvs.Desired{Own: own})
 	switch {
 	case err != nil:
 		ok = false
