@@ -30,6 +30,10 @@ var (
 	ErrNotReady = errors.New("its virtual servers are not all programmed")
 )
 
+// DriftAddress is the Drift kind of an address added to or removed from
+// kube-ipvs0 by others.
+const DriftAddress layer.Kind = "address"
+
 // Protector is what the Manager asks immediately before each bind: the
 // node-IP guard's verdict on an address (*guard.Guard, or the daemon's
 // holder of the guard in force).

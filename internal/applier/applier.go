@@ -37,47 +37,19 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// Rules is the ipset and iptables layer (*iptables.Syncer). Each method
-// must add set entries before rules refer to them and remove them after.
-type Rules interface {
-	// Full reads the kernel (one ipset dump, one iptables-save per table)
-	// and repairs every difference, also tampering by others.
-	Full(sets []iptables.IPSet, rules []iptables.Ruleset) error
-	// Partial syncs from its mirror: set entry differences (no dump, no
-	// exec), and the chains only when the planned rules changed.
-	Partial(sets []iptables.IPSet, rules []iptables.Ruleset) error
-	// Cleanup removes the chains, jump rules and sets named in the plan of
-	// an empty cluster, and nothing else.
-	Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
-}
+// Rules is the ipset and iptables layer (*iptables.Syncer) under the
+// layers' one contract. Each of its syncs adds set entries before rules
+// refer to them and removes them after.
+type Rules = layer.Layer[iptables.Desired, *iptables.Readback, *iptables.Result]
 
 var _ Rules = (*iptables.Syncer)(nil)
-
-// DriftReporter is a Rules layer that tells what its last Full found
-// changed by others (*iptables.Syncer).
-type DriftReporter interface {
-	LastDrift() iptables.Drift
-}
-
-// Drift is what a sync found changed in the kernel by others since the
-// proxy last wrote it, and repaired: a deleted virtual server, an address
-// added to kube-ipvs0 by hand, a flushed chain, a deleted ipset entry. The
-// IPVS and rules parts are known only in full syncs (partial syncs do not
-// read them); the addresses in every sync.
-type Drift struct {
-	VirtualServers int
-	Addresses      int
-	iptables.Drift
-}
-
-// Total is the number of repairs.
-func (d Drift) Total() int { return d.VirtualServers + d.Addresses + d.Drift.Total() }
 
 // Applier applies planner states. Not safe for concurrent use.
 type Applier struct {
@@ -112,8 +84,13 @@ type Result struct {
 	Bind   *addrmgr.Result
 	// RulesErr is the Rules layer's error, if any.
 	RulesErr error
-	// Drift is what this sync found changed by others, and repaired.
-	Drift Drift
+	// Drift is what this sync found changed in the kernel by others since
+	// the proxy last wrote it, and repaired, by kind (ipvs.DriftVirtualServer,
+	// addrmgr.DriftAddress, iptables.DriftIPSetEntry ...): a deleted virtual
+	// server, an address added to kube-ipvs0 by hand, a flushed chain, a
+	// deleted ipset entry. The IPVS and rules kinds are known only in full
+	// syncs (partial syncs do not read them); the addresses in every sync.
+	Drift layer.Drift
 	// Took is how long each phase of the sync took.
 	Took Timings
 	// Turns are the partial syncs a full sync ran between its steps for
@@ -217,9 +194,12 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 	}
 	a.settle(res, true)
 	if a.rules != nil {
-		if err := a.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
+		rres, err := a.rules.Cleanup(iptables.Desired{Sets: empty.IPSets, Rules: empty.Rulesets})
+		if err != nil {
 			res.RulesErr = err
-			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets cleanup: %w", err))
+			res.add(model.ServicePortName{}, fmt.Errorf("%s: %w", iptables.PartCleanup, err))
+		} else {
+			addRules(res, rres)
 		}
 	}
 	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
@@ -441,7 +421,7 @@ func (s *syncRun) dump() (bound []netip.Prefix, err error) {
 	if err != nil {
 		return nil, err
 	}
-	res.Drift.Addresses = s.a.addrs.Drift()
+	res.Drift.Add(addrmgr.DriftAddress, s.a.addrs.Drift())
 	s.lap(&res.Took.Dump)
 	return bound, nil
 }
@@ -510,33 +490,47 @@ func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Pre
 	for _, f := range res.IPVS.Failures {
 		res.add(f.ID.Service, f)
 	}
-	res.Drift.VirtualServers = res.IPVS.Drift[ipvs.DriftVirtualServer]
+	res.Drift.Merge(res.IPVS.Drift)
 	s.lap(&res.Took.IPVS)
 	return nil
 }
 
-// syncRules applies the ipsets, then the iptables rules.
+// syncRules applies the ipsets, then the iptables rules: in a full sync
+// from the read beside the loop when there is one.
 func (s *syncRun) syncRules() {
 	a, res := s.a, s.res
 	if a.rules != nil {
-		apply := a.rules.Partial
-		if s.full {
-			apply = a.rules.Full
-			if rr, ok := a.rules.(RulesReadbacker); ok && s.rb != nil && s.rb.rules != nil {
-				apply = func(sets []iptables.IPSet, rules []iptables.Ruleset) error {
-					return rr.FullFrom(sets, rules, s.rb.rules)
-				}
-			}
+		d := iptables.Desired{Sets: s.st.IPSets, Rules: s.st.Rulesets}
+		var rres *iptables.Result
+		var err error
+		switch {
+		case s.full && s.rb != nil:
+			rres, err = a.rules.FullFrom(d, s.rb.rules, nil)
+		case s.full:
+			rres, err = a.rules.Full(d)
+		default:
+			rres, err = a.rules.Partial(d)
 		}
-		if err := apply(s.st.IPSets, s.st.Rulesets); err != nil {
+		if err != nil {
 			res.RulesErr = err
-			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets: %w", err))
-		}
-		if dr, ok := a.rules.(DriftReporter); ok && s.full {
-			res.Drift.Drift = dr.LastDrift()
+			res.add(model.ServicePortName{}, fmt.Errorf("%s: %w", iptables.PartSync, err))
+		} else {
+			addRules(res, rres)
 		}
 	}
 	s.lap(&res.Took.Rules)
+}
+
+// addRules adds the Rules layer's result to res: its failures, which
+// belong to no service, and its drift.
+func addRules(res *Result, rres *iptables.Result) {
+	if err := rres.Err(); err != nil {
+		res.RulesErr = err
+		for _, f := range rres.Failures {
+			res.add(model.ServicePortName{}, f)
+		}
+	}
+	res.Drift.Merge(rres.Drift)
 }
 
 // bind binds each desired address whose virtual servers all exist.

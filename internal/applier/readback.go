@@ -13,9 +13,8 @@ import (
 
 // Readback is the kernel state a full sync reads, read beside the sync
 // loop: the IPVS table, most of a full sync at scale (see
-// BenchmarkReadbackFullSyncScale), kube-ipvs0's
-// addresses, and, with a RulesReadbacker, the ipsets and the iptables
-// tables.
+// BenchmarkReadbackFullSyncScale), kube-ipvs0's addresses, and, with a
+// Rules layer, the ipsets and the iptables tables.
 type Readback struct {
 	ipvs  *ipvs.Dump
 	addrs []netip.Prefix
@@ -24,15 +23,6 @@ type Readback struct {
 	// its parts.
 	Took, TookIPVS, TookAddrs, TookRules time.Duration
 }
-
-// RulesReadbacker is a Rules layer whose full sync reads the kernel
-// beside the loop: *iptables.Syncer.
-type RulesReadbacker interface {
-	BeginFull() func() (*iptables.Readback, error)
-	FullFrom(sets []iptables.IPSet, rules []iptables.Ruleset, rb *iptables.Readback) error
-}
-
-var _ RulesReadbacker = (*iptables.Syncer)(nil)
 
 // BeginFull starts a full sync whose IPVS dump, kube-ipvs0 dump, and
 // ipsets and tables read, run on another goroutine: it returns the read,
@@ -45,8 +35,8 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 	read := a.ipvs.BeginFull()
 	readAddrs := a.addrs.BeginDump()
 	var readRules func() (*iptables.Readback, error)
-	if rr, ok := a.rules.(RulesReadbacker); ok {
-		readRules = rr.BeginFull()
+	if a.rules != nil {
+		readRules = a.rules.BeginFull()
 	}
 	clk := a.Clock
 	return func() (*Readback, error) {
