@@ -22,7 +22,8 @@
 // A failure of one service never stops the others: the Result lists what
 // failed, per service, and the next sync retries. The applier owns no
 // kernel access itself; it drives ipvs.Reconciler, addrmgr.Manager and the
-// Rules layer.
+// Rules layer (*iptables.Syncer), each through the layers' one contract,
+// layer.Layer (layers.go).
 package applier
 
 import (
@@ -174,7 +175,7 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 // error is non-nil only when the kernel could not be read.
 func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	res := &Result{Bind: &addrmgr.Result{}}
-	bound, unbound, err := a.addrs.Cleanup()
+	unbound, err := a.addrs.Cleanup(addrmgr.Desired{})
 	if err != nil {
 		return nil, err
 	}
@@ -183,7 +184,7 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 		res.add(model.ServicePortName{}, f)
 	}
 	own := ipvs.Ownership{NodeAddrs: slices.Clone(nodeAddrs)}
-	for _, p := range bound {
+	for _, p := range unbound.View {
 		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 	}
 	if res.IPVS, err = a.ipvs.Cleanup(ipvs.Desired{Own: own}); err != nil {
@@ -299,19 +300,19 @@ func (c changedSet) names() ipvs.Changed {
 func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer, rb *Readback, turn Turn) (*Result, error) {
 	s := &syncRun{a: a, st: st, full: full, changed: changed, rb: rb, turn: turn, res: &Result{}, mark: a.Clock.Now()}
 	s.takeTurn()
-	bound, err := s.dump()
+	read, err := s.dump()
 	if err != nil {
 		return nil, err
 	}
 	if full {
 		selected = s.st.VirtualServers
 	}
-	unwanted := s.record(selected)
-	s.unbind(unwanted)
+	s.record(selected, read.Unwanted)
+	s.unbind(read.Unwanted)
 	if s.takeTurn() {
 		selected = s.st.VirtualServers
 	}
-	if err := s.reconcileIPVS(selected, bound); err != nil {
+	if err := s.reconcileIPVS(selected, read.View); err != nil {
 		return nil, err
 	}
 	s.takeTurn()
@@ -402,37 +403,12 @@ func (s *syncRun) servicesOf(addr netip.Addr) []model.ServicePortName {
 	return out
 }
 
-// dump reads kube-ipvs0: always in a full sync (from the read beside the
-// loop, rb, when there is one); in a partial one only when
-// the address manager's watch saw a change by others or lost events (or
-// there is no watch), its view being kube-ipvs0's otherwise.
-func (s *syncRun) dump() (bound []netip.Prefix, err error) {
-	res := s.res
-	switch {
-	case s.full && s.rb != nil:
-		bound, err = s.a.addrs.DumpFrom(s.rb.addrs)
-		res.AddressesDumped = err == nil
-	case s.full:
-		bound, err = s.a.addrs.Dump()
-		res.AddressesDumped = err == nil
-	default:
-		res.AddressesDumped, err = s.a.addrs.Refresh()
-	}
-	if err != nil {
-		return nil, err
-	}
-	res.Drift.Add(addrmgr.DriftAddress, s.a.addrs.Drift())
-	s.lap(&res.Took.Dump)
-	return bound, nil
-}
-
 // record journals what kube-ipvs0 will not show to be ours while this sync
-// runs, before the first change: the addresses about to be unbound, which
-// it returns, and desired virtual servers on addresses not bound through
+// runs, before the first change: the addresses about to be unbound
+// (unwanted), and desired virtual servers on addresses not bound through
 // the sync.
-func (s *syncRun) record(selected []ipvs.VirtualServer) []addrmgr.Unwanted {
+func (s *syncRun) record(selected []ipvs.VirtualServer, unwanted []addrmgr.Unwanted) {
 	a := s.a
-	unwanted := a.addrs.Unwanted(s.st.Addresses)
 	leaving := make(map[netip.Addr]bool, len(unwanted))
 	leavingList := make([]netip.Addr, 0, len(unwanted))
 	for _, u := range unwanted {
@@ -444,7 +420,6 @@ func (s *syncRun) record(selected []ipvs.VirtualServer) []addrmgr.Unwanted {
 		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
 	s.lap(&s.res.Took.Journal)
-	return unwanted
 }
 
 // unbind removes the unwanted addresses, before any virtual server goes.
@@ -453,84 +428,10 @@ func (s *syncRun) unbind(unwanted []addrmgr.Unwanted) {
 	res.Unbind = s.a.addrs.Remove(unwanted)
 	s.lap(&res.Took.Unbind)
 	for _, f := range res.Unbind.Failures {
-		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
+		for _, svc := range s.servicesOf(f.ID.Prefix.Addr()) {
 			res.add(svc, f)
 		}
 	}
-}
-
-// reconcileIPVS makes the IPVS table hold the selected virtual servers: all
-// of them against one dump in a full sync, bound being kube-ipvs0 as
-// dumped; the changed services' against the mirror in a partial one. An
-// error (the table could not be read, or was never read) stops the sync:
-// addresses stay as they are rather than be bound without their virtual
-// servers.
-func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Prefix) error {
-	a, res := s.a, s.res
-	var err error
-	if s.full {
-		own := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
-		for _, p := range bound {
-			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
-		}
-		for _, p := range s.st.Addresses {
-			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
-		}
-		if s.rb != nil {
-			res.IPVS, err = a.ipvs.FullFrom(ipvs.Desired{VirtualServers: s.st.VirtualServers, Own: own}, s.rb.ipvs, s.ipvsTurn())
-		} else {
-			res.IPVS, err = a.ipvs.Full(ipvs.Desired{VirtualServers: s.st.VirtualServers, Own: own})
-		}
-	} else {
-		res.IPVS, err = a.ipvs.Partial(ipvs.Desired{VirtualServers: selected, Changed: s.changed.names()})
-	}
-	if err != nil {
-		return fmt.Errorf("ipvs sync: %w", err)
-	}
-	for _, f := range res.IPVS.Failures {
-		res.add(f.ID.Service, f)
-	}
-	res.Drift.Merge(res.IPVS.Drift)
-	s.lap(&res.Took.IPVS)
-	return nil
-}
-
-// syncRules applies the ipsets, then the iptables rules: in a full sync
-// from the read beside the loop when there is one.
-func (s *syncRun) syncRules() {
-	a, res := s.a, s.res
-	if a.rules != nil {
-		d := iptables.Desired{Sets: s.st.IPSets, Rules: s.st.Rulesets}
-		var rres *iptables.Result
-		var err error
-		switch {
-		case s.full && s.rb != nil:
-			rres, err = a.rules.FullFrom(d, s.rb.rules, nil)
-		case s.full:
-			rres, err = a.rules.Full(d)
-		default:
-			rres, err = a.rules.Partial(d)
-		}
-		if err != nil {
-			res.RulesErr = err
-			res.add(model.ServicePortName{}, fmt.Errorf("%s: %w", iptables.PartSync, err))
-		} else {
-			addRules(res, rres)
-		}
-	}
-	s.lap(&res.Took.Rules)
-}
-
-// addRules adds the Rules layer's result to res: its failures, which
-// belong to no service, and its drift.
-func addRules(res *Result, rres *iptables.Result) {
-	if err := rres.Err(); err != nil {
-		res.RulesErr = err
-		for _, f := range rres.Failures {
-			res.add(model.ServicePortName{}, f)
-		}
-	}
-	res.Drift.Merge(rres.Drift)
 }
 
 // bind binds each desired address whose virtual servers all exist.
@@ -553,7 +454,7 @@ func (s *syncRun) bind() {
 		res.Bind.Failures = slices.DeleteFunc(res.Bind.Failures, func(f addrmgr.Failure) bool { return errors.Is(f.Err, addrmgr.ErrNotReady) })
 	}
 	for _, f := range res.Bind.Failures {
-		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
+		for _, svc := range s.servicesOf(f.ID.Prefix.Addr()) {
 			res.add(svc, f)
 		}
 	}

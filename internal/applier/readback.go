@@ -29,11 +29,10 @@ type Readback struct {
 // to run once there (it touches nothing else of the applier). Partial
 // syncs may run meanwhile; FullFrom then takes what the read returned.
 // The layers keep their own view of what those partial syncs wrote
-// (ipvs.Reconciler.BeginFull, addrmgr.Manager.BeginDump,
-// iptables.Syncer.BeginFull).
+// (layer.Layer's BeginFull).
 func (a *Applier) BeginFull() func() (*Readback, error) {
 	read := a.ipvs.BeginFull()
-	readAddrs := a.addrs.BeginDump()
+	readAddrs := a.addrs.BeginFull()
 	var readRules func() (*iptables.Readback, error)
 	if a.rules != nil {
 		readRules = a.rules.BeginFull()
