@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -31,8 +33,7 @@ type Readback struct {
 // The layers keep their own view of what those partial syncs wrote
 // (layer.Layer's BeginFull).
 func (a *Applier) BeginFull() func() (*Readback, error) {
-	read := a.ipvs.BeginFull()
-	readAddrs := a.addrs.BeginFull()
+	readIPVS, readAddrs := a.ipvs.BeginFull(), a.addrs.BeginFull()
 	var readRules func() (*iptables.Readback, error)
 	if a.rules != nil {
 		readRules = a.rules.BeginFull()
@@ -40,27 +41,30 @@ func (a *Applier) BeginFull() func() (*Readback, error) {
 	clk := a.Clock
 	return func() (*Readback, error) {
 		start := clk.Now()
-		dump, err := read()
-		if err != nil {
+		rb := &Readback{}
+		var err error
+		if rb.ipvs, err = timed(clk, readIPVS, &rb.TookIPVS); err != nil {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
-		rb := &Readback{ipvs: dump}
-		mark := clk.Now()
-		rb.TookIPVS = mark.Sub(start)
-		if rb.addrs, err = readAddrs(); err != nil {
+		if rb.addrs, err = timed(clk, readAddrs, &rb.TookAddrs); err != nil {
 			return nil, fmt.Errorf("read kube-ipvs0: %w", err)
 		}
-		rb.TookAddrs = clk.Since(mark)
-		mark = clk.Now()
 		if readRules != nil {
-			if rb.rules, err = readRules(); err != nil {
+			if rb.rules, err = timed(clk, readRules, &rb.TookRules); err != nil {
 				return nil, fmt.Errorf("read the ipsets and iptables: %w", err)
 			}
 		}
-		rb.TookRules = clk.Since(mark)
 		rb.Took = clk.Since(start)
 		return rb, nil
 	}
+}
+
+// timed runs a layer's read beside the loop, and tells how long it took.
+func timed[R any](clk clock.PassiveClock, read func() (R, error), took *time.Duration) (R, error) {
+	start := clk.Now()
+	r, err := read()
+	*took = clk.Since(start)
+	return r, err
 }
 
 // FullFrom is Full with the IPVS table as rb, the read BeginFull returned,
