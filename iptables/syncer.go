@@ -68,6 +68,11 @@ type Syncer struct {
 	NFT     NFTablesKernel
 	nftDone bool
 
+	// ARPVIPs is --strict-arp-vips (set before the first sync): SyncARP
+	// keeps ARPTable, through NFT, in step with the VIPs (arp.go).
+	ARPVIPs bool
+	arp     arpMirror
+
 	// OnRestoreFailure, if set (before the first sync), is called with the
 	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
 	// of that family fails: kube-proxy's
@@ -87,10 +92,13 @@ type Drift struct {
 	// Tables counts tables whose chains or jump rules were edited by others
 	// (iptables -F, -D, -I ...) while the planned rules stayed the same.
 	Tables int
+	// ARP counts elements of ARPTable's set added or deleted by others,
+	// and rebuilds of the table they changed otherwise.
+	ARP int
 }
 
 // Total is the number of repairs.
-func (d Drift) Total() int { return d.SetEntries + d.Sets + d.Tables }
+func (d Drift) Total() int { return d.SetEntries + d.Sets + d.Tables + d.ARP }
 
 // LastDrift is what the last Full repaired.
 func (a *Syncer) LastDrift() Drift {

@@ -94,6 +94,8 @@ type Applier struct {
 	// turning is set while a full sync gives changes a turn (turn.go): the
 	// partial syncs then run inside it.
 	turning bool
+	// arpFrom is the plan's addresses the ARP table last took (arp.go).
+	arpFrom prefixes
 }
 
 // New returns an applier. rules may be nil: ipsets and iptables are then
@@ -221,6 +223,7 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 			res.RulesErr = err
 			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets cleanup: %w", err))
 		}
+		a.cleanupARP(res)
 	}
 	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
 		zap.Stringers("failedServices", res.FailedServices()))
@@ -532,6 +535,7 @@ func (s *syncRun) syncRules() {
 			res.RulesErr = err
 			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets: %w", err))
 		}
+		s.syncARP()
 		if dr, ok := a.rules.(DriftReporter); ok && s.full {
 			res.Drift.Drift = dr.LastDrift()
 		}

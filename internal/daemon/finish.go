@@ -108,11 +108,12 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 func (l *Loop) noteDrift(mode string, d applier.Drift) {
 	l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
 		zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
-		zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
+		zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables), zap.Int("arpTable", d.ARP))
 	if l.Metrics != nil {
 		l.Metrics.AddDriftRepairs(map[string]int{
 			metrics.DriftVirtualServer: d.VirtualServers, metrics.DriftAddress: d.Addresses,
 			metrics.DriftIPSetEntry: d.SetEntries, metrics.DriftIPSet: d.Sets, metrics.DriftIPTablesTable: d.Tables,
+			metrics.DriftARPTable: d.ARP,
 		})
 	}
 }
