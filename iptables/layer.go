@@ -51,6 +51,9 @@ const (
 	// edited by others (iptables -F, -D, -I ...) while the planned rules
 	// stayed the same.
 	DriftIPTablesTable layer.Kind = "iptables_table"
+	// DriftARPTable counts elements of ARPTable's set added or deleted by
+	// others, and rebuilds of the table they changed otherwise.
+	DriftARPTable layer.Kind = "arp_table"
 )
 
 // result is the Result of a sync of part that failed with errs (none for

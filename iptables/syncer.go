@@ -71,6 +71,11 @@ type Syncer struct {
 	NFT     NFTablesKernel
 	nftDone bool
 
+	// ARPVIPs is --strict-arp-vips (set before the first sync): SyncARP
+	// keeps ARPTable, through NFT, in step with the VIPs (arp.go).
+	ARPVIPs bool
+	arp     arpMirror
+
 	// OnRestoreFailure, if set (before the first sync), is called with the
 	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
 	// of that family fails: kube-proxy's

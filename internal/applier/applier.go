@@ -67,6 +67,8 @@ type Applier struct {
 	// turning is set while a full sync gives changes a turn (turn.go): the
 	// partial syncs then run inside it.
 	turning bool
+	// arpFrom is the plan's addresses the ARP table last took (arp.go).
+	arpFrom prefixes
 }
 
 // New returns an applier. rules may be nil: ipsets and iptables are then
@@ -202,6 +204,7 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 		} else {
 			addRules(res, rres)
 		}
+		a.cleanupARP(res)
 	}
 	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
 		zap.Stringers("failedServices", res.FailedServices()))

@@ -94,6 +94,7 @@ func (s *syncRun) syncRules() {
 		} else {
 			addRules(res, rres)
 		}
+		s.syncARP()
 	}
 	s.lap(&res.Took.Rules)
 }

@@ -112,11 +112,12 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 func (l *Loop) noteDrift(mode string, d layer.Drift) {
 	l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
 		zap.Int("virtualServers", d[ipvs.DriftVirtualServer]), zap.Int("addresses", d[addrmgr.DriftAddress]),
-		zap.Int("ipsetEntries", d[iptables.DriftIPSetEntry]), zap.Int("ipsets", d[iptables.DriftIPSet]), zap.Int("iptablesTables", d[iptables.DriftIPTablesTable]))
+		zap.Int("ipsetEntries", d[iptables.DriftIPSetEntry]), zap.Int("ipsets", d[iptables.DriftIPSet]), zap.Int("iptablesTables", d[iptables.DriftIPTablesTable]), zap.Int("arpTable", d[iptables.DriftARPTable]))
 	if l.Metrics != nil {
 		l.Metrics.AddDriftRepairs(map[string]int{
 			metrics.DriftVirtualServer: d[ipvs.DriftVirtualServer], metrics.DriftAddress: d[addrmgr.DriftAddress],
 			metrics.DriftIPSetEntry: d[iptables.DriftIPSetEntry], metrics.DriftIPSet: d[iptables.DriftIPSet], metrics.DriftIPTablesTable: d[iptables.DriftIPTablesTable],
+			metrics.DriftARPTable: d[iptables.DriftARPTable],
 		})
 	}
 }

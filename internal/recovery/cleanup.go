@@ -189,6 +189,12 @@ func cleanupRules(o CleanupOptions, res *CleanupResult, log *zap.Logger) []error
 				res.Families = append(res.Families, rs.Family)
 			}
 		}
+		// The table of --strict-arp-vips, whether or not this run has it.
+		if ar, ok := rules.(interface{ CleanupARP() error }); ok {
+			if err := ar.CleanupARP(); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
+			}
+		}
 	}
 	return errs
 }
