@@ -141,12 +141,8 @@ func TestKubeProxyCommandLines(t *testing.T) {
 		{"kubeadm ipvs", []string{"--config=" + ipvsConfig, "--hostname-override=node-a"}},
 		// EKS's kube-proxy add-on: kube-proxy --v=2 --config=/var/lib/kube-proxy-config/config --hostname-override=$(NODE_NAME)
 		{"eks", []string{"--v=2", "--config=" + ipvsConfig, "--hostname-override=node-a"}},
-		// kops' nodeup (nodeup/pkg/model/tests/golden/minimal/tasks-kube-proxy.yaml,
-		// the arguments go-runner passes to /usr/local/bin/kube-proxy), with
-		// the --proxy-mode its IPVS clusters add.
-		{"kops", []string{"--cluster-cidr=100.96.0.0/11", "--conntrack-max-per-core=131072",
-			"--kubeconfig=/var/lib/kube-proxy/kubeconfig", "--master=https://api.internal.minimal.example.com",
-			"--oom-score-adj=-998", "--v=2", "--proxy-mode=ipvs"}},
+		// kops, k3s and RKE2, whose kube-proxy takes flags alone:
+		// TestDistributionKubeProxyArgs, from their own files.
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
