@@ -28,7 +28,7 @@ test-migration-doc: deps kubelet kube-proxy kubectl node-deps node-image
 	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) NODE_KUBECTL_BIN=$(KUBECTL_BIN) \
 		NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(VERSION)-oci.tar \
 		NODE_KUBE_PROXY_ROOTFS=$(CURDIR)/$(NODE_DIR)/rootfs-kube-proxy-amd64.tar \
-		$(GO) test -count=1 -vet=off -v -timeout 30m -run '^TestMigrationDoc$$' ./node
+		$(GO) test -count=1 -vet=off -v -timeout 45m -run '^TestMigrationDoc$$' ./node
 
 OPT_IN += test-migration-doc(runs-the-guide-on-the-real-node-of-test-node-in-the-VM)
 

@@ -130,18 +130,16 @@ type GuideStep struct {
 // MigrationGuide is the walk through docs/migration.md that make
 // test-migration-doc runs on node-a under traffic: the copy for the way
 // back, the replacement at once, the way back after kube-proxy's
-// DaemonSet was deleted, then the migration node by node, the node handed
-// back once and moved again, to the end.
+// DaemonSet was deleted (its node by node step is the one-node rollback's
+// block), then the migration node by node to the end.
 var MigrationGuide = []GuideStep{
 	{"before", KubeProxy},
 	{"replace", IPVSProxy},
 	{"rollback/kube-proxy-back", IPVSProxy},
-	{"rollback/node", KubeProxy},
+	{"rollback/one-node", KubeProxy},
 	{"rollback/finish", KubeProxy},
 	{"node-by-node/affinity", KubeProxy},
 	{"node-by-node/install", KubeProxy},
-	{"node-by-node/move", IPVSProxy},
-	{"rollback/one-node", KubeProxy},
 	{"node-by-node/move", IPVSProxy},
 	{"node-by-node/finish", IPVSProxy},
 }

@@ -23,6 +23,10 @@ import (
 // directory (the host's root, read-only with a tmpfs overlay).
 const repoRoot = "../../.."
 
+// docSettle is how long the traffic goes on after each block, once the
+// node is served as the step says.
+const docSettle = 5 * time.Second
+
 // blockTimeout bounds one block of the guide (rollout status waits for a
 // pod to start; nothing else waits).
 const blockTimeout = 5 * time.Minute
@@ -74,14 +78,32 @@ func TestMigrationDocGuest(t *testing.T) {
 	defer tr.finish(t)
 	for i, step := range node.MigrationGuide {
 		blk := script[i]
-		tr.setPhase(fmt.Sprintf("%d:%s", i+1, step.Block))
+		phase := fmt.Sprintf("%d:%s", i+1, step.Block)
+		tr.setPhase(phase)
 		runBlock(ctx, t, work, env, blk)
 		servedBy(ctx, b, step.Serves)
-		b.step(fmt.Sprintf("block %s (docs/migration.md:%d), node served by %s", blk.Name, blk.Line, step.Serves))
-		time.Sleep(settle)
+		time.Sleep(docSettle)
+		b.step(fmt.Sprintf("block %s (docs/migration.md:%d), node served by %s; %s", blk.Name, blk.Line, step.Serves, tr.counted(t, phase)))
 	}
 	tr.finish(t)
 	b.step("traffic")
+}
+
+// counted is phase's requests so far, by target; it fails t at once for
+// a failed one, so a walk cut short still says where traffic failed.
+func (tr *traffic) counted(t *testing.T, phase string) string {
+	t.Helper()
+	tr.mu.Lock()
+	defer tr.mu.Unlock()
+	var parts []string
+	for _, target := range tr.targets {
+		c := tr.counts[phase+" "+target]
+		parts = append(parts, fmt.Sprintf("%s %d ok %d failed", target, c.ok, c.failed))
+		if c.failed > 0 {
+			t.Errorf("%s: %d of %d requests to %s failed, the first: %v", phase, c.failed, c.ok+c.failed, target, c.firstErr)
+		}
+	}
+	return strings.Join(parts, ", ")
 }
 
 // runBlock runs one block of the guide in dir and fails t when it exits

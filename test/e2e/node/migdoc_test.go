@@ -6,12 +6,15 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
+	"time"
 
 	corev1 "k8s.io/api/core/v1"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/node"
 )
 
@@ -55,5 +58,15 @@ func TestMigrationDoc(t *testing.T) {
 	_, repo := releaseImage(t, objs)
 	srv, admin := controlPlane(t)
 	createWeb(context.Background(), t, admin, corev1.ServiceTypeNodePort)
-	bootNode(t, srv, "TestMigrationDocGuest", kubelet, []string{testImage, kpImage, repo + "=" + release}, node.EnvKubectl+"="+kubectl)
+	kc := filepath.Join(dir, "admin.kubeconfig")
+	if err := srv.WriteKubeconfig(kc, srv.Config(), srv.GuestURL()); err != nil {
+		t.Fatal(err)
+	}
+	// Longer than bootNode's: each of the walk's pod changes takes a minute
+	// or more in the emulated VM.
+	guest.Run(context.Background(), t, dir, guest.Suite{Test: "TestMigrationDocGuest", BuildFlags: []string{"-vet=off"},
+		Timeout: 35 * time.Minute, Port: srv.Port, Env: []string{
+			node.EnvAdminKubeconfig + "=" + kc, node.EnvKubelet + "=" + kubelet, node.EnvKubectl + "=" + kubectl,
+			node.EnvImports + "=" + strings.Join([]string{testImage, kpImage, repo + "=" + release}, ","),
+		}})
 }
