@@ -10,7 +10,8 @@
 #                            docs/testing.md)
 #
 # Not in `make test`: it needs make test-node's kubelet and images, and one
-# VM boot of about ten minutes. The parser and the guide's markers are
+# VM boot of about 25 minutes (each of the walk's pod changes takes one to
+# three minutes in the emulated VM). The parser and the guide's markers are
 # checked in `make test` (TestMigrationGuideBlocks).
 
 # Keep the including Makefile's default goal whatever the include order.
