@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# Builds one program of k8s.io/kubernetes (cmd/NAME: kube-proxy, kubelet) at
-# K8S_VERSION (default v1.34.4, the version the bed tests against), once, into
-# .cache/NAME/NAME-VERSION. kube-proxy is the reference proxy of the takeover
-# and rollback tests; kubelet runs the shipped DaemonSet in make test-node.
+# Builds one program of k8s.io/kubernetes (cmd/NAME: kube-proxy, kubelet,
+# kubectl) at K8S_VERSION (default v1.34.4, the version the bed tests
+# against), once, into .cache/NAME/NAME-VERSION. kube-proxy is the reference
+# proxy of the takeover and rollback tests; kubelet runs the shipped
+# DaemonSet in make test-node; kubectl (with its embedded kustomize) runs the
+# migration guide's commands in make test-migration-doc.
 # Nothing of it is committed; the module proxy serves the source.
 #
 # It builds in a throwaway module (scripts/lib/upstream-module.sh says why),
@@ -13,10 +15,10 @@
 # CPU on 2 cores, a few seconds when GOCACHE is warm.
 set -euo pipefail
 
-name=${1:?usage: build-k8s.sh NAME (kube-proxy, kubelet)}
+name=${1:?usage: build-k8s.sh NAME (kube-proxy, kubelet, kubectl)}
 case $name in
-kube-proxy | kubelet) ;;
-*) echo "build-k8s: unknown program $name (kube-proxy, kubelet)" >&2; exit 2 ;;
+kube-proxy | kubelet | kubectl) ;;
+*) echo "build-k8s: unknown program $name (kube-proxy, kubelet, kubectl)" >&2; exit 2 ;;
 esac
 VERSION=${K8S_VERSION:-${KUBE_PROXY_VERSION:-v1.34.4}}
 root=$(cd "$(dirname "$0")/.." && pwd)
@@ -42,4 +44,8 @@ start=$(date +%s)
 	-ldflags "$(upstream_ldflags "$VERSION")" \
 	-o "$out.tmp" "k8s.io/kubernetes/cmd/$name")
 mv "$out.tmp" "$out"
-echo "build-k8s: done in $(( $(date +%s) - start )) s: $("$out" --version)"
+case $name in
+kubectl) v=$("$out" version --client | head -1) ;;
+*) v=$("$out" --version) ;;
+esac
+echo "build-k8s: done in $(( $(date +%s) - start )) s: $v"
