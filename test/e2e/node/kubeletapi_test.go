@@ -4,8 +4,6 @@ package node_test
 
 import (
 	"net"
-	"os"
-	"path/filepath"
 	"strconv"
 	"testing"
 
@@ -21,23 +19,10 @@ import (
 // the API server's flag and that forward; the tunnel closes with t.
 func kubeletAPI(t *testing.T) (flag string, fwd vmtest.HostForward) {
 	t.Helper()
-	// A short path: a Unix socket's name has at most 107 bytes.
-	dir, err := os.MkdirTemp("", "nk")
+	kubelet, fwd, err := cluster.ForwardedKubelet(cluster.KubeletPort)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(func() { _ = os.RemoveAll(dir) })
-	sock, egress := filepath.Join(dir, "tunnel.sock"), filepath.Join(dir, "egress.yaml")
-	if err := os.WriteFile(egress, cluster.EgressSelectorConfig(sock), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	l, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	port := l.Addr().(*net.TCPAddr).Port
-	_ = l.Close()
-	kubelet := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 	guestPort := strconv.Itoa(cluster.KubeletPort)
 	// The API server names the kubelet by the Node's Hostname address
 	// (--hostname-override), else its InternalIP.
@@ -45,10 +30,10 @@ func kubeletAPI(t *testing.T) (flag string, fwd vmtest.HostForward) {
 		net.JoinHostPort(node.NodeName, guestPort): kubelet,
 		net.JoinHostPort(node.NodeIP, guestPort):   kubelet,
 	}}
-	tunnel, err := cluster.StartKubeletTunnel(sock, routes, t.Logf)
+	tunnel, flag, err := cluster.StartEgressTunnel(routes, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(tunnel.Close)
-	return "--egress-selector-config-file=" + egress, vmtest.HostForward{HostPort: port, GuestPort: cluster.KubeletPort}
+	return flag, fwd
 }
