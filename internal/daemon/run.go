@@ -144,6 +144,8 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	if leaseNS != "" {
 		go elect(ctx, refusals, events.Election{Client: client, Namespace: leaseNS, Identity: nodeName}, log)
 	}
+	// Validated with the flags.
+	critical, _ := config.ParseServiceNames(c.CriticalServices)
 	loop := &Loop{
 		Source:    watcher,
 		Applier:   k,
@@ -151,6 +153,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		Kick:      k.addrKick,
 		Options:   opts,
 		APIServer: apiServer,
+		Critical:  critical,
 		OnPlan: func(g *guard.Guard, _ *planner.State) {
 			k.guard.Set(g)
 		},
