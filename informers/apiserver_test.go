@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"net/netip"
 	"slices"
 	"testing"
@@ -18,7 +19,7 @@ func TestAPIServerEndpoints(t *testing.T) {
 	other := testSlice("web", "web-1", "", "10.244.1.5")
 	otherNS := testSlice("kubernetes", "kubernetes", "", "10.244.1.6")
 	otherNS.Namespace = "tenant"
-	got := APIServerEndpoints([]*discoveryv1.EndpointSlice{other, api, otherNS, nil})
+	got := convert.APIServerEndpoints([]*discoveryv1.EndpointSlice{other, api, otherNS, nil})
 	if want := addrs("10.0.2.100", "10.0.2.101", "10.0.2.102"); !slices.Equal(got, want) {
 		t.Errorf("APIServerEndpoints = %v, want %v", got, want)
 	}
@@ -27,7 +28,7 @@ func TestAPIServerEndpoints(t *testing.T) {
 	legacy := testService("old")
 	legacy.Spec.ClusterIPs = nil
 	legacy.Spec.ClusterIP = "10.96.0.11"
-	if got, want := ServiceIPs([]*corev1.Service{svc, legacy, nil}), addrs("10.96.0.10", "10.96.0.11", "fd00:96::10"); !slices.Equal(got, want) {
+	if got, want := convert.ServiceIPs([]*corev1.Service{svc, legacy, nil}), addrs("10.96.0.10", "10.96.0.11", "fd00:96::10"); !slices.Equal(got, want) {
 		t.Errorf("ServiceIPs = %v, want %v", got, want)
 	}
 }
@@ -86,4 +87,12 @@ func TestWatcherAPIServer(t *testing.T) {
 	if c := w.TakeChanges(); c.Nodes {
 		t.Errorf("a web slice made Changes.Nodes true: %+v", c)
 	}
+}
+
+func addrs(ss ...string) []netip.Addr {
+	out := make([]netip.Addr, len(ss))
+	for i, s := range ss {
+		out[i] = netip.MustParseAddr(s)
+	}
+	return out
 }

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"net/netip"
 	"unique"
 
@@ -191,7 +192,7 @@ func (c *cachedService) serviceName() types.NamespacedName {
 
 // serviceIPs are the Service's ClusterIPs that parse (clusterIPsOf).
 func (c *cachedService) serviceIPs() []netip.Addr {
-	return parseClusterIPs(c.clusterIP, c.clusterIPs)
+	return convert.ParseClusterIPs(c.clusterIP, c.clusterIPs)
 }
 
 // cachedServiceOf is the cachedService of an informer's object: the

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"net/netip"
 	"slices"
 	"strings"
@@ -138,7 +139,7 @@ func (f endpointFlags) cond(set, val endpointFlags) *bool {
 // references, hostnames, deprecated topology, app protocols, every label
 // but the Service's name and every annotation but the trigger time go.
 func (l *leaner) slice(s *discoveryv1.EndpointSlice) *cachedSlice {
-	out := &cachedSlice{objectID: l.idOf(&s.ObjectMeta), service: s.Labels[LabelServiceName],
+	out := &cachedSlice{objectID: l.idOf(&s.ObjectMeta), service: s.Labels[convert.LabelServiceName],
 		trigger: s.Annotations[AnnotationTriggerTime], addressType: unique.Make(string(s.AddressType))}
 	if len(s.Ports) > 0 {
 		out.ports = make([]discoveryv1.EndpointPort, len(s.Ports))
@@ -220,7 +221,7 @@ func (c *cachedSlice) api() *discoveryv1.EndpointSlice {
 	out := &discoveryv1.EndpointSlice{ObjectMeta: c.objectMeta(), AddressType: discoveryv1.AddressType(c.addressType.Value()),
 		Ports: c.ports}
 	if c.service != "" {
-		out.Labels = map[string]string{LabelServiceName: c.service}
+		out.Labels = map[string]string{convert.LabelServiceName: c.service}
 	}
 	if len(c.endpoints) == 0 {
 		return out

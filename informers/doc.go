@@ -10,15 +10,12 @@
 //     serves no watch-list (PagedList, pagedlist.go);
 //   - the change tracker: which Services changed, whether Node addresses or
 //     this node's labels did, the oldest endpoint trigger time (watch.go);
-//   - the conversion of API objects into internal/model, every field it
-//     cannot use becoming a model.Refusal (convert.go, service.go,
-//     endpoints.go, node.go), pure: it never panics on a malformed object
-//     and a bad field never affects another Service;
 //   - the Node address cache, the one file it writes:
 //     --state-dir/node-addresses.json (NodeAddressFile, written atomically
 //     on change, nodecache.go), read by the guard and `recover` while the
 //     API server is unreachable.
 //
-// It never writes to the API server (Events are internal/events') and
+// It converts what it caches through internal/convert, which owns the
+// conversion into the model. It never writes to the API server (Events are internal/events') and
 // never touches the kernel.
 package informers

@@ -26,6 +26,7 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -129,11 +130,11 @@ func objectsFromBytes(data []byte) ([]*corev1.Service, []*discoveryv1.EndpointSl
 		}
 		f := s.n(8)
 		if f&1 != 0 {
-			svc.Annotations = map[string]string{informers.AnnotationScheduler: pick(s, fzSchedulers),
-				informers.AnnotationSourceRanges: pick(s, fzRanges) + "," + pick(s, fzRanges)}
+			svc.Annotations = map[string]string{convert.AnnotationScheduler: pick(s, fzSchedulers),
+				convert.AnnotationSourceRanges: pick(s, fzRanges) + "," + pick(s, fzRanges)}
 		}
 		if f&2 != 0 {
-			svc.Labels = map[string]string{informers.LabelServiceProxyName: "other"}
+			svc.Labels = map[string]string{convert.LabelServiceProxyName: "other"}
 		}
 		if f&4 != 0 {
 			sp.TrafficDistribution = new(pick(s, []string{"PreferSameNode", "PreferClose", "x"}))
@@ -146,7 +147,7 @@ func objectsFromBytes(data []byte) ([]*corev1.Service, []*discoveryv1.EndpointSl
 				AddressType: pick(s, fzAddrTypes),
 			}
 			if s.n(8) != 0 {
-				sl.Labels = map[string]string{informers.LabelServiceName: svc.Name}
+				sl.Labels = map[string]string{convert.LabelServiceName: svc.Name}
 			}
 			for k := s.n(4); k > 0; k-- {
 				p := discoveryv1.EndpointPort{}
@@ -208,8 +209,8 @@ func FuzzConvertFields(f *testing.F) {
 	f.Add([]byte("hostile externalIPs and node addresses: 198.51.100.1, 127.0.0.1, 169.254.169.254"))
 	f.Fuzz(func(t *testing.T, data []byte) {
 		svcs, eps, nodes := objectsFromBytes(data)
-		c := informers.Convert(svcs, eps, nodes)
-		if c2 := informers.Convert(reversed(svcs), reversed(eps), reversed(nodes)); !reflect.DeepEqual(c, c2) {
+		c := convert.Convert(svcs, eps, nodes)
+		if c2 := convert.Convert(reversed(svcs), reversed(eps), reversed(nodes)); !reflect.DeepEqual(c, c2) {
 			t.Fatalf("Convert depends on input order:\n%+v\n%+v", c, c2)
 		}
 		checkCluster(t, c)
@@ -252,8 +253,8 @@ func FuzzConvertObjects(f *testing.F) {
 		if n := new(corev1.Node); json.Unmarshal(nodeJSON, n) == nil {
 			nodes = append(nodes, n, nil)
 		}
-		c := informers.Convert(svcs, eps, nodes)
-		if c2 := informers.Convert(svcs, eps, nodes); !reflect.DeepEqual(c, c2) {
+		c := convert.Convert(svcs, eps, nodes)
+		if c2 := convert.Convert(svcs, eps, nodes); !reflect.DeepEqual(c, c2) {
 			t.Fatal("Convert is not deterministic")
 		}
 		checkCluster(t, c)
@@ -287,7 +288,7 @@ func checkStripped(t *testing.T, svcs []*corev1.Service, eps []*discoveryv1.Endp
 	for _, o := range nodes {
 		ln = append(ln, lean(o).(*corev1.Node))
 	}
-	if got := informers.Convert(ls, le, ln); !reflect.DeepEqual(got, c) {
+	if got := convert.Convert(ls, le, ln); !reflect.DeepEqual(got, c) {
 		t.Fatalf("Convert differs after StripUnused:\n%+v\n%+v", got, c)
 	}
 }
@@ -328,7 +329,7 @@ func checkCluster(t *testing.T, c model.Cluster) {
 				t.Fatalf("%v: source range %v", sp.Name, p)
 			}
 		}
-		if sp.AffinityTimeout > informers.MaxAffinityTimeout {
+		if sp.AffinityTimeout > convert.MaxAffinityTimeout {
 			t.Fatalf("%v: affinity %d", sp.Name, sp.AffinityTimeout)
 		}
 	}
@@ -380,10 +381,10 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 		refused[r.Subject.String()+" "+r.Field] = true
 	}
 	for _, svc := range svcs {
-		if svc == nil || informers.SkipReason(svc) != "" {
+		if svc == nil || convert.SkipReason(svc) != "" {
 			continue
 		}
-		name := informers.ServiceName(svc)
+		name := convert.ServiceName(svc)
 		key := name.String()
 		var mine []model.ServicePort
 		for _, sp := range c.Services {
@@ -412,7 +413,7 @@ func checkNothingDropped(t *testing.T, svcs []*corev1.Service, c model.Cluster) 
 			}
 		}
 		for _, s := range svc.Spec.ExternalIPs {
-			a, err := informers.ParseAddr(s)
+			a, err := convert.ParseAddr(s)
 			if err == nil && slices.Contains(mine[0].ExternalIPs, a) {
 				continue
 			}

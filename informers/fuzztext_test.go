@@ -11,7 +11,7 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
@@ -63,16 +63,16 @@ func textObjects(data []byte, vals []string) ([]*corev1.Service, []*discoveryv1.
 			}
 			svc.Spec.Ports = append(svc.Spec.Ports, p)
 		}
-		svc.Annotations = map[string]string{informers.AnnotationScheduler: w("", "rr")}
+		svc.Annotations = map[string]string{convert.AnnotationScheduler: w("", "rr")}
 		if s.n(2) == 1 {
-			svc.Annotations[informers.AnnotationSourceRanges] = v()
+			svc.Annotations[convert.AnnotationSourceRanges] = v()
 			svc.Spec.LoadBalancerSourceRanges = []string{w("192.0.2.0/24", "2001:db8::/32")}
 		}
 		svc.Status.LoadBalancer.Ingress = []corev1.LoadBalancerIngress{{IP: w("198.51.100.9")}}
 		svcs = append(svcs, svc)
 
 		sl := &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: w("sl") + strconv.Itoa(i), Labels: map[string]string{informers.LabelServiceName: svc.Name}},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: svc.Namespace, Name: w("sl") + strconv.Itoa(i), Labels: map[string]string{convert.LabelServiceName: svc.Name}},
 			AddressType: discoveryv1.AddressType(w("IPv4", "IPv6")),
 			Ports:       []discoveryv1.EndpointPort{{Name: new(w("", "http")), Port: new(pick(s, fzPorts))}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{w("10.244.0.5", "fd00:244::5")}}},
@@ -103,7 +103,7 @@ func FuzzPlanText(f *testing.F) {
 	f.Add([]byte{2, 1, 5, 1, 6, 1, 7, 2, 2, 7, 7, 1, 6, 6, 2, 2, 6, 7, 5, 7, 6, 2, 7, 5, 6, 7, 1, 2, 2, 2, 5}, `"q"`, "\\", "\xff\xfe")
 	f.Fuzz(func(t *testing.T, data []byte, a, b, c string) {
 		svcs, eps, nodes := textObjects(data, []string{a, b, c})
-		cl := informers.Convert(svcs, eps, nodes)
+		cl := convert.Convert(svcs, eps, nodes)
 		o := planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("10.10.0.211")}, Scheduler: "rr", MasqueradeBit: 14}
 		checkText(t, planner.Plan(cl, o))
 	})

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"net/netip"
 
 	corev1 "k8s.io/api/core/v1"
@@ -16,7 +17,7 @@ import (
 type serviceVIPs struct {
 	// cluster are the ClusterIPs, lb the LoadBalancer Services' ingress
 	// IPs (status.loadBalancer.ingress), ext the externalIPs.
-	cluster, lb, ext AddrSet
+	cluster, lb, ext convert.AddrSet
 }
 
 // IsServiceIP reports whether a is the ClusterIP of a cached Service. The
@@ -28,7 +29,7 @@ func (w *Watcher) IsServiceIP(a netip.Addr) bool { return w.vips().cluster.Conta
 
 // ServiceIPs are the ClusterIPs of the cached Services, sorted (read-only:
 // shared until a Service changes), gathered as IsServiceIP says.
-func (w *Watcher) ServiceIPs() AddrSet { return w.vips().cluster }
+func (w *Watcher) ServiceIPs() convert.AddrSet { return w.vips().cluster }
 
 // IsLoadBalancerIP reports whether a is a cached LoadBalancer Service's
 // ingress IP, gathered as IsServiceIP says.
@@ -55,11 +56,11 @@ func (w *Watcher) vips() serviceVIPs {
 		if svc := cachedServiceOf(o); svc != nil {
 			x := svc.more()
 			cluster = append(cluster, svc.serviceIPs()...)
-			lb = append(lb, ingressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress)...)
-			ext = append(ext, parseAddrs(x.externalIPs)...)
+			lb = append(lb, convert.IngressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress)...)
+			ext = append(ext, convert.ParseAddrs(x.externalIPs)...)
 		}
 	}
-	v = serviceVIPs{cluster: sortAddrs(cluster), lb: sortAddrs(lb), ext: sortAddrs(ext)}
+	v = serviceVIPs{cluster: convert.NewAddrSet(cluster), lb: convert.NewAddrSet(lb), ext: convert.NewAddrSet(ext)}
 	w.mu.Lock()
 	if w.svcGen == gen {
 		// No Service changed during the scan.
@@ -67,56 +68,4 @@ func (w *Watcher) vips() serviceVIPs {
 	}
 	w.mu.Unlock()
 	return v
-}
-
-// LoadBalancerIPs are the ingress IPs of the LoadBalancer Services among
-// svcs (LoadBalancerIPs(svcs).Contains is a Converter's IsLoadBalancerIP).
-func LoadBalancerIPs(svcs []*corev1.Service) AddrSet {
-	var out []netip.Addr
-	for _, svc := range svcs {
-		if svc != nil {
-			out = append(out, ingressIPs(svc.Spec.Type, svc.Status.LoadBalancer.Ingress)...)
-		}
-	}
-	return sortAddrs(out)
-}
-
-// ExternalVIPs are the LoadBalancer IPs and externalIPs of svcs
-// (ExternalVIPs(svcs).Contains is a Converter's IsExternalVIP).
-func ExternalVIPs(svcs []*corev1.Service) AddrSet {
-	out := []netip.Addr(LoadBalancerIPs(svcs))
-	for _, svc := range svcs {
-		if svc != nil {
-			out = append(out, parseAddrs(svc.Spec.ExternalIPs)...)
-		}
-	}
-	return sortAddrs(out)
-}
-
-// ingressIPs are the addresses of a Service's status.loadBalancer.ingress
-// that parse, when it is of type LoadBalancer (the only type served on
-// them); whatever their ipMode: a Proxy-mode address is still the load
-// balancer's.
-func ingressIPs(typ corev1.ServiceType, ing []corev1.LoadBalancerIngress) []netip.Addr {
-	if typ != corev1.ServiceTypeLoadBalancer {
-		return nil
-	}
-	var out []netip.Addr
-	for _, in := range ing {
-		if a, err := ParseAddr(in.IP); err == nil {
-			out = append(out, a)
-		}
-	}
-	return out
-}
-
-// parseAddrs are the addresses of raw that parse.
-func parseAddrs(raw []string) []netip.Addr {
-	var out []netip.Addr
-	for _, s := range raw {
-		if a, err := ParseAddr(s); err == nil {
-			out = append(out, a)
-		}
-	}
-	return out
 }

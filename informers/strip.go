@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"sync"
 	"unique"
 
@@ -16,8 +17,8 @@ import (
 var (
 	// Services: SkipReason reads the proxy-name label; the headless label
 	// is the other half of the informers' selector.
-	serviceLabels      = []string{LabelServiceProxyName, LabelHeadless}
-	serviceAnnotations = []string{AnnotationScheduler, AnnotationSourceRanges}
+	serviceLabels      = []string{convert.LabelServiceProxyName, LabelHeadless}
+	serviceAnnotations = []string{convert.AnnotationScheduler, convert.AnnotationSourceRanges}
 	// EndpointSlices are cachedSlices: of their labels the Service's name
 	// (SliceService, the slice index), of their annotations the trigger
 	// time (onSlice).

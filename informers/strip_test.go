@@ -2,6 +2,7 @@ package informers
 
 import (
 	"context"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"reflect"
 	"slices"
 	"testing"
@@ -25,9 +26,9 @@ func fullService() *corev1.Service {
 		TypeMeta: metav1.TypeMeta{Kind: "Service", APIVersion: "v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: "web", Namespace: "default", UID: "u-web", ResourceVersion: "7", Generation: 2,
 			CreationTimestamp: metav1.Unix(1, 0), DeletionTimestamp: ptr.To(metav1.Unix(2, 0)),
-			Labels: map[string]string{"app": "web", LabelServiceProxyName: ""},
+			Labels: map[string]string{"app": "web", convert.LabelServiceProxyName: ""},
 			Annotations: map[string]string{corev1.LastAppliedConfigAnnotation: `{"kind":"Service"}`,
-				AnnotationScheduler: " lc ", AnnotationSourceRanges: "192.0.2.0/24, 198.51.100.0/24", "other": "x"},
+				convert.AnnotationScheduler: " lc ", convert.AnnotationSourceRanges: "192.0.2.0/24, 198.51.100.0/24", "other": "x"},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kubectl", Operation: metav1.ManagedFieldsOperationApply}},
 			OwnerReferences: []metav1.OwnerReference{{Kind: "X", Name: "y"}}, Finalizers: []string{"f"}},
 		Spec: corev1.ServiceSpec{
@@ -62,7 +63,7 @@ func fullSlice() *discoveryv1.EndpointSlice {
 	return &discoveryv1.EndpointSlice{
 		TypeMeta: metav1.TypeMeta{Kind: "EndpointSlice", APIVersion: "discovery.k8s.io/v1"},
 		ObjectMeta: metav1.ObjectMeta{Name: "web-abc", Namespace: "default", UID: "u-slice", ResourceVersion: "8",
-			Labels:          map[string]string{LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io", "app": "web"},
+			Labels:          map[string]string{convert.LabelServiceName: "web", discoveryv1.LabelManagedBy: "endpointslice-controller.k8s.io", "app": "web"},
 			Annotations:     map[string]string{AnnotationTriggerTime: "2026-11-24T10:00:00Z", "other": "x"},
 			OwnerReferences: []metav1.OwnerReference{{APIVersion: "v1", Kind: "Service", Name: "web", UID: "u-web", Controller: ptr.To(true)}},
 			ManagedFields:   []metav1.ManagedFieldsEntry{{Manager: "kube-controller-manager"}}},
@@ -190,10 +191,10 @@ func TestStripUnused(t *testing.T) {
 		ls.Status.LoadBalancer.Ingress[0].Ports != nil || ls.OwnerReferences != nil || ls.Finalizers != nil {
 		t.Errorf("unread Service fields kept: %+v", ls)
 	}
-	if want := map[string]string{AnnotationScheduler: " lc ", AnnotationSourceRanges: "192.0.2.0/24, 198.51.100.0/24"}; !reflect.DeepEqual(ls.Annotations, want) {
+	if want := map[string]string{convert.AnnotationScheduler: " lc ", convert.AnnotationSourceRanges: "192.0.2.0/24, 198.51.100.0/24"}; !reflect.DeepEqual(ls.Annotations, want) {
 		t.Errorf("Service annotations %v, want %v", ls.Annotations, want)
 	}
-	if want := map[string]string{LabelServiceProxyName: ""}; !reflect.DeepEqual(ls.Labels, want) {
+	if want := map[string]string{convert.LabelServiceProxyName: ""}; !reflect.DeepEqual(ls.Labels, want) {
 		t.Errorf("Service labels %v, want %v", ls.Labels, want)
 	}
 	e0 := lsl.Endpoints[0]
@@ -202,7 +203,7 @@ func TestStripUnused(t *testing.T) {
 		lsl.Annotations != nil || lsl.ManagedFields != nil {
 		t.Errorf("unread EndpointSlice fields kept: %+v", csl)
 	}
-	if want := map[string]string{LabelServiceName: "web"}; !reflect.DeepEqual(lsl.Labels, want) {
+	if want := map[string]string{convert.LabelServiceName: "web"}; !reflect.DeepEqual(lsl.Labels, want) {
 		t.Errorf("EndpointSlice labels %v, want %v", lsl.Labels, want)
 	}
 	if csl.trigger != "2026-11-24T10:00:00Z" {
@@ -282,17 +283,17 @@ func TestStripUnusedConverts(t *testing.T) {
 		s2.Spec.Type = corev1.ServiceTypeNodePort
 		svcs = append(svcs, s2)
 		sl2 := fullSlice()
-		sl2.Name, sl2.Labels[LabelServiceName] = "web2-x", "web2"
+		sl2.Name, sl2.Labels[convert.LabelServiceName] = "web2-x", "web2"
 		eps = append(eps, sl2)
 		// IPv4 addresses are kept inline unless a slice has another
 		// address: an endpoint without one between them, and a slice
 		// whose one IPv4-mapped IPv6 address keeps them all as text.
 		sl3 := fullSlice()
-		sl3.Name, sl3.Labels[LabelServiceName] = "web2-v4", "web2"
+		sl3.Name, sl3.Labels[convert.LabelServiceName] = "web2-v4", "web2"
 		sl3.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.4.5"}}, {}, {Addresses: []string{"10.244.4.66", "x"}},
 			{Addresses: []string{"0.0.0.0"}}, {Addresses: []string{"255.255.255.255"}}}
 		sl4 := fullSlice()
-		sl4.Name, sl4.Labels[LabelServiceName] = "web2-mapped", "web2"
+		sl4.Name, sl4.Labels[convert.LabelServiceName] = "web2-mapped", "web2"
 		sl4.Endpoints = []discoveryv1.Endpoint{{Addresses: []string{"10.244.5.5"}}, {Addresses: []string{"::ffff:10.244.5.6"}},
 			{Addresses: []string{"10.244.5.7"}}}
 		eps = append(eps, sl3, sl4)
@@ -316,7 +317,7 @@ func TestStripUnusedConverts(t *testing.T) {
 	for _, n := range nodes {
 		lnodes = append(lnodes, strip(t, n))
 	}
-	want, got := Convert(svcs, eps, nodes), Convert(lsvcs, leps, lnodes)
+	want, got := convert.Convert(svcs, eps, nodes), convert.Convert(lsvcs, leps, lnodes)
 	if !reflect.DeepEqual(got, want) {
 		t.Fatalf("Convert differs after StripUnused:\ngot  %+v\nwant %+v", got, want)
 	}
@@ -325,14 +326,14 @@ func TestStripUnusedConverts(t *testing.T) {
 			len(want.Services), len(want.Endpoints), len(want.Refusals))
 	}
 	for i := range eps {
-		n, _ := SliceService(eps[i])
-		ln, _ := SliceService(leps[i])
+		n, _ := convert.SliceService(eps[i])
+		ln, _ := convert.SliceService(leps[i])
 		if n != ln || eps[i].Annotations[AnnotationTriggerTime] != cached(t, eps[i]).trigger {
 			t.Errorf("slice %s: service key or trigger time differs", eps[i].Name)
 		}
 	}
 	for i := range svcs {
-		if SkipReason(svcs[i]) != SkipReason(lsvcs[i]) {
+		if convert.SkipReason(svcs[i]) != convert.SkipReason(lsvcs[i]) {
 			t.Errorf("service %s: skip reason differs", svcs[i].Name)
 		}
 	}
@@ -449,8 +450,8 @@ func TestCachedServiceExtras(t *testing.T) {
 		t.Errorf("a ClusterIP Service keeps extras: %+v", plain.extras)
 	}
 	for name, set := range map[string]func(*corev1.Service){
-		"label":               func(s *corev1.Service) { s.Labels = map[string]string{LabelServiceProxyName: "x"} },
-		"annotation":          func(s *corev1.Service) { s.Annotations = map[string]string{AnnotationScheduler: "lc"} },
+		"label":               func(s *corev1.Service) { s.Labels = map[string]string{convert.LabelServiceProxyName: "x"} },
+		"annotation":          func(s *corev1.Service) { s.Annotations = map[string]string{convert.AnnotationScheduler: "lc"} },
 		"externalIPs":         func(s *corev1.Service) { s.Spec.ExternalIPs = []string{"192.0.2.1"} },
 		"sourceRanges":        func(s *corev1.Service) { s.Spec.LoadBalancerSourceRanges = []string{"192.0.2.0/24"} },
 		"etp":                 func(s *corev1.Service) { s.Spec.ExternalTrafficPolicy = corev1.ServiceExternalTrafficPolicyLocal },

@@ -1,6 +1,7 @@
 package informers
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"net/netip"
 	"slices"
 
@@ -81,7 +82,7 @@ func vipsOf(svc *cachedService) map[netip.Addr]struct{} {
 	}
 	x := svc.more()
 	out := map[netip.Addr]struct{}{}
-	for _, as := range [][]netip.Addr{svc.serviceIPs(), ingressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress), parseAddrs(x.externalIPs)} {
+	for _, as := range [][]netip.Addr{svc.serviceIPs(), convert.IngressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress), convert.ParseAddrs(x.externalIPs)} {
 		for _, a := range as {
 			out[a] = struct{}{}
 		}
@@ -114,7 +115,7 @@ func (w *Watcher) markNaming() {
 	for _, o := range w.svcInf.GetStore().List() {
 		if svc := cachedServiceOf(o); svc != nil {
 			x := svc.more()
-			if in(parseAddrs(x.externalIPs)) || in(ingressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress)) {
+			if in(convert.ParseAddrs(x.externalIPs)) || in(convert.IngressIPs(corev1.ServiceType(svc.typ.Value()), x.ingress)) {
 				mark(svc.serviceName())
 			}
 		}
@@ -133,7 +134,7 @@ func (w *Watcher) markNaming() {
 // names reports whether an endpoint of c has its address in set.
 func (c *cachedSlice) names(set map[netip.Addr]struct{}) bool {
 	for _, raw := range c.addresses {
-		if a, err := ParseAddr(raw); err == nil {
+		if a, err := convert.ParseAddr(raw); err == nil {
 			if _, ok := set[a.Unmap()]; ok {
 				return true
 			}

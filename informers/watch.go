@@ -3,6 +3,7 @@ package informers
 import (
 	"context"
 	"fmt"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"maps"
 	"net/netip"
 	"slices"
@@ -119,13 +120,13 @@ type Watcher struct {
 	OnServiceChange, OnEndpointsChange func(service types.NamespacedName)
 	// Converter converts the cached Services (Service); set it before
 	// Start. The zero value has the default limits.
-	Converter Converter
+	Converter convert.Converter
 }
 
 // ProxySelector is kube-proxy's label selector for Services and
 // EndpointSlices: no service-proxy-name label, no headless label.
 func ProxySelector() labels.Selector {
-	noProxyName, err1 := labels.NewRequirement(LabelServiceProxyName, selection.DoesNotExist, nil)
+	noProxyName, err1 := labels.NewRequirement(convert.LabelServiceProxyName, selection.DoesNotExist, nil)
 	noHeadless, err2 := labels.NewRequirement(LabelHeadless, selection.DoesNotExist, nil)
 	if err1 != nil || err2 != nil {
 		panic(fmt.Sprintf("label requirements: %v %v", err1, err2))
@@ -302,13 +303,13 @@ func (w *Watcher) onSlice(obj any) {
 		w.OnEndpointsChange(key)
 	}
 	var api []netip.Addr
-	if key == APIServerService {
-		api = APIServerEndpoints(w.servicesSlices(key))
+	if key == convert.APIServerService {
+		api = convert.APIServerEndpoints(w.servicesSlices(key))
 	}
 	w.mu.Lock()
 	w.dirty[key] = true
 	w.noteSeen()
-	apiChanged := key == APIServerService && !slices.Equal(api, w.apiView)
+	apiChanged := key == convert.APIServerService && !slices.Equal(api, w.apiView)
 	if apiChanged {
 		// The guard protects them: every service is planned again.
 		w.apiView = api
@@ -340,7 +341,7 @@ func (w *Watcher) onNode(obj any) {
 	gone := err != nil
 	var addrs []netip.Addr
 	if !gone {
-		m, _ := NodeFromObject(n)
+		m, _ := convert.NodeFromObject(n)
 		addrs = m.Addresses
 	}
 	var labelsChanged bool
@@ -442,7 +443,7 @@ func (w *Watcher) Pending() int {
 // ExternalName, another proxy's) gives no ports.
 func (w *Watcher) Service(key types.NamespacedName) ([]model.ServicePort, map[model.ServicePortName][]model.Endpoint, []model.Refusal) {
 	svc := w.ServiceObject(key.Namespace, key.Name)
-	if svc == nil || SkipReason(svc) != "" {
+	if svc == nil || convert.SkipReason(svc) != "" {
 		return nil, nil, nil
 	}
 	cv := w.Converter
@@ -534,7 +535,7 @@ func (w *Watcher) Nodes() ([]model.Node, []model.Refusal) {
 	var refusals []model.Refusal
 	live := make(map[string]bool, len(ns))
 	for _, n := range ns {
-		m, rs := NodeFromObject(n)
+		m, rs := convert.NodeFromObject(n)
 		out = append(out, m)
 		refusals = append(refusals, rs...)
 		live[n.Name] = true
@@ -575,5 +576,5 @@ func (w *Watcher) Cluster() model.Cluster {
 		}
 	}
 	w.mu.Unlock()
-	return Convert(svcs, eps, nodes)
+	return convert.Convert(svcs, eps, nodes)
 }

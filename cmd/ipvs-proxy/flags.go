@@ -7,8 +7,8 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -54,10 +54,10 @@ func addPlanningFlags(fs *pflag.FlagSet, o *planner.Options) {
 	o.ProtectedNodePorts, _ = model.ParsePortRanges(guard.DefaultProtectedNodePorts)
 	fs.Var(&portList{p: &o.ProtectedNodePorts}, "protected-node-ports",
 		"Ports and port ranges of the node's own services that a node address served at L4 (a NodePort, an externalIP or LoadBalancer IP that is this node's address) never captures, besides the ports the node listens on; empty: only those.")
-	o.MaxVirtualServersPerService = informers.DefaultMaxVirtualServers
+	o.MaxVirtualServersPerService = convert.DefaultMaxVirtualServers
 	fs.IntVar(&o.MaxVirtualServersPerService, "max-virtual-servers-per-service", o.MaxVirtualServersPerService,
 		"Most virtual servers one Service's externalIPs and LoadBalancer IPs may ask of every node ((addresses) × ports; also LoadBalancer IPs × ports × source ranges); the excess is refused (TooManyVirtualServers), keeping LoadBalancer IPs, then externalIPs, in order.")
-	o.MaxRealServersPerService = informers.DefaultMaxRealServers
+	o.MaxRealServersPerService = convert.DefaultMaxRealServers
 	fs.IntVar(&o.MaxRealServersPerService, "max-real-servers-per-service", o.MaxRealServersPerService,
 		"Most real servers one Service may ask of every node (ports × endpoints × addresses); the excess endpoints are refused (TooManyRealServers), keeping ports in order.")
 }

@@ -13,7 +13,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
@@ -101,7 +101,7 @@ func TestGuardProperties(t *testing.T) {
 		// virtual server stays.
 		bare := propertyPlan(svcs, eps, []*corev1.Node{{ObjectMeta: metav1.ObjectMeta{Name: "n1"},
 			Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: "10.10.0.211"}}}}})
-		clusterIPs := informers.ServiceIPs(svcs)
+		clusterIPs := convert.ServiceIPs(svcs)
 		for _, vs := range bare.VirtualServers {
 			if !clusterIPs.Contains(vs.Address) {
 				continue
@@ -116,8 +116,8 @@ func TestGuardProperties(t *testing.T) {
 		for _, s := range svcs {
 			created[s.Name] = s.CreationTimestamp.Time
 		}
-		lbIPs := func(svc *corev1.Service) informers.AddrSet {
-			return informers.LoadBalancerIPs([]*corev1.Service{svc})
+		lbIPs := func(svc *corev1.Service) convert.AddrSet {
+			return convert.LoadBalancerIPs([]*corev1.Service{svc})
 		}
 		byName := map[string]*corev1.Service{}
 		for _, s := range svcs {
@@ -128,7 +128,7 @@ func TestGuardProperties(t *testing.T) {
 				continue
 			}
 			for _, s := range svcs {
-				if s.Name != vs.Service.Name && (lbIPs(s).Contains(vs.Address) || informers.ServiceIPs([]*corev1.Service{s}).Contains(vs.Address)) {
+				if s.Name != vs.Service.Name && (lbIPs(s).Contains(vs.Address) || convert.ServiceIPs([]*corev1.Service{s}).Contains(vs.Address)) {
 					t.Fatalf("seed %d: %s has the externalIP %s, %s's ClusterIP or LoadBalancer IP", seed, vs.Service, vs.Address, s.Name)
 				}
 			}

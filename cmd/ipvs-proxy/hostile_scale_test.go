@@ -12,7 +12,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
@@ -47,7 +47,7 @@ func TestHostileRealServersBounded(t *testing.T) {
 	var before, after runtime.MemStats
 	runtime.ReadMemStats(&before)
 	start := time.Now()
-	c := informers.Converter{}.Convert([]*corev1.Service{svc}, []*discoveryv1.EndpointSlice{slice}, nil)
+	c := convert.Converter{}.Convert([]*corev1.Service{svc}, []*discoveryv1.EndpointSlice{slice}, nil)
 	st := planner.Plan(c, planner.Options{NodeName: "n1", LocalAddrs: []netip.Addr{netip.MustParseAddr("10.10.0.211")}})
 	took := time.Since(start)
 	runtime.ReadMemStats(&after)
@@ -55,8 +55,8 @@ func TestHostileRealServersBounded(t *testing.T) {
 	for _, vs := range st.VirtualServers {
 		rs += len(vs.RealServers)
 	}
-	if rs > informers.DefaultMaxRealServers || rs == 0 {
-		t.Errorf("%d real servers planned, want 1 to %d", rs, informers.DefaultMaxRealServers)
+	if rs > convert.DefaultMaxRealServers || rs == 0 {
+		t.Errorf("%d real servers planned, want 1 to %d", rs, convert.DefaultMaxRealServers)
 	}
 	var capped *model.Refusal
 	for i, r := range st.Refusals {

@@ -18,8 +18,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 )
 
@@ -106,7 +106,7 @@ nothing unless --force.
 	fs.Var(newPrefixList(&f.protected, "strings"), "protected-cidrs", "CIDRs that are never bound on kube-ipvs0.")
 	fs.Var(newPrefixList(&f.clusterCIDRs, "string"), "cluster-cidr", "Comma-separated pod CIDRs: pod addresses are never service VIPs.")
 	fs.Var(newPrefixList(&f.exclude, "strings"), "ipvs-exclude-cidrs", "CIDRs whose IPVS virtual servers are never removed.")
-	fs.IntVar(&f.maxVirtualServers, "max-virtual-servers-per-service", informers.DefaultMaxVirtualServers, "As run's: a Service's external addresses past it are not wanted (give run's value if it is not the default).")
+	fs.IntVar(&f.maxVirtualServers, "max-virtual-servers-per-service", convert.DefaultMaxVirtualServers, "As run's: a Service's external addresses past it are not wanted (give run's value if it is not the default).")
 	fs.StringVar(&f.procRoot, "proc-root", "/proc", `Where to look for other proxies' processes ("-" skips the scan).`)
 	_ = fs.MarkHidden("proc-root")
 	return cmd

@@ -10,7 +10,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
@@ -39,7 +39,7 @@ func lbService(name, clusterV4, clusterV6 string, ranges []string) (*corev1.Serv
 			at = discoveryv1.AddressTypeIPv6
 		}
 		slices = append(slices, &discoveryv1.EndpointSlice{
-			ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-" + string(at), Labels: map[string]string{informers.LabelServiceName: name}},
+			ObjectMeta:  metav1.ObjectMeta{Namespace: "default", Name: name + "-" + string(at), Labels: map[string]string{convert.LabelServiceName: name}},
 			AddressType: at,
 			Ports:       []discoveryv1.EndpointPort{{Port: ptr.To(int32(ktest.BackendPort)), Protocol: ptr.To(corev1.ProtocolTCP)}},
 			Endpoints:   []discoveryv1.Endpoint{{Addresses: []string{f.podA.String()}, NodeName: ptr.To(thisNode)}},
@@ -70,7 +70,7 @@ func TestKernelSourceRangesFailClosed(t *testing.T) {
 			b := newKBed(t)
 			p := b.open(ipvs.Options{})
 			svc, eps := lbService("lb", v4.lb.String(), v6.lb.String(), tt.ranges)
-			c := informers.Convert([]*corev1.Service{svc}, eps, nil)
+			c := convert.Convert([]*corev1.Service{svc}, eps, nil)
 			c.Nodes = testCluster().Nodes
 			st := b.plan(c)
 			if len(st.Refusals) != tt.refusals {

@@ -16,6 +16,7 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -123,7 +124,7 @@ type Config struct {
 func Default() *Config {
 	return &Config{
 		Planning: planner.Options{Scheduler: DefaultScheduler, MasqueradeBit: DefaultMasqueradeBit,
-			MaxVirtualServersPerService: informers.DefaultMaxVirtualServers, MaxRealServersPerService: informers.DefaultMaxRealServers},
+			MaxVirtualServersPerService: convert.DefaultMaxVirtualServers, MaxRealServersPerService: convert.DefaultMaxRealServers},
 		IPVSGracefulPeriod: DefaultGracefulPeriod,
 		SyncPeriod:         DefaultSyncPeriod,
 		HealthzBindAddress: DefaultHealthzBindAddress,

@@ -40,7 +40,7 @@ func apiSlice(ns, svc, name string, addrs ...string) *discoveryv1.EndpointSlice 
 // TestIncrementalPlanEqualsPlan: the loop's plan, after a full sync and
 // after partial ones that update only the changed services, is exactly
 // what `plan` computes from the whole cache (planner.Plan of
-// informers.Convert through Watcher.Cluster).
+// convert.Convert through Watcher.Cluster).
 func TestIncrementalPlanEqualsPlan(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()

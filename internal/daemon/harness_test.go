@@ -22,6 +22,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -157,7 +158,7 @@ func (s *fakeSource) APIServerEndpoints() []netip.Addr {
 	return slices.Clone(s.api)
 }
 
-func (s *fakeSource) ServiceIPs() informers.AddrSet {
+func (s *fakeSource) ServiceIPs() convert.AddrSet {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []netip.Addr

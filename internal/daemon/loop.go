@@ -14,6 +14,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
@@ -52,7 +53,7 @@ type Source interface {
 	// IsServiceIP reports whether an address is a cached Service's ClusterIP.
 	IsServiceIP(a netip.Addr) bool
 	// ServiceIPs are the cached Services' ClusterIPs, sorted.
-	ServiceIPs() informers.AddrSet
+	ServiceIPs() convert.AddrSet
 }
 
 // Applier makes the kernel hold a planner.State: *applier.Applier.

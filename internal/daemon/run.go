@@ -20,6 +20,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
@@ -195,7 +196,7 @@ func observe(c *config.Config, watcher *informers.Watcher) (*metrics.Metrics, *h
 	watcher.OnChange = hp.QueuedUpdate
 	watcher.OnServiceChange = func(key types.NamespacedName) { m.KubeProxy.Queued(metrics.ChangeService, key) }
 	watcher.OnEndpointsChange = func(key types.NamespacedName) { m.KubeProxy.Queued(metrics.ChangeEndpoints, key) }
-	watcher.Converter = informers.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService, MaxRealServers: c.Planning.MaxRealServersPerService}
+	watcher.Converter = convert.Converter{MaxVirtualServers: c.Planning.MaxVirtualServersPerService, MaxRealServers: c.Planning.MaxRealServersPerService}
 	return m, hp
 }
 

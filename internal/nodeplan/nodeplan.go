@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
@@ -70,7 +71,7 @@ func Plan(in Input) (*Result, error) {
 		r.Warnings = append(r.Warnings, "warning: "+u+"; planned without it")
 	}
 	opts := &r.Options
-	cluster := informers.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService, MaxRealServers: opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
+	cluster := convert.Converter{MaxVirtualServers: opts.MaxVirtualServersPerService, MaxRealServers: opts.MaxRealServersPerService}.Convert(objs.Services, objs.EndpointSlices, objs.Nodes)
 	if in.NodeCache != "" {
 		cache, err := informers.ReadNodeAddressFile(in.NodeCache)
 		if err != nil {
@@ -92,8 +93,8 @@ func Plan(in Input) (*Result, error) {
 	// --api-server-address is the host run dials: the API server unless it
 	// is a Service IP of the input (10.96.0.1 in a pod); the input's
 	// default/kubernetes EndpointSlices are the API server too.
-	opts.APIServerAddrs = informers.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
-	serviceIPs := informers.ServiceIPs(objs.Services)
+	opts.APIServerAddrs = convert.APIServerAddrs(guard.APIServer{Dialed: opts.APIServerAddrs}, objs.Services, objs.EndpointSlices)
+	serviceIPs := convert.ServiceIPs(objs.Services)
 	// A resolver that is a Service's ClusterIP is a VIP like any other.
 	opts.Resolvers = slices.DeleteFunc(slices.Clone(opts.Resolvers), serviceIPs.Contains)
 	// The trust order: a Node's claim on a Service IP protects nothing.

@@ -78,7 +78,7 @@ type Options struct {
 	// MasqueradeBit is --iptables-masquerade-bit (default 14: mark 0x4000).
 	MasqueradeBit int
 	// MaxVirtualServersPerService is --max-virtual-servers-per-service.
-	// It is applied when Services are converted (informers.Converter,
+	// It is applied when Services are converted (convert.Converter,
 	// which `run` and `plan` build from it), before anything is planned,
 	// so that an oversized Service costs its size and not its product;
 	// Plan itself does not read it.

@@ -16,6 +16,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
@@ -105,14 +106,14 @@ func ReadCluster(ctx context.Context, client kubernetes.Interface, o planner.Opt
 	for i := range apiSlices.Items {
 		slicePtrs[i] = &apiSlices.Items[i]
 	}
-	c.APIServers = informers.APIServerAddrs(api, svcPtrs, slicePtrs)
+	c.APIServers = convert.APIServerAddrs(api, svcPtrs, slicePtrs)
 	o.APIServerAddrs = c.APIServers
-	c.Resolvers = slices.DeleteFunc(slices.Clone(o.Resolvers), informers.ServiceIPs(svcPtrs).Contains)
+	c.Resolvers = slices.DeleteFunc(slices.Clone(o.Resolvers), convert.ServiceIPs(svcPtrs).Contains)
 	o.Resolvers = c.Resolvers
-	cv := informers.Converter{MaxVirtualServers: o.MaxVirtualServersPerService, MaxRealServers: o.MaxRealServersPerService}
+	cv := convert.Converter{MaxVirtualServers: o.MaxVirtualServersPerService, MaxRealServers: o.MaxRealServersPerService}
 	cluster := cv.Convert(svcPtrs, nil, nodePtrs)
 	// The trust order: a Node's claim on a ClusterIP protects nothing.
-	cluster.Nodes, _ = planner.TrustedNodes(&o, cluster.Nodes, nil, informers.ServiceIPs(svcPtrs))
+	cluster.Nodes, _ = planner.TrustedNodes(&o, cluster.Nodes, nil, convert.ServiceIPs(svcPtrs))
 	for _, m := range cluster.Nodes {
 		c.Nodes[m.Name] = m.Addresses
 	}

@@ -4,7 +4,7 @@ package recovery
 
 // The hostile table in a real kernel: Services and EndpointSlices as the
 // API server hands them over go through the daemon's own path —
-// informers.Convert, planner.Plan, planner.GuardInputs for the address
+// convert.Convert, planner.Plan, planner.GuardInputs for the address
 // manager's guard, internal/applier full sync on ipvskernel.Table,
 // addrkernel.Link and iptables.Syncer — inside a ktest node namespace.
 // Each input is served or refused with its documented reason code, no
@@ -35,8 +35,8 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -142,7 +142,7 @@ func newHBedOpts(b *hbed, refuse bool) {
 // internal/daemon does: sysctls, IPVS, conntrack, kube-ipvs0, iptables.
 func (b *hbed) openKernel() {
 	t := b.t
-	cluster := informers.Convert(nil, nil, b.nodes)
+	cluster := convert.Convert(nil, nil, b.nodes)
 	b.guard = guard.New(planner.GuardInputs(&b.opts, cluster.Nodes))
 	core, logs := observer.New(zap.DebugLevel)
 	b.logs = logs
@@ -190,7 +190,7 @@ func (b *hbed) openKernel() {
 // every --sync-period: Convert, Plan, Applier.Full.
 func (b *hbed) sync(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) *planner.State {
 	b.t.Helper()
-	cluster := informers.Convert(svcs, eps, b.nodes)
+	cluster := convert.Convert(svcs, eps, b.nodes)
 	st := planner.Plan(cluster, b.opts)
 	start := time.Now()
 	var res *applier.Result
@@ -214,7 +214,7 @@ func (b *hbed) sync(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice) *p
 // (deleted ones included): Convert, Plan, Applier.Partial.
 func (b *hbed) partial(svcs []*corev1.Service, eps []*discoveryv1.EndpointSlice, changed ...types.NamespacedName) {
 	b.t.Helper()
-	st := planner.Plan(informers.Convert(svcs, eps, b.nodes), b.opts)
+	st := planner.Plan(convert.Convert(svcs, eps, b.nodes), b.opts)
 	err := b.ns.Do(func() error {
 		res, err := b.app.Partial(&st, changed...)
 		if err == nil {
@@ -398,7 +398,7 @@ func hostileRows() []hostileRow {
 			s.Spec.Ports[0].NodePort = 70000
 		}), reason: model.ReasonInvalidPort},
 		hostileRow{input: "scheduler annotation \"bogus\"", svc: service("evil", "sched-bogus", cip(), func(s *corev1.Service) {
-			s.Annotations = map[string]string{informers.AnnotationScheduler: "bogus"}
+			s.Annotations = map[string]string{convert.AnnotationScheduler: "bogus"}
 		}), reason: model.ReasonUnknownScheduler},
 		hostileRow{input: "loadBalancerSourceRanges [not-a-cidr]", svc: service("evil", "lb-badrange", cip(), func(s *corev1.Service) {
 			s.Spec.Type = corev1.ServiceTypeLoadBalancer
@@ -427,7 +427,7 @@ func hostileRows() []hostileRow {
 
 // outcome is what the plan and the kernel did with one row.
 func (b *hbed) outcome(r *hostileRow, st *planner.State, bound map[netip.Addr]bool, vss map[string]bool) (outcome, reasons string, errs []string) {
-	name := informers.ServiceName(r.svc)
+	name := convert.ServiceName(r.svc)
 	var got []string
 	for _, rf := range st.Refusals {
 		if rf.Subject == model.ServiceSubject(name) {
@@ -535,7 +535,7 @@ func TestHostileTable(t *testing.T) {
 	// a periodic full sync. Everything hostile is gone.
 	var deleted []types.NamespacedName
 	for i := range rows {
-		deleted = append(deleted, informers.ServiceName(rows[i].svc))
+		deleted = append(deleted, convert.ServiceName(rows[i].svc))
 	}
 	b.partial(goodSvcs, goodSlices, deleted...)
 	b.sync(goodSvcs, goodSlices)

@@ -26,7 +26,7 @@ var sharedLeaves = []string{"internal/model", "internal/layer", "internal/digest
 
 // deciding are the packages that decide: they import no kernel edge, so
 // that they build and test anywhere (`plan` on a laptop).
-var deciding = []string{"internal/model", "internal/guard", "internal/planner", "internal/nodeplan", "internal/explain", "ipvs", "iptables", "addrmgr"}
+var deciding = []string{"internal/convert", "internal/model", "internal/guard", "internal/planner", "internal/nodeplan", "internal/explain", "ipvs", "iptables", "addrmgr"}
 
 // goImports maps each package of the main module (relative to it) to the
 // project's packages it imports, relative too; tests says whether the test

@@ -28,6 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
@@ -387,7 +388,7 @@ func TestProxyRunsUnderServiceAccount(t *testing.T) {
 	}
 	// The watches deliver the Service and its EndpointSlice (in either
 	// order) and the Node.
-	key := informers.ServiceName(svc)
+	key := convert.ServiceName(svc)
 	var sawService, sawNodes bool
 	var ports, eps int
 	err = wait.PollUntilContextTimeout(ctx, 20*time.Millisecond, 30*time.Second, true, func(context.Context) (bool, error) {

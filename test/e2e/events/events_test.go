@@ -20,7 +20,7 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -82,7 +82,7 @@ func options(i int) planner.Options {
 		ClusterCIDRs:                []netip.Prefix{netip.MustParsePrefix("10.244.0.0/16")},
 		ProtectedCIDRs:              []netip.Prefix{netip.MustParsePrefix("172.16.0.0/12")},
 		APIServerAddrs:              []netip.Addr{netip.MustParseAddr(apiServerAddr)},
-		MaxVirtualServersPerService: informers.DefaultMaxVirtualServers,
+		MaxVirtualServersPerService: convert.DefaultMaxVirtualServers,
 	}
 	if i == 3 {
 		o.LocalAddrs = append(o.LocalAddrs, extraLocal)
@@ -127,7 +127,7 @@ func TestEventsScaleWithTheCluster(t *testing.T) {
 	}
 
 	// Every node plans the Service as `run` does.
-	cluster := informers.Convert([]*corev1.Service{svc}, nil, nil)
+	cluster := convert.Convert([]*corev1.Service{svc}, nil, nil)
 	for i := range nodes {
 		cluster.Nodes = append(cluster.Nodes, model.Node{Name: nodeName(i), Addresses: []netip.Addr{nodeAddr(i)}})
 	}

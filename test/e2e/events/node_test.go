@@ -15,7 +15,7 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/informers"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -70,10 +70,10 @@ func TestNodeClaimingAClusterIP(t *testing.T) {
 	defer func() { stop(); wg.Wait() }()
 	for i := range claimers {
 		name := fmt.Sprintf("proxy-%02d", i)
-		cluster := informers.Convert(svcs, nil, []*corev1.Node{node})
+		cluster := convert.Convert(svcs, nil, []*corev1.Node{node})
 		o := planner.Options{NodeName: name, LocalAddrs: []netip.Addr{netip.AddrFrom4([4]byte{10, 20, 0, byte(i + 1)})}, Scheduler: "rr",
 			MasqueradeBit: planner.DefaultMasqueradeBit}
-		cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&o, cluster.Nodes, cluster.Refusals, informers.ServiceIPs(svcs))
+		cluster.Nodes, cluster.Refusals = planner.TrustedNodes(&o, cluster.Nodes, cluster.Refusals, convert.ServiceIPs(svcs))
 		st := planner.Plan(cluster, o)
 		served := false
 		for _, vs := range st.VirtualServers {

@@ -1,4 +1,4 @@
-package informers
+package convert
 
 import (
 	"fmt"
@@ -51,7 +51,7 @@ func (cv Converter) ServicePorts(svc *corev1.Service) ([]model.ServicePort, []mo
 		ExternalIPs: parseAddrList(r, "spec.externalIPs", spec.ExternalIPs),
 	}
 	base.ExternalIPs = cv.notServiceIPs(r, "spec.externalIPs", base.ExternalIPs, clusterIPs)
-	base.OthersLoadBalancerIPs = cv.othersLoadBalancerIPs(base.ExternalIPs, ingressIPs(spec.Type, svc.Status.LoadBalancer.Ingress))
+	base.OthersLoadBalancerIPs = cv.othersLoadBalancerIPs(base.ExternalIPs, IngressIPs(spec.Type, svc.Status.LoadBalancer.Ingress))
 	if spec.Type == corev1.ServiceTypeLoadBalancer {
 		base.LoadBalancerIPs = cv.notServiceIPs(r, FieldIngress, convertIngress(r, svc.Status.LoadBalancer.Ingress), clusterIPs)
 		if len(base.LoadBalancerIPs) > 0 {

@@ -1,4 +1,4 @@
-package informers
+package convert
 
 import (
 	"fmt"
@@ -523,24 +523,6 @@ func TestPrimaryIPs(t *testing.T) {
 	} {
 		if got := primaryIPs(tc.as); !reflect.DeepEqual(got, tc.want) {
 			t.Errorf("primaryIPs(%v) = %v, want %v", tc.as, got, tc.want)
-		}
-	}
-}
-
-// BenchmarkServiceEndpoints is one Service's conversion of its cached
-// EndpointSlice of 10 endpoints, as a full sync converts every Service
-// (Watcher.Service): what it allocates is the full sync's garbage.
-//
-//	go test -run '^$' -bench ServiceEndpoints -benchmem ./informers/
-func BenchmarkServiceEndpoints(b *testing.B) {
-	svc, _ := StripUnused(memService(7, memShapes[0]))
-	sl, _ := StripUnused(memSlice(7, 10, memShapes[0]))
-	ports, _ := Converter{}.ServicePorts(svc.(*cachedService).api())
-	cached := sl.(*cachedSlice)
-	for b.Loop() {
-		// As Watcher.Service: the cache entry rebuilt, then converted.
-		if got, _ := ServiceEndpoints(ports, []*discoveryv1.EndpointSlice{cached.api()}); len(got) != 1 {
-			b.Fatal(got)
 		}
 	}
 }

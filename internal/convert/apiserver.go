@@ -1,4 +1,4 @@
-package informers
+package convert
 
 import (
 	"net/netip"
@@ -36,7 +36,7 @@ func APIServerEndpoints(eps []*discoveryv1.EndpointSlice) []netip.Addr {
 			}
 		}
 	}
-	return sortAddrs(out)
+	return NewAddrSet(out)
 }
 
 // APIServerAddrs are the addresses api protects as the API server once
@@ -68,7 +68,7 @@ func ServiceIPs(svcs []*corev1.Service) AddrSet {
 	for _, svc := range svcs {
 		out = append(out, clusterIPsOf(svc)...)
 	}
-	return sortAddrs(out)
+	return NewAddrSet(out)
 }
 
 // clusterIPsOf are one Service's ClusterIPs that parse.
@@ -76,12 +76,12 @@ func clusterIPsOf(svc *corev1.Service) []netip.Addr {
 	if svc == nil {
 		return nil
 	}
-	return parseClusterIPs(svc.Spec.ClusterIP, svc.Spec.ClusterIPs)
+	return ParseClusterIPs(svc.Spec.ClusterIP, svc.Spec.ClusterIPs)
 }
 
-// parseClusterIPs are the addresses of spec.clusterIPs, or of
+// ParseClusterIPs are the addresses of spec.clusterIPs, or of
 // spec.clusterIP when the list is empty, that parse.
-func parseClusterIPs(clusterIP string, clusterIPs []string) []netip.Addr {
+func ParseClusterIPs(clusterIP string, clusterIPs []string) []netip.Addr {
 	raw := clusterIPs
 	if len(raw) == 0 && clusterIP != "" {
 		raw = []string{clusterIP}
@@ -103,7 +103,8 @@ func parseClusterIPs(clusterIP string, clusterIPs []string) []netip.Addr {
 	return out
 }
 
-func sortAddrs(as []netip.Addr) []netip.Addr {
+// NewAddrSet is the set of as: sorted, without duplicates (as is reused).
+func NewAddrSet(as []netip.Addr) AddrSet {
 	slices.SortFunc(as, netip.Addr.Compare)
 	return slices.Compact(as)
 }

@@ -1,7 +1,7 @@
 // The conversion of API objects into the model: validate every field used,
 // refuse what cannot be used (model.Refusal), never panic.
 
-package informers
+package convert
 
 import (
 	"cmp"

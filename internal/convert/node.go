@@ -1,4 +1,4 @@
-package informers
+package convert
 
 import (
 	"fmt"
