@@ -80,6 +80,8 @@ type Config struct {
 	EnableProfiling bool
 	// ServiceStats are the per-Service IPVS statistics' flags.
 	ServiceStats ServiceStats
+	// CriticalServices is --critical-services (critical.go).
+	CriticalServices []string
 
 	StateDir string
 	// DeletedNodeGrace is --deleted-node-grace-period: how long a deleted
@@ -167,6 +169,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
 	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "Serve Go's profiles (net/http/pprof: heap, CPU, goroutines) under /debug/pprof/ on the --metrics-bind-address server, as kube-proxy's --profiling.")
 	c.ServiceStats.addFlags(fs)
+	c.addCriticalFlag(fs)
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
 	fs.DurationVar(&c.DeletedNodeGrace, "deleted-node-grace-period", c.DeletedNodeGrace, "How long the addresses of a Node deleted from the API stay protected (remembered in --state-dir across restarts): a Node deleted by mistake keeps its addresses off kube-ipvs0 until its kubelet registers it again.")
 	fs.StringVar(&c.EventsLeaseNamespace, "events-lease-namespace", c.EventsLeaseNamespace, "Namespace of the coordination.k8s.io Lease ipvs-proxy-events whose holder, one proxy per cluster, reports the refusals every node makes alike as Events; empty means the pod's own namespace ($POD_NAMESPACE, else its service account's). Without any, this proxy reports every refusal itself.")
@@ -319,6 +322,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Verbosity < 0 {
 		bad("v", "%d must not be negative", c.Verbosity)
+	}
+	if _, err := ParseServiceNames(c.CriticalServices); err != nil {
+		bad("critical-services", "%v", err)
 	}
 	errs = append(errs, c.KubeProxy.validate()...)
 	return errors.Join(errs...)

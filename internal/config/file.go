@@ -60,6 +60,8 @@ type ProxyConfiguration struct {
 	ServiceCIDRs           []string `json:"serviceCIDRs,omitempty"`
 	ProtectedPlatformCIDRs []string `json:"protectedPlatformCIDRs,omitempty"`
 	NodeEndpointNamespaces []string `json:"nodeEndpointNamespaces,omitempty"`
+	// CriticalServices is --critical-services.
+	CriticalServices []string `json:"criticalServices,omitempty"`
 	// MaxVirtualServersPerService is --max-virtual-servers-per-service,
 	// MaxRealServersPerService --max-real-servers-per-service.
 	MaxVirtualServersPerService *int         `json:"maxVirtualServersPerService,omitempty"`
@@ -238,6 +240,7 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	setPrefixes(s, "service-cidrs", &c.Planning.ServiceCIDRs, pc.ServiceCIDRs)
 	setPrefixes(s, "protected-platform-cidrs", &c.Planning.PlatformCIDRs, pc.ProtectedPlatformCIDRs)
 	setSlice(s, "node-endpoint-namespaces", &c.Planning.NodeEndpointNamespaces, pc.NodeEndpointNamespaces)
+	setSlice(s, "critical-services", &c.CriticalServices, pc.CriticalServices)
 	set(s, "max-virtual-servers-per-service", &c.Planning.MaxVirtualServersPerService, pc.MaxVirtualServersPerService)
 	set(s, "max-real-servers-per-service", &c.Planning.MaxRealServersPerService, pc.MaxRealServersPerService)
 	set(s, "state-dir", &c.StateDir, pc.StateDir)

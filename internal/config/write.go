@@ -62,6 +62,7 @@ func (c *Config) File() ProxyConfiguration {
 		ServiceCIDRs:                cidrs(p.ServiceCIDRs),
 		ProtectedPlatformCIDRs:      cidrs(p.PlatformCIDRs),
 		NodeEndpointNamespaces:      p.NodeEndpointNamespaces,
+		CriticalServices:            c.CriticalServices,
 		MaxVirtualServersPerService: &p.MaxVirtualServersPerService,
 		MaxRealServersPerService:    &p.MaxRealServersPerService,
 		StateDir:                    str(c.StateDir),

@@ -147,6 +147,8 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	if leaseNS != "" {
 		go elect(ctx, refusals, events.Election{Client: client, Namespace: leaseNS, Identity: nodeName}, log)
 	}
+	// Validated with the flags.
+	critical, _ := config.ParseServiceNames(c.CriticalServices)
 	loop := &Loop{
 		Source:    watcher,
 		Applier:   k,
@@ -154,6 +156,7 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 		Kick:      k.addrKick,
 		Options:   opts,
 		APIServer: apiServer,
+		Critical:  critical,
 		OnPlan: func(g *guard.Guard, _ *planner.State) {
 			k.guard.Set(g)
 		},
