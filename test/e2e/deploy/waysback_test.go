@@ -17,15 +17,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 )
 
 // kubeProxyDaemonSet reads the DaemonSet of a distribution's test data
-// (testdata/FILE, the last document of kind DaemonSet) into namespace.
+// (deploy.TestData(file), the last document of kind DaemonSet) into namespace.
 func kubeProxyDaemonSet(t *testing.T, file, namespace string) *appsv1.DaemonSet {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	raw, err := deploy.TestData(file)
 	if err != nil {
 		t.Fatal(err)
 	}
