@@ -18,7 +18,7 @@
 #                        (TAKEOVER_MODE=nftables); opt-in
 #   make test-kube-proxy-cleanup
 #                        kube-proxy's nftables-mode start-up cleanup with and
-#                        without /lib/modules (test/e2e/kubeproxy): what the
+#                        without /lib/modules (test/e2e/bed/kubeproxy): what the
 #                        way out to nftables mode relies on (part of `make test`)
 #
 # The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine
@@ -56,7 +56,7 @@ TEST_TARGETS += test-takeover
 # One short boot: two kube-proxy starts, no API server.
 test-kube-proxy-cleanup: deps kube-proxy
 	cd test/e2e && KUBE_PROXY_CLEANUP=1 KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
-		$(GO) test -count=1 -vet=off -v -timeout 20m -run '^TestStartupCleanup$$' ./kubeproxy
+		$(GO) test -count=1 -vet=off -v -timeout 20m -run '^TestStartupCleanup$$' ./bed/kubeproxy
 TEST_TARGETS += test-kube-proxy-cleanup
 
 # Two more boots of the same bed, each about as long as test-takeover.

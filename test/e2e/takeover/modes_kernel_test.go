@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 )
 
 // kubeProxyMode is TAKEOVER_MODE: the mode kube-proxy runs in before the

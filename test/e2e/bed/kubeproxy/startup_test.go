@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 )
 
 // TestStartupCleanup pins what the way out to kube-proxy's nftables mode
@@ -27,7 +27,7 @@ func TestStartupCleanup(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	bin, err := Binary(filepath.Join(wd, "..", "..", ".."))
+	bin, err := Binary(filepath.Join(wd, "..", "..", "..", ".."))
 	if err != nil {
 		t.Fatal(err)
 	}

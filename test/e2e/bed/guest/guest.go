@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
@@ -34,6 +34,9 @@ type Suite struct {
 	Env []string
 	// Port is forwarded to the guest (the API server's; 0: none).
 	Port int
+	// HostForwards let the host reach guest ports (a kubelet's API for
+	// the API server); they need Port.
+	HostForwards []vmtest.HostForward
 	// AllowSkip lets the guest test skip; by default a skip fails the run,
 	// as a guest test that skipped did not test anything.
 	AllowSkip bool
@@ -65,12 +68,13 @@ func Run(ctx context.Context, t *testing.T, dir string, s Suite) *vmtest.Result 
 		out = io.MultiWriter(os.Stdout, s.Output)
 	}
 	res, err := vmtest.Run(ctx, vmtest.Config{
-		Output:      out,
-		Jobs:        []vmtest.Job{{Bin: bin, Args: args, Dir: wd}},
-		Env:         s.Env,
-		ForwardPort: s.Port,
-		Timeout:     s.Timeout + 2*time.Minute,
-		FailOnSkip:  !s.AllowSkip,
+		Output:       out,
+		Jobs:         []vmtest.Job{{Bin: bin, Args: args, Dir: wd}},
+		Env:          s.Env,
+		ForwardPort:  s.Port,
+		HostForwards: s.HostForwards,
+		Timeout:      s.Timeout + 2*time.Minute,
+		FailOnSkip:   !s.AllowSkip,
 	})
 	if err != nil {
 		t.Fatal(err)

@@ -8,8 +8,12 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"path/filepath"
+	"strconv"
 	"sync"
 	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // KubeletTunnel carries the API server's connections into the cluster
@@ -26,6 +30,7 @@ type KubeletTunnel struct {
 	routes TunnelRoutes
 	logf   func(format string, args ...any)
 	wg     sync.WaitGroup
+	dir    string // removed by Close when set (StartEgressTunnel's)
 }
 
 // TunnelRoutes are where a KubeletTunnel sends each CONNECT target.
@@ -88,10 +93,48 @@ func StartKubeletTunnel(sock string, routes TunnelRoutes, logf func(format strin
 	return t, nil
 }
 
+// StartEgressTunnel is StartKubeletTunnel on a socket in a new temporary
+// directory (a Unix socket's path has at most 107 bytes), with the API
+// server's egress selector configuration for it beside it; flag is the
+// kube-apiserver flag that reads it. Close removes the directory.
+func StartEgressTunnel(routes TunnelRoutes, logf func(format string, args ...any)) (t *KubeletTunnel, flag string, err error) {
+	dir, err := os.MkdirTemp("", "kt")
+	if err != nil {
+		return nil, "", fmt.Errorf("kubelet tunnel: %w", err)
+	}
+	sock, egress := filepath.Join(dir, "tunnel.sock"), filepath.Join(dir, "egress.yaml")
+	if err := os.WriteFile(egress, EgressSelectorConfig(sock), 0o600); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", fmt.Errorf("kubelet tunnel: %w", err)
+	}
+	if t, err = StartKubeletTunnel(sock, routes, logf); err != nil {
+		_ = os.RemoveAll(dir)
+		return nil, "", err
+	}
+	t.dir = dir
+	return t, "--egress-selector-config-file=" + egress, nil
+}
+
+// ForwardedKubelet is where a KubeletTunnel dials the kubelet API on
+// guestPort of the VM: a host port that was free on 127.0.0.1, and the
+// qemu host forward (vmtest.Config.HostForwards) from it to guestPort.
+func ForwardedKubelet(guestPort int) (dial string, fwd vmtest.HostForward, err error) {
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", fwd, fmt.Errorf("kubelet tunnel: a free port: %w", err)
+	}
+	port := l.Addr().(*net.TCPAddr).Port
+	_ = l.Close()
+	return net.JoinHostPort("127.0.0.1", strconv.Itoa(port)), vmtest.HostForward{HostPort: port, GuestPort: guestPort}, nil
+}
+
 // Close stops accepting and waits for the tunnels under way to end.
 func (t *KubeletTunnel) Close() {
 	_ = t.l.Close()
 	t.wg.Wait()
+	if t.dir != "" {
+		_ = os.RemoveAll(t.dir)
+	}
 }
 
 // serve answers one CONNECT and then copies bytes both ways.
