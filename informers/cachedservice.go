@@ -96,7 +96,7 @@ func (l *leaner) service(s *corev1.Service) *cachedService {
 		}
 	}
 	x := serviceExtras{
-		labels:              keep(s.Labels, serviceLabels),
+		labels:              keep(s.Labels, labelsKept(s.Namespace)),
 		annotations:         keep(s.Annotations, serviceAnnotations),
 		externalIPs:         sp.ExternalIPs,
 		sourceRanges:        sp.LoadBalancerSourceRanges,

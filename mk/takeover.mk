@@ -12,8 +12,9 @@
 #                        (to chase a rare failure)
 #   make test-takeover-modes
 #                        the takeover from kube-proxy's iptables mode and
-#                        the way back to it (TAKEOVER_MODE=iptables), then
-#                        the takeover from its nftables mode
+#                        the way back and the way out to it
+#                        (TAKEOVER_MODE=iptables), then the takeover from
+#                        its nftables mode and the way out to it
 #                        (TAKEOVER_MODE=nftables); opt-in
 #
 # The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine

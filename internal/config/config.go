@@ -63,6 +63,10 @@ type Config struct {
 	IPVSTCPFinTimeout  time.Duration
 	IPVSUDPTimeout     time.Duration
 	IPVSGracefulPeriod time.Duration
+	// StrictARPVIPs is --strict-arp-vips: the node answers no ARP request
+	// for a kube-ipvs0 address (iptables.ARPTable), every interface's
+	// arp_ignore and arp_announce left as they are.
+	StrictARPVIPs bool
 
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
@@ -76,6 +80,8 @@ type Config struct {
 	EnableProfiling bool
 	// ServiceStats are the per-Service IPVS statistics' flags.
 	ServiceStats ServiceStats
+	// CriticalServices is --critical-services (critical.go).
+	CriticalServices []string
 
 	StateDir string
 	// DeletedNodeGrace is --deleted-node-grace-period: how long a deleted
@@ -151,6 +157,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.Master, "master", c.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "This node's name; empty means the hostname.")
 	fs.BoolVar(&c.IPVSStrictARP, "ipvs-strict-arp", c.IPVSStrictARP, "Set arp_ignore=1 and arp_announce=2 so the node does not answer ARP for kube-ipvs0 addresses.")
+	fs.BoolVar(&c.StrictARPVIPs, "strict-arp-vips", c.StrictARPVIPs, "Drop ARP requests for kube-ipvs0's IPv4 addresses (ClusterIPs, externalIPs, LoadBalancer IPs) with an nftables table arp ipvs-proxy, leaving every interface's arp_ignore and arp_announce as they are: for MetalLB or kube-vip in L2 mode without --ipvs-strict-arp's side effects.")
 	fs.DurationVar(&c.IPVSTCPTimeout, "ipvs-tcp-timeout", c.IPVSTCPTimeout, "IPVS idle TCP connection timeout; 0 leaves the kernel's value.")
 	fs.DurationVar(&c.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", c.IPVSTCPFinTimeout, "IPVS TCP FIN_WAIT timeout; 0 leaves the kernel's value.")
 	fs.DurationVar(&c.IPVSUDPTimeout, "ipvs-udp-timeout", c.IPVSUDPTimeout, "IPVS UDP timeout; 0 leaves the kernel's value.")
@@ -162,6 +169,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.MetricsBindAddress, "metrics-bind-address", c.MetricsBindAddress, "host:port of the Prometheus /metrics server; empty disables it.")
 	fs.BoolVar(&c.EnableProfiling, "profiling", c.EnableProfiling, "Serve Go's profiles (net/http/pprof: heap, CPU, goroutines) under /debug/pprof/ on the --metrics-bind-address server, as kube-proxy's --profiling.")
 	c.ServiceStats.addFlags(fs)
+	c.addCriticalFlag(fs)
 	fs.StringVar(&c.StateDir, "state-dir", c.StateDir, "Directory for the cached Node addresses that ipvs-proxy recover reads offline, and the ownership journal of virtual servers the kernel alone does not show to be the proxy's.")
 	fs.DurationVar(&c.DeletedNodeGrace, "deleted-node-grace-period", c.DeletedNodeGrace, "How long the addresses of a Node deleted from the API stay protected (remembered in --state-dir across restarts): a Node deleted by mistake keeps its addresses off kube-ipvs0 until its kubelet registers it again.")
 	fs.StringVar(&c.EventsLeaseNamespace, "events-lease-namespace", c.EventsLeaseNamespace, "Namespace of the coordination.k8s.io Lease ipvs-proxy-events whose holder, one proxy per cluster, reports the refusals every node makes alike as Events; empty means the pod's own namespace ($POD_NAMESPACE, else its service account's). Without any, this proxy reports every refusal itself.")
@@ -314,6 +322,9 @@ func (c *Config) Validate() error {
 	}
 	if c.Verbosity < 0 {
 		bad("v", "%d must not be negative", c.Verbosity)
+	}
+	if _, err := ParseServiceNames(c.CriticalServices); err != nil {
+		bad("critical-services", "%v", err)
 	}
 	errs = append(errs, c.KubeProxy.validate()...)
 	return errors.Join(errs...)

@@ -99,6 +99,12 @@ type Loop struct {
 	// recorded everything the sync decided.
 	Observe func(rep SyncReport, stats Stats)
 
+	// Critical are the Services the first sync after the caches synced
+	// serves before all others, after default/kubernetes
+	// (--critical-services); none means the Source's cluster DNS
+	// (critical.go).
+	Critical []types.NamespacedName
+
 	// Kick, if set, asks for a sync soon although no service changed: the
 	// address manager sends on it when others changed kube-ipvs0, and the
 	// partial sync that follows reads it again and repairs it.
@@ -134,6 +140,10 @@ type Loop struct {
 	// firstFullDone is set by the first full sync that applied everything
 	// (logged once, with what it programmed).
 	firstFullDone bool
+	// cachesSynced is when the caches synced; criticalDone is set once the
+	// critical Services had their sync (critical.go).
+	cachesSynced time.Time
+	criticalDone bool
 	// plan is the incremental plan: rebuilt from every cached service by a
 	// full sync or when the node's addresses changed, updated with the
 	// changed services only by a partial sync.
@@ -223,6 +233,7 @@ func (l *Loop) Run(ctx context.Context) error {
 	if !l.Source.WaitForCacheSync(ctx) {
 		return ErrCacheSync
 	}
+	l.cachesSynced = l.Clock.Now()
 	l.Log.Info("informer caches synced; starting the first full sync")
 	l.needFull = true
 	l.dirty = true
@@ -407,6 +418,9 @@ func (l *Loop) apply(rep *SyncReport, o planner.Options, nodes nodeInputs, sw *s
 		l.planned = o
 		l.health = map[types.NamespacedName][]healthPort{}
 		changed = l.Source.ServiceNames()
+		if !l.criticalDone {
+			l.serveCritical(changed)
+		}
 	}
 	for _, k := range changed {
 		ports, eps, refusals := l.Source.Service(k)

@@ -27,7 +27,8 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/planinput"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -263,15 +264,13 @@ type env struct {
 // numbered by the run.
 func (e *env) start() *ktest.Process {
 	e.runs++
-	args := []string{"run",
-		"--kubeconfig", e.kc, "--hostname-override", thisNode, "--cluster-cidr", clusterCIDR,
-		"--sync-period", cmp.Or(e.syncPeriod, syncPeriod).String(), "--min-sync-period", "0",
-		"--healthz-bind-address", "", "--metrics-bind-address", "127.0.0.1:10249",
-		"--state-dir", e.stateDir, "--log-level", "debug", "--log-format", "json"}
+	flags := []string{"--min-sync-period", "0"}
 	if e.profiling {
-		args = append(args, "--profiling")
+		flags = append(flags, "--profiling")
 	}
-	return e.node.Start(e.t, filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), e.bin, args...)
+	return harness.StartProxy(e.t, e.node.NS, harness.Proxy{Bin: e.bin, Kubeconfig: e.kc, Node: thisNode,
+		ClusterCIDR: clusterCIDR, SyncPeriod: cmp.Or(e.syncPeriod, syncPeriod), StateDir: e.stateDir,
+		Log: filepath.Join(e.dir, fmt.Sprintf("proxy-%03d.log", e.runs)), NoHealthz: true, LogFormat: "json", Flags: flags})
 }
 
 // kill sends SIGKILL and reaps the process.

@@ -287,6 +287,7 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 	})
 	row("kernel at first sync", func(r vsResult) string { return r.kernel })
 	row("its start, from its log (since the exec)", func(r vsResult) string { return cmp.Or(r.startup, "—") })
+	row("critical Services", func(r vsResult) string { return cmp.Or(r.critical, "—") })
 	if len(rs) == 2 {
 		kp, ours := rs[0], rs[1]
 		lower := ""

@@ -26,7 +26,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -63,7 +63,8 @@ type ipvsProxy struct{ *ktest.Process }
 
 // With debug, it logs at debug level: each sync's stages (the breakdown);
 // with memoryOn, it traces its collections and serves its profiles; with
-// BENCHVS_GOGC, it runs with that GOGC instead of its own default.
+// BENCHVS_GOGC, it runs with that GOGC instead of its own default; with
+// BENCHVS_SERVICE_STATS (true or false), with that --service-stats.
 func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool) process {
 	t.Helper()
 	dir := t.TempDir()
@@ -73,6 +74,9 @@ func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debu
 		"--state-dir", filepath.Join(dir, "state")}
 	if debug {
 		args = append(args, "--log-level", "debug")
+	}
+	if v := os.Getenv("BENCHVS_SERVICE_STATS"); v != "" {
+		args = append(args, "--service-stats="+v)
 	}
 	log := filepath.Join(dir, "ipvs-proxy.log")
 	var env []string
@@ -185,6 +189,9 @@ type vsResult struct {
 	// startup is when ipvs-proxy logged each step of its start
 	// (startupTimeline); empty for kube-proxy.
 	startup string
+	// critical is when the kernel served ipvs-proxy's critical Services
+	// after its caches synced (criticalFigure); empty for kube-proxy.
+	critical string
 	// memory is ipvs-proxy's RSS and collector figures (BENCHVS_MEMORY).
 	memory string
 	kernel string
@@ -301,6 +308,11 @@ func (b *vsBench) measure(c contender) vsResult {
 	start := time.Now()
 	p := c.start(t, node)
 	pid := p.Pid()
+	var critical <-chan pollResult
+	stopCritical := make(chan struct{})
+	if _, ok := p.(ipvsProxy); ok {
+		critical = watchCritical(b.ctx, b.client, node, p, stopCritical)
+	}
 	deadline := start.Add(b.budget)
 	nextTail := start.Add(progressEvery)
 	for {
@@ -346,6 +358,15 @@ func (b *vsBench) measure(c contender) vsResult {
 		}
 		if f, err := os.Open(ours.Log); err == nil {
 			r.startup = startupTimeline(f, start)
+			f.Close()
+		}
+		close(stopCritical)
+		served := <-critical
+		if served.err != nil {
+			t.Logf("ipvs-proxy: default/kubernetes: %v", served.err)
+		}
+		if f, err := os.Open(ours.Log); err == nil {
+			r.critical = criticalFigure(readCriticalLog(f), served.at)
 			f.Close()
 		}
 		// What kept a sync before the first complete one from being it.

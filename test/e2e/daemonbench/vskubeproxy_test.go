@@ -16,11 +16,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/consoleprof"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
@@ -150,7 +150,8 @@ func TestVsKubeProxy(t *testing.T) {
 				"BENCHVS_CHANGES_WALL=" + os.Getenv("BENCHVS_CHANGES_WALL"),
 				"BENCHVS_CHANGES=" + os.Getenv("BENCHVS_CHANGES"), "BENCHVS_IDLE=" + os.Getenv("BENCHVS_IDLE"),
 				"BENCHVS_PROXIES=" + os.Getenv("BENCHVS_PROXIES"), "BENCHVS_BREAKDOWN=" + os.Getenv("BENCHVS_BREAKDOWN"),
-				"BENCHVS_MEMORY=" + memFlag, "BENCHVS_GOGC=" + os.Getenv("BENCHVS_GOGC")},
+				"BENCHVS_MEMORY=" + memFlag, "BENCHVS_GOGC=" + os.Getenv("BENCHVS_GOGC"),
+				"BENCHVS_SERVICE_STATS=" + os.Getenv("BENCHVS_SERVICE_STATS")},
 			ForwardPort: srv.Port,
 			MemoryMiB:   memMiB,
 			Timeout:     guestTimeout + 5*time.Minute,

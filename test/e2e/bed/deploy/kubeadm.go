@@ -15,7 +15,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 )
 
 // KubeadmEndpoint is the control-plane endpoint written in the kubeadm test
@@ -23,7 +23,7 @@ import (
 const KubeadmEndpoint = "https://control-plane.kubeadm.invalid:6443"
 
 // kubeadmFile is kube-proxy's objects as kubeadm v1.34 creates them.
-const kubeadmFile = "testdata/kubeadm-v1.34-kube-proxy.yaml"
+const kubeadmFile = "kubeadm-v1.34-kube-proxy.yaml"
 
 // KubeadmObjects returns the objects kubeadm v1.34's kube-proxy addon
 // creates (ServiceAccount kube-system/kube-proxy, ClusterRoleBinding
@@ -31,19 +31,30 @@ const kubeadmFile = "testdata/kubeadm-v1.34-kube-proxy.yaml"
 // kube-proxy with config.conf and kubeconfig.conf, DaemonSet kube-proxy),
 // with endpoint as the control-plane endpoint in kubeconfig.conf.
 func KubeadmObjects(endpoint string) ([]*unstructured.Unstructured, error) {
-	_, file, _, ok := runtime.Caller(0)
-	if !ok {
-		return nil, fmt.Errorf("%w: cannot locate the source of package deploy", ErrBuild)
-	}
-	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), kubeadmFile))
+	raw, err := TestData(kubeadmFile)
 	if err != nil {
-		return nil, fmt.Errorf("%w: kubeadm objects: %w", ErrBuild, err)
+		return nil, fmt.Errorf("kubeadm objects: %w", err)
 	}
 	objs, err := Decode([]byte(strings.ReplaceAll(string(raw), KubeadmEndpoint, endpoint)))
 	if err != nil {
 		return nil, fmt.Errorf("%w: %s: %w", ErrBuild, kubeadmFile, err)
 	}
 	return objs, nil
+}
+
+// TestData returns the file name of this package's testdata directory:
+// kube-proxy's objects as a distribution creates them
+// (kubeadm-v1.34-kube-proxy.yaml, eks-v1.34-kube-proxy.yaml).
+func TestData(name string) ([]byte, error) {
+	_, file, _, ok := runtime.Caller(0)
+	if !ok {
+		return nil, fmt.Errorf("%w: cannot locate the source of package deploy", ErrBuild)
+	}
+	raw, err := os.ReadFile(filepath.Join(filepath.Dir(file), "testdata", name))
+	if err != nil {
+		return nil, fmt.Errorf("%w: %w", ErrBuild, err)
+	}
+	return raw, nil
 }
 
 // InstallKubeadm creates kubeadm's kube-proxy objects on srv (see

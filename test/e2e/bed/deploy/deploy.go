@@ -30,7 +30,7 @@ import (
 	"sigs.k8s.io/kustomize/api/krusty"
 	"sigs.k8s.io/kustomize/kyaml/filesys"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 )
 
 // The kustomizations under deploy/, relative to Dir.
@@ -59,14 +59,14 @@ var (
 )
 
 // Dir returns the absolute path of the repository's deploy/ directory,
-// found from this source file (test/e2e/deploy), so it works from any test
+// found from this source file (test/e2e/bed/deploy), so it works from any test
 // package's working directory.
 func Dir() (string, error) {
 	_, file, _, ok := runtime.Caller(0)
 	if !ok {
 		return "", fmt.Errorf("%w: cannot locate the source of package deploy", ErrBuild)
 	}
-	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "deploy")
+	dir := filepath.Join(filepath.Dir(file), "..", "..", "..", "..", "deploy")
 	if _, err := os.Stat(filepath.Join(dir, Base, "kustomization.yaml")); err != nil {
 		return "", fmt.Errorf("%w: deploy directory: %w", ErrBuild, err)
 	}

@@ -37,6 +37,11 @@ type Options struct {
 	// Verbosity is --v (kubeadm's DaemonSet passes none: 0). 2 logs every
 	// sync's duration.
 	Verbosity int
+	// NoModules runs kube-proxy with an empty /lib/modules, as a pod
+	// without kubeadm's lib-modules volume sees it: its start-up cleanup's
+	// `modprobe -va ip_vs` fails, so it leaves IPVS and kube-ipvs0 alone
+	// (pkg/proxy/ipvs.CleanupLeftovers in v1.34).
+	NoModules bool
 }
 
 // Process is one kube-proxy running in a node namespace: a ktest.Process
@@ -64,8 +69,15 @@ func Start(t testing.TB, ns *ktest.NS, o Options) *Process {
 	if err := os.Symlink(o.Bin, bin); err != nil {
 		t.Fatalf("kube-proxy under its own name: %v", err)
 	}
-	return &Process{ns: ns, Process: ns.Start(t, logFile, bin, "--config="+o.ConfigFile,
-		"--hostname-override="+o.NodeName, "--v="+strconv.Itoa(o.Verbosity))}
+	args := []string{bin, "--config=" + o.ConfigFile, "--hostname-override=" + o.NodeName, "--v=" + strconv.Itoa(o.Verbosity)}
+	if o.NoModules {
+		// A mount namespace of its own with a tmpfs on /lib/modules; every
+		// step execs, so the pid and comm stay kube-proxy's.
+		args = append([]string{"--mount", "--propagation", "private", "sh", "-c",
+			`mount -t tmpfs lib-modules /lib/modules && exec "$0" "$@"`}, args...)
+		return &Process{ns: ns, Process: ns.Start(t, logFile, "unshare", args...)}
+	}
+	return &Process{ns: ns, Process: ns.Start(t, logFile, args[0], args[1:]...)}
 }
 
 // Pid is the process id of `ip netns exec`, which execs kube-proxy.

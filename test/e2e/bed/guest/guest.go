@@ -12,7 +12,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
