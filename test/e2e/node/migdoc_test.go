@@ -12,9 +12,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/node"
 )
 
