@@ -19,7 +19,7 @@ LDFLAGS := -s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version=$(
 
 # One build variant for everything but the race build: vet, the binary, the
 # kernel tests' binaries, the e2e tests and the guest binaries they build
-# (test/e2e/gobuild) all compile static and without -trimpath, so a cold
+# (test/e2e/bed/gobuild) all compile static and without -trimpath, so a cold
 # CI machine compiles client-go, the API server and their dependencies once
 # instead of once per variant (cgo on/off and -trimpath each change every
 # package's cache key). `make release` sets its own flags.

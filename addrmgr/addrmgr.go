@@ -54,26 +54,36 @@ type Link interface {
 	DelAddr(p netip.Prefix) error
 }
 
-// Failure is one address that could not be bound or unbound.
-type Failure struct {
+// Binding is what a Failure of the manager is about: an address, and
+// whether it was being bound or unbound.
+type Binding struct {
 	Prefix netip.Prefix
 	// Op is "bind" or "unbind".
-	Op  string
-	Err error
+	Op string
 }
 
-func (f Failure) Error() string {
-	return fmt.Sprintf("%s %s on %s: %v", f.Op, f.Prefix, Device, f.Err)
-}
+func (b Binding) String() string { return fmt.Sprintf("%s %s on %s", b.Op, b.Prefix, Device) }
 
-func (f Failure) Unwrap() error { return f.Err }
+// Failure is one address that could not be bound or unbound.
+type Failure = layer.Failure[Binding]
 
-// Result counts what a phase changed and lists what failed.
+// Result counts what a phase changed; its Result lists what failed and the
+// drift (DriftAddress) the phase's read found. Refusals are not failures:
+// they are the guard working.
 type Result struct {
+	layer.Result[Binding]
 	Bound, Unbound int
 	// Refused are desired addresses the guard refused; they are not bound.
-	Refused  []BindRefusal
-	Failures []Failure
+	Refused []BindRefusal
+	// Dumped says the device was read: always in Full, FullFrom and
+	// Cleanup, in a Partial when the view was not trusted (Refresh).
+	Dumped bool
+	// View is the device's addresses after the read of Full or FullFrom,
+	// sorted; Cleanup's are those bound before it. Nil in a Partial.
+	View []netip.Prefix
+	// Unwanted is what Full, FullFrom and Partial decided leaves the
+	// device (Unwanted), for Remove to unbind.
+	Unwanted []Unwanted
 }
 
 // BindRefusal is an address the guard would not let be bound at the moment
@@ -84,11 +94,8 @@ type BindRefusal struct {
 	Message string
 }
 
-// Err joins the failures (refusals are not errors: they are the guard
-// working), or is nil.
-func (r *Result) Err() error { return layer.Join(r.Failures) }
-
-// Manager binds and unbinds kube-ipvs0's addresses: it binds the service
+// Manager (a layer.Layer, layer.go) binds and unbinds kube-ipvs0's
+// addresses: it binds the service
 // VIPs as /32 and /128 prefixes, checks every address against the node-IP
 // guard immediately before binding it, and removes from kube-ipvs0 whatever
 // is protected or not desired (everything on kube-ipvs0 is the proxy's). It
@@ -186,8 +193,8 @@ func (m *Manager) excluded(p netip.Prefix) bool {
 // Dump reads the device's addresses once (one RTM_GETADDR dump, `ip -o
 // addr show dev kube-ipvs0`) and returns them sorted; the manager's view is
 // replaced by it. A full sync dumps whether or not the device is watched.
-// A dump during a read beside the sync (BeginDump) is newer than that
-// read: the DumpFrom that follows keeps the view this one left.
+// A dump during a read beside the sync (BeginFull) is newer than that
+// read: the FullFrom that follows keeps the view this one left.
 func (m *Manager) Dump() ([]netip.Prefix, error) {
 	m.mu.Lock()
 	gen := m.gen
@@ -312,11 +319,6 @@ func (m *Manager) Refresh() (dumped bool, err error) {
 	return true, nil
 }
 
-// Drift is how many addresses the last Dump found added to or removed from
-// the device by others since the manager last saw it; the sync that
-// follows the Dump repairs them.
-func (m *Manager) Drift() int { return m.drift }
-
 // Current is the manager's view of the device's addresses, sorted.
 func (m *Manager) Current() []netip.Prefix {
 	out := make([]netip.Prefix, 0, len(m.cur))
@@ -416,18 +418,6 @@ func (m *Manager) Unbind(desired []netip.Prefix) *Result {
 	return m.Remove(m.Unwanted(desired))
 }
 
-// Cleanup removes every address from the device that Unbind(nil) would
-// (all of them but what SetExclude leaves) and returns what was bound
-// before: one dump, then `ip addr del` per address. It is the address
-// layer's share of `ipvs-proxy cleanup`. The device itself stays (DeleteDevice removes it). The error
-// is non-nil only when the device could not be read.
-func (m *Manager) Cleanup() (bound []netip.Prefix, res *Result, err error) {
-	if bound, err = m.Dump(); err != nil {
-		return nil, nil, err
-	}
-	return bound, m.Unbind(nil), nil
-}
-
 // Remove unbinds the given addresses (`ip addr del ADDR dev kube-ipvs0`),
 // logging each with its reason.
 func (m *Manager) Remove(unwanted []Unwanted) *Result {
@@ -437,7 +427,7 @@ func (m *Manager) Remove(unwanted []Unwanted) *Result {
 		id := m.expect(u.Prefix, false)
 		if err := m.link.DelAddr(u.Prefix); err != nil {
 			m.forget(u.Prefix, id)
-			res.Failures = append(res.Failures, Failure{Prefix: u.Prefix, Op: "unbind", Err: err})
+			res.Fail(Binding{Prefix: u.Prefix, Op: "unbind"}, err)
 			continue
 		}
 		m.setCur(u.Prefix, false)
@@ -486,7 +476,7 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			p := batch[i]
 			if err != nil {
 				m.forget(p, ids[i])
-				res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: err})
+				res.Fail(Binding{Prefix: p, Op: "bind"}, err)
 				return
 			}
 			m.setCur(p, true)
@@ -499,11 +489,11 @@ func (m *Manager) Bind(desired []netip.Prefix, ready func(netip.Addr) bool) *Res
 			continue
 		}
 		if !isHost(p) {
-			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: ErrNotHost})
+			res.Fail(Binding{Prefix: p, Op: "bind"}, ErrNotHost)
 			continue
 		}
 		if ready != nil && !ready(p.Addr()) {
-			res.Failures = append(res.Failures, Failure{Prefix: p, Op: "bind", Err: ErrNotReady})
+			res.Fail(Binding{Prefix: p, Op: "bind"}, ErrNotReady)
 			continue
 		}
 		if v := m.guard.Check(p.Addr()); v.Protected {

@@ -14,3 +14,10 @@ func (m *Manager) Expect(p netip.Prefix, added bool) uint64 { return m.expect(p,
 func (m *Manager) SetCur(p netip.Prefix, bound bool)        { m.setCur(p, bound) }
 func (m *Manager) OnEvent(e AddrEvent)                      { m.onEvent(e) }
 func (m *Manager) Pending(p netip.Prefix) int               { return len(m.pending[p]) }
+
+// Drift is how many addresses the last read found changed by others: the
+// Drift of its Result, for the tests that read through Dump and Refresh.
+func (m *Manager) Drift() int { return m.drift }
+
+// DumpFrom is FullFrom's read alone: the view it leaves.
+func (m *Manager) DumpFrom(ps []netip.Prefix) ([]netip.Prefix, error) { return m.dumpFrom(ps) }

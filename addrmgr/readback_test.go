@@ -23,7 +23,7 @@ func TestDumpFromKeepsWritesDuringTheRead(t *testing.T) {
 	}
 	reader := addrmgrtest.NewFakeLink()
 	m.SetReader(reader)
-	read := m.BeginDump()
+	read := m.BeginFull()
 	// The read dumps the reader's socket: the device as it was before the
 	// writes below, with an address someone else added.
 	reader.Put(pfx("10.96.0.1/32")[0])
@@ -70,7 +70,7 @@ func TestDumpFromAfterDumpKeepsTheNewerDump(t *testing.T) {
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
-	read := m.BeginDump()
+	read := m.BeginFull()
 	got, err := read() // the device holds 10.96.0.1 alone
 	if err != nil {
 		t.Fatal(err)
@@ -110,7 +110,7 @@ func TestDumpFromUnchangedDevice(t *testing.T) {
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
-	read := m.BeginDump()
+	read := m.BeginFull()
 	got, err := read()
 	if err != nil {
 		t.Fatal(err)
@@ -139,7 +139,7 @@ func TestDumpFromUnchangedDeviceIsTheSortedRead(t *testing.T) {
 	if _, err := m.Dump(); err != nil {
 		t.Fatal(err)
 	}
-	got, err := m.BeginDump()()
+	got, err := m.BeginFull()()
 	if err != nil {
 		t.Fatal(err)
 	}

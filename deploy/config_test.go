@@ -119,8 +119,8 @@ func TestConfigFileCommentedSettings(t *testing.T) {
 		t.Fatal(err)
 	}
 	setting := regexp.MustCompile(`(?m)^# ([a-z][A-Za-z]*: )`)
-	if n := len(setting.FindAll(raw, -1)); n != 8 {
-		t.Fatalf("%d commented settings in base/config.yaml, want 8: clusterCIDR, serviceCIDRs and the guard's 6", n)
+	if n := len(setting.FindAll(raw, -1)); n != 10 {
+		t.Fatalf("%d commented settings in base/config.yaml, want 10: clusterCIDR, serviceCIDRs, the guard's 6, serviceStats and strictARPVIPs", n)
 	}
 	lines := setting.ReplaceAllString(string(raw), "$1")
 	f := filepath.Join(t.TempDir(), "config.yaml")
@@ -137,5 +137,9 @@ func TestConfigFileCommentedSettings(t *testing.T) {
 	if len(o.ClusterCIDRs) != 1 || len(o.ServiceCIDRs) != 1 || o.MaxRealServersPerService != def.Planning.MaxRealServersPerService ||
 		o.MaxVirtualServersPerService != def.Planning.MaxVirtualServersPerService || len(o.ProtectedNodePorts) != 8 {
 		t.Errorf("the commented settings read %+v", o)
+	}
+	if c.ServiceStats != def.ServiceStats || c.StrictARPVIPs != def.StrictARPVIPs {
+		t.Errorf("the commented serviceStats and strictARPVIPs read %+v %v, not the defaults %+v %v",
+			c.ServiceStats, c.StrictARPVIPs, def.ServiceStats, def.StrictARPVIPs)
 	}
 }

@@ -96,7 +96,7 @@ func BenchmarkKernelIPSetFull(b *testing.B) {
 			}
 			defer a.Close()
 			b.StartTimer()
-			err = a.Full(sets, nil)
+			err = syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil}))
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)
@@ -135,7 +135,7 @@ func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 		}
 		defer a.Close()
 		base := benchSets()
-		if err := a.Full(base, nil); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: base, Rules: nil})); err != nil {
 			b.Fatal(err)
 		}
 		changed := benchSets()
@@ -149,7 +149,7 @@ func BenchmarkKernelIPSetPartialOne(b *testing.B) {
 			if i%2 == 1 {
 				want = base
 			}
-			if err := a.Partial(want, nil); err != nil {
+			if err := syncErr(a.Partial(iptables.Desired{Sets: want, Rules: nil})); err != nil {
 				b.Fatal(err)
 			}
 		}
@@ -182,7 +182,7 @@ func TestKernelIPSetBenchContent(t *testing.T) {
 		}
 		defer a.Close()
 		start := time.Now()
-		if err := a.Full(sets, nil); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 			t.Fatal(err)
 		}
 		dFull = time.Since(start)

@@ -1,6 +1,10 @@
 package iptables
 
-import "go.uber.org/zap"
+import (
+	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
+)
 
 // Exported for the external tests (package iptables_test), which use
 // iptablestest's fakes and so cannot live inside this package.
@@ -45,3 +49,11 @@ func (rb *Readback) Sets() map[string]*KernelSet                  { return rb.se
 func (ks *KernelSet) Unchanged() bool                             { return ks.unchanged }
 
 func (s *Syncer) SetLogger(log *zap.Logger) { s.log = log }
+
+// LastDrift is what the last Full found changed by others: its Result's
+// Drift, for the tests that sync through syncErr.
+func (a *Syncer) LastDrift() layer.Drift {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.drift
+}

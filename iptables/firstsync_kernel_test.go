@@ -87,7 +87,7 @@ func benchFirstFull(b *testing.B, sets []iptables.IPSet, rules []iptables.Rulese
 			defer a.Close()
 			st.timed(a)
 			b.StartTimer()
-			err = a.Full(sets, rules)
+			err = syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules}))
 			b.StopTimer()
 			if err != nil {
 				b.Fatal(err)
@@ -111,7 +111,7 @@ func BenchmarkKernelFirstFull(b *testing.B) {
 				b.Fatal(err)
 			}
 			defer a.Close()
-			if err := a.Full(sets, rules); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 				b.Fatal(err)
 			}
 		})
@@ -129,7 +129,7 @@ func TestKernelFirstFullExecs(t *testing.T) {
 	inNetns(t, func() {
 		a := newKernelSyncer(t)
 		sets, rules := dualStackPlan()
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(a); n != 6 {
@@ -150,7 +150,7 @@ func TestKernelRestartRemovesDuplicateJumps(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		a.Close()
@@ -158,7 +158,7 @@ func TestKernelRestartRemovesDuplicateJumps(t *testing.T) {
 		run(t, "iptables", "-t", "nat", "-I", "PREROUTING", "1", "-m", "addrtype", "--dst-type", "LOCAL", "-j", "DOCKER")
 		run(t, "iptables", "-t", "nat", "-I", "PREROUTING", "1", "-m", "comment", "--comment", "kubernetes service portals", "-j", iptables.ChainServices)
 		b := newKernelSyncer(t)
-		if err := b.Full(sets, rules); err != nil {
+		if err := syncErr(b.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		checkKernel(t, sets, rules)
@@ -167,7 +167,7 @@ func TestKernelRestartRemovesDuplicateJumps(t *testing.T) {
 			t.Errorf("PREROUTING = %q, want %q", got, want)
 		}
 		before := execCount(b)
-		if err := b.Full(sets, rules); err != nil {
+		if err := syncErr(b.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(b) - before; n != 2 {

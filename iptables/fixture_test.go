@@ -259,3 +259,11 @@ func loopBack(n int) []iptables.Entry {
 	}
 	return iptables.Normalize(iptables.TypeHashIPPortIP, out)
 }
+
+// syncErr is a sync's error and its failures as one error.
+func syncErr(res *iptables.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	return res.Err()
+}

@@ -22,16 +22,16 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			a, k := newFakeSyncer(t)
 			loadKubeProxy(t, k)
 			sets, rules := kubeProxyPlan(t)
-			if err := a.Full(sets, rules); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 				t.Fatal(err)
 			}
 			lb := findSet(sets, iptables.SetLoopBack)
 			small := lb.Entries
 			lb.Entries = loopBack(iptables.KubeProxyMaxElem + 100)
 			k.sets.Ops = map[string]int{}
-			sync := func(s []iptables.IPSet) error { return a.Partial(s, rules) }
+			sync := func(s []iptables.IPSet) error { return syncErr(a.Partial(iptables.Desired{Sets: s, Rules: rules})) }
 			if full {
-				sync = func(s []iptables.IPSet) error { return a.Full(s, rules) }
+				sync = func(s []iptables.IPSet) error { return syncErr(a.Full(iptables.Desired{Sets: s, Rules: rules})) }
 			}
 			if err := sync(sets); err != nil {
 				t.Fatal(err)
@@ -49,7 +49,7 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			// Growing within the new size is a plain add.
 			lb.Entries = loopBack(iptables.KubeProxyMaxElem + 101)
 			k.sets.Ops = map[string]int{}
-			if err := a.Partial(sets, rules); err != nil {
+			if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 				t.Fatal(err)
 			}
 			if k.sets.Ops["swap"] != 0 || k.sets.Ops["add"] != 1 {
@@ -58,13 +58,13 @@ func TestSetGrowsAndShrinksThroughSwap(t *testing.T) {
 			// Back to a size 65536 holds: a partial sync keeps the set, the
 			// next full one swaps in kube-proxy's shape.
 			lb.Entries = small
-			if err := a.Partial(sets, rules); err != nil {
+			if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 				t.Fatal(err)
 			}
 			if k.sets.Sets[iptables.SetLoopBack].MaxElem != 131072 {
 				t.Errorf("a partial sync shrank the set")
 			}
-			if err := a.Full(sets, rules); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 				t.Fatal(err)
 			}
 			if got, want := k.sets.SaveText(), wantSave(sets); got != want {

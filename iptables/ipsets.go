@@ -8,6 +8,7 @@ import (
 	"go.uber.org/zap"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/digest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 )
 
 // SetKernel is the kernel's ipset table, as the set syncer needs it. The
@@ -89,7 +90,7 @@ type setSyncer struct {
 	swaps int
 	// drift is what the last full found changed by others since the
 	// mirror was last written (SetEntries and Sets).
-	drift Drift
+	drift layer.Drift
 	// since, while a dump read beside the sync loop is under way
 	// (beginRead), are the entries written per set since it began, and
 	// sinceSets the sets created, replaced or destroyed: for them the
@@ -119,7 +120,7 @@ func (s *setSyncer) full(want []IPSet) error {
 // after the dump began: the entries in since and the sets in sinceSets,
 // for which the mirror is kept (readback.go).
 func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map[string]map[Entry]bool, sinceSets map[string]bool) error {
-	s.drift = Drift{}
+	s.drift = nil
 	var errs []error
 	if have[SwapSetName] != nil {
 		// Left by a crash between create and destroy.
@@ -169,12 +170,12 @@ func (s *setSyncer) fullFrom(want []IPSet, have map[string]*KernelSet, since map
 		if prev := s.mirror[w.Name]; prev != nil {
 			switch {
 			case !prev.matches(ks):
-				s.drift.Sets++
+				s.drift.Add(DriftIPSet, 1)
 				s.log.Info("repairing ipset destroyed or replaced outside the proxy", zap.String("set", w.Name))
 			default:
 				missing, extra, _ := diffSet(w.Type, ks.Entries, prev.entries)
 				if n := len(missing) + len(extra); n > 0 {
-					s.drift.SetEntries += n
+					s.drift.Add(DriftIPSetEntry, n)
 					s.log.Info("repairing ipset entries changed outside the proxy", zap.String("set", w.Name),
 						zap.Int("deleted", len(missing)), zap.Int("added", len(extra)))
 				}

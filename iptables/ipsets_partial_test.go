@@ -20,11 +20,11 @@ func TestPartialSameSliceAfterRefusal(t *testing.T) {
 	for i := range sets {
 		sets[i].Entries = iptables.SortEntries(sets[i].Entries) // as the planner's
 	}
-	if err := a.Full(sets, nil); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	k.sets.Ops = map[string]int{}
-	if err := a.Partial(sets, nil); err != nil || len(k.sets.Ops) != 0 {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: nil})); err != nil || len(k.sets.Ops) != 0 {
 		t.Fatalf("Partial of the same slices: %v, did %v", err, k.sets.Ops)
 	}
 	// A new slice with an entry the kernel refuses.
@@ -32,12 +32,12 @@ func TestPartialSameSliceAfterRefusal(t *testing.T) {
 	extra := iptables.Entry{IP: mustAddr("10.96.9.9"), Protocol: model.TCP, Port: 80}
 	cl.Entries = iptables.SortEntries(append(slices.Clone(cl.Entries), extra))
 	k.sets.Reject = map[string]bool{iptables.SetClusterIP + " 10.96.9.9,tcp:80": true}
-	if err := a.Partial(sets, nil); err == nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: nil})); err == nil {
 		t.Fatal("Partial: no error for the refused entry")
 	}
 	// The kernel takes it now: the same slice again adds it.
 	k.sets.Reject = nil
-	if err := a.Partial(sets, nil); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := k.sets.SaveText(), wantSave(sets); got != want {
@@ -84,7 +84,7 @@ func BenchmarkPartialSets(b *testing.B) {
 			findSet(sets, iptables.SetClusterIP).Entries = cluster
 			findSet(sets, iptables.SetIPVSIPs).Entries = ips
 			findSet(sets, iptables.SetLoopBack).Entries = loop
-			if err := a.Full(sets, nil); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 				b.Fatal(err)
 			}
 			changed := slices.Clone(sets)
@@ -99,7 +99,7 @@ func BenchmarkPartialSets(b *testing.B) {
 				if i%2 == 1 {
 					want = sets
 				}
-				if err := a.Partial(want, nil); err != nil {
+				if err := syncErr(a.Partial(iptables.Desired{Sets: want, Rules: nil})); err != nil {
 					b.Fatal(err)
 				}
 			}

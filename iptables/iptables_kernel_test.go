@@ -242,7 +242,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 			}
 		}
 
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		checkKernel(t, sets, rules)
@@ -251,7 +251,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		// An unchanged Full runs only the saves: one per family, of both
 		// tables.
 		before := execCount(a)
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(a) - before; n != 2 {
@@ -264,7 +264,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		lb := findSet(sets, iptables.SetName(iptables.SetLoadBalancerSourceCIDR, iptables.FamilyIPv6))
 		lb.Entries = nil
 		before = execCount(a)
-		if err := a.Partial(sets, rules); err != nil {
+		if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(a) - before; n != 0 {
@@ -279,7 +279,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		run(t, "iptables", "-t", "filter", "-D", iptables.ChainIPVSFilter, "1")
 		run(t, "ipset", "del", iptables.SetClusterIP, "10.96.7.7,tcp:8443")
 		run(t, "ipset", "add", iptables.SetNodePortTCP, "31111")
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		checkKernel(t, sets, rules)
@@ -287,7 +287,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 
 		// Cleanup: ours only, then nothing.
 		empty := append(iptables.EmptySets(iptables.FamilyIPv4), iptables.EmptySets(iptables.FamilyIPv6)...)
-		if err := a.Cleanup(empty, rules); err != nil {
+		if err := syncErr(a.Cleanup(iptables.Desired{Sets: empty, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if out := run(t, "iptables-save") + run(t, "ip6tables-save") + run(t, "ipset", "save"); strings.Contains(strings.ReplaceAll(out, "KUBE-DST-FOREIGN", ""), "KUBE-") {
@@ -295,7 +295,7 @@ func TestKernelApplyTamperCleanup(t *testing.T) {
 		}
 		foreign()
 		before = execCount(a)
-		if err := a.Cleanup(empty, rules); err != nil {
+		if err := syncErr(a.Cleanup(iptables.Desired{Sets: empty, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if n := execCount(a) - before; n != 2 {
@@ -312,7 +312,7 @@ func TestKernelRestartAdopts(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		a.Close()
@@ -321,7 +321,7 @@ func TestKernelRestartAdopts(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer b.Close()
-		if err := b.Full(sets, rules); err != nil {
+		if err := syncErr(b.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		for family, r := range b.RuleRunners() {
@@ -347,7 +347,7 @@ func TestKernelBadEntryInBatch(t *testing.T) {
 		bad := iptables.Entry{IP: mustAddr("192.0.2.2"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("0.0.0.0/0")}
 		good2 := iptables.Entry{IP: mustAddr("192.0.2.3"), Protocol: model.TCP, Port: 80, Net: netip.MustParsePrefix("10.1.0.0/16")}
 		set.Entries = []iptables.Entry{good1, bad, good2}
-		err = a.Full([]iptables.IPSet{set}, nil)
+		err = syncErr(a.Full(iptables.Desired{Sets: []iptables.IPSet{set}, Rules: nil}))
 		if !errors.Is(err, iptables.ErrKernel) || !strings.Contains(err.Error(), "192.0.2.2,tcp:80,0.0.0.0/0") {
 			t.Fatalf("Full error %v, want ErrKernel naming 192.0.2.2,tcp:80,0.0.0.0/0", err)
 		}

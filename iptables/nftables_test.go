@@ -43,7 +43,7 @@ func TestTakeoverFromNFTablesMode(t *testing.T) {
 	nft := &fakeNFT{tables: append([]iptables.NFTable{{"ip", "kube-proxy"}, {"ip6", "kube-proxy"}}, others...)}
 	a.NFT = nft
 	sets, rules := kubeProxyPlan(t)
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if len(nft.deletes) != 0 {
@@ -64,7 +64,7 @@ func TestTakeoverFromNFTablesMode(t *testing.T) {
 		t.Errorf("tables left %v; want %v", nft.tables, others)
 	}
 	lists := nft.lists
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if err := a.FinishTakeover(); err != nil || nft.lists != lists {

@@ -62,13 +62,16 @@ func (a *Syncer) BeginFull() func() (*Readback, error) {
 }
 
 // FullFrom is Full with the ipsets and tables as rb, the read BeginFull
-// returned, found them. layer.ErrNoRead: a Full ran since BeginFull.
-func (a *Syncer) FullFrom(sets []IPSet, rules []Ruleset, rb *Readback) error {
+// returned, found them. layer.ErrNoRead: a Full ran since BeginFull. It
+// syncs in one step, so turn is never called: the applier gives waiting
+// changes their turn before and after it.
+func (a *Syncer) FullFrom(d Desired, rb *Readback, _ layer.Turn[Desired]) (*Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	if !a.sets.reading() {
-		return fmt.Errorf("iptables syncer: FullFrom without BeginFull: %w", layer.ErrNoRead)
+		return nil, fmt.Errorf("iptables syncer: FullFrom without BeginFull: %w", layer.ErrNoRead)
 	}
+	sets, rules := d.Sets, d.Rules
 	saves := rb.saves
 	if a.chainsWritten {
 		saves = nil
@@ -80,7 +83,7 @@ func (a *Syncer) FullFrom(sets []IPSet, rules []Ruleset, rb *Readback) error {
 		}
 		return a.sets.fullFrom(sets, rb.sets, since, sinceSets)
 	}
-	return a.full(sets, rules, setsFull, saves)
+	return a.full(sets, rules, setsFull, saves), nil
 }
 
 // beginRead starts recording what the set syncer writes.

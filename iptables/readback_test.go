@@ -2,6 +2,7 @@ package iptables_test
 
 import (
 	"errors"
+	"maps"
 	"net/netip"
 	"slices"
 	"testing"
@@ -19,7 +20,7 @@ func syncedWithReader(t *testing.T) (*iptables.Syncer, *fakeKernel, []iptables.I
 	a.Reader = k.sets
 	rules := []iptables.Ruleset{testRules(iptables.FamilyIPv4)}
 	sets := plannedSets()
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	return a, k, sets, rules
@@ -48,13 +49,13 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	web := iptables.Entry{IP: netip.MustParseAddr("10.96.0.20"), Protocol: model.TCP, Port: 80}
 	after := plannedSets()
 	findSet(after, iptables.SetClusterIP).Entries = []iptables.Entry{api, web}
-	if err := a.Partial(after, rules); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: after, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.FullFrom(after, rules, rb); err != nil {
+	if err := syncErr(a.FullFrom(iptables.Desired{Sets: after, Rules: rules}, rb, nil)); err != nil {
 		t.Fatal(err)
 	}
-	if d := a.LastDrift(); d != (iptables.Drift{SetEntries: 1}) {
+	if d := a.LastDrift(); !maps.Equal(d, layer.Drift{iptables.DriftIPSetEntry: 1}) {
 		t.Errorf("drift %+v, want the API server's entry alone", d)
 	}
 	got := k.sets.Sets[iptables.SetClusterIP].Entries
@@ -69,10 +70,10 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if n := k.tables[iptables.FamilyIPv4].Execs - saves; n != 0 {
 		t.Errorf("FullFrom ran %d iptables-save/restore, want none (the read's save, nothing to repair)", n)
 	}
-	if err := a.FullFrom(after, rules, rb); !errors.Is(err, layer.ErrNoRead) {
+	if err := syncErr(a.FullFrom(iptables.Desired{Sets: after, Rules: rules}, rb, nil)); !errors.Is(err, layer.ErrNoRead) {
 		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
 	}
-	if err := a.Full(after, rules); err != nil || a.LastDrift().Total() != 0 {
+	if err := syncErr(a.Full(iptables.Desired{Sets: after, Rules: rules})); err != nil || a.LastDrift().Total() != 0 {
 		t.Errorf("Full after FullFrom: %v, drift %+v", err, a.LastDrift())
 	}
 
@@ -83,11 +84,11 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 		t.Fatal(err)
 	}
 	changed := []iptables.Ruleset{iptables.Rules(iptables.RulesConfig{Family: iptables.FamilyIPv4, MasqueradeBit: 15, ClusterCIDR: netip.MustParsePrefix("10.244.0.0/16")})}
-	if err := a.Partial(after, changed); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: after, Rules: changed})); err != nil {
 		t.Fatal(err)
 	}
 	saves = k.tables[iptables.FamilyIPv4].Execs
-	if err := a.FullFrom(after, changed, rb); err != nil {
+	if err := syncErr(a.FullFrom(iptables.Desired{Sets: after, Rules: changed}, rb, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if k.tables[iptables.FamilyIPv4].Execs == saves {
@@ -113,7 +114,7 @@ func TestFullFromSortsWritesIntoTheDump(t *testing.T) {
 	for i := range 50 {
 		cip.Entries = append(cip.Entries, iptables.Entry{IP: netip.AddrFrom4([4]byte{10, 96, 1, byte(i)}), Protocol: model.TCP, Port: 80})
 	}
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	rb, err := a.BeginFull()()
@@ -126,10 +127,10 @@ func TestFullFromSortsWritesIntoTheDump(t *testing.T) {
 	first := iptables.Entry{IP: netip.MustParseAddr("10.0.0.1"), Protocol: model.TCP, Port: 80}
 	after := plannedSets()
 	findSet(after, iptables.SetClusterIP).Entries = append(slices.Clone(cip.Entries), first)
-	if err := a.Partial(after, rules); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: after, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
-	if err := a.FullFrom(after, rules, rb); err != nil {
+	if err := syncErr(a.FullFrom(iptables.Desired{Sets: after, Rules: rules}, rb, nil)); err != nil {
 		t.Fatal(err)
 	}
 	if d := a.LastDrift(); d.Total() != 0 {
@@ -162,7 +163,7 @@ func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
 		return n
 	}
 	before := writes()
-	if err := a.FullFrom(sets, rules, rb); err != nil || a.LastDrift().Total() != 0 || writes() != before {
+	if err := syncErr(a.FullFrom(iptables.Desired{Sets: sets, Rules: rules}, rb, nil)); err != nil || a.LastDrift().Total() != 0 || writes() != before {
 		t.Errorf("FullFrom of an unchanged read: %v, drift %+v, %d writes", err, a.LastDrift(), writes()-before)
 	}
 
@@ -176,7 +177,7 @@ func TestReadOfUnchangedSetsKeepsNoEntries(t *testing.T) {
 	if got := rb.Sets()[iptables.SetClusterIP]; got.Unchanged() || len(got.Entries) != len(cip.Entries) {
 		t.Errorf("the replaced set read as %+v, want its entries", got)
 	}
-	if err := a.FullFrom(sets, rules, rb); err != nil || a.LastDrift().Sets != 1 {
+	if err := syncErr(a.FullFrom(iptables.Desired{Sets: sets, Rules: rules}, rb, nil)); err != nil || a.LastDrift()[iptables.DriftIPSet] != 1 {
 		t.Errorf("FullFrom: %v, drift %+v, want the set counted", err, a.LastDrift())
 	}
 	if got := k.sets.Sets[iptables.SetClusterIP].MaxElem; got != ks.MaxElem/2 {

@@ -16,7 +16,7 @@ func TestRestoreFailureReported(t *testing.T) {
 	var got []string
 	a.OnRestoreFailure = func(family string) { got = append(got, family) }
 	rs := testRules(iptables.FamilyIPv4)
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil || len(got) != 0 {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil || len(got) != 0 {
 		t.Fatalf("clean Full: %v, failures reported %v", err, got)
 	}
 	bad := iptables.Ruleset{Family: rs.Family, Tables: slices.Clone(rs.Tables)}
@@ -24,7 +24,7 @@ func TestRestoreFailureReported(t *testing.T) {
 	// A jump to a chain nobody creates: the restore refuses it.
 	chains[1].Rules = append(slices.Clone(chains[1].Rules), iptables.Rule{"-j", "KUBE-NOWHERE"})
 	bad.Tables[0].Chains = chains
-	if err := a.Full(nil, []iptables.Ruleset{bad}); err == nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{bad}})); err == nil {
 		t.Fatal("Full with a jump to no chain: no error")
 	}
 	if !slices.Equal(got, []string{iptables.FamilyIPv4}) {

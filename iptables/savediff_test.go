@@ -48,7 +48,7 @@ func TestParseSaveAll(t *testing.T) {
 func TestFirstFullExecsPerFamily(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	rules := []iptables.Ruleset{testRules(iptables.FamilyIPv4), testRules(iptables.FamilyIPv6)}
-	if err := a.Full(plannedSets(), rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: plannedSets(), Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	for _, rs := range rules {
@@ -83,7 +83,7 @@ func TestRestartAdoptsJumpsSpelledOtherwise(t *testing.T) {
 		{Name: "PREROUTING", Builtin: true, Rules: []iptables.Rule{{"-m", "comment", "--comment", "portals", "-j", "KUBE-X"}}},
 		{Name: "KUBE-X", Rules: []iptables.Rule{{"-j", "RETURN"}}},
 	}}}}
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Tables["nat"]["PREROUTING"]; !slices.Equal(got, []string{`-m comment --comment "portals" -j KUBE-X`}) {
@@ -91,14 +91,14 @@ func TestRestartAdoptsJumpsSpelledOtherwise(t *testing.T) {
 	}
 	b := iptables.NewSyncerForTest(k.sets, func(fam string) (iptables.RuleRunner, error) { return k.tables[fam], nil }, nil)
 	f.Execs = 0
-	if err := b.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(b.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if f.Execs != 1 {
 		t.Errorf("the restarted proxy's first Full ran %d binaries, want 1 save", f.Execs)
 	}
 	f.Execs = 0
-	if err := b.Full(nil, []iptables.Ruleset{rs}); err != nil || f.Execs != 1 {
+	if err := syncErr(b.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil || f.Execs != 1 {
 		t.Errorf("its second Full: %v, %d binaries, want 1 save", err, f.Execs)
 	}
 }
@@ -124,7 +124,7 @@ func TestDuplicateJumpsFromTheSave(t *testing.T) {
 				{Name: "PREROUTING", Builtin: true, Rules: []iptables.Rule{{"-m", "comment", "--comment", "portals", "-j", "KUBE-X"}}},
 				{Name: "KUBE-X", Rules: []iptables.Rule{{"-j", "RETURN"}}},
 			}}}}
-			if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 				t.Fatal(err)
 			}
 			want := []string{"-m comment --comment portals -j KUBE-X", "-m addrtype --dst-type LOCAL -j DOCKER"}
@@ -132,7 +132,7 @@ func TestDuplicateJumpsFromTheSave(t *testing.T) {
 				t.Fatalf("PREROUTING = %q, want %q", got, want)
 			}
 			f.Execs = 0
-			if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil || f.Execs != 1 {
+			if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil || f.Execs != 1 {
 				t.Errorf("the next Full: %v, %d binaries, want 1 save", err, f.Execs)
 			}
 		})
@@ -161,7 +161,7 @@ func TestOneTableFailureKeepsTheOther(t *testing.T) {
 					bad.Tables[i].Chains = chains
 				}
 			}
-			err := a.Full(nil, []iptables.Ruleset{bad})
+			err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{bad}}))
 			other := map[string]string{"nat": "filter", "filter": "nat"}[badTable]
 			if err == nil || !strings.Contains(err.Error(), "table "+badTable) || strings.Contains(err.Error(), "table "+other) {
 				t.Fatalf("Full: %v, want the %s table's error alone", err, badTable)
@@ -177,7 +177,7 @@ func TestOneTableFailureKeepsTheOther(t *testing.T) {
 				}
 			}
 			// The plan fixed, the next Full writes the other table too.
-			if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 				t.Fatal(err)
 			}
 			checkChains(t, f, rs)

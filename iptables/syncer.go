@@ -7,9 +7,11 @@ import (
 	"sync"
 
 	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 )
 
-// Syncer makes the kernel hold the planned ipsets and iptables rules of one
+// Syncer (a layer.Layer) makes the kernel hold the planned ipsets and iptables rules of one
 // node, and nothing it does not own:
 //
 //   - ipsets through netlink (no `ipset` exec): only the sets the plan names;
@@ -47,8 +49,9 @@ type Syncer struct {
 	// lastRules are the rulesets of the last successful chain sync; Partial
 	// resyncs chains only when the plan's rules differ from them.
 	lastRules []Ruleset
-	// drift is what the last Full found changed behind the proxy's back.
-	drift Drift
+	// drift is what the Full under way found changed behind the proxy's
+	// back.
+	drift layer.Drift
 	// cleared marks families the plan does not name whose chains a Full
 	// found removed (clearFamilies).
 	cleared map[string]bool
@@ -68,35 +71,16 @@ type Syncer struct {
 	NFT     NFTablesKernel
 	nftDone bool
 
+	// ARPVIPs is --strict-arp-vips (set before the first sync): SyncARP
+	// keeps ARPTable, through NFT, in step with the VIPs (arp.go).
+	ARPVIPs bool
+	arp     arpMirror
+
 	// OnRestoreFailure, if set (before the first sync), is called with the
 	// family (FamilyIPv4, FamilyIPv6) each time a sync's iptables-restore
 	// of that family fails: kube-proxy's
 	// sync_proxy_rules_iptables_restore_failures_total.
 	OnRestoreFailure func(family string)
-}
-
-// Drift is what a full sync found changed outside the proxy since the sync
-// before it, and put back: the difference between the kernel and the
-// mirror of what the proxy had written, not changes of the plan.
-type Drift struct {
-	// SetEntries counts ipset entries added or deleted by others.
-	SetEntries int
-	// Sets counts the proxy's ipsets destroyed, or replaced by a set of
-	// another type, by others.
-	Sets int
-	// Tables counts tables whose chains or jump rules were edited by others
-	// (iptables -F, -D, -I ...) while the planned rules stayed the same.
-	Tables int
-}
-
-// Total is the number of repairs.
-func (d Drift) Total() int { return d.SetEntries + d.Sets + d.Tables }
-
-// LastDrift is what the last Full repaired.
-func (a *Syncer) LastDrift() Drift {
-	a.mu.Lock()
-	defer a.mu.Unlock()
-	return a.drift
 }
 
 // NewSyncer makes a Syncer over sets, the ipset netlink client, and
@@ -150,21 +134,23 @@ func (a *Syncer) chainsFor(family string) (*chainSyncer, error) {
 // kube-proxy's IPVS mode left (leftovers.go). Order: sets first (rules refer
 // to them), then chains, then kube-proxy's chains of families the plan does
 // not name, then sets the proxy created or found and no longer plans.
-// Every set and table is attempted; the error joins what failed.
-func (a *Syncer) Full(sets []IPSet, rules []Ruleset) error {
+// Every set and table is attempted; the Result's Failure joins what
+// failed, and the error is always nil: no failure stops the sync.
+func (a *Syncer) Full(d Desired) (*Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	return a.full(sets, rules, func() error { return a.sets.full(sets) }, nil)
+	return a.full(d.Sets, d.Rules, func() error { return a.sets.full(d.Sets) }, nil), nil
 }
 
 // full is Full with the sets synced by setsFull and, for each family in
 // saves, its iptables-save output as read (the others are saved now).
-func (a *Syncer) full(sets []IPSet, rules []Ruleset, setsFull func() error, saves map[string]string) error {
+func (a *Syncer) full(sets []IPSet, rules []Ruleset, setsFull func() error, saves map[string]string) *Result {
 	var errs []error
 	if err := setsFull(); err != nil {
 		errs = append(errs, err)
 	}
-	a.drift = a.sets.drift
+	a.drift = nil
+	a.drift.Merge(a.sets.drift)
 	// With the planned rules unchanged since the last chain sync, every
 	// rewrite repairs what others changed: name it, then count it.
 	samePlan := a.lastRules != nil && equalRulesets(a.lastRules, rules)
@@ -172,7 +158,7 @@ func (a *Syncer) full(sets []IPSet, rules []Ruleset, setsFull func() error, save
 		c.repairing = nil
 		if samePlan {
 			c.repairing = func(table string, chains []string) {
-				a.drift.Tables++
+				a.drift.Add(DriftIPTablesTable, 1)
 				a.log.Info("repairing iptables chains changed outside the proxy", zap.String("family", fam), zap.String("table", table), zap.Strings("chains", chains))
 			}
 		}
@@ -184,10 +170,10 @@ func (a *Syncer) full(sets []IPSet, rules []Ruleset, setsFull func() error, save
 	if err := a.sets.destroyStale(sets); err != nil {
 		errs = append(errs, err)
 	}
-	err := errors.Join(errs...)
+	res := result(PartSync, a.drift, errs...)
 	a.log.Debug("iptables full sync", zap.Int("sets", len(sets)), zap.Int("rulesets", len(rules)),
-		zap.Int("driftSetEntries", a.drift.SetEntries), zap.Int("driftSets", a.drift.Sets), zap.Int("driftTables", a.drift.Tables), zap.Error(err))
-	return err
+		zap.Int("driftSetEntries", a.drift[DriftIPSetEntry]), zap.Int("driftSets", a.drift[DriftIPSet]), zap.Int("driftTables", a.drift[DriftIPTablesTable]), zap.Error(errors.Join(errs...)))
+	return res
 }
 
 func (a *Syncer) syncChains(rules []Ruleset, saves map[string]string) error {
@@ -228,10 +214,12 @@ func (a *Syncer) syncChains(rules []Ruleset, saves map[string]string) error {
 // does: it patches a changed set into a new slice); any other set costs one
 // in-memory comparison of its entries. A set the mirror lacks is created;
 // sets no longer planned wait for the next Full (or that chain sync). It
-// repairs nothing others changed: that is the periodic Full's.
-func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {
+// repairs nothing others changed: that is the periodic Full's. As Full,
+// it reports failures in the Result, and its error is always nil.
+func (a *Syncer) Partial(d Desired) (*Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	sets, rules := d.Sets, d.Rules
 	var errs []error
 	if err := a.sets.partial(sets); err != nil {
 		errs = append(errs, err)
@@ -244,17 +232,20 @@ func (a *Syncer) Partial(sets []IPSet, rules []Ruleset) error {
 			errs = append(errs, err)
 		}
 	}
-	return errors.Join(errs...)
+	return result(PartSync, nil, errs...), nil
 }
 
 // Cleanup removes what the proxy owns and nothing else: the non-built-in
-// chains named in rules (and any it created since start), every rule in a
-// built-in chain that jumps to them or equals a planned one, and then the
-// sets named in sets and SwapSetName. Pass the plan of an empty cluster (every set and chain
-// exists even then). A second Cleanup finds nothing and changes nothing.
-func (a *Syncer) Cleanup(sets []IPSet, rules []Ruleset) error {
+// chains named in d.Rules (and any it created since start), every rule
+// in a built-in chain that jumps to them or equals a planned one, and then
+// the sets named in d.Sets and SwapSetName. Pass the plan of an empty
+// cluster (every set and chain exists even then). A second Cleanup finds
+// nothing and changes nothing. Failures are in the Result (PartCleanup);
+// the error is always nil.
+func (a *Syncer) Cleanup(d Desired) (*Result, error) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
+	sets, rules := d.Sets, d.Rules
 	var errs []error
 	for _, rs := range rules {
 		c, err := a.chainsFor(rs.Family)
@@ -273,7 +264,7 @@ func (a *Syncer) Cleanup(sets []IPSet, rules []Ruleset) error {
 	if err := a.sets.cleanup(names); err != nil {
 		errs = append(errs, err)
 	}
-	return errors.Join(errs...)
+	return result(PartCleanup, nil, errs...), nil
 }
 
 func cloneRulesets(in []Ruleset) []Ruleset {

@@ -2,12 +2,14 @@ package iptables_test
 
 import (
 	"errors"
+	"maps"
 	"math/rand/v2"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
@@ -79,7 +81,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	sets := plannedSets()
 	rules := []iptables.Ruleset{testRules(iptables.FamilyIPv4)}
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := k.sets.SaveText(), wantSave(sets); got != want {
@@ -95,7 +97,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 	cl.Entries = []iptables.Entry{cl.Entries[0], {IP: mustAddr("10.96.0.20"), Protocol: model.SCTP, Port: 9}}
 	k.sets.Ops = map[string]int{}
 	execs := k.tables[iptables.FamilyIPv4].Execs
-	if err := a.Partial(sets, rules); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := k.sets.SaveText(), wantSave(sets); got != want {
@@ -110,7 +112,7 @@ func TestFullThenPartialEntryDiffs(t *testing.T) {
 
 	// Nothing changed: nothing done.
 	k.sets.Ops = map[string]int{}
-	if err := a.Partial(sets, rules); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.sets.Ops) != 0 {
@@ -138,7 +140,7 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	// A foreign set, and one of ours left behind with the wrong type.
 	k.sets.Sets["KUBE-DST-ABC"] = &iptables.KernelSet{Name: "KUBE-DST-ABC", Type: iptables.TypeHashIP, Family: iptables.FamilyIPv4, Entries: []iptables.Entry{{IP: mustAddr("1.2.3.4")}}}
 	k.sets.Sets[iptables.SetIPVSIPs] = &iptables.KernelSet{Name: iptables.SetIPVSIPs, Type: iptables.TypeHashIPPort, Family: iptables.FamilyIPv4, MaxElem: iptables.KubeProxyMaxElem}
-	if err := a.Full(sets, nil); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	// The first Full has nothing to compare with: what it fixes is not drift.
@@ -150,13 +152,13 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	cl.Entries = cl.Entries[1:]
 	k.sets.Sets[iptables.SetNodePortTCP].Entries = append(k.sets.Sets[iptables.SetNodePortTCP].Entries, iptables.Entry{Port: 31999})
 	delete(k.sets.Sets, iptables.SetLoadBalancer)
-	if err := a.Full(sets, nil); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
-	if d := a.LastDrift(); d != (iptables.Drift{SetEntries: 2, Sets: 1}) {
+	if d := a.LastDrift(); !maps.Equal(d, layer.Drift{iptables.DriftIPSetEntry: 2, iptables.DriftIPSet: 1}) {
 		t.Errorf("drift %+v, want 2 entries and 1 set", d)
 	}
-	if err := a.Full(sets, nil); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if d := a.LastDrift(); d.Total() != 0 {
@@ -169,14 +171,14 @@ func TestFullRepairsSetsAndSparesForeign(t *testing.T) {
 	}
 
 	// Cleanup destroys ours only; a second one is a no-op.
-	if err := a.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), nil); err != nil {
+	if err := syncErr(a.Cleanup(iptables.Desired{Sets: iptables.EmptySets(iptables.FamilyIPv4), Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := slices.Collect(mapKeys(k.sets.Sets)), []string{"KUBE-DST-ABC"}; !slices.Equal(got, want) {
 		t.Fatalf("after Cleanup sets %v, want %v", got, want)
 	}
 	k.sets.Ops = map[string]int{}
-	if err := a.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), nil); err != nil {
+	if err := syncErr(a.Cleanup(iptables.Desired{Sets: iptables.EmptySets(iptables.FamilyIPv4), Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if want := map[string]int{"list": 1}; !equalOps(k.sets.Ops, want) {
@@ -207,7 +209,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 	bad := iptables.Entry{IP: mustAddr("10.96.0.99"), Protocol: model.TCP, Port: 99}
 	k.sets.Reject[iptables.SetClusterIP+" "+iptables.FormatEntry(iptables.TypeHashIPPort, bad)] = true
 	cl.Entries = append(cl.Entries, bad, iptables.Entry{IP: mustAddr("10.96.0.200"), Protocol: model.TCP, Port: 1})
-	err := a.Full(sets, nil)
+	err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil}))
 	if !errors.Is(err, iptables.ErrKernel) || !strings.Contains(err.Error(), "10.96.0.99,tcp:99") {
 		t.Fatalf("Full error %v, want ErrKernel naming the entry", err)
 	}
@@ -217,7 +219,7 @@ func TestBadEntryCostsOnlyItself(t *testing.T) {
 	}
 	// The mirror does not claim the bad entry: the next Partial retries it.
 	delete(k.sets.Reject, iptables.SetClusterIP+" "+iptables.FormatEntry(iptables.TypeHashIPPort, bad))
-	if err := a.Partial(sets, nil); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if len(ks.Entries) != 4 {
@@ -230,7 +232,7 @@ func TestWrongFamilyEntryRefused(t *testing.T) {
 	sets := plannedSets()
 	cl := findSet(sets, iptables.SetClusterIP)
 	cl.Entries = append(cl.Entries, iptables.Entry{IP: mustAddr("fd00::1"), Protocol: model.TCP, Port: 1})
-	if err := a.Full(sets, nil); !errors.Is(err, iptables.ErrInvalidEntry) {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); !errors.Is(err, iptables.ErrInvalidEntry) {
 		t.Fatalf("Full error %v, want ErrInvalidEntry", err)
 	}
 }
@@ -279,14 +281,14 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 	f.SetChain("nat", "DOCKER", "-i docker0 -j RETURN")
 	f.Tables["nat"]["PREROUTING"] = []string{"-m addrtype --dst-type LOCAL -j DOCKER"}
 
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
 
 	// An unchanged Full: one save of the family's tables, nothing written.
 	f.Execs = 0
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if f.Execs != 1 {
@@ -303,11 +305,11 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 	f.Tables["nat"]["OUTPUT"] = append(out, out...)
 	pr := f.Tables["nat"][iptables.ChainPostrouting]
 	slices.Reverse(pr)
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
-	if d := a.LastDrift(); d != (iptables.Drift{Tables: 1}) {
+	if d := a.LastDrift(); !maps.Equal(d, layer.Drift{iptables.DriftIPTablesTable: 1}) {
 		t.Errorf("drift %+v, want the nat table", d)
 	}
 	if n := strings.Count(strings.Join(f.Tables["nat"]["OUTPUT"], "\n"), iptables.ChainServices); n != 1 {
@@ -325,7 +327,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 
 	// Partial never runs a binary.
 	f.Execs = 0
-	if err := a.Partial(plannedSets(), []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: plannedSets(), Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if f.Execs != 0 {
@@ -333,7 +335,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 	}
 
 	// Cleanup removes ours only; the second is a no-op.
-	if err := a.Cleanup(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Cleanup(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	for _, tab := range []string{"nat", "filter"} {
@@ -355,7 +357,7 @@ func TestChainsCreatedCheckedRepaired(t *testing.T) {
 		t.Error("Cleanup removed FOO")
 	}
 	f.Execs = 0
-	if err := a.Cleanup(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Cleanup(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if f.Execs != 1 {
@@ -373,14 +375,14 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 		{Name: "POSTROUTING", Builtin: true, Rules: []iptables.Rule{{"-j", "KUBE-X"}}},
 		{Name: "KUBE-X", Rules: []iptables.Rule{{"-m", "comment", "--comment", "two words", "-j", "MARK", "--or-mark", "0x4000"}}},
 	}}}}
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Tables["nat"]["KUBE-X"]; !slices.Equal(got, []string{`-m comment --comment "two words" -j MARK --set-xmark 0x4000`}) {
 		t.Fatalf("KUBE-X = %q", got)
 	}
 	f.Execs = 0
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if f.Execs != 1 {
@@ -390,7 +392,7 @@ func TestCanonicalizedRulesNotRewritten(t *testing.T) {
 	b := iptables.NewSyncerForTest(k.sets, func(string) (iptables.RuleRunner, error) { return f, nil }, nil)
 	f.Execs = 0
 	f.Tables["nat"]["POSTROUTING"] = []string{"-j KUBE-X"}
-	if err := b.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(b.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	if got := f.Tables["nat"]["POSTROUTING"]; !slices.Equal(got, []string{"-j KUBE-X"}) {
@@ -406,14 +408,14 @@ func TestStaleChainRemoved(t *testing.T) {
 		{Name: "KUBE-A", Rules: []iptables.Rule{{"-j", "KUBE-B"}}},
 		{Name: "KUBE-B", Rules: []iptables.Rule{{"-j", "RETURN"}}},
 	}}}}
-	if err := a.Full(nil, []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	rs2 := iptables.Ruleset{Family: iptables.FamilyIPv4, Tables: []iptables.Table{{Name: "nat", Chains: []iptables.Chain{
 		{Name: "PREROUTING", Builtin: true, Rules: []iptables.Rule{{"-j", "KUBE-A"}}},
 		{Name: "KUBE-A", Rules: []iptables.Rule{{"-j", "RETURN"}}},
 	}}}}
-	if err := a.Full(nil, []iptables.Ruleset{rs2}); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: nil, Rules: []iptables.Ruleset{rs2}})); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := f.Tables["nat"]["KUBE-B"]; ok {
@@ -428,19 +430,19 @@ func TestPartialResyncsChainsOnlyWhenRulesChange(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	f := k.tables[iptables.FamilyIPv4]
 	rs := testRules(iptables.FamilyIPv4)
-	if err := a.Partial(plannedSets(), []iptables.Ruleset{rs}); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: plannedSets(), Rules: []iptables.Ruleset{rs}})); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs)
 	f.Execs = 0
-	if err := a.Partial(plannedSets(), []iptables.Ruleset{testRules(iptables.FamilyIPv4)}); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: plannedSets(), Rules: []iptables.Ruleset{testRules(iptables.FamilyIPv4)}})); err != nil {
 		t.Fatal(err)
 	}
 	if f.Execs != 0 {
 		t.Errorf("Partial with the same rules ran %d binaries", f.Execs)
 	}
 	rs2 := iptables.Rules(iptables.RulesConfig{Family: iptables.FamilyIPv4, MasqueradeBit: 13, MasqueradeAll: true})
-	if err := a.Partial(plannedSets(), []iptables.Ruleset{rs2}); err != nil {
+	if err := syncErr(a.Partial(iptables.Desired{Sets: plannedSets(), Rules: []iptables.Ruleset{rs2}})); err != nil {
 		t.Fatal(err)
 	}
 	checkChains(t, f, rs2)

@@ -33,7 +33,7 @@ func TestTakeoverFromIPTablesMode(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	loadSave(t, k.tables[iptables.FamilyIPv4], string(save))
 	sets, rules := kubeProxyPlan(t)
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatalf("Full over kube-proxy's iptables mode: %v", err)
 	}
 	held := k.tables[iptables.FamilyIPv4].Dump()
@@ -93,7 +93,7 @@ func TestTakeoverFromRealIPTablesMode(t *testing.T) {
 	}
 	a.SetLogger(zaptest.NewLogger(t))
 	sets, rules := kubeProxyPlan(t)
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if held := k.tables[iptables.FamilyIPv4].Dump(); !regexp.MustCompile(`(?m)^-A KUBE-SERVICES .* -j KUBE-SVC-`).MatchString(held) {

@@ -154,7 +154,7 @@ func TestKernelTakeoverFromKubeProxy(t *testing.T) {
 		before := initvals(t)
 		a := newKernelSyncer(t)
 		sets, rules := kubeProxyPlan(t)
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatalf("first Full over kube-proxy's state: %v", err)
 		}
 		checkKernel(t, sets, rules)
@@ -183,7 +183,7 @@ func TestKernelTakeoverFromKubeProxy(t *testing.T) {
 		for family, r := range a.RuleRunners() {
 			restores[family] = r.(counted).Restores()
 		}
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		for family, r := range a.RuleRunners() {
@@ -206,7 +206,7 @@ func TestKernelKubeProxyAcceptsFreshSets(t *testing.T) {
 	inNetns(t, func() {
 		a := newKernelSyncer(t)
 		sets, rules := dualStackPlan()
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		kubeProxyRefusesOtherMaxElem(t)
@@ -223,7 +223,7 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		loadKubeProxyKernel(t)
 		a := newKernelSyncer(t)
 		sets, rules := kubeProxyPlan(t)
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		refs := listHeader(t, iptables.SetLoopBack).refs
@@ -247,7 +247,7 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		}
 
 		lb.Entries = big
-		if err := a.Partial(sets, rules); err != nil {
+		if err := syncErr(a.Partial(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatalf("partial growth past 65536: %v", err)
 		}
 		check("partial growth", 131072, len(big), 1)
@@ -256,7 +256,7 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		}
 
 		lb.Entries = small
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		check("full shrink", iptables.KubeProxyMaxElem, len(small), 2)
@@ -264,7 +264,7 @@ func TestKernelSetGrowsThroughSwap(t *testing.T) {
 		kubeProxyTakesBack(t)
 
 		lb.Entries = big
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatalf("full growth past 65536: %v", err)
 		}
 		check("full growth", 131072, len(big), 3)

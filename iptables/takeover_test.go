@@ -64,7 +64,7 @@ func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
 	loadKubeProxy(t, k)
 	sets, rules := kubeProxyPlan(t)
 	k.sets.Ops = map[string]int{}
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatalf("first Full over kube-proxy's state: %v", err)
 	}
 	own := 0
@@ -91,7 +91,7 @@ func TestTakeoverAdoptsKubeProxyState(t *testing.T) {
 	for i, wantExecs := range []int{2, 1} {
 		k.sets.Ops = map[string]int{}
 		before := k.tables[iptables.FamilyIPv4].Execs + k.tables[iptables.FamilyIPv6].Execs
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		if n := k.tables[iptables.FamilyIPv4].Execs + k.tables[iptables.FamilyIPv6].Execs - before; n != wantExecs {
@@ -131,7 +131,7 @@ func TestTakeoverSwapsSetOfAnotherShape(t *testing.T) {
 				t.Errorf("mismatch names %q, want %q", got, tt.differ)
 			}
 			sets := plannedSets()
-			if err := a.Full(sets, nil); err != nil {
+			if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 				t.Fatal(err)
 			}
 			if k.sets.Ops["swap"] != 1 {
@@ -160,7 +160,7 @@ func TestTakeoverTypeOrFamilyMismatchIsPerSet(t *testing.T) {
 	f := k.tables[iptables.FamilyIPv4]
 	f.SetChain("filter", "USER", "-m set --match-set "+iptables.SetClusterIP+" dst -j RETURN", "-m set --match-set "+iptables.SetIPVSIPs+" dst -j RETURN")
 	sets := plannedSets()
-	err := a.Full(sets, nil)
+	err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil}))
 	if !errors.Is(err, iptables.ErrSetMismatch) || !errors.Is(err, iptables.ErrSetReferenced) {
 		t.Fatalf("Full error %v, want ErrSetMismatch and ErrSetReferenced", err)
 	}
@@ -186,7 +186,7 @@ func TestTakeoverTypeOrFamilyMismatchIsPerSet(t *testing.T) {
 	}
 	// Unreferenced, the same sets are replaced at the next Full.
 	f.SetChain("filter", "USER")
-	if err := a.Full(sets, nil); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if got, want := k.sets.SaveText(), wantSave(sets); got != want {
@@ -198,14 +198,14 @@ func TestTakeoverTypeOrFamilyMismatchIsPerSet(t *testing.T) {
 func TestSwapSetLeftByCrash(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	_ = k.sets.Create(iptables.IPSet{Name: iptables.SwapSetName, Type: iptables.TypeHashIP, Family: iptables.FamilyIPv6}, 8)
-	if err := a.Full(plannedSets(), nil); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: plannedSets(), Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if k.sets.Sets[iptables.SwapSetName] != nil {
 		t.Errorf("Full left %s", iptables.SwapSetName)
 	}
 	_ = k.sets.Create(iptables.IPSet{Name: iptables.SwapSetName, Type: iptables.TypeHashIP, Family: iptables.FamilyIPv6}, 8)
-	if err := a.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), nil); err != nil {
+	if err := syncErr(a.Cleanup(iptables.Desired{Sets: iptables.EmptySets(iptables.FamilyIPv4), Rules: nil})); err != nil {
 		t.Fatal(err)
 	}
 	if len(k.sets.Sets) != 0 {
@@ -222,7 +222,7 @@ func TestLeftoversHeldByOthersStay(t *testing.T) {
 	k.tables[iptables.FamilyIPv4].SetChain("filter", "USER-OUT", "-j "+iptables.ChainIPVSOutFilter)
 	k.tables[iptables.FamilyIPv6].SetChain("filter", "USER-6", "-m set --match-set KUBE-6-CLUSTER-IP dst,dst -j RETURN")
 	sets, rules := kubeProxyPlan(t)
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	if _, ok := k.tables[iptables.FamilyIPv4].Tables["filter"][iptables.ChainIPVSOutFilter]; !ok {

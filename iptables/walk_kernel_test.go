@@ -24,7 +24,7 @@ func TestKernelWalkAndList(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer a.Close()
-		if err := a.Full(sets, rules); err != nil {
+		if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 			t.Fatal(err)
 		}
 		w, ok := a.SetKernel().(iptables.SetWalker)

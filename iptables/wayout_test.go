@@ -22,7 +22,7 @@ import (
 func TestCleanupAroundIPTablesMode(t *testing.T) {
 	a, k := newFakeSyncer(t)
 	sets, rules := kubeProxyPlan(t)
-	if err := a.Full(sets, rules); err != nil {
+	if err := syncErr(a.Full(iptables.Desired{Sets: sets, Rules: rules})); err != nil {
 		t.Fatal(err)
 	}
 	save, err := os.ReadFile("testdata/kube-proxy-1.34-iptables/iptables.save")
@@ -38,7 +38,7 @@ func TestCleanupAroundIPTablesMode(t *testing.T) {
 	// `ipvs-proxy cleanup` is a process of its own: a Syncer that has
 	// written nothing.
 	c := iptables.NewSyncerForTest(k.sets, func(f string) (iptables.RuleRunner, error) { return k.tables[f], nil }, nil)
-	if err := c.Cleanup(iptables.EmptySets(iptables.FamilyIPv4), iptables.WithoutChains(rules, iptables.IPTablesModeShared)); err != nil {
+	if err := syncErr(c.Cleanup(iptables.Desired{Sets: iptables.EmptySets(iptables.FamilyIPv4), Rules: iptables.WithoutChains(rules, iptables.IPTablesModeShared)})); err != nil {
 		t.Fatalf("Cleanup around kube-proxy's iptables mode: %v", err)
 	}
 	after := k.tables[iptables.FamilyIPv4].Dump()

@@ -39,7 +39,7 @@ func TestAddRealServersOneFailureInBatch(t *testing.T) {
 	ft := &failOne{FakeTable: ipvstest.NewFakeTable(), fail: ipvs.RealServer{Address: ep2}, err: boom}
 	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	d := []ipvs.VirtualServer{vs("ns/a:p", model.TCP, vip, 80, ep1, ep2, ep3)}
-	res, err := r.Full(d, own(vip))
+	res, err := r.Full(ipvs.Desired{VirtualServers: d, Own: own(vip)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -60,7 +60,7 @@ func TestAddRealServersOneFailureInBatch(t *testing.T) {
 	}
 
 	ft.fail = ipvs.RealServer{}
-	res, err = r.Full(d, own(vip))
+	res, err = r.Full(ipvs.Desired{VirtualServers: d, Own: own(vip)})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}

@@ -57,7 +57,7 @@ func BenchmarkPartial(b *testing.B) {
 			}
 			baseSel, nextSel := pick(base), pick(next)
 			r := ipvs.NewReconciler(ipvstest.NewFakeTable(), ipvs.Options{})
-			if res, err := r.Full(base, own(nodeIP)); err != nil || res.Err() != nil {
+			if res, err := r.Full(ipvs.Desired{VirtualServers: base, Own: own(nodeIP)}); err != nil || res.Err() != nil {
 				b.Fatal(err, res.Err())
 			}
 			ch := changed(svc)
@@ -68,7 +68,7 @@ func BenchmarkPartial(b *testing.B) {
 				if i%2 == 1 {
 					sel = baseSel
 				}
-				res, err := r.Partial(sel, ch)
+				res, err := r.Partial(ipvs.Desired{VirtualServers: sel, Changed: ch})
 				if err != nil || res.Err() != nil || res.Changes() == 0 {
 					b.Fatal(err, res.Err(), res.Changes())
 				}

@@ -95,14 +95,14 @@ func TestDumpOfAnUnchangedTableIsEmpty(t *testing.T) {
 	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1, ep2)
 	mustFull(t, r, []ipvs.VirtualServer{web, api, dns}, own(vip))
 
-	d, err := r.BeginRead()()
+	d, err := r.BeginFull()()
 	if err != nil {
 		t.Fatal(err)
 	}
 	if len(d.Changed) != 0 || len(d.Missing) != 0 || d.Listed != 3 {
 		t.Errorf("unchanged table: %+v, want only Listed 3", d)
 	}
-	if _, err := r.FullFrom(d, []ipvs.VirtualServer{web, api, dns}, own(vip), nil); err != nil {
+	if _, err := r.FullFrom(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web, api, dns}, Own: own(vip)}, d, nil); err != nil {
 		t.Fatal(err)
 	}
 
@@ -112,7 +112,7 @@ func TestDumpOfAnUnchangedTableIsEmpty(t *testing.T) {
 	if err := ft.DelService(api.Key); err != nil {
 		t.Fatal(err)
 	}
-	d, err = r.BeginRead()()
+	d, err = r.BeginFull()()
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -6,6 +6,7 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
@@ -14,19 +15,19 @@ import (
 // owned ones no longer desired, and runs the graceful-termination queue.
 // The error is non-nil only when the table could not be read; per-service
 // failures are in the Result. FullFrom is the same over a dump read off
-// the caller's goroutine (BeginRead).
+// the caller's goroutine (BeginFull).
 //
 // The mirror keeps the real-server lists of desired (Full's and
 // Partial's) that it programmed exactly, rather than copies: the caller
 // must not modify a desired virtual server's RealServers afterwards (the
 // planner's states are read-only; a new plan makes new lists).
-func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, error) {
+func (r *Reconciler) Full(d Desired) (*Result, error) {
 	r.since = nil
 	dump, err := readDump(r.t, r.digests(), r.opts.Stats.statsReader(r.t), r.opts.Clock)
 	if err != nil {
 		return nil, err
 	}
-	return r.full(dump, nil, desired, own, nil), nil
+	return r.full(dump, nil, d.VirtualServers, d.Own, nil), nil
 }
 
 // full is Full over dump, the table as read and compared with the mirror
@@ -41,8 +42,8 @@ func (r *Reconciler) Full(desired []VirtualServer, own Ownership) (*Result, erro
 // desired virtual server finds it programmed (apply's fast path).
 //
 // turn, when not nil, is called between two batches of desired virtual
-// servers (Turn); the walk goes on in the desired list it returns.
-func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServer, own Ownership, turn Turn) *Result {
+// servers (layer.Turn); the walk goes on in the desired list it returns.
+func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServer, own Ownership, turn layer.Turn[Desired]) *Result {
 	r.loadJournal()
 	if dump.counted && r.opts.Stats.Publish != nil {
 		r.opts.Stats.Publish(labelStats(dump.Stats, desired, dump.Read))
@@ -106,7 +107,7 @@ func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServe
 		}
 	}
 	if r.synced {
-		res.Drift = drift.log(r.log)
+		res.Drift.Add(DriftVirtualServer, drift.log(r.log))
 	}
 	// Forget queued real servers the kernel no longer has.
 	for g := range r.grace {
@@ -130,7 +131,7 @@ func (r *Reconciler) full(dump *Dump, since map[Key]bool, desired []VirtualServe
 		}
 		lo += len(batch)
 		if turn != nil && lo < len(desired) {
-			if next := r.takeTurn(turn, gen); next != nil {
+			if next, ok := r.takeTurn(turn, gen); ok {
 				desired, lo = next, resumeAfter(next, batch[len(batch)-1].Key)
 			}
 		}

@@ -41,14 +41,14 @@ func TestGraceNeverWritesDesired(t *testing.T) {
 	}
 	ft.SetConnections(ended.Key, ended.RealServers[0], 1, 0)
 	clk.SetTime(clk.Now().Add(30 * time.Second))
-	if res, err := r.Partial(nil, changed()); err != nil || res.Err() != nil {
+	if res, err := r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed()}); err != nil || res.Err() != nil {
 		t.Fatalf("Partial: %v %v", err, res.Err())
 	}
 	if r.Graceful() != 1 {
 		t.Fatalf("after the first sync: graceful queue %d, want 1 (ended's ep1 keeps a connection)", r.Graceful())
 	}
 	clk.SetTime(clk.Now().Add(time.Minute))
-	if res, err := r.Partial(nil, changed()); err != nil || res.Err() != nil {
+	if res, err := r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed()}); err != nil || res.Err() != nil {
 		t.Fatalf("Partial: %v %v", err, res.Err())
 	}
 	for i, d := range desired {

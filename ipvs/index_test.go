@@ -101,7 +101,7 @@ func FuzzPartialIndex(f *testing.F) {
 			data = data[n:]
 			return b
 		}
-		if _, err := r.Full(fuzzDesired(next(6)), own(vip)); err != nil {
+		if _, err := r.Full(ipvs.Desired{VirtualServers: fuzzDesired(next(6)), Own: own(vip)}); err != nil {
 			t.Fatal(err)
 		}
 		checkIndex(t, r)
@@ -109,7 +109,7 @@ func FuzzPartialIndex(f *testing.F) {
 			op := next(1)[0]
 			switch op % 4 {
 			case 0:
-				if _, err := r.Full(fuzzDesired(next(6)), own(vip)); err != nil {
+				if _, err := r.Full(ipvs.Desired{VirtualServers: fuzzDesired(next(6)), Own: own(vip)}); err != nil {
 					t.Fatal(err)
 				}
 			case 1:
@@ -118,7 +118,7 @@ func FuzzPartialIndex(f *testing.F) {
 					names = append(names, indexFuzzServices[int(b)%len(indexFuzzServices)])
 				}
 				desired := fuzzDesired(next(6))
-				res, err := r.Partial(desired, changed(names...))
+				res, err := r.Partial(ipvs.Desired{VirtualServers: desired, Changed: changed(names...)})
 				if err != nil {
 					t.Fatal(err)
 				}
@@ -130,7 +130,7 @@ func FuzzPartialIndex(f *testing.F) {
 					}
 				}
 				for _, fl := range res.Failures {
-					want[fl.Key] = true // a refused deletion stays mirrored
+					want[fl.ID.Key] = true // a refused deletion stays mirrored
 				}
 				for k, m := range r.Mirror() {
 					if match(m.Service()) && !want[k] {
@@ -163,15 +163,15 @@ func TestPartialIndexMovesService(t *testing.T) {
 	a := vs("ns/a:x", model.TCP, vip, 80, ep1)
 	mustFull(t, r, []ipvs.VirtualServer{a}, own(vip))
 	b := vs("ns/b:x", model.TCP, vip, 80, ep2)
-	if _, err := r.Partial([]ipvs.VirtualServer{b}, changed("ns/b")); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{b}, Changed: changed("ns/b")}); err != nil {
 		t.Fatal(err)
 	}
 	checkIndex(t, r)
-	res, err := r.Partial(nil, changed("ns/a"))
+	res, err := r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed("ns/a")})
 	if err != nil || res.ServicesDeleted != 0 || !r.Has(b.Key) {
 		t.Fatalf("a partial sync of ns/a deleted ns/b's virtual server: %v %+v", err, res)
 	}
-	res, err = r.Partial(nil, changed("ns/b:x"))
+	res, err = r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed("ns/b:x")})
 	if err != nil || res.ServicesDeleted != 1 || r.Has(b.Key) {
 		t.Fatalf("a partial sync of ns/b:x kept its virtual server: %v %+v", err, res)
 	}

@@ -237,7 +237,7 @@ func TestJournalKeepsUntouchedServersOfUnboundAddress(t *testing.T) {
 	if err := r.Record([]ipvs.VirtualServer{db}, cover(vip), []netip.Addr{ext}); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.Partial([]ipvs.VirtualServer{web, db}, changed("default/db")); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web, db}, Changed: changed("default/db")}); err != nil {
 		t.Fatal(err)
 	}
 	if err := r.Settle(cover(vip)); err != nil {

@@ -33,7 +33,7 @@ type Dump struct {
 	Read    time.Time
 }
 
-// BeginRead starts a full sync whose dump is read off the reconciler's
+// BeginFull starts a full sync whose dump is read off the reconciler's
 // goroutine, so that partial syncs go on while the kernel is read: at
 // scale the dump is most of a full sync (BenchmarkReadbackFullSyncScale).
 // It returns the read,
@@ -48,7 +48,7 @@ type Dump struct {
 // keeps the mirror's view of it, repairing it at the next full sync if it
 // drifted. Every other one is the mirror's still (a change to it is a
 // write), so the digests the read compares with are the mirror's now.
-func (r *Reconciler) BeginRead() func() (*Dump, error) {
+func (r *Reconciler) BeginFull() func() (*Dump, error) {
 	r.since = make(map[Key]bool)
 	t := r.opts.Reader
 	if t == nil {
@@ -58,24 +58,24 @@ func (r *Reconciler) BeginRead() func() (*Dump, error) {
 	return func() (*Dump, error) { return readDump(t, snap, sr, clk) }
 }
 
-// FullFrom is Full over the table as dump, what the read BeginRead
+// FullFrom is Full over the table as dump, what the read BeginFull
 // returned, found it. Calling Full or FullFrom ends the read: a later
-// FullFrom needs another BeginRead.
+// FullFrom needs another BeginFull.
 //
 // turn, when not nil, gives changes waiting beside the full sync their
-// turn between its batches (Turn): desired must then be sorted by
-// CompareKeys, as a planner's state is, and so must each list turn
-// returns.
-func (r *Reconciler) FullFrom(dump *Dump, desired []VirtualServer, own Ownership, turn Turn) (*Result, error) {
+// turn between its batches (turn.go): d.VirtualServers must then be
+// sorted by CompareKeys, as a planner's state is, and so must each list
+// turn returns.
+func (r *Reconciler) FullFrom(d Desired, dump *Dump, turn layer.Turn[Desired]) (*Result, error) {
 	if !r.reading() {
-		return nil, fmt.Errorf("ipvs reconciler: FullFrom without BeginRead: %w", layer.ErrNoRead)
+		return nil, fmt.Errorf("ipvs reconciler: FullFrom without BeginFull: %w", layer.ErrNoRead)
 	}
 	since := r.since
 	r.since = nil
-	return r.full(dump, since, desired, own, turn), nil
+	return r.full(dump, since, d.VirtualServers, d.Own, turn), nil
 }
 
-// reading reports whether a BeginRead is waiting for its FullFrom.
+// reading reports whether a BeginFull is waiting for its FullFrom.
 func (r *Reconciler) reading() bool { return r.since != nil }
 
 // wrote records that k is being written, while a read is under way.

@@ -26,7 +26,7 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if err := ft.DelRealServer(dns.Key, dns.RealServers[0]); err != nil {
 		t.Fatal(err)
 	}
-	read := r.BeginRead()
+	read := r.BeginFull()
 	if !r.Reading() {
 		t.Fatal("Reading after BeginRead = false")
 	}
@@ -38,19 +38,19 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	// and create new.
 	web.RealServers = append(web.RealServers, ipvs.RealServer{Address: ep3, Port: 8080, Weight: 1})
 	added := vs("default/new:http", model.TCP, vip, 83, ep3)
-	res, err := r.Partial([]ipvs.VirtualServer{web, added}, changed("default/web", "default/old", "default/new"))
+	res, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web, added}, Changed: changed("default/web", "default/old", "default/new")})
 	if err != nil || res.Err() != nil || res.RealServersAdded != 2 || res.ServicesAdded != 1 || res.ServicesDeleted != 1 {
 		t.Fatalf("partial: %+v %v %v", res, err, res.Err())
 	}
 
 	desired := []ipvs.VirtualServer{web, api, added, dns}
-	res, err = r.FullFrom(kernel, desired, own(vip), nil)
+	res, err = r.FullFrom(ipvs.Desired{VirtualServers: desired, Own: own(vip)}, kernel, nil)
 	if err != nil || res.Err() != nil {
 		t.Fatalf("FullFrom: %v %v", err, res.Err())
 	}
 	// Only dns drifted and is repaired; web, new and old are as the
 	// partial left them, not as the older dump had them.
-	if res.Drift != 1 || res.RealServersAdded != 1 || res.ServicesAdded != 0 || res.ServicesDeleted != 0 || res.Changes() != 1 {
+	if res.Drift.Total() != 1 || res.RealServersAdded != 1 || res.ServicesAdded != 0 || res.ServicesDeleted != 0 || res.Changes() != 1 {
 		t.Errorf("FullFrom: %+v, want dns's real server added back and nothing else", res)
 	}
 	if got, want := ft.String(), ipvs.Save(desired); got != want {
@@ -59,11 +59,11 @@ func TestFullFromKeepsWritesSinceTheRead(t *testing.T) {
 	if r.Reading() {
 		t.Error("Reading after FullFrom = true")
 	}
-	if _, err := r.FullFrom(kernel, desired, own(vip), nil); !errors.Is(err, layer.ErrNoRead) {
+	if _, err := r.FullFrom(ipvs.Desired{VirtualServers: desired, Own: own(vip)}, kernel, nil); !errors.Is(err, layer.ErrNoRead) {
 		t.Errorf("a second FullFrom: %v, want ErrNoRead", err)
 	}
 	// The mirror is the kernel's: a Full finds no drift.
-	if res := mustFull(t, r, desired, own(vip)); res.Drift != 0 || res.Changes() != 0 {
+	if res := mustFull(t, r, desired, own(vip)); res.Drift.Total() != 0 || res.Changes() != 0 {
 		t.Errorf("Full after FullFrom: %+v", res)
 	}
 }
@@ -89,7 +89,7 @@ func TestFullKeepsMatchingMirror(t *testing.T) {
 	if err := ft.UpdateRealServer(web.Key, ipvs.RealServer{Address: ep2, Port: 8080, Weight: 3}); err != nil {
 		t.Fatal(err)
 	}
-	if res := mustFull(t, r, []ipvs.VirtualServer{web}, own(vip)); res.Drift != 1 || res.RealServersUpdated != 1 {
+	if res := mustFull(t, r, []ipvs.VirtualServer{web}, own(vip)); res.Drift.Total() != 1 || res.RealServersUpdated != 1 {
 		t.Errorf("repair: %+v", res)
 	}
 	if got := r.Mirror()[web.Key]; got == before || !got.Shared() || &got.VS().RealServers[0] != &web.RealServers[0] {

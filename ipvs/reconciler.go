@@ -36,7 +36,7 @@ type Options struct {
 	// Clock tells the time of graceful terminations; nil means the real
 	// clock.
 	Clock clock.PassiveClock
-	// Reader is a second handle on the same table for BeginRead's dump,
+	// Reader is a second handle on the same table for BeginFull's dump,
 	// which runs on another goroutine than the reconciler's; nil means the
 	// reconciler's own Table, which must then be safe for concurrent use.
 	Reader Table
@@ -61,7 +61,7 @@ type mirrorVS struct {
 	// virtual server (full.go).
 	wanted uint64
 	// sum is vs's Digest while summed: a full sync's read compares the
-	// kernel with it (BeginRead), and a change of vs clears summed (ownRS,
+	// kernel with it (BeginFull), and a change of vs clears summed (ownRS,
 	// and where the list or the attributes are set anew).
 	sum    Digest
 	summed bool
@@ -106,7 +106,7 @@ func (m *mirrorVS) shareRS(want []RealServer) {
 	}
 }
 
-// Reconciler makes the kernel's IPVS table hold the desired virtual
+// Reconciler (a layer.Layer) makes the kernel's IPVS table hold the desired virtual
 // servers, touching only what it owns. It keeps a mirror of the owned part
 // of the table: Full refreshes it with one table dump; Partial trusts it and
 // reads nothing, except the connection counters of real servers that wait
@@ -134,7 +134,7 @@ type Reconciler struct {
 	settleAll bool
 	// byService files the mirror's keys by service (index.go).
 	byService serviceIndex
-	// since are the virtual servers written since BeginRead (readback.go);
+	// since are the virtual servers written since BeginFull (readback.go);
 	// nil when no read is under way.
 	since map[Key]bool
 	// fulls numbers the full syncs (mirrorVS.wanted).
@@ -175,20 +175,16 @@ func (r *Reconciler) excluded(a netip.Addr) bool {
 	return false
 }
 
-// Cleanup deletes every virtual server the ownership rule (own) or the
-// journal calls ours, and nothing else: a Full of an empty desired state,
-// one dump. Foreign virtual servers and --ipvs-exclude-cidrs stay.
-func (r *Reconciler) Cleanup(own Ownership) (*Result, error) { return r.Full(nil, own) }
-
-// Partial applies only the virtual servers of the changed services, with
-// no dump: it creates and updates those in desired whose service port
-// changed names, and deletes mirrored virtual servers of those services that are
+// Partial applies only the virtual servers of the changed services
+// (d.Changed), with no dump: it creates and updates those in
+// d.VirtualServers whose service port changed names, and deletes mirrored virtual servers of those services that are
 // no longer desired. Which services changed is the caller's to say
 // (internal/applier: the Services the informers saw change, every port;
 // none is nothing); desired may be the whole desired state. The changed
 // services' mirrored servers are found through an index, not a walk of the
 // mirror. It then runs the graceful-termination queue.
-func (r *Reconciler) Partial(desired []VirtualServer, changed Changed) (*Result, error) {
+func (r *Reconciler) Partial(d Desired) (*Result, error) {
+	desired, changed := d.VirtualServers, d.Changed
 	if !r.synced {
 		return nil, ErrNotSynced
 	}

@@ -42,7 +42,7 @@ func own(addrs ...netip.Addr) ipvs.Ownership {
 }
 func mustFull(t *testing.T, r *ipvs.Reconciler, d []ipvs.VirtualServer, o ipvs.Ownership) *ipvs.Result {
 	t.Helper()
-	res, err := r.Full(d, o)
+	res, err := r.Full(ipvs.Desired{VirtualServers: d, Own: o})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -120,7 +120,7 @@ func TestOwnership(t *testing.T) {
 		t.Errorf("conntrack of deleted UDP virtual server not flushed: %v", ct.flows)
 	}
 	// A desired virtual server inside the excluded CIDRs is refused, not made.
-	res, err := r.Full([]ipvs.VirtualServer{web, vs("default/x", model.TCP, netip.MustParseAddr("10.200.0.9"), 80, ep1)}, own(vip))
+	res, err := r.Full(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web, vs("default/x", model.TCP, netip.MustParseAddr("10.200.0.9"), 80, ep1)}, Own: own(vip)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -161,7 +161,7 @@ func TestUpdateServiceAttributes(t *testing.T) {
 	web.Scheduler = "sh"
 	web.Flags = ipvs.FlagPersistent | ipvs.FlagSchedSH1 | ipvs.FlagSchedSH2
 	web.PersistenceTimeout = 60
-	res, err := r.Partial([]ipvs.VirtualServer{web}, changed("default/web"))
+	res, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web}, Changed: changed("default/web")})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -189,7 +189,7 @@ func TestGracefulTermination(t *testing.T) {
 	dns2 := vs("default/dns:dns", model.UDP, vip, 53, ep1)
 	clk.SetTime(clk.Now().Add(time.Second))
 	dumps := ft.Dumps
-	res, err := r.Partial([]ipvs.VirtualServer{web2, dns2}, changed("default/web", "default/dns"))
+	res, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web2, dns2}, Changed: changed("default/web", "default/dns")})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -219,7 +219,7 @@ func TestGracefulTermination(t *testing.T) {
 
 	// Still one connection: stays at weight 0.
 	clk.SetTime(clk.Now().Add(time.Minute))
-	if _, err := r.Partial(nil, changed()); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed()}); err != nil {
 		t.Fatal(err)
 	}
 	if !strings.Contains(ft.String(), "10.244.2.6:8080 -m -w 0") {
@@ -228,7 +228,7 @@ func TestGracefulTermination(t *testing.T) {
 	// Connections gone: deleted on the next sync.
 	ft.SetConnections(web.Key, web.RealServers[1], 0, 0)
 	clk.SetTime(clk.Now().Add(time.Second))
-	res, _ = r.Partial(nil, changed())
+	res, _ = r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed()})
 	if strings.Contains(ft.String(), "10.244.2.6:8080") || res.RealServersDeleted != 1 || r.Graceful() != 0 {
 		t.Fatalf("not deleted after connections ended (%+v):\n%s", res, ft.String())
 	}
@@ -245,7 +245,7 @@ func TestGracefulPeriodAndComeback(t *testing.T) {
 	clk.SetTime(clk.Now().Add(time.Second))
 	mustPartial := func(d ...ipvs.VirtualServer) *ipvs.Result {
 		t.Helper()
-		res, err := r.Partial(d, changed("default/web:http"))
+		res, err := r.Partial(ipvs.Desired{VirtualServers: d, Changed: changed("default/web:http")})
 		if err != nil || res.Err() != nil {
 			t.Fatal(err, res.Err())
 		}
@@ -290,7 +290,7 @@ func TestRestartRepairsWeightZero(t *testing.T) {
 func TestPartialTouchesOnlyChanged(t *testing.T) {
 	ft := ipvstest.NewFakeTable()
 	r := ipvs.NewReconciler(ft, ipvs.Options{})
-	if _, err := r.Partial(nil, changed()); !errors.Is(err, ipvs.ErrNotSynced) {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: nil, Changed: changed()}); !errors.Is(err, ipvs.ErrNotSynced) {
 		t.Fatalf("Partial before Full: %v", err)
 	}
 	a := vs("ns/a:p", model.TCP, vip, 80, ep1)
@@ -299,7 +299,7 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 	// Desired says b is gone and a has a new endpoint, but only a changed:
 	// b must stay, a must change.
 	a2 := vs("ns/a:p", model.TCP, vip, 80, ep1, ep2)
-	res, err := r.Partial([]ipvs.VirtualServer{a2}, changed("ns/a"))
+	res, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{a2}, Changed: changed("ns/a")})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -307,7 +307,7 @@ func TestPartialTouchesOnlyChanged(t *testing.T) {
 		t.Fatalf("partial: %+v", res)
 	}
 	// Now b changed (deleted).
-	res, _ = r.Partial([]ipvs.VirtualServer{a2}, changed("ns/b"))
+	res, _ = r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{a2}, Changed: changed("ns/b")})
 	if res.ServicesDeleted != 1 || r.Has(b.Key) || strings.Contains(ft.String(), ":81") {
 		t.Fatalf("b not deleted: %+v\n%s", res, ft.String())
 	}
@@ -323,11 +323,11 @@ func TestFailuresDoNotStopOthers(t *testing.T) {
 		return nil
 	}
 	r := ipvs.NewReconciler(ft, ipvs.Options{})
-	res, err := r.Full([]ipvs.VirtualServer{
+	res, err := r.Full(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{
 		vs("ns/a:p", model.TCP, vip, 80, ep1),
 		vs("ns/b:p", model.TCP, vip, 81, ep1),
 		vs("ns/c:p", model.TCP, vip, 82, ep1),
-	}, own(vip))
+	}, Own: own(vip)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -354,11 +354,11 @@ func TestDriftRepairedByFull(t *testing.T) {
 	r := ipvs.NewReconciler(ft, ipvs.Options{})
 	web := vs("default/web:http", model.TCP, vip, 80, ep1, ep2)
 	dns := vs("default/dns:dns", model.UDP, vip, 53, ep1)
-	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
-		t.Errorf("first Full reported drift %d", res.Drift)
+	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift.Total() != 0 {
+		t.Errorf("first Full reported drift %d", res.Drift.Total())
 	}
-	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift != 0 || res.Changes() != 0 {
-		t.Errorf("unchanged Full: drift %d, changes %d", res.Drift, res.Changes())
+	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift.Total() != 0 || res.Changes() != 0 {
+		t.Errorf("unchanged Full: drift %d, changes %d", res.Drift.Total(), res.Changes())
 	}
 	// Someone deletes the dns server, adds one on our VIP, and deletes a
 	// real server of web and changes a weight by hand: three drifts.
@@ -375,11 +375,11 @@ func TestDriftRepairedByFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip))
-	if res.RealServersAdded != 2 || res.RealServersUpdated != 1 || res.ServicesAdded != 1 || res.ServicesDeleted != 1 || res.Drift != 3 {
+	if res.RealServersAdded != 2 || res.RealServersUpdated != 1 || res.ServicesAdded != 1 || res.ServicesDeleted != 1 || res.Drift.Total() != 3 {
 		t.Fatalf("repair: %+v", res)
 	}
-	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift != 0 {
-		t.Errorf("drift %d after the repair", res.Drift)
+	if res := mustFull(t, r, []ipvs.VirtualServer{web, dns}, own(vip)); res.Drift.Total() != 0 {
+		t.Errorf("drift %d after the repair", res.Drift.Total())
 	}
 	// The service itself deleted by hand, then a partial sync that updates
 	// it: recreated.
@@ -387,7 +387,7 @@ func TestDriftRepairedByFull(t *testing.T) {
 		t.Fatal(err)
 	}
 	web.Scheduler = "lc"
-	res, _ = r.Partial([]ipvs.VirtualServer{web}, changed("default/web"))
+	res, _ = r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{web}, Changed: changed("default/web")})
 	if res.Err() != nil || res.ServicesAdded != 1 || res.RealServersAdded != 2 {
 		t.Fatalf("recreate: %+v %v", res, res.Err())
 	}
@@ -437,12 +437,12 @@ func TestGracefulCountersOneRead(t *testing.T) {
 		ft.SetConnections(v.Key, v.RealServers[1], 1, 0) // half keep a connection
 	}
 	clk.SetTime(clk.Now().Add(time.Second))
-	if _, err := r.Partial(after, changed("default/s")); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: after, Changed: changed("default/s")}); err != nil {
 		t.Fatal(err)
 	}
 	clk.SetTime(clk.Now().Add(time.Second))
 	dumps := ft.Dumps
-	res, err := r.Partial(after, changed())
+	res, err := r.Partial(ipvs.Desired{VirtualServers: after, Changed: changed()})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}
@@ -476,12 +476,12 @@ func TestGracefulCountersFewOfMany(t *testing.T) {
 		ft.SetConnections(before[i].Key, before[i].RealServers[1], 1, 0)
 	}
 	clk.SetTime(clk.Now().Add(time.Second))
-	if _, err := r.Partial(after, changed("default/s")); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: after, Changed: changed("default/s")}); err != nil {
 		t.Fatal(err)
 	}
 	clk.SetTime(clk.Now().Add(time.Second))
 	dumps := ft.Dumps
-	res, err := r.Partial(after, changed())
+	res, err := r.Partial(ipvs.Desired{VirtualServers: after, Changed: changed()})
 	if err != nil || res.Err() != nil {
 		t.Fatal(err, res.Err())
 	}

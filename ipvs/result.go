@@ -9,26 +9,35 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
-// Failure is one change the reconciler could not make.
-type Failure struct {
+// Target is what a Failure of the reconciler is about: a virtual server
+// and the service port that asked for it.
+type Target struct {
 	// Service is the service port of the virtual server; zero for one no
 	// Service asks for any more.
 	Service model.ServicePortName
 	Key     Key
-	Err     error
 }
 
-func (f Failure) Error() string {
-	if f.Service.IsZero() {
-		return fmt.Sprintf("virtual server %s: %v", f.Key, f.Err)
+func (t Target) String() string {
+	if t.Service.IsZero() {
+		return fmt.Sprintf("virtual server %s", t.Key)
 	}
-	return fmt.Sprintf("service %s virtual server %s: %v", f.Service, f.Key, f.Err)
+	return fmt.Sprintf("service %s virtual server %s", t.Service, t.Key)
 }
 
-func (f Failure) Unwrap() error { return f.Err }
+// Failure is one change the reconciler could not make.
+type Failure = layer.Failure[Target]
 
-// Result counts what one sync changed and lists what failed.
+// DriftVirtualServer is the Drift kind of an owned virtual server
+// deleted, added or changed (attributes or real servers) outside the proxy.
+const DriftVirtualServer layer.Kind = "virtual_server"
+
+// Result counts what one sync changed; its Result lists what failed and,
+// in a Full after the first, the drift (DriftVirtualServer): each is
+// logged and then repaired.
 type Result struct {
+	layer.Result[Target]
+
 	ServicesAdded, ServicesUpdated, ServicesDeleted          int
 	RealServersAdded, RealServersUpdated, RealServersDeleted int
 	// Quiesced counts TCP real servers set to weight 0 for graceful
@@ -39,11 +48,6 @@ type Result struct {
 	ConntrackDeleted int
 	// Conntrack is each family's flow deletions, IPv4 first.
 	Conntrack [2]ConntrackRound
-	// Drift counts, in a Full after the first, owned virtual servers that
-	// were deleted, added or changed (attributes or real servers) outside
-	// the proxy since the sync before: each is logged and then repaired.
-	Drift    int
-	Failures []Failure
 }
 
 // ConntrackRound is one family's conntrack flow deletions in one sync:
@@ -65,20 +69,17 @@ func (r *Result) Changes() int {
 		r.RealServersAdded + r.RealServersUpdated + r.RealServersDeleted
 }
 
-// Err joins the failures, or is nil.
-func (r *Result) Err() error { return layer.Join(r.Failures) }
-
 // FailedServices lists the service ports with at least one failure,
 // sorted (the zero one first, for failures of no service).
 func (r *Result) FailedServices() []model.ServicePortName {
 	var out []model.ServicePortName
 	for _, f := range r.Failures {
-		out = append(out, f.Service)
+		out = append(out, f.ID.Service)
 	}
 	slices.SortFunc(out, model.ServicePortName.Compare)
 	return slices.Compact(out)
 }
 
 func (r *Result) fail(service model.ServicePortName, k Key, err error) {
-	r.Failures = append(r.Failures, Failure{Service: service, Key: k, Err: err})
+	r.Fail(Target{Service: service, Key: k}, err)
 }

@@ -44,7 +44,7 @@ func TestMirrorSharesDesiredRealServers(t *testing.T) {
 	// deleted at once; nothing is added or reweighted.
 	tcp2 := vs("default/web:http", model.TCP, vip, 80, ep2)
 	udp2 := vs("kube-system/dns:dns", model.UDP, vip, 53, ep2)
-	if res, err := r.Partial([]ipvs.VirtualServer{tcp2, udp2}, changed("default/web", "kube-system/dns")); err != nil || res.Err() != nil {
+	if res, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{tcp2, udp2}, Changed: changed("default/web", "kube-system/dns")}); err != nil || res.Err() != nil {
 		t.Fatalf("Partial: %v %v", err, res.Err())
 	}
 	check("quiesce and delete")
@@ -65,7 +65,7 @@ func TestMirrorSharesDesiredRealServers(t *testing.T) {
 	// A reweight of a shared list.
 	udp3 := vs("kube-system/dns:dns", model.UDP, vip, 53, ep2)
 	udp3.RealServers[0].Weight = 2
-	if _, err := r.Partial([]ipvs.VirtualServer{tcp2, udp3}, changed("kube-system/dns")); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{tcp2, udp3}, Changed: changed("kube-system/dns")}); err != nil {
 		t.Fatal(err)
 	}
 	if udp2.RealServers[0].Weight != 1 {
@@ -74,7 +74,7 @@ func TestMirrorSharesDesiredRealServers(t *testing.T) {
 
 	// The quiesced ep1's graceful termination ends.
 	clk.SetTime(clk.Now().Add(2 * time.Minute))
-	if _, err := r.Partial([]ipvs.VirtualServer{tcp2, udp3}, changed()); err != nil {
+	if _, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{tcp2, udp3}, Changed: changed()}); err != nil {
 		t.Fatal(err)
 	}
 	check("graceful termination")

@@ -61,7 +61,7 @@ func TestFullPublishesLabelledStats(t *testing.T) {
 	var got []*ipvs.StatsSnapshot
 	r := ipvs.NewReconciler(tbl, ipvs.Options{Stats: ipvs.StatsOptions{Publish: func(s *ipvs.StatsSnapshot) { got = append(got, s) }, RealServers: true}})
 	own := ipvs.Ownership{NodeAddrs: []netip.Addr{netip.MustParseAddr("198.51.100.1")}}
-	if _, err := r.Full(desired, own); err != nil {
+	if _, err := r.Full(ipvs.Desired{VirtualServers: desired, Own: own}); err != nil {
 		t.Fatal(err)
 	}
 	// The first read found only the foreign server: nothing desired to label.
@@ -69,12 +69,12 @@ func TestFullPublishesLabelledStats(t *testing.T) {
 		t.Fatalf("first snapshot %+v, want one with no service", got)
 	}
 	fake.SetConnections(cluster, rs, 2, 5)
-	read := r.BeginRead()
+	read := r.BeginFull()
 	dump, err := read()
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := r.FullFrom(dump, desired, own, nil); err != nil {
+	if _, err := r.FullFrom(ipvs.Desired{VirtualServers: desired, Own: own}, dump, nil); err != nil {
 		t.Fatal(err)
 	}
 	// Each walk of this fake reads it twice (its listing and its
@@ -109,7 +109,7 @@ func TestFullPublishesLabelledStats(t *testing.T) {
 func TestNoStatsWithoutPublish(t *testing.T) {
 	tbl := &statsTable{FakeTable: ipvstest.NewFakeTable()}
 	r := ipvs.NewReconciler(tbl, ipvs.Options{})
-	if _, err := r.Full(nil, ipvs.Ownership{}); err != nil {
+	if _, err := r.Full(ipvs.Desired{VirtualServers: nil, Own: ipvs.Ownership{}}); err != nil {
 		t.Fatal(err)
 	}
 	if tbl.walks != 0 {

@@ -28,7 +28,7 @@ func TestFullFromInTurns(t *testing.T) {
 	slices.SortFunc(desired, func(a, b ipvs.VirtualServer) int { return ipvs.CompareKeys(a.Key, b.Key) })
 	mustFull(t, r, desired, own(vip))
 
-	read := r.BeginRead()
+	read := r.BeginFull()
 	dump, err := read()
 	if err != nil {
 		t.Fatal(err)
@@ -46,19 +46,19 @@ func TestFullFromInTurns(t *testing.T) {
 	next = slices.Insert(next, 0, early)
 
 	var turns, took int
-	turn := func() []ipvs.VirtualServer {
+	turn := func() (ipvs.Desired, bool) {
 		turns++
 		if turns > 1 {
-			return nil
+			return ipvs.Desired{}, false
 		}
 		took++
-		res, err := r.Partial([]ipvs.VirtualServer{early, late}, changed("ns/early", late.Service.NamespacedName.String(), gone.Service.NamespacedName.String()))
+		res, err := r.Partial(ipvs.Desired{VirtualServers: []ipvs.VirtualServer{early, late}, Changed: changed("ns/early", late.Service.NamespacedName.String(), gone.Service.NamespacedName.String())})
 		if err != nil || res.Err() != nil {
 			t.Fatalf("the turn's partial sync: %v %v", err, res.Err())
 		}
-		return next
+		return ipvs.Desired{VirtualServers: next}, true
 	}
-	res, err := r.FullFrom(dump, desired, own(vip), turn)
+	res, err := r.FullFrom(ipvs.Desired{VirtualServers: desired, Own: own(vip)}, dump, turn)
 	if err != nil || res.Err() != nil {
 		t.Fatalf("FullFrom: %v %v", err, res.Err())
 	}
@@ -72,7 +72,7 @@ func TestFullFromInTurns(t *testing.T) {
 		t.Errorf("the full sync itself changed %d things (%+v); the turn's partial sync made every change", res.Changes(), res)
 	}
 	// The mirror is the table's: a Full of the newest list finds nothing.
-	if res := mustFull(t, r, next, own(vip)); res.Drift != 0 || res.Changes() != 0 {
+	if res := mustFull(t, r, next, own(vip)); res.Drift.Total() != 0 || res.Changes() != 0 {
 		t.Errorf("Full after the full sync in turns: %+v", res)
 	}
 }

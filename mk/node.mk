@@ -3,6 +3,8 @@
 #
 #   make kubelet      build the kubelet v1.34.4 once into .cache/kubelet
 #                     (scripts/build-k8s.sh kubelet; a no-op when present)
+#   make agnhost      the same for upstream's test image program agnhost,
+#                     the backend pod's netexec, into .cache/agnhost
 #   make node-image   the release image for linux/amd64 only, as `make
 #                     release` assembles it (scripts/release-rootfs.sh's
 #                     Debian root file system, tools/ociimage), as one OCI
@@ -12,7 +14,8 @@
 #                     plugins and that kubelet form a node of the host's test
 #                     API server; the replace-kube-proxy overlay's DaemonSet
 #                     runs there from the imported image and serves a
-#                     ClusterIP (TestNode in test/e2e/node; docs/testing.md)
+#                     ClusterIP (TestNode in test/e2e/node; docs/testing.md);
+#                     the helm scenario runs `make helm`'s helm (mk/chart.mk)
 #
 # Not in `make test`: it builds the kubelet (minutes of CPU once) and boots
 # the VM for several minutes; docs/testing.md has the figures.
@@ -23,6 +26,7 @@ node_default_goal := $(.DEFAULT_GOAL)
 GO          ?= go
 K8S_VERSION ?= v1.34.4
 KUBELET_BIN := $(CURDIR)/.cache/kubelet/kubelet-$(K8S_VERSION)
+AGNHOST_BIN := $(CURDIR)/.cache/agnhost/agnhost-$(K8S_VERSION)
 NODE_DIR    ?= .cache/node
 # Debian bookworm's: containerd 1.6 serves the CRI v1 API that kubelet
 # v1.34 requires (it falls back to its own cgroupDriver setting where 1.6
@@ -30,9 +34,9 @@ NODE_DIR    ?= .cache/node
 # keeps the API server out of the proxy pod's reach for a while.
 NODE_PKGS   := containerd runc containernetworking-plugins nftables
 
-.PHONY: kubelet node-deps node-image test-node
-kubelet:
-	GO='$(GO)' K8S_VERSION=$(K8S_VERSION) bash scripts/build-k8s.sh kubelet
+.PHONY: kubelet agnhost node-deps node-image test-node
+kubelet agnhost:
+	GO='$(GO)' K8S_VERSION=$(K8S_VERSION) bash scripts/build-k8s.sh $@
 
 node-deps:
 	@dpkg-query -W $(NODE_PKGS) >/dev/null 2>&1 || { apt-get update -qq && \
@@ -55,8 +59,9 @@ node-image:
 		tar --sort=name --owner=0 --group=0 --numeric-owner -C $(NODE_DIR)/oci -cf $(NODE_DIR)/ipvs-proxy-$$tag-oci.tar .; \
 	done
 
-test-node: deps kubelet kube-proxy node-deps node-image
+test-node: deps kubelet agnhost helm kube-proxy node-deps node-image
 	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
+		NODE_AGNHOST_BIN=$(AGNHOST_BIN) NODE_HELM_BIN=$(HELM_BIN) \
 		NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(VERSION)-oci.tar \
 		NODE_ROLLOUT_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(ROLLOUT_TAG)-oci.tar NODE_ROLLOUT_TAG=$(ROLLOUT_TAG) \
 		NODE_KUBE_PROXY_ROOTFS=$(CURDIR)/$(NODE_DIR)/rootfs-kube-proxy-amd64.tar \

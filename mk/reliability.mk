@@ -103,7 +103,7 @@ chaos:
 
 reliability: chaos
 
-# --- daemon soak (test/e2e/chaos: `ipvs-proxy run` under API churn) ---
+# --- daemon soak (test/e2e/daemonsoak: `ipvs-proxy run` under API churn) ---
 # make daemon-soak                                   1,000 services, 3 min
 # make daemon-soak DSOAK_SERVICES=10000 DSOAK_DURATION=30m DSOAK_CHECK=15m
 DSOAK_SERVICES  ?= 1000
@@ -119,10 +119,10 @@ daemon-soak:
 	bash scripts/install-deps.sh
 	@mkdir -p $(RELIABILITY_DIR)
 	$(GO) build -o $(RELIABILITY_DIR)/ipvs-proxy ./cmd/ipvs-proxy
-	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/chaos-guest.test ./chaos
+	cd test/e2e && $(GO) test -c -tags kernel -o $(RELIABILITY_DIR)/daemonsoak-guest.test ./daemonsoak
 	cd test/e2e && DSOAK=1 DSOAK_SERVICES=$(DSOAK_SERVICES) DSOAK_ENDPOINTS=$(DSOAK_ENDPOINTS) DSOAK_DURATION=$(DSOAK_DURATION) \
 		DSOAK_CHECK=$(DSOAK_CHECK) DSOAK_SEED=$(DSOAK_SEED) DSOAK_PROFILES=$(DSOAK_PROFILES) CHAOS_PROXY_BIN=$(RELIABILITY_DIR)/ipvs-proxy \
-		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/chaos-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestDaemonSoak$$' ./chaos
+		CHAOS_GUEST_BIN=$(RELIABILITY_DIR)/daemonsoak-guest.test $(GO) test -count=1 -v -timeout 300m -run '^TestDaemonSoak$$' ./daemonsoak
 
 # `make test` runs the short fuzz (about 10 s of fuzzing plus the
 # instrumented build of addrmgr and the planner).

@@ -12,9 +12,14 @@
 #                        (to chase a rare failure)
 #   make test-takeover-modes
 #                        the takeover from kube-proxy's iptables mode and
-#                        the way back to it (TAKEOVER_MODE=iptables), then
-#                        the takeover from its nftables mode
+#                        the way back and the way out to it
+#                        (TAKEOVER_MODE=iptables), then the takeover from
+#                        its nftables mode and the way out to it
 #                        (TAKEOVER_MODE=nftables); opt-in
+#   make test-kube-proxy-cleanup
+#                        kube-proxy's nftables-mode start-up cleanup with and
+#                        without /lib/modules (test/e2e/bed/kubeproxy): what the
+#                        way out to nftables mode relies on (part of `make test`)
 #
 # The cold kube-proxy build is ~10 min of CPU on 2 cores, once per machine
 # (GOCACHE and .cache/kube-proxy keep it); docs/testing.md has the figures.
@@ -29,7 +34,7 @@ TAKEOVER_FLAGS     ?=
 TAKEOVER_CYCLES    ?=
 TAKEOVER_MODE      ?=
 
-.PHONY: kube-proxy test-takeover test-takeover-modes
+.PHONY: kube-proxy test-takeover test-takeover-modes test-kube-proxy-cleanup
 kube-proxy:
 	GO='$(GO)' KUBE_PROXY_VERSION=$(KUBE_PROXY_VERSION) bash scripts/build-k8s.sh kube-proxy
 
@@ -47,6 +52,12 @@ test-takeover: deps build kube-proxy
 # caught: IPVS matching the SYN-ACK to an older, closed connection of the
 # same client port, which the verdict now finds (docs/testing.md).
 TEST_TARGETS += test-takeover
+
+# One short boot: two kube-proxy starts, no API server.
+test-kube-proxy-cleanup: deps kube-proxy
+	cd test/e2e && KUBE_PROXY_CLEANUP=1 KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
+		$(GO) test -count=1 -vet=off -v -timeout 20m -run '^TestStartupCleanup$$' ./bed/kubeproxy
+TEST_TARGETS += test-kube-proxy-cleanup
 
 # Two more boots of the same bed, each about as long as test-takeover.
 test-takeover-modes:

@@ -141,12 +141,8 @@ func TestKubeProxyCommandLines(t *testing.T) {
 		{"kubeadm ipvs", []string{"--config=" + ipvsConfig, "--hostname-override=node-a"}},
 		// EKS's kube-proxy add-on: kube-proxy --v=2 --config=/var/lib/kube-proxy-config/config --hostname-override=$(NODE_NAME)
 		{"eks", []string{"--v=2", "--config=" + ipvsConfig, "--hostname-override=node-a"}},
-		// kops' nodeup (nodeup/pkg/model/tests/golden/minimal/tasks-kube-proxy.yaml,
-		// the arguments go-runner passes to /usr/local/bin/kube-proxy), with
-		// the --proxy-mode its IPVS clusters add.
-		{"kops", []string{"--cluster-cidr=100.96.0.0/11", "--conntrack-max-per-core=131072",
-			"--kubeconfig=/var/lib/kube-proxy/kubeconfig", "--master=https://api.internal.minimal.example.com",
-			"--oom-score-adj=-998", "--v=2", "--proxy-mode=ipvs"}},
+		// kops, k3s and RKE2, whose kube-proxy takes flags alone:
+		// TestDistributionKubeProxyArgs, from their own files.
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			var stdout, stderr bytes.Buffer
@@ -174,7 +170,8 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	dir := t.TempDir()
 	first, second := filepath.Join(dir, "1.yaml"), filepath.Join(dir, "2.yaml")
 	if code := Main([]string{"run", "--write-config-to=" + first, "--ipvs-scheduler=sh", "--sync-period=20s",
-		"--nodeport-addresses=primary", "--protected-cidrs=172.16.0.0/12", "--v=3", "--kube-api-qps=50"}, nil, new(bytes.Buffer), new(bytes.Buffer)); code != exitOK {
+		"--nodeport-addresses=primary", "--protected-cidrs=172.16.0.0/12", "--v=3", "--kube-api-qps=50",
+		"--service-stats=false", "--service-stats-real-servers", "--service-stats-max-series=500", "--strict-arp-vips"}, nil, new(bytes.Buffer), new(bytes.Buffer)); code != exitOK {
 		t.Fatalf("write: exit %d", code)
 	}
 	var stderr bytes.Buffer
@@ -186,7 +183,8 @@ func TestWriteConfigRoundTrip(t *testing.T) {
 	if !bytes.Equal(a, b) {
 		t.Errorf("read back differs:\n%s\nvs\n%s", a, b)
 	}
-	for _, want := range []string{"scheduler: sh", "syncPeriod: 20s", "- primary", "verbosity: 3", "qps: 50", "maxPerCore: 32768"} {
+	for _, want := range []string{"scheduler: sh", "syncPeriod: 20s", "- primary", "verbosity: 3", "qps: 50", "maxPerCore: 32768",
+		"enabled: false", "realServers: true", "maxSeries: 500", "strictARPVIPs: true"} {
 		if !bytes.Contains(a, []byte(want)) {
 			t.Errorf("written configuration lacks %q:\n%s", want, a)
 		}

@@ -22,7 +22,8 @@
 // A failure of one service never stops the others: the Result lists what
 // failed, per service, and the next sync retries. The applier owns no
 // kernel access itself; it drives ipvs.Reconciler, addrmgr.Manager and the
-// Rules layer.
+// Rules layer (*iptables.Syncer), each through the layers' one contract,
+// layer.Layer (layers.go).
 package applier
 
 import (
@@ -37,47 +38,19 @@ import (
 	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// Rules is the ipset and iptables layer (*iptables.Syncer). Each method
-// must add set entries before rules refer to them and remove them after.
-type Rules interface {
-	// Full reads the kernel (one ipset dump, one iptables-save per table)
-	// and repairs every difference, also tampering by others.
-	Full(sets []iptables.IPSet, rules []iptables.Ruleset) error
-	// Partial syncs from its mirror: set entry differences (no dump, no
-	// exec), and the chains only when the planned rules changed.
-	Partial(sets []iptables.IPSet, rules []iptables.Ruleset) error
-	// Cleanup removes the chains, jump rules and sets named in the plan of
-	// an empty cluster, and nothing else.
-	Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
-}
+// Rules is the ipset and iptables layer (*iptables.Syncer) under the
+// layers' one contract. Each of its syncs adds set entries before rules
+// refer to them and removes them after.
+type Rules = layer.Layer[iptables.Desired, *iptables.Readback, *iptables.Result]
 
 var _ Rules = (*iptables.Syncer)(nil)
-
-// DriftReporter is a Rules layer that tells what its last Full found
-// changed by others (*iptables.Syncer).
-type DriftReporter interface {
-	LastDrift() iptables.Drift
-}
-
-// Drift is what a sync found changed in the kernel by others since the
-// proxy last wrote it, and repaired: a deleted virtual server, an address
-// added to kube-ipvs0 by hand, a flushed chain, a deleted ipset entry. The
-// IPVS and rules parts are known only in full syncs (partial syncs do not
-// read them); the addresses in every sync.
-type Drift struct {
-	VirtualServers int
-	Addresses      int
-	iptables.Drift
-}
-
-// Total is the number of repairs.
-func (d Drift) Total() int { return d.VirtualServers + d.Addresses + d.Drift.Total() }
 
 // Applier applies planner states. Not safe for concurrent use.
 type Applier struct {
@@ -94,6 +67,8 @@ type Applier struct {
 	// turning is set while a full sync gives changes a turn (turn.go): the
 	// partial syncs then run inside it.
 	turning bool
+	// arpFrom is the plan's addresses the ARP table last took (arp.go).
+	arpFrom prefixes
 }
 
 // New returns an applier. rules may be nil: ipsets and iptables are then
@@ -112,8 +87,13 @@ type Result struct {
 	Bind   *addrmgr.Result
 	// RulesErr is the Rules layer's error, if any.
 	RulesErr error
-	// Drift is what this sync found changed by others, and repaired.
-	Drift Drift
+	// Drift is what this sync found changed in the kernel by others since
+	// the proxy last wrote it, and repaired, by kind (ipvs.DriftVirtualServer,
+	// addrmgr.DriftAddress, iptables.DriftIPSetEntry ...): a deleted virtual
+	// server, an address added to kube-ipvs0 by hand, a flushed chain, a
+	// deleted ipset entry. The IPVS and rules kinds are known only in full
+	// syncs (partial syncs do not read them); the addresses in every sync.
+	Drift layer.Drift
 	// Took is how long each phase of the sync took.
 	Took Timings
 	// Turns are the partial syncs a full sync ran between its steps for
@@ -197,7 +177,7 @@ func (a *Applier) Full(st *planner.State, nodeAddrs []netip.Addr) (*Result, erro
 // error is non-nil only when the kernel could not be read.
 func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result, error) {
 	res := &Result{Bind: &addrmgr.Result{}}
-	bound, unbound, err := a.addrs.Cleanup()
+	unbound, err := a.addrs.Cleanup(addrmgr.Desired{})
 	if err != nil {
 		return nil, err
 	}
@@ -206,21 +186,25 @@ func (a *Applier) Cleanup(empty *planner.State, nodeAddrs []netip.Addr) (*Result
 		res.add(model.ServicePortName{}, f)
 	}
 	own := ipvs.Ownership{NodeAddrs: slices.Clone(nodeAddrs)}
-	for _, p := range bound {
+	for _, p := range unbound.View {
 		own.BoundAddrs = append(own.BoundAddrs, p.Addr())
 	}
-	if res.IPVS, err = a.ipvs.Cleanup(own); err != nil {
+	if res.IPVS, err = a.ipvs.Cleanup(ipvs.Desired{Own: own}); err != nil {
 		return nil, fmt.Errorf("ipvs cleanup: %w", err)
 	}
 	for _, f := range res.IPVS.Failures {
-		res.add(f.Service, f)
+		res.add(f.ID.Service, f)
 	}
 	a.settle(res, true)
 	if a.rules != nil {
-		if err := a.rules.Cleanup(empty.IPSets, empty.Rulesets); err != nil {
+		rres, err := a.rules.Cleanup(iptables.Desired{Sets: empty.IPSets, Rules: empty.Rulesets})
+		if err != nil {
 			res.RulesErr = err
-			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets cleanup: %w", err))
+			res.add(model.ServicePortName{}, fmt.Errorf("%s: %w", iptables.PartCleanup, err))
+		} else {
+			addRules(res, rres)
 		}
+		a.cleanupARP(res)
 	}
 	a.log.Info("cleanup", zap.Int("ipvsChanges", res.IPVS.Changes()), zap.Int("unbound", res.Unbind.Unbound),
 		zap.Stringers("failedServices", res.FailedServices()))
@@ -319,19 +303,19 @@ func (c changedSet) names() ipvs.Changed {
 func (a *Applier) sync(st *planner.State, full bool, changed changedSet, selected []ipvs.VirtualServer, rb *Readback, turn Turn) (*Result, error) {
 	s := &syncRun{a: a, st: st, full: full, changed: changed, rb: rb, turn: turn, res: &Result{}, mark: a.Clock.Now()}
 	s.takeTurn()
-	bound, err := s.dump()
+	read, err := s.dump()
 	if err != nil {
 		return nil, err
 	}
 	if full {
 		selected = s.st.VirtualServers
 	}
-	unwanted := s.record(selected)
-	s.unbind(unwanted)
+	s.record(selected, read.Unwanted)
+	s.unbind(read.Unwanted)
 	if s.takeTurn() {
 		selected = s.st.VirtualServers
 	}
-	if err := s.reconcileIPVS(selected, bound); err != nil {
+	if err := s.reconcileIPVS(selected, read.View); err != nil {
 		return nil, err
 	}
 	s.takeTurn()
@@ -422,37 +406,12 @@ func (s *syncRun) servicesOf(addr netip.Addr) []model.ServicePortName {
 	return out
 }
 
-// dump reads kube-ipvs0: always in a full sync (from the read beside the
-// loop, rb, when there is one); in a partial one only when
-// the address manager's watch saw a change by others or lost events (or
-// there is no watch), its view being kube-ipvs0's otherwise.
-func (s *syncRun) dump() (bound []netip.Prefix, err error) {
-	res := s.res
-	switch {
-	case s.full && s.rb != nil:
-		bound, err = s.a.addrs.DumpFrom(s.rb.addrs)
-		res.AddressesDumped = err == nil
-	case s.full:
-		bound, err = s.a.addrs.Dump()
-		res.AddressesDumped = err == nil
-	default:
-		res.AddressesDumped, err = s.a.addrs.Refresh()
-	}
-	if err != nil {
-		return nil, err
-	}
-	res.Drift.Addresses = s.a.addrs.Drift()
-	s.lap(&res.Took.Dump)
-	return bound, nil
-}
-
 // record journals what kube-ipvs0 will not show to be ours while this sync
-// runs, before the first change: the addresses about to be unbound, which
-// it returns, and desired virtual servers on addresses not bound through
+// runs, before the first change: the addresses about to be unbound
+// (unwanted), and desired virtual servers on addresses not bound through
 // the sync.
-func (s *syncRun) record(selected []ipvs.VirtualServer) []addrmgr.Unwanted {
+func (s *syncRun) record(selected []ipvs.VirtualServer, unwanted []addrmgr.Unwanted) {
 	a := s.a
-	unwanted := a.addrs.Unwanted(s.st.Addresses)
 	leaving := make(map[netip.Addr]bool, len(unwanted))
 	leavingList := make([]netip.Addr, 0, len(unwanted))
 	for _, u := range unwanted {
@@ -464,7 +423,6 @@ func (s *syncRun) record(selected []ipvs.VirtualServer) []addrmgr.Unwanted {
 		a.log.Warn("ownership journal not written: a restart after a crash may not adopt every virtual server", zap.Error(err))
 	}
 	s.lap(&s.res.Took.Journal)
-	return unwanted
 }
 
 // unbind removes the unwanted addresses, before any virtual server goes.
@@ -473,70 +431,10 @@ func (s *syncRun) unbind(unwanted []addrmgr.Unwanted) {
 	res.Unbind = s.a.addrs.Remove(unwanted)
 	s.lap(&res.Took.Unbind)
 	for _, f := range res.Unbind.Failures {
-		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
+		for _, svc := range s.servicesOf(f.ID.Prefix.Addr()) {
 			res.add(svc, f)
 		}
 	}
-}
-
-// reconcileIPVS makes the IPVS table hold the selected virtual servers: all
-// of them against one dump in a full sync, bound being kube-ipvs0 as
-// dumped; the changed services' against the mirror in a partial one. An
-// error (the table could not be read, or was never read) stops the sync:
-// addresses stay as they are rather than be bound without their virtual
-// servers.
-func (s *syncRun) reconcileIPVS(selected []ipvs.VirtualServer, bound []netip.Prefix) error {
-	a, res := s.a, s.res
-	var err error
-	if s.full {
-		own := ipvs.Ownership{NodeAddrs: a.nodeAddrs}
-		for _, p := range bound {
-			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
-		}
-		for _, p := range s.st.Addresses {
-			own.BoundAddrs = append(own.BoundAddrs, p.Addr())
-		}
-		if s.rb != nil {
-			res.IPVS, err = a.ipvs.FullFrom(s.rb.ipvs, s.st.VirtualServers, own, s.ipvsTurn())
-		} else {
-			res.IPVS, err = a.ipvs.Full(s.st.VirtualServers, own)
-		}
-	} else {
-		res.IPVS, err = a.ipvs.Partial(selected, s.changed.names())
-	}
-	if err != nil {
-		return fmt.Errorf("ipvs sync: %w", err)
-	}
-	for _, f := range res.IPVS.Failures {
-		res.add(f.Service, f)
-	}
-	res.Drift.VirtualServers = res.IPVS.Drift
-	s.lap(&res.Took.IPVS)
-	return nil
-}
-
-// syncRules applies the ipsets, then the iptables rules.
-func (s *syncRun) syncRules() {
-	a, res := s.a, s.res
-	if a.rules != nil {
-		apply := a.rules.Partial
-		if s.full {
-			apply = a.rules.Full
-			if rr, ok := a.rules.(RulesReadbacker); ok && s.rb != nil && s.rb.rules != nil {
-				apply = func(sets []iptables.IPSet, rules []iptables.Ruleset) error {
-					return rr.FullFrom(sets, rules, s.rb.rules)
-				}
-			}
-		}
-		if err := apply(s.st.IPSets, s.st.Rulesets); err != nil {
-			res.RulesErr = err
-			res.add(model.ServicePortName{}, fmt.Errorf("iptables and ipsets: %w", err))
-		}
-		if dr, ok := a.rules.(DriftReporter); ok && s.full {
-			res.Drift.Drift = dr.LastDrift()
-		}
-	}
-	s.lap(&res.Took.Rules)
 }
 
 // bind binds each desired address whose virtual servers all exist.
@@ -559,7 +457,7 @@ func (s *syncRun) bind() {
 		res.Bind.Failures = slices.DeleteFunc(res.Bind.Failures, func(f addrmgr.Failure) bool { return errors.Is(f.Err, addrmgr.ErrNotReady) })
 	}
 	for _, f := range res.Bind.Failures {
-		for _, svc := range s.servicesOf(f.Prefix.Addr()) {
+		for _, svc := range s.servicesOf(f.ID.Prefix.Addr()) {
 			res.add(svc, f)
 		}
 	}

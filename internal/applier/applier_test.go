@@ -13,6 +13,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
@@ -29,32 +30,51 @@ func (g setGuard) Check(a netip.Addr) guard.Verdict {
 	return guard.Verdict{}
 }
 
-// fakeRules holds the last applied state.
+// fakeRules holds the last applied state. Its read beside the loop reads
+// nothing, and its FullFrom is a Full.
 type fakeRules struct {
 	sets  []iptables.IPSet
 	fulls int
 	err   error
 }
 
-func (f *fakeRules) Partial(sets []iptables.IPSet, _ []iptables.Ruleset) error {
+// result is a sync's Result: err as its failure.
+func (f *fakeRules) result() (*iptables.Result, error) {
+	res := &iptables.Result{}
 	if f.err != nil {
-		return f.err
+		res.Fail(iptables.PartSync, f.err)
 	}
-	f.sets = sets
-	return nil
+	return res, nil
 }
 
-func (f *fakeRules) Full(sets []iptables.IPSet, rules []iptables.Ruleset) error {
+func (f *fakeRules) Partial(d iptables.Desired) (*iptables.Result, error) {
+	if f.err == nil {
+		f.sets = d.Sets
+	}
+	return f.result()
+}
+
+func (f *fakeRules) Full(d iptables.Desired) (*iptables.Result, error) {
 	f.fulls++
-	return f.Partial(sets, rules)
+	return f.Partial(d)
 }
 
-func (f *fakeRules) Cleanup([]iptables.IPSet, []iptables.Ruleset) error {
+func (f *fakeRules) Cleanup(iptables.Desired) (*iptables.Result, error) {
 	if f.err != nil {
-		return f.err
+		res := &iptables.Result{}
+		res.Fail(iptables.PartCleanup, f.err)
+		return res, nil
 	}
 	f.sets = nil
-	return nil
+	return &iptables.Result{}, nil
+}
+
+func (f *fakeRules) BeginFull() func() (*iptables.Readback, error) {
+	return func() (*iptables.Readback, error) { return nil, nil }
+}
+
+func (f *fakeRules) FullFrom(d iptables.Desired, _ *iptables.Readback, _ layer.Turn[iptables.Desired]) (*iptables.Result, error) {
+	return f.Full(d)
 }
 
 var (
@@ -367,7 +387,7 @@ func TestWatchedPartialSyncs(t *testing.T) {
 	tbl := b.table.String()
 	st = state("ns/a=10.96.0.1", "ns/b=10.96.0.2", "ns/c=10.96.0.3")
 	res, err := b.a.Partial(st)
-	if err != nil || res.Err() != nil || !res.AddressesDumped || res.Unbind.Unbound != 1 || res.Drift.Addresses != 1 {
+	if err != nil || res.Err() != nil || !res.AddressesDumped || res.Unbind.Unbound != 1 || res.Drift[addrmgr.DriftAddress] != 1 {
 		t.Fatalf("%v %v %+v %+v", err, res.Err(), res, res.Unbind)
 	}
 	if got := b.link.String(); strings.Contains(got, nodeIP.String()) {

@@ -186,7 +186,7 @@ func BenchmarkKernelSync(b *testing.B) {
 	b.ResetTimer()
 	for range b.N {
 		sum.ipvs += progress("ipvs reconciler Full", timeIn(b, nil, func(s *stack) error {
-			res, err := s.rec.Full(st.VirtualServers, ipvs.Ownership{NodeAddrs: nodeAddrs})
+			res, err := s.rec.Full(ipvs.Desired{VirtualServers: st.VirtualServers, Own: ipvs.Ownership{NodeAddrs: nodeAddrs}})
 			if err == nil {
 				err = res.Err()
 			}
@@ -202,7 +202,13 @@ func BenchmarkKernelSync(b *testing.B) {
 		}))
 		sum.ipBatch += progress("ip -batch", timeIn(b, mkDevice, func(*stack) error { return execStdin(addrIn, "ip", "-batch", "-") }))
 
-		sum.sets += progress("ipset netlink Full", timeIn(b, nil, func(s *stack) error { return s.rules.Full(st.IPSets, nil) }))
+		sum.sets += progress("ipset netlink Full", timeIn(b, nil, func(s *stack) error {
+			res, err := s.rules.Full(iptables.Desired{Sets: st.IPSets})
+			if err == nil {
+				err = res.Err()
+			}
+			return err
+		}))
 		sum.restore += progress("ipset restore", timeIn(b, none, func(*stack) error { return execStdin(setIn, "ipset", "restore") }))
 
 		// The whole applier, then partial syncs in the same namespace.

@@ -6,6 +6,8 @@ import (
 	"slices"
 	"time"
 
+	"k8s.io/utils/clock"
+
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
@@ -13,9 +15,8 @@ import (
 
 // Readback is the kernel state a full sync reads, read beside the sync
 // loop: the IPVS table, most of a full sync at scale (see
-// BenchmarkReadbackFullSyncScale), kube-ipvs0's
-// addresses, and, with a RulesReadbacker, the ipsets and the iptables
-// tables.
+// BenchmarkReadbackFullSyncScale), kube-ipvs0's addresses, and, with a
+// Rules layer, the ipsets and the iptables tables.
 type Readback struct {
 	ipvs  *ipvs.Dump
 	addrs []netip.Prefix
@@ -25,53 +26,45 @@ type Readback struct {
 	Took, TookIPVS, TookAddrs, TookRules time.Duration
 }
 
-// RulesReadbacker is a Rules layer whose full sync reads the kernel
-// beside the loop: *iptables.Syncer.
-type RulesReadbacker interface {
-	BeginFull() func() (*iptables.Readback, error)
-	FullFrom(sets []iptables.IPSet, rules []iptables.Ruleset, rb *iptables.Readback) error
-}
-
-var _ RulesReadbacker = (*iptables.Syncer)(nil)
-
 // BeginFull starts a full sync whose IPVS dump, kube-ipvs0 dump, and
 // ipsets and tables read, run on another goroutine: it returns the read,
 // to run once there (it touches nothing else of the applier). Partial
 // syncs may run meanwhile; FullFrom then takes what the read returned.
 // The layers keep their own view of what those partial syncs wrote
-// (ipvs.Reconciler.BeginRead, addrmgr.Manager.BeginDump,
-// iptables.Syncer.BeginFull).
+// (layer.Layer's BeginFull).
 func (a *Applier) BeginFull() func() (*Readback, error) {
-	read := a.ipvs.BeginRead()
-	readAddrs := a.addrs.BeginDump()
+	readIPVS, readAddrs := a.ipvs.BeginFull(), a.addrs.BeginFull()
 	var readRules func() (*iptables.Readback, error)
-	if rr, ok := a.rules.(RulesReadbacker); ok {
-		readRules = rr.BeginFull()
+	if a.rules != nil {
+		readRules = a.rules.BeginFull()
 	}
 	clk := a.Clock
 	return func() (*Readback, error) {
 		start := clk.Now()
-		dump, err := read()
-		if err != nil {
+		rb := &Readback{}
+		var err error
+		if rb.ipvs, err = timed(clk, readIPVS, &rb.TookIPVS); err != nil {
 			return nil, fmt.Errorf("read the IPVS table: %w", err)
 		}
-		rb := &Readback{ipvs: dump}
-		mark := clk.Now()
-		rb.TookIPVS = mark.Sub(start)
-		if rb.addrs, err = readAddrs(); err != nil {
+		if rb.addrs, err = timed(clk, readAddrs, &rb.TookAddrs); err != nil {
 			return nil, fmt.Errorf("read kube-ipvs0: %w", err)
 		}
-		rb.TookAddrs = clk.Since(mark)
-		mark = clk.Now()
 		if readRules != nil {
-			if rb.rules, err = readRules(); err != nil {
+			if rb.rules, err = timed(clk, readRules, &rb.TookRules); err != nil {
 				return nil, fmt.Errorf("read the ipsets and iptables: %w", err)
 			}
 		}
-		rb.TookRules = clk.Since(mark)
 		rb.Took = clk.Since(start)
 		return rb, nil
 	}
+}
+
+// timed runs a layer's read beside the loop, and tells how long it took.
+func timed[R any](clk clock.PassiveClock, read func() (R, error), took *time.Duration) (R, error) {
+	start := clk.Now()
+	r, err := read()
+	*took = clk.Since(start)
+	return r, err
 }
 
 // FullFrom is Full with the IPVS table as rb, the read BeginFull returned,

@@ -9,6 +9,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -56,7 +57,7 @@ func TestFullFromReadBesideAPartial(t *testing.T) {
 	if b.link.Dumps != dumps || !res.AddressesDumped {
 		t.Errorf("FullFrom dumped kube-ipvs0 %d times (want 0: the read did), AddressesDumped %v", b.link.Dumps-dumps, res.AddressesDumped)
 	}
-	if res.IPVS.ServicesAdded != 1 || res.IPVS.ServicesDeleted != 0 || res.Drift.VirtualServers != 1 {
+	if res.IPVS.ServicesAdded != 1 || res.IPVS.ServicesDeleted != 0 || res.Drift[ipvs.DriftVirtualServer] != 1 {
 		t.Errorf("FullFrom: %+v, drift %+v; want a's :443 added back, and nothing else", res.IPVS, res.Drift)
 	}
 	table := b.table.String()
@@ -113,7 +114,7 @@ func TestFullFromAddressesReadBeside(t *testing.T) {
 	if b.link.Dumps != dumps {
 		t.Errorf("kube-ipvs0 dumped %d times through the manager's own socket, want 0", b.link.Dumps-dumps)
 	}
-	if res.Drift.Addresses != 1 || res.Unbind.Unbound != 1 || res.Bind.Bound != 0 {
+	if res.Drift[addrmgr.DriftAddress] != 1 || res.Unbind.Unbound != 1 || res.Bind.Bound != 0 {
 		t.Errorf("drift %+v, unbound %d, bound %d: want 10.96.0.99 alone found and removed", res.Drift, res.Unbind.Unbound, res.Bind.Bound)
 	}
 	if got := b.link.String(); got != "10.96.0.1/32\n10.96.0.3/32\n" {
@@ -132,7 +133,7 @@ func pfxs(s ...string) []netip.Prefix {
 	return out
 }
 
-// readbackRules is fakeRules as a RulesReadbacker.
+// readbackRules is fakeRules whose read beside the loop is read.
 type readbackRules struct {
 	fakeRules
 	begun, fullFroms int
@@ -144,12 +145,12 @@ func (f *readbackRules) BeginFull() func() (*iptables.Readback, error) {
 	return func() (*iptables.Readback, error) { return f.read, nil }
 }
 
-func (f *readbackRules) FullFrom(sets []iptables.IPSet, rules []iptables.Ruleset, rb *iptables.Readback) error {
+func (f *readbackRules) FullFrom(d iptables.Desired, rb *iptables.Readback, _ layer.Turn[iptables.Desired]) (*iptables.Result, error) {
 	if rb != f.read {
-		return errors.New("FullFrom got another read than BeginFull's")
+		return nil, errors.New("FullFrom got another read than BeginFull's")
 	}
 	f.fullFroms++
-	return f.Partial(sets, rules)
+	return f.Partial(d)
 }
 
 // TestFullFromReadsTheRulesToo: with a Rules layer that reads beside the

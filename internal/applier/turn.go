@@ -1,6 +1,7 @@
 package applier
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
@@ -8,7 +9,7 @@ import (
 // Turn is a periodic full sync's turn for the changes that arrived while
 // it runs (the full sync in turns, docs/architecture.md): FullFrom calls
 // it before its kube-ipvs0 dump, before its IPVS step, between batches of
-// its IPVS walk (ipvs.Turn), after the IPVS step and after the ipsets and
+// its IPVS walk (layer.Turn), after the IPVS step and after the ipsets and
 // iptables. It applies the waiting changes with
 // Partial, as the sync loop applies any change, and returns the state
 // they leave, which the full sync goes on with; nil when nothing was
@@ -17,7 +18,7 @@ import (
 // The full sync's earlier steps stay right for the newer state: what a
 // turn changed it applied whole (its virtual servers, addresses, set
 // entries and rules), the IPVS walk goes on in the newer list after the
-// last key it applied (ipvs.Turn), and the ipsets and rules layers keep
+// last key it applied (layer.Turn), and the ipsets and rules layers keep
 // the writes made since their read (iptables.Syncer.FullFrom).
 type Turn func() *planner.State
 
@@ -47,14 +48,14 @@ func (s *syncRun) takeTurn() bool {
 
 // ipvsTurn is takeTurn as the IPVS walk takes it: the virtual servers of
 // the state the turn left.
-func (s *syncRun) ipvsTurn() ipvs.Turn {
+func (s *syncRun) ipvsTurn() layer.Turn[ipvs.Desired] {
 	if s.turn == nil {
 		return nil
 	}
-	return func() []ipvs.VirtualServer {
+	return func() (ipvs.Desired, bool) {
 		if !s.takeTurn() {
-			return nil
+			return ipvs.Desired{}, false
 		}
-		return s.st.VirtualServers
+		return ipvs.Desired{VirtualServers: s.st.VirtualServers}, true
 	}
 }

@@ -106,8 +106,8 @@ func TestKernelAddressWatch(t *testing.T) {
 		b.node.Run(t, "ip", "addr", "add", hand.String(), "dev", addrmgr.Device)
 		p.waitKick(t, "protected "+hand.String()+" added by hand")
 		res := b.partial(p, st)
-		if !res.AddressesDumped || res.Unbind.Unbound != 1 || res.Drift.Addresses != 1 || slices.Contains(b.kubeIPVS0(), hand.String()) {
-			t.Fatalf("%s added by hand: dumped %v, unbound %d, drift %d, kube-ipvs0 %v", hand, res.AddressesDumped, res.Unbind.Unbound, res.Drift.Addresses, b.kubeIPVS0())
+		if !res.AddressesDumped || res.Unbind.Unbound != 1 || res.Drift[addrmgr.DriftAddress] != 1 || slices.Contains(b.kubeIPVS0(), hand.String()) {
+			t.Fatalf("%s added by hand: dumped %v, unbound %d, drift %d, kube-ipvs0 %v", hand, res.AddressesDumped, res.Unbind.Unbound, res.Drift[addrmgr.DriftAddress], b.kubeIPVS0())
 		}
 		b.checkPlan(st)
 		settle(t, b, p)

@@ -63,6 +63,10 @@ type Config struct {
 	IPVSTCPFinTimeout  time.Duration
 	IPVSUDPTimeout     time.Duration
 	IPVSGracefulPeriod time.Duration
+	// StrictARPVIPs is --strict-arp-vips: the node answers no ARP request
+	// for a kube-ipvs0 address (iptables.ARPTable), every interface's
+	// arp_ignore and arp_announce left as they are.
+	StrictARPVIPs bool
 
 	SyncPeriod    time.Duration
 	MinSyncPeriod time.Duration
@@ -153,6 +157,7 @@ func (c *Config) AddFlags(fs *pflag.FlagSet, planning PlanningFlags) {
 	fs.StringVar(&c.Master, "master", c.Master, "The address of the Kubernetes API server (overrides any value in kubeconfig).")
 	fs.StringVar(&c.HostnameOverride, "hostname-override", c.HostnameOverride, "This node's name; empty means the hostname.")
 	fs.BoolVar(&c.IPVSStrictARP, "ipvs-strict-arp", c.IPVSStrictARP, "Set arp_ignore=1 and arp_announce=2 so the node does not answer ARP for kube-ipvs0 addresses.")
+	fs.BoolVar(&c.StrictARPVIPs, "strict-arp-vips", c.StrictARPVIPs, "Drop ARP requests for kube-ipvs0's IPv4 addresses (ClusterIPs, externalIPs, LoadBalancer IPs) with an nftables table arp ipvs-proxy, leaving every interface's arp_ignore and arp_announce as they are: for MetalLB or kube-vip in L2 mode without --ipvs-strict-arp's side effects.")
 	fs.DurationVar(&c.IPVSTCPTimeout, "ipvs-tcp-timeout", c.IPVSTCPTimeout, "IPVS idle TCP connection timeout; 0 leaves the kernel's value.")
 	fs.DurationVar(&c.IPVSTCPFinTimeout, "ipvs-tcpfin-timeout", c.IPVSTCPFinTimeout, "IPVS TCP FIN_WAIT timeout; 0 leaves the kernel's value.")
 	fs.DurationVar(&c.IPVSUDPTimeout, "ipvs-udp-timeout", c.IPVSUDPTimeout, "IPVS UDP timeout; 0 leaves the kernel's value.")

@@ -81,6 +81,9 @@ func TestOwnFileAndFlagPrecedence(t *testing.T) {
 		t.Errorf("serviceCIDRs, protectedPlatformCIDRs, nodeEndpointNamespaces, maxRealServersPerService not applied: %v %v %v %d",
 			o.ServiceCIDRs, o.PlatformCIDRs, o.NodeEndpointNamespaces, o.MaxRealServersPerService)
 	}
+	if want := (ServiceStats{RealServers: true, MaxSeries: 500}); c.ServiceStats != want || !c.StrictARPVIPs {
+		t.Errorf("serviceStats %+v, strictARPVIPs %v: want %+v, true", c.ServiceStats, c.StrictARPVIPs, want)
+	}
 }
 
 func TestKubeProxyConfiguration(t *testing.T) {

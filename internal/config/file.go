@@ -69,8 +69,12 @@ type ProxyConfiguration struct {
 	StateDir                    *string      `json:"stateDir,omitempty"`
 	DeletedNodeGrace            *v1.Duration `json:"deletedNodeGracePeriod,omitempty"`
 	// EventsLeaseNamespace is --events-lease-namespace.
-	EventsLeaseNamespace *string          `json:"eventsLeaseNamespace,omitempty"`
-	Logging              *LoggingSettings `json:"logging,omitempty"`
+	EventsLeaseNamespace *string `json:"eventsLeaseNamespace,omitempty"`
+	// StrictARPVIPs is --strict-arp-vips.
+	StrictARPVIPs *bool `json:"strictARPVIPs,omitempty"`
+	// ServiceStats is the --service-stats* flags.
+	ServiceStats *ServiceStatsSettings `json:"serviceStats,omitempty"`
+	Logging      *LoggingSettings      `json:"logging,omitempty"`
 	// KubeAPI is --kube-api-qps, --kube-api-burst, --kube-api-content-type.
 	KubeAPI *KubeAPISettings `json:"kubeAPI,omitempty"`
 	// Conntrack is the --conntrack-* flags.
@@ -242,6 +246,8 @@ func (c *Config) applyOwn(pc *ProxyConfiguration, s setter) {
 	set(s, "state-dir", &c.StateDir, pc.StateDir)
 	setDuration(s, "deleted-node-grace-period", &c.DeletedNodeGrace, pc.DeletedNodeGrace)
 	set(s, "events-lease-namespace", &c.EventsLeaseNamespace, pc.EventsLeaseNamespace)
+	set(s, "strict-arp-vips", &c.StrictARPVIPs, pc.StrictARPVIPs)
+	c.ServiceStats.apply(pc.ServiceStats, s)
 	if l := pc.Logging; l != nil {
 		set(s, "log-level", &c.LogLevel, l.Level)
 		set(s, "logging-format", &c.LogFormat, l.Format)

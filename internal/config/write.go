@@ -68,6 +68,8 @@ func (c *Config) File() ProxyConfiguration {
 		StateDir:                    str(c.StateDir),
 		DeletedNodeGrace:            dur(c.DeletedNodeGrace),
 		EventsLeaseNamespace:        str(c.EventsLeaseNamespace),
+		StrictARPVIPs:               &c.StrictARPVIPs,
+		ServiceStats:                c.ServiceStats.file(),
 		Logging:                     &LoggingSettings{Level: str(c.LogLevel), Format: str(c.LogFormat), Verbosity: &c.Verbosity},
 		KubeAPI: &KubeAPISettings{QPS: &k.KubeAPIQPS, Burst: &k.KubeAPIBurst,
 			ContentType: str(k.KubeAPIContentType)},

@@ -6,11 +6,15 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/apimachinery/pkg/types"
 
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
 // What a finished sync leaves behind: its retry, its log line, its
@@ -105,14 +109,15 @@ func (l *Loop) finish(rep *SyncReport, changes informers.Changes, st *planner.St
 
 // noteDrift logs and counts what a sync found changed by others, and
 // repaired.
-func (l *Loop) noteDrift(mode string, d applier.Drift) {
+func (l *Loop) noteDrift(mode string, d layer.Drift) {
 	l.Log.Info("repaired kernel state changed outside the proxy", zap.String("mode", mode),
-		zap.Int("virtualServers", d.VirtualServers), zap.Int("addresses", d.Addresses),
-		zap.Int("ipsetEntries", d.SetEntries), zap.Int("ipsets", d.Sets), zap.Int("iptablesTables", d.Tables))
+		zap.Int("virtualServers", d[ipvs.DriftVirtualServer]), zap.Int("addresses", d[addrmgr.DriftAddress]),
+		zap.Int("ipsetEntries", d[iptables.DriftIPSetEntry]), zap.Int("ipsets", d[iptables.DriftIPSet]), zap.Int("iptablesTables", d[iptables.DriftIPTablesTable]), zap.Int("arpTable", d[iptables.DriftARPTable]))
 	if l.Metrics != nil {
 		l.Metrics.AddDriftRepairs(map[string]int{
-			metrics.DriftVirtualServer: d.VirtualServers, metrics.DriftAddress: d.Addresses,
-			metrics.DriftIPSetEntry: d.SetEntries, metrics.DriftIPSet: d.Sets, metrics.DriftIPTablesTable: d.Tables,
+			metrics.DriftVirtualServer: d[ipvs.DriftVirtualServer], metrics.DriftAddress: d[addrmgr.DriftAddress],
+			metrics.DriftIPSetEntry: d[iptables.DriftIPSetEntry], metrics.DriftIPSet: d[iptables.DriftIPSet], metrics.DriftIPTablesTable: d[iptables.DriftIPTablesTable],
+			metrics.DriftARPTable: d[iptables.DriftARPTable],
 		})
 	}
 }

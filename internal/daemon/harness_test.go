@@ -23,6 +23,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
@@ -268,7 +269,7 @@ type fakeApplier struct {
 	// entered is signalled when an apply starts.
 	entered chan struct{}
 	// drift is reported by the next sync.
-	drift applier.Drift
+	drift layer.Drift
 	// failRules is how many more full syncs fail in the rules layer (a
 	// failure that belongs to no service, as an ipset the kernel refuses
 	// to replace).
@@ -309,7 +310,7 @@ func (f *fakeApplier) sync(st *planner.State, full bool, changed []types.Namespa
 	}
 	match := func(svc model.ServicePortName) bool { return full || slices.Contains(changed, svc.NamespacedName) }
 	res := &applier.Result{Drift: f.drift, IPVS: &ipvs.Result{Conntrack: f.conntrack}}
-	f.drift, f.conntrack = applier.Drift{}, [2]ipvs.ConntrackRound{}
+	f.drift, f.conntrack = nil, [2]ipvs.ConntrackRound{}
 	if full && f.failRules > 0 {
 		f.failRules--
 		res.Failed = map[model.ServicePortName][]error{{}: {errors.New("ipset destroy KUBE-CLUSTER-IP: busy")}}

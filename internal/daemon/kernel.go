@@ -104,6 +104,9 @@ func openKernel(c *config.Config, log *zap.Logger) (*kernel, error) {
 		return nil, fmt.Errorf("open a second ipset socket: %w", err)
 	}
 	k.rules.Reader = k.setReader
+	if k.rules.ARPVIPs = c.StrictARPVIPs; c.StrictARPVIPs && k.rules.NFT == nil {
+		return nil, fmt.Errorf("--strict-arp-vips: %w", iptables.ErrNoARPKernel)
+	}
 	rec := ipvs.NewReconciler(k.table, ipvs.Options{
 		GracefulPeriod: c.IPVSGracefulPeriod,
 		ExcludeCIDRs:   c.Planning.ExcludeCIDRs,

@@ -20,9 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/health"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeenv"
@@ -309,7 +310,7 @@ func TestDriftRepairsCounted(t *testing.T) {
 	h := newHarness(t, 0)
 	h.src.set("a", "10.96.0.1", time.Time{}, "10.244.0.1")
 	h.app.mu.Lock()
-	h.app.drift = applier.Drift{VirtualServers: 2, Addresses: 1, Drift: iptables.Drift{SetEntries: 3, Tables: 1}}
+	h.app.drift = layer.Drift{ipvs.DriftVirtualServer: 2, addrmgr.DriftAddress: 1, iptables.DriftIPSetEntry: 3, iptables.DriftIPTablesTable: 1}
 	h.app.mu.Unlock()
 	close(h.src.synced)
 	h.waitCalls(1)

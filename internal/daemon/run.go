@@ -101,7 +101,9 @@ func Run(ctx context.Context, c *config.Config, log *zap.Logger) error {
 	}
 	opts := c.Planning
 	opts.NodeName = nodeName
-	opts.StrictARP = c.IPVSStrictARP
+	// Either way the node answers no ARP for an IPv4 VIP, so one inside a
+	// local subnet is bound without the guard's warning.
+	opts.StrictARP = c.IPVSStrictARP || c.StrictARPVIPs
 	// In a pod without --kubeconfig or --master the client dials
 	// KUBERNETES_SERVICE_HOST: by default the kubernetes Service's
 	// ClusterIP, programmed like any other (guard.APIServer).

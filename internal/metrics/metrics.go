@@ -62,6 +62,7 @@ const (
 	DriftIPSetEntry    = "ipset_entry"
 	DriftIPSet         = "ipset"
 	DriftIPTablesTable = "iptables_table"
+	DriftARPTable      = "arp_table"
 )
 
 // AddDriftRepairs adds repairs by kind label.
@@ -137,7 +138,7 @@ func New() *Metrics {
 	m.Registry.MustRegister(m.KubeProxy.collectors()...)
 	// kube-proxy's network programming histogram is fed with the proxy's.
 	m.NetworkProgrammingLatency = teeHistogram{m.NetworkProgrammingLatency, m.KubeProxy}
-	for _, k := range []string{DriftVirtualServer, DriftAddress, DriftIPSetEntry, DriftIPSet, DriftIPTablesTable} {
+	for _, k := range []string{DriftVirtualServer, DriftAddress, DriftIPSetEntry, DriftIPSet, DriftIPTablesTable, DriftARPTable} {
 		m.DriftRepairs.WithLabelValues(k)
 	}
 	for _, mode := range []string{ModeFull, ModePartial} {

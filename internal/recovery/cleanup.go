@@ -32,7 +32,7 @@ type CleanupOptions struct {
 	// Rules cleans the chains and ipsets; nil opens iptables/kernel.NewSyncer in
 	// the calling thread's namespace. Tests pass a fake.
 	Rules interface {
-		Cleanup(sets []iptables.IPSet, rules []iptables.Ruleset) error
+		Cleanup(d iptables.Desired) (*iptables.Result, error)
 	}
 	// KubeProxyMode is the mode kube-proxy serves this node in while the
 	// proxy's leftovers go (the way out): "iptables" keeps the chains that
@@ -131,7 +131,7 @@ func cleanupIPVS(t ipvs.Table, node *Node, o CleanupOptions, log *zap.Logger) (d
 		opts.Journal = ipvs.NewFileJournal(o.StateDir)
 	}
 	r := ipvs.NewReconciler(t, opts)
-	ir, err := r.Cleanup(own)
+	ir, err := r.Cleanup(ipvs.Desired{Own: own})
 	switch {
 	case err != nil:
 		ok = false
@@ -148,6 +148,19 @@ func cleanupIPVS(t ipvs.Table, node *Node, o CleanupOptions, log *zap.Logger) (d
 		}
 	}
 	return deleted, ok, errs
+}
+
+// cleanupErr is a cleanup's error and the causes of its failures, as one
+// error (the caller names the part).
+func cleanupErr(res *iptables.Result, err error) error {
+	if err != nil {
+		return err
+	}
+	errs := make([]error, 0, len(res.Failures))
+	for _, f := range res.Failures {
+		errs = append(errs, f.Err)
+	}
+	return errors.Join(errs...)
 }
 
 // cleanupRules removes the proxy's ipsets and iptables chains and rules in
@@ -169,11 +182,17 @@ func cleanupRules(o CleanupOptions, res *CleanupResult, log *zap.Logger) []error
 		if o.KubeProxyMode == "iptables" {
 			rulesets = iptables.WithoutChains(rulesets, iptables.IPTablesModeShared)
 		}
-		if err := rules.Cleanup(sets, rulesets); err != nil {
+		if err := cleanupErr(rules.Cleanup(iptables.Desired{Sets: sets, Rules: rulesets})); err != nil {
 			errs = append(errs, fmt.Errorf("%w: iptables and ipsets: %w", ErrCleanup, err))
 		} else {
 			for _, rs := range rulesets {
 				res.Families = append(res.Families, rs.Family)
+			}
+		}
+		// The table of --strict-arp-vips, whether or not this run has it.
+		if ar, ok := rules.(interface{ CleanupARP() error }); ok {
+			if err := ar.CleanupARP(); err != nil {
+				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 			}
 		}
 	}

@@ -30,6 +30,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
@@ -313,7 +314,7 @@ func TestCleanupKeepsForeign(t *testing.T) {
 		}
 		defer ap.Close()
 		sets, rules := emptyPlan()
-		return ap.Full(sets, rules)
+		return cleanupErr(ap.Full(iptables.Desired{Sets: sets, Rules: rules}))
 	}); err != nil {
 		t.Fatalf("program the proxy's chains and sets: %v", err)
 	}

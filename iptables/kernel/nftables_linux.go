@@ -11,7 +11,6 @@ import (
 	"errors"
 	"fmt"
 	"sync/atomic"
-	"syscall"
 
 	"github.com/vishvananda/netlink/nl"
 	"github.com/vishvananda/netns"
@@ -104,59 +103,17 @@ func (n *NFTables) DeleteTables(tables []iptables.NFTable) error {
 // each: one transaction.
 func (n *NFTables) transact(op, flags uint16, tables []iptables.NFTable) error {
 	verb := map[uint16]string{unix.NFT_MSG_DELTABLE: "delete", unix.NFT_MSG_NEWTABLE: "add"}[op]
-	if len(tables) == 0 {
-		return nil
-	}
-	seq := n.seq.Add(uint32(len(tables)+2)) - uint32(len(tables)+2)
-	var buf []byte
-	batch := func(typ uint16) {
-		buf = append(buf, message(typ, unix.NLM_F_REQUEST, seq, unix.NFNL_SUBSYS_NFTABLES, unix.NFPROTO_UNSPEC, nil)...)
-		seq++
-	}
-	batch(unix.NFNL_MSG_BATCH_BEGIN)
-	acks := map[uint32]iptables.NFTable{}
+	msgs := make([]nftMsg, 0, len(tables))
+	fams := make([]uint8, 0, len(tables))
 	for _, t := range tables {
 		fam, ok := familyOf(t.Family)
 		if !ok {
 			return fmt.Errorf("nft %s %s: %w", verb, t, ErrNFTFamily)
 		}
-		name := nl.NewRtAttr(unix.NFTA_TABLE_NAME, nl.ZeroTerminated(t.Name)).Serialize()
-		buf = append(buf, message(unix.NFNL_SUBSYS_NFTABLES<<8|op, unix.NLM_F_REQUEST|unix.NLM_F_ACK|flags, seq, 0, fam, name)...)
-		acks[seq] = t
-		seq++
+		msgs = append(msgs, nftMsg{op, flags, serial(str(unix.NFTA_TABLE_NAME, t.Name)), verb + " " + t.String()})
+		fams = append(fams, fam)
 	}
-	batch(unix.NFNL_MSG_BATCH_END)
-
-	n.sock.Lock()
-	defer n.sock.Unlock()
-	if err := unix.Sendto(n.sock.GetFd(), buf, 0, &unix.SockaddrNetlink{Family: unix.AF_NETLINK}); err != nil {
-		return fmt.Errorf("nft %s tables: send: %w", verb, err)
-	}
-	var errs []error
-	for len(acks) > 0 {
-		msgs, _, err := n.sock.Receive()
-		if err != nil {
-			return errors.Join(append(errs, fmt.Errorf("nft %s tables: %w", verb, err))...)
-		}
-		for _, m := range msgs {
-			if m.Header.Type != unix.NLMSG_ERROR || len(m.Data) < 4 {
-				continue
-			}
-			errno := int32(nl.NativeEndian().Uint32(m.Data[:4]))
-			t, ours := acks[m.Header.Seq]
-			if !ours {
-				if errno != 0 { // the batch itself refused: no answer for the tables follows
-					return errors.Join(append(errs, fmt.Errorf("nft %s tables: batch: %w", verb, syscall.Errno(-errno)))...)
-				}
-				continue
-			}
-			delete(acks, m.Header.Seq)
-			if errno != 0 {
-				errs = append(errs, fmt.Errorf("nft %s %s: %w", verb, t, syscall.Errno(-errno)))
-			}
-		}
-	}
-	return errors.Join(errs...)
+	return n.batch(msgs, fams)
 }
 
 // message is one netlink message of nfnetlink: header, nfgenmsg (family,

@@ -16,24 +16,9 @@ import (
 
 	apierrors "k8s.io/apimachinery/pkg/api/errors"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/churn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
-
-// removeLeakedVS deletes the virtual servers a convergence diff lists as
-// extra (`ipvsadm -D`) and returns how many it deleted.
-func (e *env) removeLeakedVS(d string) int {
-	n := 0
-	for _, l := range lines(d) {
-		f := strings.Fields(l)
-		// "extra: -A -t 198.51.100.1:80 -s rr"
-		if len(f) >= 4 && f[0] == "extra:" && f[1] == "-A" {
-			if _, err := e.run("ipvsadm", "-D", f[2], f[3]); err == nil {
-				n++
-			}
-		}
-	}
-	return n
-}
 
 // tamperTokens are what a log line naming each tamper's repair contains,
 // in the order of the tampers.
@@ -63,15 +48,15 @@ func driftRepairs(metrics string) map[string]float64 {
 
 // TestChaosGuest is the VM half of TestChaos.
 func TestChaosGuest(t *testing.T) {
-	kills := envInt(t, "CHAOS_KILLS", 3)
-	seed := envInt(t, "CHAOS_SEED", 1)
-	nsvc := envInt(t, "CHAOS_SERVICES", 20)
-	bd := newBed(t, 0)
-	client, client1, lan, e := bd.client, bd.pod, bd.lan, bd.env
-	c := &cluster{t: t, client: client, rng: rand.New(rand.NewPCG(uint64(seed), 11)), n: nsvc}
-	c.setup()
-	web := bd.webAddr(t)
-	webAddr := e.webAddr
+	kills := churn.EnvInt(t, "CHAOS_KILLS", 3)
+	seed := churn.EnvInt(t, "CHAOS_SEED", 1)
+	nsvc := churn.EnvInt(t, "CHAOS_SERVICES", 20)
+	bd := churn.NewBed(t, 0)
+	client, client1, lan, e := bd.Client, bd.Pod, bd.LAN, bd.Env
+	c := churn.NewCluster(t, client, rand.New(rand.NewPCG(uint64(seed), 11)), nsvc, 0)
+	c.Setup()
+	web := bd.WebAddr(t)
+	webAddr := e.WebAddr
 
 	var findings []string
 	var convergeTimes []time.Duration
@@ -79,7 +64,7 @@ func TestChaosGuest(t *testing.T) {
 	leakedVS := 0
 
 	// Kill -9 at random points while the churner changes objects.
-	p := e.start()
+	p := e.Start()
 	for k := range kills {
 		ctx, stop := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -87,28 +72,28 @@ func TestChaosGuest(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for ctx.Err() == nil {
-				if err := c.churnOnce(); err != nil && !apierrors.IsConflict(err) {
+				if err := c.ChurnOnce(); err != nil && !apierrors.IsConflict(err) {
 					churnErrs++
 				}
-				time.Sleep(time.Duration(50+c.rng.IntN(200)) * time.Millisecond)
+				time.Sleep(time.Duration(50+c.Rng.IntN(200)) * time.Millisecond)
 			}
 		}()
-		time.Sleep(time.Duration(c.rng.IntN(4000)) * time.Millisecond)
-		kill(t, p)
+		time.Sleep(time.Duration(c.Rng.IntN(4000)) * time.Millisecond)
+		churn.Kill(t, p)
 		stop()
 		wg.Wait()
-		p = e.start()
-		d, bad := e.converge(c, p)
+		p = e.Start()
+		d, bad := e.Converge(c, p)
 		convergeTimes = append(convergeTimes, d)
 		if bad != "" {
-			findings = append(findings, fmt.Sprintf("kill %d: %s", k+1, firstLines(bad, 12)))
+			findings = append(findings, fmt.Sprintf("kill %d: %s", k+1, churn.FirstLines(bad, 12)))
 			t.Logf("kill %d: %s", k+1, bad)
 			// A leaked virtual server stays leaked: remove it by hand so
 			// that the next kills are judged on their own.
-			removed := e.removeLeakedVS(bad)
+			removed := e.RemoveLeakedVS(bad)
 			leakedVS += removed
 			if removed > 0 {
-				if _, bad := e.converge(c, p); bad != "" {
+				if _, bad := e.Converge(c, p); bad != "" {
 					t.Logf("kill %d: still not converged after removing %d leaked virtual servers: %s", k+1, removed, bad)
 					continue
 				}
@@ -140,11 +125,11 @@ func TestChaosGuest(t *testing.T) {
 	var tamperTimes []string
 	for i, tm := range tampers {
 		before := p.Output()
-		if _, err := e.run(tm.cmd[0], tm.cmd[1:]...); err != nil {
+		if _, err := e.Run(tm.cmd[0], tm.cmd[1:]...); err != nil {
 			findings = append(findings, fmt.Sprintf("tamper %q: %v", tm.name, err))
 			continue
 		}
-		d, bad := e.converge(c, p)
+		d, bad := e.Converge(c, p)
 		if bad != "" {
 			findings = append(findings, fmt.Sprintf("tamper %q: %s", tm.name, bad))
 		}
@@ -157,7 +142,7 @@ func TestChaosGuest(t *testing.T) {
 		}
 		tamperTimes = append(tamperTimes, fmt.Sprintf("%s: repaired in %v; named in the log after it: %v", tm.name, d.Round(10*time.Millisecond), named))
 	}
-	_, metrics, err := e.node.HTTPGet("127.0.0.1:10249", "/metrics", 10*time.Second)
+	_, metrics, err := e.Node.HTTPGet("127.0.0.1:10249", "/metrics", 10*time.Second)
 	drift := driftRepairs(metrics)
 	tamperTimes = append(tamperTimes, fmt.Sprintf("ipvs_proxy_drift_repairs_total after the tampers: %v (%v)", drift, err))
 	for _, kind := range []string{"virtual_server", "address", "ipset_entry", "iptables_table"} {
@@ -165,11 +150,11 @@ func TestChaosGuest(t *testing.T) {
 			findings = append(findings, fmt.Sprintf("ipvs_proxy_drift_repairs_total{kind=%q} is %v after its tamper, want at least 1", kind, drift[kind]))
 		}
 	}
-	kill(t, p)
+	churn.Kill(t, p)
 
 	var b bytes.Buffer
 	fmt.Fprintf(&b, "CHAOS-REPORT-BEGIN\nkills %d, seed %d, churned services %d, proxy runs %d, sync period %v, churn errors %d\n",
-		kills, seed, nsvc, e.runs, syncPeriod, churnErrs)
+		kills, seed, nsvc, e.Runs, churn.SyncPeriod, churnErrs)
 	if len(convergeTimes) > 0 {
 		s := slices.Clone(convergeTimes)
 		slices.Sort(s)

@@ -1,7 +1,8 @@
-// Package chaos is the kill -9 and tampering test of issue 7: the real
+// Package chaos is the kill -9 and tampering test: the real
 // `ipvs-proxy run` binary programs a node network namespace in the test VM
-// from a real API server (package apiserver, on the host), while a churner
-// changes Services and EndpointSlices through the API. The proxy is killed
+// from a real API server (package bed/apiserver, on the host), on the bed
+// of package bed/churn, while a churner changes Services and
+// EndpointSlices through the API. The proxy is killed
 // with SIGKILL at random points (during its initial full sync, during
 // partial syncs, between them) and restarted; after every restart the
 // kernel must converge to exactly what `ipvs-proxy plan` prints for the same
@@ -10,13 +11,6 @@
 // a virtual server deleted, a rogue (protected) address added on
 // kube-ipvs0, a chain flushed, an ipset entry deleted — and each must be
 // repaired by the next full resync.
-//
-// The package also holds the daemon soak (TestDaemonSoak, `make
-// daemon-soak`, docs/reliability.md): the same proxy, harness and
-// comparison, without kills, against thousands of Services churned for
-// minutes (Services deleted and re-created, a Node created and deleted),
-// with requests to a steady Service throughout and the proxy's memory and
-// goroutines sampled at every check. It runs only with DSOAK=1.
 //
 // Two halves, one package:
 //

@@ -12,7 +12,7 @@ import (
 
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 )
 
 // ErrHelm is wrapped by errors of Helm's methods.

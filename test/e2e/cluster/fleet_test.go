@@ -11,11 +11,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 )
 
 // TestFleetVM is the mixed fleet of issue 13 item 5 and the seed's

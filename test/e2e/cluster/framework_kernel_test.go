@@ -17,7 +17,8 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -250,16 +251,6 @@ func dialUntilAll(t *testing.T, what string, want []string, maxTries int, try fu
 // checks.
 func eventually(t *testing.T, what string, timeout time.Duration, cond func() error) {
 	t.Helper()
-	start := time.Now()
-	var err error
-	for {
-		if err = cond(); err == nil {
-			t.Logf("%s: after %v", what, time.Since(start).Round(time.Millisecond))
-			return
-		}
-		if time.Since(start) > timeout {
-			t.Fatalf("%s: not within %v: %v", what, timeout, err)
-		}
-		time.Sleep(time.Second)
-	}
+	took := harness.WaitFor(t, what, timeout, time.Second, cond)
+	t.Logf("%s: after %v", what, took.Round(time.Millisecond))
 }

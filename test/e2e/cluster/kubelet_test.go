@@ -9,9 +9,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"net/netip"
-	"os"
 	"os/exec"
-	"path/filepath"
 	"strconv"
 	"strings"
 	"testing"
@@ -26,8 +24,8 @@ import (
 	utilexec "k8s.io/utils/exec"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
 )
 
 // hostExec runs the commands of one pod as host processes: the API
@@ -86,18 +84,6 @@ func (h hostPods) ContainerLog(namespace, pod, container string) (io.ReadCloser,
 func TestKubeletAPI(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	// A short path: a Unix socket's name has at most 107 bytes.
-	sockDir, err := os.MkdirTemp("", "kt")
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	sock := filepath.Join(sockDir, "tunnel.sock")
-	egress := filepath.Join(sockDir, "egress.yaml")
-	if err := os.WriteFile(egress, cluster.EgressSelectorConfig(sock), 0o600); err != nil {
-		t.Fatal(err)
-	}
-
 	const ns, pod, node = "exec", "execpod", "exec-node"
 	podCIDR := netip.MustParsePrefix("10.251.0.0/24")
 	podIP := netip.MustParseAddr("10.251.0.5")
@@ -121,13 +107,13 @@ func TestKubeletAPI(t *testing.T) {
 		Kubelets: map[string]string{net.JoinHostPort(node, strconv.Itoa(cluster.KubeletPort)): l.Addr().String()},
 		Pods:     []cluster.PodRoute{{Prefix: podCIDR, Kubelet: l.Addr().String()}},
 	}
-	tunnel, err := cluster.StartKubeletTunnel(sock, routes, t.Logf)
+	tunnel, egress, err := cluster.StartEgressTunnel(routes, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tunnel.Close()
 
-	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--egress-selector-config-file=" + egress}})
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{egress}})
 	client := kubernetes.NewForConfigOrDie(srv.Config())
 	if _, err := cluster.RegisterNode(ctx, client, cluster.NodeObject(node, "192.0.2.10", podCIDR.String(), cluster.KubeletPort)); err != nil {
 		t.Fatal(err)

@@ -3,11 +3,13 @@
 package cluster_test
 
 import (
+	"errors"
 	"fmt"
 	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -34,11 +36,9 @@ func startProxy(t *testing.T, n *bedNode, bin, kubeconfig string) *proxyProc {
 func startProxyIn(t *testing.T, n *bedNode, bin, kubeconfig, stateDir, log string) *proxyProc {
 	t.Helper()
 	p := &proxyProc{stateDir: stateDir}
-	p.Process = n.ns.Start(t, log, bin, "run",
-		"--kubeconfig", kubeconfig, "--hostname-override", n.name, "--cluster-cidr", clusterCIDR.String(),
-		"--state-dir", p.stateDir, "--sync-period", "30s",
-		"--protected-cidrs", lanPrefix.String(),
-		"--log-level", "debug", "--log-format", "console")
+	p.Process = harness.StartProxy(t, n.ns.NS, harness.Proxy{Bin: bin, Kubeconfig: kubeconfig, Node: n.name,
+		ClusterCIDR: clusterCIDR.String(), SyncPeriod: 30 * time.Second, StateDir: stateDir, Log: log,
+		Flags: []string{"--protected-cidrs", lanPrefix.String()}})
 	// Runs before Start's own cleanup, which kills what still runs.
 	t.Cleanup(func() { _, _ = p.Stop(30 * time.Second) })
 	return p
@@ -59,20 +59,20 @@ func (b *bed) restartProxy(t *testing.T, n *bedNode) {
 	n.proxy = startProxyIn(b.t, n, b.proxyBin, b.proxyKC, n.proxy.stateDir, log)
 }
 
+// errNotSynced is waitSynced's condition before the first full sync.
+var errNotSynced = errors.New("no first full sync yet")
+
 // waitSynced waits for the proxy's first full sync.
 func (p *proxyProc) waitSynced(t *testing.T, timeout time.Duration) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for {
+	harness.WaitFor(t, "the proxy's first full sync", timeout, 200*time.Millisecond, func() error {
 		if p.OutputHas("first full sync applied") {
-			return
+			return nil
 		}
 		if exited, err := p.Wait(0); exited {
-			t.Fatalf("the proxy exited before its first sync: %v\n%s", err, p.Tail(80))
+			return fmt.Errorf("%w: the proxy exited before it: %v\n%s", harness.ErrGiveUp, err, p.Tail(80))
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("no first full sync after %v:\n%s", timeout, p.Tail(80))
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
+		// The log's tail is printed at the end of a failed test.
+		return errNotSynced
+	})
 }

@@ -12,9 +12,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
@@ -36,21 +36,12 @@ func TestClusterVM(t *testing.T) {
 	// The API server reaches each node's kubelet API (exec) through its
 	// egress selector, the KubeletTunnel, and a qemu host forward.
 	kubelets, forwards := kubeletForwards(t)
-	sockDir, err := os.MkdirTemp("", "kt") // a Unix socket's path is short
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = os.RemoveAll(sockDir) })
-	sock, egress := filepath.Join(sockDir, "tunnel.sock"), filepath.Join(sockDir, "egress.yaml")
-	if err := os.WriteFile(egress, cluster.EgressSelectorConfig(sock), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	tunnel, err := cluster.StartKubeletTunnel(sock, kubelets, t.Logf)
+	tunnel, egress, err := cluster.StartEgressTunnel(kubelets, t.Logf)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer tunnel.Close()
-	flags := []string{"--egress-selector-config-file=" + egress}
+	flags := []string{egress}
 	if os.Getenv("CLUSTER_UPSTREAM_DIR") != "" {
 		// The kubernetes Service gets its endpoint, as upstream's
 		// `EndpointSlice ... pointing to API Server` expects: the API
@@ -157,17 +148,14 @@ func kubeletForwards(t *testing.T) (cluster.TunnelRoutes, []vmtest.HostForward) 
 	routes := cluster.TunnelRoutes{Kubelets: map[string]string{}}
 	var forwards []vmtest.HostForward
 	for i, name := range cluster.NodeNames {
-		l, err := net.Listen("tcp", "127.0.0.1:0")
+		kubelet, fwd, err := cluster.ForwardedKubelet(cluster.GuestKubeletPort(i))
 		if err != nil {
 			t.Fatal(err)
 		}
-		port := l.Addr().(*net.TCPAddr).Port
-		_ = l.Close()
-		kubelet := net.JoinHostPort("127.0.0.1", strconv.Itoa(port))
 		routes.Kubelets[net.JoinHostPort(name, strconv.Itoa(cluster.KubeletPort))] = kubelet
 		routes.Pods = append(routes.Pods, cluster.PodRoute{Prefix: cluster.NodePodCIDR(i), Kubelet: kubelet},
 			cluster.PodRoute{Prefix: netip.PrefixFrom(cluster.NodeIP(i), 32), Kubelet: kubelet})
-		forwards = append(forwards, vmtest.HostForward{HostPort: port, GuestPort: cluster.GuestKubeletPort(i)})
+		forwards = append(forwards, fwd)
 	}
 	return routes, forwards
 }

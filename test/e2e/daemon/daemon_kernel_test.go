@@ -24,6 +24,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -41,11 +42,8 @@ const (
 // startProxy runs `ipvs-proxy run` in the node namespace.
 func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *ktest.Process {
 	t.Helper()
-	return node.Start(t, filepath.Join(t.TempDir(), "proxy.log"), bin, "run",
-		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
-		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
-		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
-		"--state-dir", stateDir, "--log-level", "debug", "--log-format", "console")
+	return harness.StartProxy(t, node.NS, harness.Proxy{Bin: bin, Kubeconfig: kubeconfig, Node: thisNode,
+		SyncPeriod: syncPeriod, StateDir: stateDir})
 }
 
 // active is `ipvsadm -S -n` without the real servers at weight 0: those
@@ -58,20 +56,6 @@ func active(save string) string {
 		}
 	}
 	return strings.Join(out, "\n")
-}
-
-// waitFor polls cond every interval until it holds or timeout passes, and
-// returns how long it took.
-func waitFor(t *testing.T, what string, timeout, interval time.Duration, cond func() bool) time.Duration {
-	t.Helper()
-	start := time.Now()
-	for !cond() {
-		if time.Since(start) > timeout {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(interval)
-	}
-	return time.Since(start)
 }
 
 func slice(name string, trigger time.Time, addrs ...string) *discoveryv1.EndpointSlice {
@@ -150,21 +134,21 @@ func TestDaemonGuest(t *testing.T) {
 			return err == nil && strings.HasPrefix(out, pod+" ")
 		}
 	}
-	waitFor(t, "ClusterIP "+vip+" answered by pod-a", 3*time.Minute, 100*time.Millisecond, answeredBy(vip, "pod-a"))
+	harness.WaitUntil(t, "ClusterIP "+vip+" answered by pod-a", 3*time.Minute, 100*time.Millisecond, answeredBy(vip, "pod-a"))
 	first := time.Since(start)
 	t.Logf("first ClusterIP answer %v after the proxy started", first)
 	if !p.Alive() {
 		t.Fatal("proxy exited")
 	}
 	np := fmt.Sprintf("%s:%d", nodeIP, nodePort)
-	waitFor(t, "NodePort "+np, 30*time.Second, 100*time.Millisecond, answeredBy(np, "pod-a"))
+	harness.WaitUntil(t, "NodePort "+np, 30*time.Second, 100*time.Millisecond, answeredBy(np, "pod-a"))
 
 	// The node's own IP as an externalIP: not bound, and a Warning Event.
 	if out := node.Run(t, "ip", "-o", "addr", "show", "dev", "kube-ipvs0"); strings.Contains(out, " "+nodeIP+"/") {
 		t.Fatalf("node IP %s bound on kube-ipvs0:\n%s", nodeIP, out)
 	}
 	var event corev1.Event
-	waitFor(t, "a Warning Event on Service web", time.Minute, 200*time.Millisecond, func() bool {
+	harness.WaitUntil(t, "a Warning Event on Service web", time.Minute, 200*time.Millisecond, func() bool {
 		evs, err := client.CoreV1().Events(testNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -194,7 +178,7 @@ func TestDaemonGuest(t *testing.T) {
 		}
 		w := time.Now()
 		must(client.DiscoveryV1().EndpointSlices(testNS).Update(ctx, slice("web-1", w, to), metav1.UpdateOptions{}))
-		waitFor(t, "endpoint change to "+pod, time.Minute, 10*time.Millisecond, answeredBy(vip, pod))
+		harness.WaitUntil(t, "endpoint change to "+pod, time.Minute, 10*time.Millisecond, answeredBy(vip, pod))
 		lat = append(lat, time.Since(w))
 	}
 	slices.Sort(lat)
@@ -281,11 +265,11 @@ func TestDaemonGuest(t *testing.T) {
 	// A change made meanwhile is applied once the server is back.
 	must(client.DiscoveryV1().EndpointSlices(testNS).Update(ctx, slice("web-1", time.Now(), b), metav1.UpdateOptions{}))
 	node.Relay(t, relayAddr, apiHostPort)
-	back := waitFor(t, "the change made during the outage", 3*time.Minute, 50*time.Millisecond, answeredBy(vip, "pod-b"))
+	back := harness.WaitUntil(t, "the change made during the outage", 3*time.Minute, 50*time.Millisecond, answeredBy(vip, "pod-b"))
 
 	// SIGTERM: the proxy exits and leaves the kernel as it is. First let
 	// graceful termination finish, so that nothing is due to change.
-	waitFor(t, "graceful termination to finish", 3*time.Minute, 500*time.Millisecond, func() bool {
+	harness.WaitUntil(t, "graceful termination to finish", 3*time.Minute, 500*time.Millisecond, func() bool {
 		return !strings.Contains(node.Run(t, "ipvsadm", "-S", "-n"), " -w 0")
 	})
 	ipvsBefore = node.Run(t, "ipvsadm", "-S", "-n")
@@ -308,7 +292,7 @@ func TestDaemonGuest(t *testing.T) {
 	// any object (its first full sync reports no change; no address event).
 	restart := time.Now()
 	p2 := startProxy(t, node, bin, proxyKC, stateDir)
-	waitFor(t, "the restarted proxy's first full sync", 3*time.Minute, 200*time.Millisecond, func() bool {
+	harness.WaitUntil(t, "the restarted proxy's first full sync", 3*time.Minute, 200*time.Millisecond, func() bool {
 		return p2.OutputHas(`"sync done"`) || p2.OutputHas("sync done\t")
 	})
 	adopted := time.Since(restart)

@@ -1,4 +1,4 @@
-// Package daemon is the end-to-end test of `ipvs-proxy run` (issue 4): the
+// Package daemon is the end-to-end test of `ipvs-proxy run`: the
 // real binary programs a node network namespace in the test VM's kernel from
 // a real API server on the host, with the ServiceAccount and RBAC that
 // deploy/base ships.

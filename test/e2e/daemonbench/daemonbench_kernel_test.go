@@ -23,7 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/client-go/tools/clientcmd"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/consoleprof"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )

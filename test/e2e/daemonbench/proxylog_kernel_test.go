@@ -7,10 +7,10 @@ import (
 	"encoding/json"
 	"io"
 	"os"
-	"path/filepath"
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -25,12 +25,8 @@ type proxy struct {
 
 func startProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string) *proxy {
 	t.Helper()
-	dir := t.TempDir()
-	return &proxy{Process: node.Start(t, filepath.Join(dir, "proxy.log"), bin, "run",
-		"--kubeconfig", kubeconfig, "--hostname-override", thisNode,
-		"--cluster-cidr", "10.244.0.0/16", "--sync-period", syncPeriod.String(),
-		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metricsAddr,
-		"--state-dir", filepath.Join(dir, "state"), "--log-level", "debug", "--log-format", "json", "--profiling")}
+	return &proxy{Process: harness.StartProxy(t, node.NS, harness.Proxy{Bin: bin, Kubeconfig: kubeconfig, Node: thisNode,
+		SyncPeriod: syncPeriod, MetricsAddr: metricsAddr, LogFormat: "json", Flags: []string{"--profiling"}})}
 }
 
 // scan reads the log lines written since the last call and returns their

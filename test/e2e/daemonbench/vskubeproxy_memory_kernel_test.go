@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 

@@ -1,8 +1,8 @@
 // Command demo is `make demo`: the whole proxy on a real kernel against a
 // real API server, in a few minutes, from a fresh machine.
 //
-// On the host it starts the in-process kube-apiserver (test/e2e/apiserver),
-// applies deploy/base to it (test/e2e/deploy.Install: the ServiceAccount
+// On the host it starts the in-process kube-apiserver (test/e2e/bed/apiserver),
+// applies deploy/base to it (test/e2e/bed/deploy.Install: the ServiceAccount
 // ipvs-proxy/ipvs-proxy with its ClusterRole and the events Lease's Role),
 // and writes two kubeconfig files: the proxy's
 // (that ServiceAccount's token, for the relay inside node-a) and the admin's
@@ -34,8 +34,8 @@ import (
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 

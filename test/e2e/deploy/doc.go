@@ -1,14 +1,6 @@
-// Package deploy renders the kustomizations under the repository's deploy/
-// directory with kustomize's own Go API (sigs.k8s.io/kustomize/api/krusty,
-// the code behind `kubectl kustomize`) and applies them to the test API
-// server of package apiserver with server-side apply, as
-// `kubectl apply --server-side [--dry-run=server] -k DIR` would.
-//
-// It owns only what it applies to that test server. It never reads a
-// kubeconfig of its own, never talks to a real cluster, and never writes
-// into deploy/.
-//
-// Its tests prove the manifests against the real kube-apiserver:
+// Package deploy tests the manifests under the repository's deploy/
+// directory against the real kube-apiserver of package bed/apiserver,
+// applied by package bed/deploy:
 //
 //   - every overlay passes server-side apply with dry-run=All and strict
 //     field validation, without a warning;
@@ -29,7 +21,4 @@
 //     node (TestImage, TestImageGuest): it syncs, serves a ClusterIP and a
 //     NodePort, and its iptables wrapper writes to the node's backend
 //     without creating a table of the other.
-//
-// Other e2e packages use Install to put the base on their server and run the
-// real proxy with the ServiceAccount's credentials.
 package deploy

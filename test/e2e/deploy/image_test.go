@@ -13,9 +13,9 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 )
 
 // TestImage runs the DaemonSet's image in the VM as a kubelet would run the

@@ -17,15 +17,15 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 )
 
 // kubeProxyDaemonSet reads the DaemonSet of a distribution's test data
-// (testdata/FILE, the last document of kind DaemonSet) into namespace.
+// (deploy.TestData(file), the last document of kind DaemonSet) into namespace.
 func kubeProxyDaemonSet(t *testing.T, file, namespace string) *appsv1.DaemonSet {
 	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("testdata", file))
+	raw, err := deploy.TestData(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -157,74 +157,21 @@ func equalJSON(t *testing.T, a, b any) bool {
 	return string(ja) == string(jb)
 }
 
-// rollbackFilter is the jq program docs/migration.md saves kube-proxy's
-// DaemonSet with: the line of its "keep a copy" block that runs jq.
-func rollbackFilter(t *testing.T) string {
-	t.Helper()
-	raw, err := os.ReadFile(filepath.Join("..", "..", "..", "docs", "migration.md"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	for line := range strings.Lines(string(raw)) {
-		if _, rest, ok := strings.Cut(line, "| jq '"); ok {
-			if prog, _, ok := strings.Cut(rest, "'"); ok {
-				return prog
-			}
-		}
-	}
-	t.Fatal("docs/migration.md saves kube-proxy's DaemonSet through no jq program")
-	return ""
-}
-
-// applyDel applies a jq program of the form del(PATH, ...), each PATH a
-// chain of .name or ."name", to the JSON object obj.
-func applyDel(t *testing.T, prog string, obj map[string]any) {
-	t.Helper()
-	args, ok := strings.CutPrefix(prog, "del(")
-	if !ok || !strings.HasSuffix(args, ")") {
-		t.Fatalf("jq program %q is not del(PATH, ...)", prog)
-	}
-	for p := range strings.SplitSeq(strings.TrimSuffix(args, ")"), ",") {
-		var keys []string
-		for rest := strings.TrimSpace(p); rest != ""; {
-			rest, _ = strings.CutPrefix(rest, ".")
-			var key string
-			if q, ok := strings.CutPrefix(rest, `"`); ok {
-				key, rest, _ = strings.Cut(q, `"`)
-			} else if i := strings.IndexByte(rest, '.'); i >= 0 {
-				key, rest = rest[:i], rest[i:]
-			} else {
-				key, rest = rest, ""
-			}
-			keys = append(keys, key)
-		}
-		m := obj
-		for _, k := range keys[:len(keys)-1] {
-			if m, ok = m[k].(map[string]any); !ok {
-				break
-			}
-		}
-		if m != nil {
-			delete(m, keys[len(keys)-1])
-		}
-	}
-}
-
-// TestRollbackRestoresKubeProxy runs the way back of docs/migration.md on
-// the real API server: kube-proxy's DaemonSet is saved as the guide saves
-// it, deleted (as the migration deletes it), and created again from the
-// saved file. The copy `kubectl get -o yaml` prints carries a
-// resourceVersion, uid and status: the API server refuses to create it
-// (the guide's earlier command, kept here to show it fails); the copy the
-// guide's jq program leaves is created, with the same pod template.
+// TestRollbackRestoresKubeProxy: the way back of docs/migration.md on the
+// real API server. kube-proxy's DaemonSet is saved as the guide saves it
+// (`kubectl get -o json`), deleted (as the migration deletes it), and
+// created again from the saved copy. The copy as printed carries a
+// resourceVersion, uid and status, and the API server refuses to create it
+// as it is; `kubectl create -f` (cli-runtime's Helper.Create) clears the
+// resourceVersion before it posts, and that is accepted, with the same pod
+// template and a new uid. make test-migration-doc runs the guide's own
+// kubectl commands on the bed.
 func TestRollbackRestoresKubeProxy(t *testing.T) {
 	srv := apiserver.Shared(t)
 	ctx := ctxFor(t)
 	c := kubernetes.NewForConfigOrDie(srv.Config())
 	orig := createIn(ctx, t, c, kubeProxyDaemonSet(t, "kubeadm-v1.34-kube-proxy.yaml", "ways-rollback"))
 	path := "/apis/apps/v1/namespaces/" + orig.Namespace + "/daemonsets"
-	// kubectl -n kube-system get daemonset kube-proxy -o json: the object
-	// as the API server returns it.
 	saved, err := c.AppsV1().RESTClient().Get().AbsPath(path, orig.Name).DoRaw(ctx)
 	if err != nil {
 		t.Fatal(err)
@@ -232,25 +179,24 @@ func TestRollbackRestoresKubeProxy(t *testing.T) {
 	if err := c.AppsV1().DaemonSets(orig.Namespace).Delete(ctx, orig.Name, metav1.DeleteOptions{}); err != nil {
 		t.Fatal(err)
 	}
-	// The old guide: kubectl apply -f of that copy creates it as it is.
 	err = c.AppsV1().RESTClient().Post().AbsPath(path).Body(saved).Do(ctx).Error()
 	if err == nil || !strings.Contains(err.Error(), "resourceVersion should not be set") {
-		t.Fatalf("creating the copy kubectl get -o yaml printed: %v, want the API server to refuse its resourceVersion", err)
+		t.Fatalf("creating the copy as kubectl get -o json printed it: %v, want the API server to refuse its resourceVersion", err)
 	}
-	t.Logf("the earlier guide's restore, refused as expected: %v", err)
+	t.Logf("the copy as printed, refused as expected: %v", err)
 
 	var obj map[string]any
 	if err := json.Unmarshal(saved, &obj); err != nil {
 		t.Fatal(err)
 	}
-	applyDel(t, rollbackFilter(t), obj)
+	delete(obj["metadata"].(map[string]any), "resourceVersion")
 	clean, err := json.Marshal(obj)
 	if err != nil {
 		t.Fatal(err)
 	}
 	var restored appsv1.DaemonSet
 	if err := c.AppsV1().RESTClient().Post().AbsPath(path).Body(clean).Do(ctx).Into(&restored); err != nil {
-		t.Fatalf("the guide's restore (kubectl apply -f kube-proxy-daemonset.json): %v\n%s", err, clean)
+		t.Fatalf("the copy without its resourceVersion (kubectl create -f kube-proxy-daemonset.json): %v", err)
 	}
 	if !equalJSON(t, restored.Spec.Template, orig.Spec.Template) || restored.UID == orig.UID {
 		t.Errorf("restored DaemonSet differs in its pod template, or is the same object:\n%+v\nwant\n%+v", restored.Spec.Template, orig.Spec.Template)

@@ -19,7 +19,7 @@ import (
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 )
 
 // claimers is how many proxies report the Node's claim.

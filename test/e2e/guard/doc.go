@@ -1,5 +1,5 @@
 // Package guard tests the node-IP guard against a real kube-apiserver
-// (test/e2e/apiserver, in-process).
+// (test/e2e/bed/apiserver, in-process).
 //
 //   - TestInClusterAPIServer (no VM): what the API server itself writes —
 //     the kubernetes Service, its EndpointSlice — and what the proxy makes

@@ -21,6 +21,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -69,11 +70,8 @@ var benign = []string{"203.0.113.77", "203.0.113.78"}
 // startGuestProxy runs `ipvs-proxy run` in the node namespace.
 func startGuestProxy(t *testing.T, node *ktest.Node, bin, kubeconfig, stateDir string) *ktest.Process {
 	t.Helper()
-	return node.Start(t, filepath.Join(t.TempDir(), "proxy.log"), bin, "run",
-		"--kubeconfig", kubeconfig, "--hostname-override", vmNode, "--cluster-cidr", "10.244.0.0/16",
-		"--protected-cidrs", "192.0.2.128/25", "--sync-period", "5s", "--state-dir", stateDir,
-		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", "127.0.0.1:10249",
-		"--log-level", "debug", "--log-format", "console")
+	return harness.StartProxy(t, node.NS, harness.Proxy{Bin: bin, Kubeconfig: kubeconfig, Node: vmNode, StateDir: stateDir,
+		Flags: []string{"--protected-cidrs", "192.0.2.128/25"}})
 }
 
 // stopProxy sends SIGTERM and fails the test unless the proxy exits cleanly.
@@ -97,17 +95,6 @@ func bound(t *testing.T, node *ktest.Node) map[string]bool {
 		}
 	}
 	return out
-}
-
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 func vmSlice(svc string, addr string) *discoveryv1.EndpointSlice {
@@ -219,7 +206,7 @@ func TestGuardGuest(t *testing.T) {
 	mon := node.MonitorAddrs(t, ipvs0.Attrs().Index)
 	stateDir := t.TempDir()
 	p := startGuestProxy(t, node, bin, proxyKC, stateDir)
-	waitUntil(t, "the protected addresses left on kube-ipvs0 to go with the API server unreachable", 2*time.Minute, func() bool {
+	harness.WaitUntil(t, "the protected addresses left on kube-ipvs0 to go with the API server unreachable", 2*time.Minute, 100*time.Millisecond, func() bool {
 		now := bound(t, node)
 		return !slices.ContainsFunc(left, func(a string) bool { return now[a] })
 	})
@@ -251,7 +238,7 @@ func TestGuardGuest(t *testing.T) {
 	for _, s := range []string{"hostile", "ports", "forged", "amplify"} {
 		must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, vmSlice(s, pod.Addrs[0].String()), metav1.CreateOptions{}))
 	}
-	waitUntil(t, benign[0]+" bound", 3*time.Minute, func() bool { return bound(t, node)[benign[0]] })
+	harness.WaitUntil(t, benign[0]+" bound", 3*time.Minute, 100*time.Millisecond, func() bool { return bound(t, node)[benign[0]] })
 
 	// A Node deleted: its address stays protected (the grace period),
 	// including for a Service created after the deletion.
@@ -260,14 +247,14 @@ func TestGuardGuest(t *testing.T) {
 	}
 	must(client.CoreV1().Services(vmNS).Create(ctx, vmService("after-delete", []string{deleted, benign[1]}, 80), metav1.CreateOptions{}))
 	must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, vmSlice("after-delete", pod.Addrs[0].String()), metav1.CreateOptions{}))
-	waitUntil(t, benign[1]+" bound", time.Minute, func() bool { return bound(t, node)[benign[1]] })
+	harness.WaitUntil(t, benign[1]+" bound", time.Minute, 100*time.Millisecond, func() bool { return bound(t, node)[benign[1]] })
 
 	// A Node joins with an address a Service has bound: the Services that
 	// name it are planned again, not every Service (Reguard), and the
 	// address leaves kube-ipvs0 with its virtual server.
 	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n4"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: benign[1]}}}}, metav1.CreateOptions{}))
-	waitUntil(t, benign[1]+" unbound once Node n4 has it", time.Minute, func() bool { return !bound(t, node)[benign[1]] })
+	harness.WaitUntil(t, benign[1]+" unbound once Node n4 has it", time.Minute, 100*time.Millisecond, func() bool { return !bound(t, node)[benign[1]] })
 	if !p.OutputHas("planning again only the services that name an address whose protection changed") {
 		t.Error("Node n4 joined, and the proxy did not take it service by service (no Reguard line in its log)")
 	}
@@ -300,7 +287,7 @@ func TestGuardGuest(t *testing.T) {
 
 	// Warning Events name each refusal's reason.
 	reasons := map[string][]string{}
-	waitUntil(t, "Events for every hostile address", time.Minute, func() bool {
+	harness.WaitUntil(t, "Events for every hostile address", time.Minute, 100*time.Millisecond, func() bool {
 		evs, err := client.CoreV1().Events(vmNS).List(ctx, metav1.ListOptions{})
 		if err != nil {
 			return false
@@ -341,11 +328,11 @@ func TestGuardGuest(t *testing.T) {
 	node.Run(t, "ip", "addr", "add", deleted+"/32", "dev", "kube-ipvs0")
 	node.Run(t, "ip", "addr", "add", nodeIP+"/32", "dev", "kube-ipvs0")
 	p2 := startGuestProxy(t, node, bin, proxyKC, stateDir)
-	waitUntil(t, "the restarted proxy's startup guard pass", 2*time.Minute, func() bool { return p2.OutputHas("startup guard pass done") })
+	harness.WaitUntil(t, "the restarted proxy's startup guard pass", 2*time.Minute, 100*time.Millisecond, func() bool { return p2.OutputHas("startup guard pass done") })
 	if !p2.OutputHas(`"address": "` + deleted + `/32"`) {
 		t.Errorf("the startup pass did not remove the deleted Node's %s (log has no removal line for it)", deleted)
 	}
-	waitUntil(t, "the restarted proxy's first full sync", 2*time.Minute, func() bool { return p2.OutputHas(`"mode": "full"`) })
+	harness.WaitUntil(t, "the restarted proxy's first full sync", 2*time.Minute, 100*time.Millisecond, func() bool { return p2.OutputHas(`"mode": "full"`) })
 	now := bound(t, node)
 	for _, a := range append(slices.Clone(hostile), deleted, benign[1]) {
 		if now[a] {
@@ -419,7 +406,7 @@ func round3(ctx context.Context, t *testing.T, client kubernetes.Interface, node
 	// Item 1: Node n5 claims the ClusterIP of "trusted" after it answers.
 	trusted := create(vmService("trusted", nil, 80), podA)
 	cip := trusted.Spec.ClusterIP + ":80"
-	waitUntil(t, "trusted's ClusterIP answering", time.Minute, func() bool { return answers(cip, "pod-a") })
+	harness.WaitUntil(t, "trusted's ClusterIP answering", time.Minute, 100*time.Millisecond, func() bool { return answers(cip, "pod-a") })
 	must(client.CoreV1().Nodes().Create(ctx, &corev1.Node{ObjectMeta: metav1.ObjectMeta{Name: "n5"},
 		Status: corev1.NodeStatus{Addresses: []corev1.NodeAddress{{Type: corev1.NodeInternalIP, Address: trusted.Spec.ClusterIP}}}}, metav1.CreateOptions{}))
 	// Item 3: Node n6's pod range, outside --cluster-cidr.
@@ -446,7 +433,7 @@ func round3(ctx context.Context, t *testing.T, client kubernetes.Interface, node
 	must(client.CoreV1().Services(vmNS).UpdateStatus(ctx, lb, metav1.UpdateOptions{}))
 	create(vmService("lb-steal", []string{"203.0.113.95"}, 81), podBAddr)
 
-	waitUntil(t, "the round-three Services planned", time.Minute, func() bool {
+	harness.WaitUntil(t, "the round-three Services planned", time.Minute, 100*time.Millisecond, func() bool {
 		return bound(t, node)["203.0.113.91"] && answers(eps.Spec.ClusterIP+":80", "pod-b") && answers("203.0.113.95:80", "pod-a")
 	})
 	time.Sleep(6 * time.Second) // a full sync (--sync-period 5s) with n5 and n6

@@ -7,9 +7,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 )
 
 // TestGuardVM starts its own API server on the host and runs

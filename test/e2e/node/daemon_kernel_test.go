@@ -3,6 +3,7 @@
 package node_test
 
 import (
+	"errors"
 	"fmt"
 	"os"
 	"os/exec"
@@ -11,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 )
 
 // daemon is a long-running program of the node (containerd, the kubelet),
@@ -77,27 +80,28 @@ func (d *daemon) tail(n int) string {
 // daemon's output then.
 func waitFor(t *testing.T, what string, timeout, interval time.Duration, cond func() (bool, error), deps ...*daemon) {
 	t.Helper()
-	deadline := time.Now().Add(timeout)
-	var last error
-	for {
-		ok, err := cond()
-		if ok {
-			return
+	defer func() {
+		if t.Failed() {
+			for _, d := range deps {
+				t.Log(d.tail(40))
+			}
 		}
-		if err != nil {
+	}()
+	last := errNotYet
+	harness.WaitFor(t, what, timeout, interval, func() error {
+		if ok, err := cond(); ok {
+			return nil
+		} else if err != nil {
 			last = err
 		}
-		down := false
 		for _, d := range deps {
-			down = down || !d.running()
-		}
-		if down || time.Now().After(deadline) {
-			var b strings.Builder
-			for _, d := range deps {
-				b.WriteString(d.tail(40) + "\n")
+			if !d.running() {
+				return fmt.Errorf("%w: %s exited: %v", harness.ErrGiveUp, d.name, d.err)
 			}
-			t.Fatalf("%s: not within %v (last error: %v)\n%s", what, timeout, last, b.String())
 		}
-		time.Sleep(interval)
-	}
+		return last
+	})
 }
+
+// errNotYet is cond's error when it neither holds nor fails.
+var errNotYet = errors.New("not yet")

@@ -5,17 +5,20 @@
 // EndpointSlice and ServiceAccount controllers and kube-scheduler run in
 // process (package cluster). The images come from OCI layout tarballs
 // imported with `ctr images import`, never from a registry: the release
-// image (tools/ociimage, as `make release` assembles it, amd64 only) and
-// the test image of package node's testpod (the pod sandbox's pause
-// process and an HTTP backend).
+// image (tools/ociimage, as `make release` assembles it, amd64 only),
+// kube-proxy's (make kube-proxy's binary), agnhost's (built from
+// k8s.io/kubernetes, its netexec the backend pod) and package node's
+// testpod (the pod sandbox's pause process).
 //
-// TestNode (host) applies the replace-kube-proxy overlay next to kubeadm's
-// kube-proxy objects, as an operator would, and boots the VM;
-// TestNodeGuest (guest) starts the runtime and the kubelet and checks the
-// DaemonSet's own pod: its init containers, hostNetwork, privileges,
-// volumes, ServiceAccount token, and readiness after the first full sync,
-// then serves a ClusterIP with real requests. `make test-node` runs it
-// (mk/node.mk); docs/testing.md has what it shows and how long it takes.
+// TestNode (host) is the control plane of each scenario and boots the VM
+// once per scenario; the guest halves (TestInstallGuest, TestMigrateGuest,
+// TestSwapGuest, TestHelmGuest) start the runtime and the kubelet, check
+// the DaemonSet's own pod (init containers, hostNetwork, readiness after
+// the first full sync, its log through the API server) and count the
+// requests of a client on the node through a ClusterIP and a NodePort
+// while kube-proxy is replaced, by the overlay or `helm install`, or its
+// image swapped. `make test-node` runs it (mk/node.mk); docs/testing.md
+// has what it shows and how long it takes.
 //
 // It owns what it creates on its own test API server and in the VM's
 // throwaway root; it never talks to a registry or a real cluster.

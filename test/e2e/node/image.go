@@ -19,16 +19,19 @@ import (
 // org.opencontainers.image.ref.name holds only a tag).
 const containerdImageName = "io.containerd.image.name"
 
-// The test image's references. PauseImage is the sandbox image the node's
-// containerd is configured with (kubelet v1.34's default); ServeImage runs
-// the same program as a backend (testpod -serve). KubeProxyImage is
-// kubeadm v1.34's kube-proxy image reference.
+// The test images' references. PauseImage is the sandbox image the node's
+// containerd is configured with (kubelet v1.34's default), testpod.
+// KubeProxyImage is kubeadm v1.34's kube-proxy image reference.
 const (
 	PauseImage     = "registry.k8s.io/pause:3.10"
-	ServeImage     = "ipvs-proxy.test/testpod:1"
 	KubeProxyImage = "registry.k8s.io/kube-proxy:v1.34.4"
-	testpodBin     = "/testpod"
-	kubeProxyBin   = "/usr/local/bin/kube-proxy"
+	// AgnhostImage is the upstream e2e tests' agnhost (v1.34's tag), here
+	// the binary `make agnhost` builds from k8s.io/kubernetes; the web
+	// backend runs its netexec.
+	AgnhostImage = "registry.k8s.io/e2e-test-images/agnhost:2.56"
+	testpodBin   = "/testpod"
+	kubeProxyBin = "/usr/local/bin/kube-proxy"
+	agnhostBin   = "/agnhost"
 )
 
 // Image is a linux/amd64 image to write as an OCI image layout tar.
@@ -41,13 +44,13 @@ type Image struct {
 }
 
 // WriteTestImage writes the image of the static binary bin at /testpod,
-// its entrypoint, under PauseImage and ServeImage.
+// its entrypoint, under PauseImage.
 func WriteTestImage(out, bin string) error {
 	layer, err := fileLayer(bin, testpodBin)
 	if err != nil {
 		return fmt.Errorf("test image: %w", err)
 	}
-	return Image{Names: []string{PauseImage, ServeImage}, Layers: [][]byte{layer}, Entrypoint: []string{testpodBin}}.Write(out)
+	return Image{Names: []string{PauseImage}, Layers: [][]byte{layer}, Entrypoint: []string{testpodBin}}.Write(out)
 }
 
 // WriteKubeProxyImage writes KubeProxyImage: the root file system tar
@@ -64,6 +67,16 @@ func WriteKubeProxyImage(out, rootfs, bin string) error {
 		return fmt.Errorf("kube-proxy image: %w", err)
 	}
 	return Image{Names: []string{KubeProxyImage}, Layers: [][]byte{base, layer}, Entrypoint: []string{kubeProxyBin}}.Write(out)
+}
+
+// WriteAgnhostImage writes AgnhostImage: the static agnhost binary bin at
+// /agnhost, its entrypoint, as upstream's image has it.
+func WriteAgnhostImage(out, bin string) error {
+	layer, err := fileLayer(bin, agnhostBin)
+	if err != nil {
+		return fmt.Errorf("agnhost image: %w", err)
+	}
+	return Image{Names: []string{AgnhostImage}, Layers: [][]byte{layer}, Entrypoint: []string{agnhostBin}}.Write(out)
 }
 
 // Write writes img at out as one OCI image layout in a tar, indexed once

@@ -19,7 +19,7 @@ import (
 )
 
 // TestWriteTestImage reads back the test image's tar as `ctr images
-// import` does: index.json names both references, and every blob the
+// import` does: index.json names its reference, and every blob the
 // index, the manifest and the config refer to is there with its digest.
 func TestWriteTestImage(t *testing.T) {
 	dir := t.TempDir()
@@ -81,7 +81,7 @@ func TestWriteTestImage(t *testing.T) {
 			t.Errorf("config: entrypoint %q, architecture %q", config.Config.Entrypoint, config.Architecture)
 		}
 	}
-	if want := []string{node.PauseImage, node.ServeImage}; !slices.Equal(names, want) {
+	if want := []string{node.PauseImage}; !slices.Equal(names, want) {
 		t.Errorf("index names %q, want %q", names, want)
 	}
 	if _, ok := files[v1.ImageLayoutFile]; !ok {

@@ -14,7 +14,7 @@ import (
 	corev1 "k8s.io/api/core/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/node"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -42,14 +42,7 @@ func TestMigrateGuest(t *testing.T) {
 	defer tr.finish(t)
 
 	tr.setPhase("replace")
-	if err := c.AppsV1().DaemonSets(metav1.NamespaceSystem).Delete(ctx, "kube-proxy", metav1.DeleteOptions{}); err != nil {
-		t.Fatal(err)
-	}
-	b.wait("kube-proxy's pod gone", 3*time.Minute, time.Second, func() (bool, error) {
-		pods, err := c.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
-		return err == nil && len(pods.Items) == 0, err
-	})
-	b.step("kube-proxy's DaemonSet deleted, its pod gone")
+	deleteKubeProxy(ctx, b)
 	objs, err := deploy.Build(deploy.ReplaceKubeProxy)
 	if err != nil {
 		t.Fatal(err)
@@ -115,6 +108,21 @@ func kubeProxyUnderTraffic(ctx context.Context, b *bed) *traffic {
 	tr := startTraffic("kube-proxy", 100*time.Millisecond, vip, nodePort)
 	time.Sleep(settle)
 	return tr
+}
+
+// deleteKubeProxy deletes kube-proxy's DaemonSet and waits until its pod
+// is gone, docs/migration.md's step before the replace.
+func deleteKubeProxy(ctx context.Context, b *bed) {
+	b.t.Helper()
+	c := b.c
+	if err := c.AppsV1().DaemonSets(metav1.NamespaceSystem).Delete(ctx, "kube-proxy", metav1.DeleteOptions{}); err != nil {
+		b.t.Fatal(err)
+	}
+	b.wait("kube-proxy's pod gone", 3*time.Minute, time.Second, func() (bool, error) {
+		pods, err := c.CoreV1().Pods(metav1.NamespaceSystem).List(ctx, metav1.ListOptions{LabelSelector: "k8s-app=kube-proxy"})
+		return err == nil && len(pods.Items) == 0, err
+	})
+	b.step("kube-proxy's DaemonSet deleted, its pod gone")
 }
 
 // onePod is the one pod of kube-system with the label selector sel.

@@ -15,7 +15,7 @@ const (
 	// WebNamespace holds the backend pod and its ClusterIP Service.
 	WebNamespace = "web"
 	// WebService is the Service, port WebPort (and WebNodePort when it is
-	// a NodePort Service), whose backend is a CNI pod of ServeImage
+	// a NodePort Service), whose backend is a CNI pod of AgnhostImage
 	// listening on WebTargetPort.
 	WebService    = "web"
 	WebPort       = 80
@@ -35,4 +35,8 @@ const (
 	EnvRollout = "NODE_ROLLOUT"
 	// EnvSwap is the release image, for kube-proxy's own DaemonSet.
 	EnvSwap = "NODE_SWAP"
+	// EnvHelm and EnvChart are the helm binary and charts/ipvs-proxy, for
+	// the replace step as `helm install`.
+	EnvHelm  = "NODE_HELM"
+	EnvChart = "NODE_CHART"
 )

@@ -6,6 +6,7 @@ import (
 	"context"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -19,12 +20,13 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/cluster"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/cluster"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/node"
+	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
 
 // The host's inputs, set by make test-node (mk/node.mk).
@@ -34,6 +36,8 @@ const (
 	envKubeProxy      = "NODE_KUBE_PROXY_BIN"    // make kube-proxy's binary
 	envKubeProxyRoots = "NODE_KUBE_PROXY_ROOTFS" // its image's Debian root file system tar
 	envRolloutTag     = "NODE_ROLLOUT_TAG"       // the rollout image's tag
+	envHelm           = "NODE_HELM_BIN"          // make helm's binary
+	envAgnhost        = "NODE_AGNHOST_BIN"       // make agnhost's binary
 )
 
 // TestNode boots the VM as one real node of the host's test API server,
@@ -60,12 +64,21 @@ func TestNode(t *testing.T) {
 	if err := node.WriteTestImage(testImage, bin); err != nil {
 		t.Fatal(err)
 	}
-	imports := []string{testImage}
+	agnhost := os.Getenv(envAgnhost)
+	if agnhost == "" {
+		t.Fatalf("%s must be set (make test-node)", envAgnhost)
+	}
+	agnhostImage := filepath.Join(dir, "agnhost.tar")
+	if err := node.WriteAgnhostImage(agnhostImage, agnhost); err != nil {
+		t.Fatal(err)
+	}
+	imports := []string{testImage, agnhostImage}
 
 	// install: the overlay applied on a cluster without kube-proxy, as
 	// docs/migration.md's replace step starts.
 	t.Run("install", func(t *testing.T) {
-		srv, admin := controlPlane(t)
+		flag, kubeletFwd := kubeletAPI(t)
+		srv, admin := controlPlane(t, flag)
 		ctx := context.Background()
 		if err := admin.AppsV1().DaemonSets(metav1.NamespaceSystem).Delete(ctx, "kube-proxy", metav1.DeleteOptions{}); err != nil {
 			t.Fatal(err)
@@ -84,7 +97,7 @@ func TestNode(t *testing.T) {
 		ref, repo := releaseImage(t, objs)
 		t.Logf("step apply: replace-kube-proxy overlay, DaemonSet kube-system/ipvs-proxy with image %s", ref)
 		createWeb(ctx, t, admin, corev1.ServiceTypeClusterIP)
-		bootNode(t, srv, "TestInstallGuest", kubelet, append(imports, repo+"="+release))
+		bootNodeForwards(t, srv, []vmtest.HostForward{kubeletFwd}, "TestInstallGuest", kubelet, append(imports, repo+"="+release))
 	})
 
 	// migrate and swap: kubeadm's kube-proxy serves, then the replace step
@@ -103,14 +116,26 @@ func TestNode(t *testing.T) {
 		t.Fatal(err)
 	}
 	ref, repo := releaseImage(t, objs)
-	for _, sc := range []struct{ name, guest, env string }{
-		{"migrate", "TestMigrateGuest", node.EnvRollout + "=" + repo + ":" + tag},
-		{"swap", "TestSwapGuest", node.EnvSwap + "=" + ref},
+	chart, err := filepath.Abs(filepath.Join("..", "..", "..", "charts", "ipvs-proxy"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, sc := range []struct {
+		name, guest string
+		env         []string
+	}{
+		{"migrate", "TestMigrateGuest", []string{node.EnvRollout + "=" + repo + ":" + tag}},
+		{"swap", "TestSwapGuest", []string{node.EnvSwap + "=" + ref}},
+		// migrate with docs/install.md's helm install and upgrade.
+		{"helm", "TestHelmGuest", []string{node.EnvRollout + "=" + repo + ":" + tag, node.EnvHelm + "=" + os.Getenv(envHelm), node.EnvChart + "=" + chart}},
 	} {
 		t.Run(sc.name, func(t *testing.T) {
+			if sc.name == "helm" && os.Getenv(envHelm) == "" {
+				t.Fatalf("%s must be set (make test-node)", envHelm)
+			}
 			srv, admin := controlPlane(t)
 			createWeb(context.Background(), t, admin, corev1.ServiceTypeNodePort)
-			bootNode(t, srv, sc.guest, kubelet, append(imports, kpImage, repo+"="+release, repo+"="+rollout), sc.env)
+			bootNode(t, srv, sc.guest, kubelet, append(imports, kpImage, repo+"="+release, repo+"="+rollout), sc.env...)
 		})
 	}
 }
@@ -134,15 +159,15 @@ func releaseImage(t *testing.T, objs []*unstructured.Unstructured) (ref, repo st
 	return "", ""
 }
 
-// controlPlane starts the API server and the controllers for one scenario
-// and creates kubeadm's kube-proxy objects, the control-plane endpoint
-// being the API server as the guest reaches it.
-func controlPlane(t *testing.T) (*apiserver.Server, kubernetes.Interface) {
+// controlPlane starts the API server (with flags added) and the
+// controllers for one scenario and creates kubeadm's kube-proxy objects,
+// the control-plane endpoint being the API server as the guest reaches it.
+func controlPlane(t *testing.T, flags ...string) (*apiserver.Server, kubernetes.Interface) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	t.Cleanup(cancel)
 	start := time.Now()
-	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: []string{"--allow-privileged=true"}})
+	srv := apiserver.Start(t, apiserver.Options{ExtraFlags: append([]string{"--allow-privileged=true"}, flags...)})
 	ctrl, err := cluster.StartControllers(ctx, srv.Config())
 	if err != nil {
 		t.Fatal(err)
@@ -175,6 +200,12 @@ func controlPlane(t *testing.T) (*apiserver.Server, kubernetes.Interface) {
 // images to import.
 func bootNode(t *testing.T, srv *apiserver.Server, name, kubelet string, imports []string, env ...string) {
 	t.Helper()
+	bootNodeForwards(t, srv, nil, name, kubelet, imports, env...)
+}
+
+// bootNodeForwards is bootNode with host ports forwarded into the guest.
+func bootNodeForwards(t *testing.T, srv *apiserver.Server, forwards []vmtest.HostForward, name, kubelet string, imports []string, env ...string) {
+	t.Helper()
 	start := time.Now()
 	dir := t.TempDir()
 	kc := filepath.Join(dir, "admin.kubeconfig")
@@ -183,11 +214,11 @@ func bootNode(t *testing.T, srv *apiserver.Server, name, kubelet string, imports
 	}
 	env = append(env, node.EnvAdminKubeconfig+"="+kc, node.EnvKubelet+"="+kubelet, node.EnvImports+"="+strings.Join(imports, ","))
 	guest.Run(context.Background(), t, dir, guest.Suite{Test: name, BuildFlags: []string{"-vet=off"}, Timeout: 20 * time.Minute,
-		Port: srv.Port, Env: env})
+		Port: srv.Port, HostForwards: forwards, Env: env})
 	t.Logf("step total: %v", time.Since(start).Round(time.Second))
 }
 
-// createWeb creates the backend: a CNI pod of the test image serving HTTP,
+// createWeb creates the backend: a CNI pod of agnhost's netexec,
 // bound to the node (no ServiceAccount token: its namespace has no
 // kube-root-ca.crt), and its Service of type typ.
 func createWeb(ctx context.Context, t *testing.T, c kubernetes.Interface, typ corev1.ServiceType) {
@@ -216,8 +247,8 @@ func createWeb(ctx context.Context, t *testing.T, c kubernetes.Interface, typ co
 				ObjectMeta: metav1.ObjectMeta{Name: "web-0", Labels: labels},
 				Spec: corev1.PodSpec{NodeName: node.NodeName, AutomountServiceAccountToken: ptr.To(false),
 					TerminationGracePeriodSeconds: ptr.To(int64(2)),
-					Containers: []corev1.Container{{Name: "web", Image: node.ServeImage, ImagePullPolicy: corev1.PullNever,
-						Args:           []string{"-serve", ":8080"},
+					Containers: []corev1.Container{{Name: "web", Image: node.AgnhostImage, ImagePullPolicy: corev1.PullNever,
+						Args:           []string{"netexec", "--http-port=" + strconv.Itoa(node.WebTargetPort)},
 						Ports:          []corev1.ContainerPort{{ContainerPort: node.WebTargetPort}},
 						ReadinessProbe: probe}}},
 			}, metav1.CreateOptions{})

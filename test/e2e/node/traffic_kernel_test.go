@@ -46,7 +46,7 @@ func startTraffic(phase string, interval time.Duration, targets ...string) *traf
 			case <-time.After(interval):
 			}
 			target := targets[i%len(targets)]
-			err := get(client, "http://"+target+"/")
+			err := get(client, "http://"+target+"/hostname")
 			tr.mu.Lock()
 			c := tr.counts[tr.phase+" "+target]
 			if err != nil {

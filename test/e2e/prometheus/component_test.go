@@ -13,7 +13,7 @@ import (
 	"k8s.io/apimachinery/pkg/apis/meta/v1/unstructured"
 	"sigs.k8s.io/yaml"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
 )
 
 // The prometheus-operator release whose CRDs the component is validated

@@ -7,10 +7,8 @@ import (
 	"fmt"
 	"net"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -22,6 +20,7 @@ import (
 	"k8s.io/client-go/tools/clientcmd"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
 )
@@ -37,56 +36,6 @@ const (
 	// than the dashboard's 1m rate window.
 	scrapeFor = 75 * time.Second
 )
-
-// background is a process the test started in the node namespace, its
-// output in a file shown when the test fails.
-type background struct {
-	name string
-	cmd  *exec.Cmd
-	log  string
-	done chan error
-}
-
-func startIn(t *testing.T, node *ktest.Node, name string, argv ...string) *background {
-	t.Helper()
-	b := &background{name: name, log: filepath.Join(t.TempDir(), name+".log"), done: make(chan error, 1)}
-	f, err := os.Create(b.log)
-	if err != nil {
-		t.Fatal(err)
-	}
-	b.cmd = exec.Command("ip", append([]string{"netns", "exec", node.Name}, argv...)...)
-	b.cmd.Stdout, b.cmd.Stderr = f, f
-	if err := b.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { b.done <- b.cmd.Wait(); f.Close() }()
-	t.Cleanup(func() {
-		_ = b.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-b.done:
-		case <-time.After(20 * time.Second):
-			_ = b.cmd.Process.Kill()
-			<-b.done
-		}
-		if t.Failed() {
-			out, _ := os.ReadFile(b.log)
-			lines := strings.Split(string(out), "\n")
-			t.Logf("%s log (last 40 lines):\n%s", name, strings.Join(lines[max(0, len(lines)-40):], "\n"))
-		}
-	})
-	return b
-}
-
-func waitUntil(t *testing.T, what string, timeout time.Duration, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(timeout)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %v waiting for %s", timeout, what)
-		}
-		time.Sleep(200 * time.Millisecond)
-	}
-}
 
 func service(name string, externalIPs ...string) *corev1.Service {
 	return &corev1.Service{ObjectMeta: metav1.ObjectMeta{Namespace: vmNS, Name: name}, Spec: corev1.ServiceSpec{
@@ -151,11 +100,9 @@ func TestPrometheusGuest(t *testing.T) {
 	must(client.CoreV1().Services(vmNS).Create(ctx, service("web"), metav1.CreateOptions{}))
 	must(client.DiscoveryV1().EndpointSlices(vmNS).Create(ctx, slice(pods[:1], time.Now()), metav1.CreateOptions{}))
 
-	startIn(t, node, "ipvs-proxy", env("PROM_PROXY_BIN"), "run",
-		"--kubeconfig", env("PROM_KUBECONFIG_PROXY"), "--hostname-override", vmNode, "--cluster-cidr", "10.244.0.0/16",
-		"--sync-period", "5s", "--state-dir", t.TempDir(), "--events-lease-namespace", leaseNS,
-		"--healthz-bind-address", "127.0.0.1:10256", "--metrics-bind-address", metrics, "--log-format", "console")
-	waitUntil(t, "the proxy's first full sync (/healthz 200)", 3*time.Minute, func() bool {
+	harness.StartProxy(t, node.NS, harness.Proxy{Bin: env("PROM_PROXY_BIN"), Kubeconfig: env("PROM_KUBECONFIG_PROXY"),
+		Node: vmNode, StateDir: t.TempDir(), MetricsAddr: metrics, Flags: []string{"--events-lease-namespace", leaseNS}})
+	harness.WaitUntil(t, "the proxy's first full sync (/healthz 200)", 3*time.Minute, 200*time.Millisecond, func() bool {
 		code, _, _ := node.HTTPGet("127.0.0.1:10256", "/healthz", 2*time.Second)
 		return code == 200
 	})
@@ -181,10 +128,10 @@ scrape_configs:
 		t.Fatal(err)
 	}
 	promStart := time.Now()
-	startIn(t, node, "prometheus", env("PROM_BIN"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
+	node.Start(t, filepath.Join(dir, "prometheus.log"), env("PROM_BIN"), "--config.file="+filepath.Join(dir, "prometheus.yml"),
 		"--storage.tsdb.path="+filepath.Join(dir, "data"), "--web.listen-address="+promAddr)
 	p := &promAPI{node: node}
-	waitUntil(t, "Prometheus ready (/-/ready)", 3*time.Minute, func() bool {
+	harness.WaitUntil(t, "Prometheus ready (/-/ready)", 3*time.Minute, 200*time.Millisecond, func() bool {
 		code, _, _ := node.HTTPGet(promAddr, "/-/ready", 2*time.Second)
 		return code == 200
 	})

@@ -11,9 +11,9 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
 )
 
 // TestPrometheusVM starts an API server on the host and runs

@@ -1,4 +1,4 @@
-// Package soak is the churn soak test of issue 7 at the planner and applier
+// Package soak is the churn soak test at the planner and applier
 // level: thousands of services changing at random (create, delete, scale
 // endpoints, change ports, traffic policies, session affinity, schedulers,
 // NodePorts and externalIPs, hostile ones included) are planned and applied

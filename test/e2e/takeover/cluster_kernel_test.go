@@ -5,7 +5,7 @@ package takeover
 import (
 	"context"
 	"fmt"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/planinput"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/planinput"
 	"net/netip"
 	"testing"
 

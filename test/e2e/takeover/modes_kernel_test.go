@@ -10,13 +10,14 @@ import (
 	"testing"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 )
 
 // kubeProxyMode is TAKEOVER_MODE: the mode kube-proxy runs in before the
 // takeover and after the way back ("" is ipvs; iptables, nftables). The
-// takeover is the same steps in every mode; what differs is what
-// kube-proxy leaves (checkModeGone) and the way back (wayBack).
+// takeover and the way back are the same steps in every mode; what differs
+// is what kube-proxy leaves (checkModeGone), how it starts again
+// (noModules) and, after iptables and nftables mode, the way out (wayOut).
 func kubeProxyMode(t *testing.T) string {
 	switch m := os.Getenv("TAKEOVER_MODE"); m {
 	case "", "ipvs":
@@ -29,11 +30,11 @@ func kubeProxyMode(t *testing.T) string {
 	}
 }
 
-// wayBack says whether the test goes back to kube-proxy after the
-// takeover: not to nftables mode, whose start-up cleanup flushes IPVS and
-// deletes kube-ipvs0 before its first sync, so requests fail in between
-// whatever ipvs-proxy does (docs/migration.md, the way out).
-func (b *bed) wayBack() bool { return b.mode != "nftables" }
+// noModules says whether kube-proxy starts after the takeover with an
+// empty /lib/modules, as docs/migration.md's way out to nftables mode has
+// it: nftables mode's start-up cleanup then leaves IPVS and kube-ipvs0
+// serving until its own rules do (kubeproxy.Options.NoModules).
+func (b *bed) noModules() bool { return b.mode == "nftables" }
 
 // periodicSyncs says whether kube-proxy syncs every syncPeriod (IPVS mode)
 // rather than only on changes, with an hourly resync (iptables mode).
@@ -135,16 +136,16 @@ func (b *bed) checkModeGone() string {
 // rules matching its ipsets.
 var ipvsProxyOnly = regexp.MustCompile(`KUBE-NODE-PORT\b|KUBE-LOAD-BALANCER|KUBE-IPVS-FILTER|KUBE-IPVS-OUT-FILTER|KUBE-SOURCE-RANGES-FIREWALL|match-set`)
 
-// wayOut is step 4 on the way out to kube-proxy's iptables mode: with
-// kube-proxy serving the node in that mode (the rollback), `ipvs-proxy
-// cleanup --kube-proxy-mode iptables` removes what ipvs-proxy left under
-// traffic: then no virtual server, no kube-ipvs0, no ipset, no chain or
-// rule of ipvs-proxy's is left, every request is served, and kube-proxy's
-// next sync succeeds.
+// wayOut is step 4 on the way out to kube-proxy's iptables or nftables
+// mode: with kube-proxy serving the node in that mode (the rollback),
+// `ipvs-proxy cleanup --kube-proxy-mode MODE` removes what ipvs-proxy left
+// under traffic: then no virtual server, no kube-ipvs0, no ipset, no chain
+// or rule of ipvs-proxy's is left, every request is served, and kube-proxy
+// serves a Service created afterwards (its nftables tables still there).
 func (b *bed) wayOut(kp *kubeproxy.Process) string {
-	c := b.cleanupUnderTraffic(kp, "cleanup", "--kube-proxy-mode", "iptables")
+	c := b.cleanupUnderTraffic(kp, "cleanup", "--kube-proxy-mode", b.mode)
 	if c.err != nil {
-		b.t.Errorf("ipvs-proxy cleanup --kube-proxy-mode iptables: %v\n%s", c.err, c.out)
+		b.t.Errorf("ipvs-proxy cleanup --kube-proxy-mode %s: %v\n%s", b.mode, c.err, c.out)
 	}
 	var left []string
 	for _, l := range strings.Split(c.after, "\n") {
@@ -158,7 +159,15 @@ func (b *bed) wayOut(kp *kubeproxy.Process) string {
 	if len(left) > 0 {
 		b.t.Errorf("ipvs-proxy's state left after the way out:\n%s", strings.Join(firstN(left, 40), "\n"))
 	}
-	return fmt.Sprintf("way out to iptables mode: %s; ipvs-proxy's lines left %d; %s", strings.TrimSpace(c.out), len(left), c.summary())
+	tables := ""
+	if b.mode == "nftables" {
+		out, err := b.node.Exec("nft", "list", "tables")
+		if err != nil || !strings.Contains(out, "table ip kube-proxy") || !strings.Contains(out, "table ip6 kube-proxy") {
+			b.t.Errorf("kube-proxy's nftables tables after the way out (nft list tables: %v):\n%s", err, out)
+		}
+		tables = fmt.Sprintf("; nftables tables %q", strings.Join(strings.Fields(out), " "))
+	}
+	return fmt.Sprintf("way out to %s mode: %s; ipvs-proxy's lines left %d%s; %s", b.mode, strings.TrimSpace(c.out), len(left), tables, c.summary())
 }
 
 // defaultRoute gives the node namespace a default route via the LAN, as a

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest/kstate"
 )
 

@@ -12,14 +12,15 @@ import (
 	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 )
 
 // rollback is step 3: under traffic, ipvs-proxy gets SIGTERM and kube-proxy
 // starts on the node it left, as docs/migration.md's way back does it
-// (`kubectl label node NODE ipvs-proxy.io/service-proxy-`). kube-proxy must
-// sync cleanly: its sync timestamp advances, no ipset error in its log, a
-// Service created afterwards is served.
+// (`kubectl label node NODE ipvs-proxy.io/service-proxy-`); to nftables
+// mode, with an empty /lib/modules (noModules), as its way out does it.
+// kube-proxy must sync cleanly: its sync timestamp advances, no ipset
+// error in its log, a Service created afterwards is served.
 func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 	t := b.t
 	var rep strings.Builder
@@ -37,7 +38,7 @@ func (b *bed) rollback(p *ipvsProxy) (string, *kubeproxy.Process) {
 		t.Errorf("ipvs-proxy after SIGTERM: %v", err)
 	}
 	kp := kubeproxy.Start(t, b.node.NS, kubeproxy.Options{Bin: b.kubeProxyBin, NodeName: thisNode,
-		ConfigFile: b.kubeProxyConfig, LogFile: fmt.Sprintf("%s/kube-proxy-%d.log", b.dir, b.cycle+2), Verbosity: 2})
+		ConfigFile: b.kubeProxyConfig, LogFile: fmt.Sprintf("%s/kube-proxy-%d.log", b.dir, b.cycle+2), Verbosity: 2, NoModules: b.noModules()})
 	first, err := kp.WaitSync(families, time.Time{}, 8*time.Minute)
 	if err != nil {
 		t.Fatalf("kube-proxy after ipvs-proxy: %v", err)

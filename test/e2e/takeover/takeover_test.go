@@ -12,11 +12,11 @@ import (
 
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/apiserver"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/deploy"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/gobuild"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/guest"
-	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/kubeproxy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/gobuild"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/guest"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 )
 
 func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }

@@ -1,0 +1,12 @@
+//go:build !kernel
+
+package daemonsoak
+
+import (
+	"os"
+	"testing"
+
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
+)
+
+func TestMain(m *testing.M) { os.Exit(apiserver.RunMain(m)) }
