@@ -55,7 +55,7 @@ lint:
 	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt: $$out"; exit 1; fi
 	$(GO) vet ./...
 	$(GO) vet -tags kernel ./...
-	GOOS=darwin $(GO) vet ./cmd/ipvs-proxy ./internal/planner ./internal/guard ./internal/model ./ipvs ./iptables
+	GOOS=darwin $(GO) vet ./cmd/ipvs-proxy ./internal/decide/planner ./internal/decide/guard ./internal/decide/model ./ipvs ./iptables
 	@$(MAKE) --no-print-directory vet-e2e
 
 -include test/e2e/e2e.mk

@@ -9,9 +9,9 @@ import (
 
 	"go.uber.org/zap"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Device is the dummy interface every service VIP is bound on.

@@ -15,7 +15,7 @@ type Desired struct {
 var _ layer.Layer[Desired, []netip.Prefix, *Result] = (*Manager)(nil)
 
 // The safe order splits the address layer's writes around the IPVS step
-// (internal/applier): an address leaves before its virtual servers, and
+// (internal/drive/applier): an address leaves before its virtual servers, and
 // comes only once they all exist. So Full, FullFrom and Partial read the
 // device (Partial only when the view is not trusted: Refresh) and decide
 // what leaves (Result.Unwanted); Remove unbinds it, and Bind binds, each

@@ -8,8 +8,8 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr/addrmgrtest"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // A read beside the sync that is older than the binds and unbinds made

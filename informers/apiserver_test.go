@@ -2,7 +2,7 @@ package informers
 
 import (
 	"context"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
 	"net/netip"
 	"slices"
 	"testing"

@@ -14,9 +14,9 @@ import (
 	"testing"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/applier"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables/iptablestest"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"

@@ -1,7 +1,7 @@
 package informers
 
 import (
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
 	"net/netip"
 	"unique"
 

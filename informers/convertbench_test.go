@@ -5,7 +5,7 @@ import (
 
 	discoveryv1 "k8s.io/api/discovery/v1"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
 )
 
 // BenchmarkServiceEndpoints is one Service's conversion of its cached

@@ -15,7 +15,7 @@
 //     on change, nodecache.go), read by the guard and `recover` while the
 //     API server is unreachable.
 //
-// It converts what it caches through internal/convert, which owns the
+// It converts what it caches through internal/decide/convert, which owns the
 // conversion into the model. It never writes to the API server (Events are internal/events') and
 // never touches the kernel.
 package informers

@@ -26,10 +26,10 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 )
 
 // Pools the byte stream picks from: ordinary values, the boundaries, and

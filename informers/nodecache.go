@@ -13,7 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // NodeAddressFile is the name of the node address cache under --state-dir.

@@ -2,7 +2,7 @@ package informers
 
 import (
 	"context"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
 	"reflect"
 	"slices"
 	"testing"
@@ -17,7 +17,7 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/utils/ptr"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // fullService sets every field the conversion reads, and many it does not.

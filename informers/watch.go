@@ -3,7 +3,7 @@ package informers
 import (
 	"context"
 	"fmt"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
 	"maps"
 	"net/netip"
 	"slices"
@@ -22,7 +22,7 @@ import (
 	corelisters "k8s.io/client-go/listers/core/v1"
 	"k8s.io/client-go/tools/cache"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // LabelHeadless marks the EndpointSlices of a headless Service; the

@@ -7,8 +7,8 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 

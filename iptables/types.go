@@ -10,7 +10,7 @@ package iptables
 import (
 	"net/netip"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // IPSet is one ipset and its entries, as `ipset create` / `ipset add` make it.

@@ -3,7 +3,7 @@ package ipvs
 import (
 	"net/netip"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // Conntrack deletes the conntrack flows of a removed UDP or SCTP real

@@ -6,7 +6,7 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )

@@ -2,7 +2,7 @@ package ipvs
 
 // Ensure creates or updates the desired virtual servers and their real
 // servers, with no dump and before any Full: the first sync's critical
-// Services (internal/applier.Applier.Critical), served before a full sync
+// Services (internal/drive/applier.Applier.Critical), served before a full sync
 // of every Service. It deletes nothing and quiesces nothing the mirror did
 // not program: what else the table holds is the Full's, which follows,
 // finds these in its dump as the mirror has them and leaves them as they

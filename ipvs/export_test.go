@@ -3,7 +3,7 @@ package ipvs
 import (
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // Exported for the external tests (package ipvs_test), which use

@@ -6,8 +6,8 @@ import (
 
 	"go.uber.org/zap"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Full dumps the table once, adopts the virtual servers the ownership rule

@@ -12,7 +12,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // JournalFile is the name of the ownership journal under --state-dir.

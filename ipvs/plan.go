@@ -7,7 +7,7 @@ import (
 	"slices"
 	"strconv"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // DefaultScheduler is --ipvs-scheduler's default: round robin.

@@ -9,7 +9,7 @@ import (
 	"go.uber.org/zap"
 	"k8s.io/utils/clock"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // DefaultNodePortRange is Kubernetes' default 30000-32767.
@@ -179,7 +179,7 @@ func (r *Reconciler) excluded(a netip.Addr) bool {
 // (d.Changed), with no dump: it creates and updates those in
 // d.VirtualServers whose service port changed names, and deletes mirrored virtual servers of those services that are
 // no longer desired. Which services changed is the caller's to say
-// (internal/applier: the Services the informers saw change, every port;
+// (internal/drive/applier: the Services the informers saw change, every port;
 // none is nothing); desired may be the whole desired state. The changed
 // services' mirrored servers are found through an index, not a walk of the
 // mirror. It then runs the graceful-termination queue.

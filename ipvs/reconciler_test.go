@@ -10,7 +10,7 @@ import (
 
 	clocktesting "k8s.io/utils/clock/testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs/ipvstest"
 )

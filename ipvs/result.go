@@ -5,8 +5,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/layer"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
 )
 
 // Target is what a Failure of the reconciler is about: a virtual server

@@ -5,7 +5,7 @@ import (
 	"slices"
 	"time"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // Counters are a virtual server's traffic counters as the kernel keeps

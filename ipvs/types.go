@@ -14,7 +14,7 @@ package ipvs
 import (
 	"net/netip"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // Flags are IPVS virtual server flags (ip_vs.h IP_VS_SVC_F_*).

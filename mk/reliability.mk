@@ -31,12 +31,12 @@ FUZZPARALLEL   ?= 2
 FUZZ_TARGETS := \
 	./informers:FuzzConvertFields \
 	./informers:FuzzConvertObjects \
-	./internal/guard:FuzzGuard \
-	./internal/guard:FuzzGuardCheck \
+	./internal/decide/guard:FuzzGuard \
+	./internal/decide/guard:FuzzGuardCheck \
 	./informers:FuzzPlanText \
-	./internal/planner:FuzzPlan \
-	./internal/planner:FuzzIncremental \
-	./internal/planner:FuzzPlanText
+	./internal/decide/planner:FuzzPlan \
+	./internal/decide/planner:FuzzIncremental \
+	./internal/decide/planner:FuzzPlanText
 
 .PHONY: reliability fuzz fuzz-short
 
@@ -53,10 +53,10 @@ fuzz:
 # covers client-go and its fakes (minutes on a cold cache); their seed
 # corpora still run in every `go test`.
 fuzz-short:
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_GUARD) FUZZ_TARGETS=./internal/guard:FuzzGuard
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_PLAN) FUZZ_TARGETS=./internal/planner:FuzzPlan
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_INCREMENTAL) FUZZ_TARGETS=./internal/planner:FuzzIncremental
-	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_TEXT) FUZZ_TARGETS=./internal/planner:FuzzPlanText
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_GUARD) FUZZ_TARGETS=./internal/decide/guard:FuzzGuard
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_PLAN) FUZZ_TARGETS=./internal/decide/planner:FuzzPlan
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_INCREMENTAL) FUZZ_TARGETS=./internal/decide/planner:FuzzIncremental
+	@$(MAKE) --no-print-directory fuzz FUZZTIME=$(FUZZSHORT_TEXT) FUZZ_TARGETS=./internal/decide/planner:FuzzPlanText
 
 # --- soak (test/e2e/soak, a kernel test in the VM) ---
 # make soak                                     1,000 services, 60s of churn

@@ -11,7 +11,7 @@ import (
 	"sync"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // FakeLink is an in-memory kube-ipvs0 for unit tests: it holds addresses

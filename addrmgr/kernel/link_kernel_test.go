@@ -11,7 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 

@@ -12,7 +12,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nlconn"
 )
 
 // Link is kube-ipvs0 in the network namespace its netlink handle was

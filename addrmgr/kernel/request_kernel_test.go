@@ -11,7 +11,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 

@@ -13,7 +13,7 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/recovery"
 )
 
 // ErrOtherProxy: cleanup found another service proxy running on the node

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/recovery"
 )
 
 func TestCleanupCommand(t *testing.T) {

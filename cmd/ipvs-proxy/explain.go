@@ -15,9 +15,9 @@ import (
 	"k8s.io/apimachinery/pkg/types"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/explain"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/explain"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/recovery"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
 )
 
 // explainFlags are explain's: plan's, where the objects come from, and

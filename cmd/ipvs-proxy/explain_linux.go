@@ -9,7 +9,7 @@ import (
 	"github.com/vishvananda/netlink"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/explain"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/explain"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"

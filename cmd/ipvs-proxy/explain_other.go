@@ -5,7 +5,7 @@ package main
 import (
 	"errors"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/explain"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/explain"
 )
 
 // compareKernel fails off Linux: only a Linux kernel has IPVS.

@@ -8,10 +8,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 

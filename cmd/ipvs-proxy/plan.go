@@ -9,9 +9,9 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/nodeplan"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/manifest"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nodeplan"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 // planFlags are the flags of `plan` beyond the planning flags.

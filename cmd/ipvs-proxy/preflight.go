@@ -14,8 +14,8 @@ import (
 	"k8s.io/client-go/kubernetes"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/daemon"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/preflight"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/daemon"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/preflight"
 )
 
 // preflightTimeout bounds the API server's answer to --init-only: an API

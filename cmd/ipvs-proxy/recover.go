@@ -19,8 +19,8 @@ import (
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/recovery"
 )
 
 // recoverOutcome is what recover found and did; recoverExitCode maps it

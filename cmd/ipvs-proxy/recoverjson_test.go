@@ -5,7 +5,7 @@ import (
 	"encoding/json"
 	"testing"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/recovery"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/recovery"
 )
 
 // TestRecoverJSONCarriesEveryReportField: the JSON shape is the report's,

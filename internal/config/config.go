@@ -16,10 +16,10 @@ import (
 	"github.com/spf13/pflag"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 )
 
 // ErrInvalid is wrapped by every validation error.

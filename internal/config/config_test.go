@@ -10,7 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 )
 
 // testPlanningFlags stands in for cmd/ipvs-proxy's addPlanningFlags.

@@ -33,7 +33,7 @@ import (
 	"github.com/vishvananda/netns"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )

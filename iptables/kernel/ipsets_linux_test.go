@@ -9,7 +9,7 @@ import (
 
 	"github.com/vishvananda/netlink/nl"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/iptables"
 )
 

@@ -8,7 +8,7 @@ import (
 	"github.com/vishvananda/netlink"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 )
 
 // Conntrack deletes flows through a netlink handle (ctnetlink) of the

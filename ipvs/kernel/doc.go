@@ -1,6 +1,6 @@
 // Package kernel is the ipvs package's kernel edge: the IPVS table of a
 // network namespace over generic netlink (github.com/moby/ipvs for single
-// writes and per-service reads, internal/nlconn for the creations sent
+// writes and per-service reads, internal/edge/nlconn for the creations sent
 // many to a sendmsg, a streamed dump of its own for the virtual servers;
 // `ipvsadm`), the conntrack flows of removed UDP and SCTP real servers
 // (ctnetlink; `conntrack -D`) and the kernel release (`uname -r`).

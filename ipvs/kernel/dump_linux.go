@@ -10,7 +10,7 @@ import (
 	"github.com/vishvananda/netlink/nl"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 

@@ -5,11 +5,11 @@ import (
 
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
-// The IPVS requests the Table sends many to a sendmsg (internal/nlconn).
+// The IPVS requests the Table sends many to a sendmsg (internal/edge/nlconn).
 // moby/ipvs builds each request as a tree of attributes and sends it
 // alone; its encoders are unexported.
 

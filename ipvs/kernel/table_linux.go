@@ -15,8 +15,8 @@ import (
 	mobyipvs "github.com/moby/ipvs"
 	"golang.org/x/sys/unix"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/nlconn"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nlconn"
 	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
 )
 
@@ -27,7 +27,7 @@ const procIPVS = "/proc/thread-self/net/ip_vs"
 // Table is the IPVS table of the network namespace it was opened in, over
 // generic netlink sockets: github.com/moby/ipvs's, where each call is one
 // request and its acknowledgement, and a batch writer's
-// (internal/nlconn), where AddServices and AddRealServers send many
+// (internal/edge/nlconn), where AddServices and AddRealServers send many
 // requests to a sendmsg.
 //
 // EachService (and Services over it) reads the table with one netlink dump
@@ -264,7 +264,7 @@ func (k *Table) AddService(vs ipvs.VirtualServer) error {
 }
 
 // AddServices implements Table: the requests go many to a sendmsg, each
-// acknowledged on its own (internal/nlconn).
+// acknowledged on its own (internal/edge/nlconn).
 func (k *Table) AddServices(vss []ipvs.VirtualServer, each func(i int, err error)) {
 	k.batch.Do(len(vss), func(b []byte, i int, seq uint32) []byte {
 		return appendNewService(b, k.dump.family, seq, vss[i])
@@ -301,7 +301,7 @@ func (k *Table) AddRealServer(key ipvs.Key, rs ipvs.RealServer) error {
 }
 
 // AddRealServers implements Table: the requests go many to a sendmsg,
-// each acknowledged on its own (internal/nlconn).
+// each acknowledged on its own (internal/edge/nlconn).
 func (k *Table) AddRealServers(key ipvs.Key, rss []ipvs.RealServer, each func(i int, err error)) {
 	k.batch.Do(len(rss), func(b []byte, i int, seq uint32) []byte {
 		return appendNewDest(b, k.dump.family, seq, key, rss[i])

@@ -13,20 +13,20 @@ const module = "github.com/ipvs-proxy/ipvs-proxy/"
 // the project it may import besides the shared leaves: its own layer's
 // package (for its types and interfaces), nothing that decides.
 var kernelEdges = map[string][]string{
-	"ipvs/kernel":      {"ipvs"},
-	"iptables/kernel":  {"iptables"},
-	"addrmgr/kernel":   {"addrmgr"},
-	"internal/nlconn":  nil,
-	"internal/nodeenv": nil,
+	"ipvs/kernel":           {"ipvs"},
+	"iptables/kernel":       {"iptables"},
+	"addrmgr/kernel":        {"addrmgr"},
+	"internal/edge/nlconn":  nil,
+	"internal/edge/nodeenv": nil,
 }
 
 // sharedLeaves may be imported by any package: the model, and helpers that
 // import nothing of the project's.
-var sharedLeaves = []string{"internal/model", "internal/layer", "internal/digest", "internal/nlconn"}
+var sharedLeaves = []string{"internal/decide/model", "internal/layer", "internal/digest", "internal/edge/nlconn"}
 
 // deciding are the packages that decide: they import no kernel edge, so
 // that they build and test anywhere (`plan` on a laptop).
-var deciding = []string{"internal/convert", "internal/model", "internal/guard", "internal/planner", "internal/nodeplan", "internal/explain", "ipvs", "iptables", "addrmgr"}
+var deciding = []string{"internal/decide/convert", "internal/decide/model", "internal/decide/guard", "internal/decide/planner", "internal/decide/nodeplan", "internal/decide/explain", "ipvs", "iptables", "addrmgr"}
 
 // goImports maps each package of the main module (relative to it) to the
 // project's packages it imports, relative too; tests says whether the test

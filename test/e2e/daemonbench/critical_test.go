@@ -10,7 +10,7 @@ import (
 	"time"
 )
 
-// Log lines of ipvs-proxy's critical Services (internal/daemon/critical.go).
+// Log lines of ipvs-proxy's critical Services (internal/drive/daemon/critical.go).
 const (
 	cachesSyncedMsg = "informer caches synced; starting the first full sync"
 	criticalMsg     = "critical Services"

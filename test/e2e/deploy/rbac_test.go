@@ -28,7 +28,7 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"

@@ -20,10 +20,10 @@ import (
 	"k8s.io/apimachinery/pkg/util/wait"
 	"k8s.io/client-go/kubernetes"
 
-	"github.com/ipvs-proxy/ipvs-proxy/internal/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/events"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 )
 

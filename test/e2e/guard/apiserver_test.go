@@ -20,11 +20,11 @@ import (
 	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/informers"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/applier"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/daemon"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/guard"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/model"
-	"github.com/ipvs-proxy/ipvs-proxy/internal/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/applier"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/drive/daemon"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 )
 

@@ -1,0 +1,123 @@
+package recovery
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"slices"
+
+	"github.com/vishvananda/netlink"
+	"go.uber.org/zap"
+
+	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
+	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/edge/nodeenv"
+	"github.com/ipvs-proxy/ipvs-proxy/iptables"
+	iptableskernel "github.com/ipvs-proxy/ipvs-proxy/iptables/kernel"
+	"github.com/ipvs-proxy/ipvs-proxy/ipvs"
+	ipvskernel "github.com/ipvs-proxy/ipvs-proxy/ipvs/kernel"
+)
+
+// procIPVS exists when the ip_vs module is loaded.
+const procIPVS = "/proc/net/ip_vs"
+
+// Kernel is the kernel of the network namespace it was opened in. It never
+// creates kube-ipvs0 and never loads ip_vs.
+type Kernel struct {
+	h *netlink.Handle
+	// env reads the node's addresses and routes (nodeenv.NewHandle: the
+	// main routing table alone, as `run` reads it).
+	env   *nodeenv.Handle
+	link  *addrkernel.Link
+	table *ipvskernel.Table
+}
+
+// OpenKernel opens netlink (and IPVS, when ip_vs is loaded) in the calling
+// thread's network namespace; lock the thread there first.
+func OpenKernel() (*Kernel, error) {
+	h, err := netlink.NewHandle()
+	if err != nil {
+		return nil, fmt.Errorf("open netlink: %w", err)
+	}
+	k := &Kernel{h: h}
+	if k.env, err = nodeenv.NewHandle(); err != nil {
+		h.Close()
+		return nil, err
+	}
+	if _, err := h.LinkByName(addrmgr.Device); err == nil {
+		if k.link, err = addrkernel.EnsureDevice(h); err != nil {
+			k.Close()
+			return nil, err
+		}
+	} else if !errors.As(err, new(netlink.LinkNotFoundError)) {
+		k.Close()
+		return nil, fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
+	}
+	if _, err := os.Stat(procIPVS); err == nil {
+		if k.table, err = ipvskernel.Open(); err != nil {
+			k.Close()
+			return nil, err
+		}
+	}
+	return k, nil
+}
+
+// Close releases the sockets.
+func (k *Kernel) Close() {
+	if k.table != nil {
+		k.table.Close()
+	}
+	if k.env != nil {
+		k.env.Close()
+	}
+	k.h.Close()
+}
+
+// Link is kube-ipvs0, or nil when there is none.
+func (k *Kernel) Link() addrmgr.Link {
+	if k.link == nil {
+		return nil
+	}
+	return k.link
+}
+
+// Table is the IPVS table, or nil when ip_vs is not loaded.
+func (k *Kernel) Table() ipvs.Table {
+	if k.table == nil {
+		return nil
+	}
+	return k.table
+}
+
+// Read dumps the node: interfaces' addresses and default gateways (as
+// `run` reads them, nodeenv.Read), kube-ipvs0 and the IPVS table.
+func (k *Kernel) Read() (*Node, error) {
+	n := &Node{HasDevice: k.link != nil, HasIPVS: k.table != nil}
+	env, err := nodeenv.Read(k.env)
+	if err != nil {
+		return nil, err
+	}
+	n.LocalPrefixes = slices.Clone(env.LocalPrefixes)
+	slices.SortFunc(n.LocalPrefixes, model.ComparePrefix)
+	n.Gateways, n.NextHops, n.Resolvers, n.LinkLocalAddrs = env.Gateways, env.NextHops, env.Resolvers, env.LinkLocalAddrs
+	if k.link != nil {
+		if n.Bound, err = k.link.Addrs(); err != nil {
+			return nil, fmt.Errorf("ip addr show dev %s: %w", addrmgr.Device, err)
+		}
+		slices.SortFunc(n.Bound, model.ComparePrefix)
+	}
+	if k.table != nil {
+		if n.VirtualServers, err = k.table.Services(); err != nil {
+			return nil, fmt.Errorf("ipvsadm -S -n: %w", err)
+		}
+	}
+	return n, nil
+}
+
+// DeleteDevice is `ip link del kube-ipvs0`, with its addresses.
+func (k *Kernel) DeleteDevice() error { return addrkernel.DeleteDevice(k.h) }
+
+// openRules opens the proxy's ipsets and chains in the calling thread's
+// namespace (iptables/kernel.NewSyncer).
+func openRules(log *zap.Logger) (*iptables.Syncer, error) { return iptableskernel.NewSyncer(log) }
