@@ -12,7 +12,7 @@ import (
 // edges (ipvs/kernel, iptables/kernel, addrmgr), so that they build and
 // `ipvs-proxy plan` runs on any GOOS. `make lint` builds them for darwin.
 func TestPureCore(t *testing.T) {
-	pkgs := []string{".", "../model", "../../ipvs", "../../iptables"}
+	pkgs := []string{".", "../model", "../../../ipvs", "../../../iptables"}
 	out, err := exec.Command("go", append([]string{"list", "-deps"}, pkgs...)...).Output()
 	if err != nil {
 		t.Fatalf("go list -deps: %v", err)

@@ -27,7 +27,7 @@ import (
 // goldenDir holds `plan`'s golden scenarios (cmd/ipvs-proxy/plan_test.go):
 // CASE.yaml declares "# flags[NAME]: ARGS" lines, CASE[.NAME].golden is
 // what plan printed.
-const goldenDir = "../../testdata/plan"
+const goldenDir = "../../../testdata/plan"
 
 var goldenFlags = regexp.MustCompile(`(?m)^# flags(?:\[([a-z0-9-]+)\])?:(.*)$`)
 

@@ -57,7 +57,7 @@ func proxyBin(t *testing.T) string {
 	// source directory.
 	var best string
 	var newest time.Time
-	for _, bin := range []string{filepath.Join("..", "..", "bin", "ipvs-proxy"), "/tmp/ipvs-proxy"} {
+	for _, bin := range []string{filepath.Join("..", "..", "..", "bin", "ipvs-proxy"), "/tmp/ipvs-proxy"} {
 		if st, err := os.Stat(bin); err == nil && st.ModTime().After(newest) {
 			best, newest = bin, st.ModTime()
 		}
