@@ -37,7 +37,7 @@ func (a *Applier) Critical(st *planner.State) (res *Result, already bool, err er
 	s.lap(&s.res.Took.Journal)
 	s.res.IPVS = a.ipvs.Ensure(st.VirtualServers)
 	for _, f := range s.res.IPVS.Failures {
-		s.res.add(f.Service, f)
+		s.res.add(f.ID.Service, f)
 	}
 	s.lap(&s.res.Took.IPVS)
 	s.syncRules()
