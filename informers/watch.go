@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/convert"
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
 	"maps"
 	"net/netip"
 	"slices"
@@ -303,13 +304,13 @@ func (w *Watcher) onSlice(obj any) {
 		w.OnEndpointsChange(key)
 	}
 	var api []netip.Addr
-	if key == convert.APIServerService {
+	if key == guard.APIServerService {
 		api = convert.APIServerEndpoints(w.servicesSlices(key))
 	}
 	w.mu.Lock()
 	w.dirty[key] = true
 	w.noteSeen()
-	apiChanged := key == convert.APIServerService && !slices.Equal(api, w.apiView)
+	apiChanged := key == guard.APIServerService && !slices.Equal(api, w.apiView)
 	if apiChanged {
 		// The guard protects them: every service is planned again.
 		w.apiView = api

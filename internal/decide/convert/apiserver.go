@@ -6,16 +6,9 @@ import (
 
 	corev1 "k8s.io/api/core/v1"
 	discoveryv1 "k8s.io/api/discovery/v1"
-	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
-	"k8s.io/apimachinery/pkg/types"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
 )
-
-// APIServerService is the Service whose endpoints are the API server
-// instances (`kubectl get endpointslices -n default -l
-// kubernetes.io/service-name=kubernetes`).
-var APIServerService = types.NamespacedName{Namespace: metav1.NamespaceDefault, Name: "kubernetes"}
 
 // APIServerEndpoints are the addresses of every endpoint (every address of
 // each, not only the first) in the EndpointSlices of the default/kubernetes
@@ -25,7 +18,7 @@ var APIServerService = types.NamespacedName{Namespace: metav1.NamespaceDefault, 
 func APIServerEndpoints(eps []*discoveryv1.EndpointSlice) []netip.Addr {
 	var out []netip.Addr
 	for _, s := range eps {
-		if n, _ := SliceService(s); n != APIServerService {
+		if n, _ := SliceService(s); n != guard.APIServerService {
 			continue
 		}
 		for _, e := range s.Endpoints {

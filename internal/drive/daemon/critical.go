@@ -1,6 +1,7 @@
 package daemon
 
 import (
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
 	"slices"
 
 	"go.uber.org/zap"
@@ -17,9 +18,6 @@ import (
 // Services. So the first sync after the caches synced plans and applies
 // default/kubernetes and the cluster DNS alone before it plans the rest,
 // and the full sync that follows finds them as it wants them.
-
-// APIServerService is the API server's own Service, always critical.
-var APIServerService = types.NamespacedName{Namespace: "default", Name: "kubernetes"}
 
 // CriticalApplier is an Applier that applies the critical Services' plan
 // before the first full sync: *applier.Applier (Applier.Critical). already
@@ -46,7 +44,7 @@ var _ CriticalApplier = (*kernel)(nil)
 // are served: default/kubernetes, then l.Critical (--critical-services), or
 // when none is named the Source's cluster DNS.
 func (l *Loop) criticalNames(cached []types.NamespacedName) []types.NamespacedName {
-	names := []types.NamespacedName{APIServerService}
+	names := []types.NamespacedName{guard.APIServerService}
 	switch dns, ok := l.Source.(ClusterDNSSource); {
 	case len(l.Critical) > 0:
 		names = append(names, l.Critical...)
