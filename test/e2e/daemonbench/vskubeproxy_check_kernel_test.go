@@ -56,6 +56,27 @@ func envProxies(t *testing.T) map[string]bool {
 	return out
 }
 
+// envStats reads BENCHVS_SERVICE_STATS: the --service-stats values ours
+// runs with, one run each, comma-separated; unset, one run with its
+// default.
+func envStats(t *testing.T) []string {
+	t.Helper()
+	v := os.Getenv("BENCHVS_SERVICE_STATS")
+	if v == "" {
+		return []string{""}
+	}
+	var out []string
+	for _, f := range strings.Split(v, ",") {
+		switch k := strings.TrimSpace(f); k {
+		case "true", "false":
+			out = append(out, k)
+		default:
+			t.Fatalf("BENCHVS_SERVICE_STATS=%q: want true, false or both, comma-separated", v)
+		}
+	}
+	return out
+}
+
 // wanted is what either proxy must program for the API's ClusterIP TCP
 // Services: per virtual server ("IP:PORT") the ready endpoints
 // ("IP:PORT"); every ClusterIP on kube-ipvs0 and in KUBE-CLUSTER-IP.
@@ -288,17 +309,19 @@ func vsReport(services, endpoints, changes int, rs []vsResult) string {
 	row("kernel at first sync", func(r vsResult) string { return r.kernel })
 	row("its start, from its log (since the exec)", func(r vsResult) string { return cmp.Or(r.startup, "—") })
 	row("critical Services", func(r vsResult) string { return cmp.Or(r.critical, "—") })
-	if len(rs) == 2 {
-		kp, ours := rs[0], rs[1]
+	if len(rs) >= 2 && rs[0].kubeProxy {
+		kp := rs[0]
 		lower := ""
 		if kp.overBudget {
 			lower = " (kube-proxy over its budget: a lower bound)"
 		}
-		fmt.Fprintf(&b, "vs kube-proxy at %d services: one change %s faster, full sync %s sooner, peak RSS %s smaller%s\n", services,
-			ratio(q(kp.lat, 0.5).Seconds(), q(ours.lat, 0.5).Seconds()), ratio(kp.fullSync.Seconds(), ours.fullSync.Seconds()),
-			ratio(float64(kp.hwm), float64(ours.hwm)), lower)
+		for _, ours := range rs[1:] {
+			fmt.Fprintf(&b, "vs kube-proxy at %d services (%s): one change %s faster, full sync %s sooner, peak RSS %s smaller%s\n", services, ours.name,
+				ratio(q(kp.lat, 0.5).Seconds(), q(ours.lat, 0.5).Seconds()), ratio(kp.fullSync.Seconds(), ours.fullSync.Seconds()),
+				ratio(float64(kp.hwm), float64(ours.hwm)), lower)
+		}
 	} else {
-		b.WriteString("(one proxy alone, BENCHVS_PROXIES: no side-by-side line)\n")
+		b.WriteString("(kube-proxy not run, BENCHVS_PROXIES: no side-by-side line)\n")
 	}
 	for _, r := range rs {
 		b.WriteString(r.breakdown)

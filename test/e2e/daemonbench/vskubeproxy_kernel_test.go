@@ -64,8 +64,8 @@ type ipvsProxy struct{ *ktest.Process }
 // With debug, it logs at debug level: each sync's stages (the breakdown);
 // with memoryOn, it traces its collections and serves its profiles; with
 // BENCHVS_GOGC, it runs with that GOGC instead of its own default; with
-// BENCHVS_SERVICE_STATS (true or false), with that --service-stats.
-func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool) process {
+// stats (true or false), with that --service-stats.
+func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool, stats string) process {
 	t.Helper()
 	dir := t.TempDir()
 	args := []string{"run",
@@ -75,8 +75,8 @@ func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debu
 	if debug {
 		args = append(args, "--log-level", "debug")
 	}
-	if v := os.Getenv("BENCHVS_SERVICE_STATS"); v != "" {
-		args = append(args, "--service-stats="+v)
+	if stats != "" {
+		args = append(args, "--service-stats="+stats)
 	}
 	log := filepath.Join(dir, "ipvs-proxy.log")
 	var env []string
@@ -166,6 +166,7 @@ func cpuTime(t *testing.T, pid int) time.Duration {
 // vsResult is what one contender measured.
 type vsResult struct {
 	name       string
+	kubeProxy  bool          // the result is kube-proxy's, the side-by-side's reference
 	fullSync   time.Duration // process start -> complete kernel
 	overBudget bool          // fullSync is the budget: it did not finish
 	// changeOverBudget: the contender was over its first-sync budget, so
@@ -235,12 +236,20 @@ func TestVsKubeProxyGuest(t *testing.T) {
 			start: func(t *testing.T, node *ktest.Node) process {
 				return kubeproxy.Start(t, node.NS, kubeproxy.Options{Bin: kpBin, NodeName: thisNode, ConfigFile: kpConfig})
 			}},
-		{key: "ipvs-proxy", name: "ipvs-proxy run", syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
+	}
+	// BENCHVS_SERVICE_STATS=false,true measures ours twice against the
+	// same Services: statistics off, then on.
+	for _, stats := range envStats(t) {
+		name := "ipvs-proxy run"
+		if stats != "" {
+			name += " --service-stats=" + stats
+		}
+		contenders = append(contenders, contender{key: "ipvs-proxy", name: name, syncMetric: "ipvs_proxy_last_sync_timestamp_seconds",
 			durMetric:  "ipvs_proxy_sync_duration_seconds",
 			kubeconfig: proxyKC,
 			start: func(t *testing.T, node *ktest.Node) process {
-				return startIPVSProxy(t, node, proxyBin, proxyKC, breakdown)
-			}},
+				return startIPVSProxy(t, node, proxyBin, proxyKC, breakdown, stats)
+			}})
 	}
 	which := envProxies(t)
 	var results []vsResult
@@ -249,7 +258,7 @@ func TestVsKubeProxyGuest(t *testing.T) {
 			continue
 		}
 		b := &vsBench{t: t, ctx: ctx, client: client, adminCfg: adminCfg, apiPort: apiPort, services: services,
-			changes: changes, changesWall: changesWall, budget: budget, changeBudget: changeBudget, idle: idle, ipBase: 250 * (2*run + i), breakdown: breakdown}
+			changes: changes, changesWall: changesWall, budget: budget, changeBudget: changeBudget, idle: idle, ipBase: 250 * (len(contenders)*run + i), breakdown: breakdown}
 		results = append(results, b.measure(c))
 	}
 	fmt.Print(vsReport(services, endpoints, changes, results))
@@ -282,7 +291,7 @@ type vsBench struct {
 
 func (b *vsBench) measure(c contender) vsResult {
 	t := b.t
-	r := vsResult{name: c.name}
+	r := vsResult{name: c.name, kubeProxy: c.key == "kube-proxy"}
 	want := listWanted(t, b.ctx, b.client)
 	node := ktest.NewNode(t)
 	node.AddClient(t, "cli")
