@@ -1,4 +1,4 @@
-# kube-proxy and ipvs-proxy side by side (issue 18; test/e2e/daemonbench,
+# kube-proxy and ipvs-proxy side by side (test/e2e/daemonbench,
 # TestVsKubeProxy): one API server, the same objects, for each size one VM
 # boot in which kube-proxy v1.34 (IPVS mode) and then `ipvs-proxy run` each
 # program a fresh node namespace: first full sync until the kernel is

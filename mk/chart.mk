@@ -1,4 +1,4 @@
-# mk/chart.mk: the Helm chart charts/ipvs-proxy (issue 38 item 3). Included
+# mk/chart.mk: the Helm chart charts/ipvs-proxy. Included
 # by the top Makefile (`-include mk/*.mk`).
 #
 #   make helm         helm HELM_VERSION built from its Go module into

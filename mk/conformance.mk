@@ -1,4 +1,4 @@
-# mk/conformance.mk: the multi-node bed of issue 17 (test/e2e/cluster) and
+# mk/conformance.mk: the multi-node bed (test/e2e/cluster) and
 # the upstream [sig-network] tests re-created on it, each a subtest named
 # after its `It`. Included by the top Makefile (`-include mk/*.mk`).
 #

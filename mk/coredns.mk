@@ -1,4 +1,4 @@
-# mk/coredns.mk: the bed's cluster DNS (issue 17): CoreDNS with the
+# mk/coredns.mk: the bed's cluster DNS: CoreDNS with the
 # kubernetes, bind, errors, log, health, ready and cache plugins and no forward
 # (tools/coredns, its own module), built once into .cache/coredns by
 # scripts/build-coredns.sh (a few minutes of CPU cold, nothing after).

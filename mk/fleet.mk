@@ -1,5 +1,5 @@
-# mk/fleet.mk: the mixed fleet of issue 13 (item 5) and the seed's disaster
-# across real nodes of issue 17 (item 4), on the multi-node bed of
+# mk/fleet.mk: the mixed fleet and the seed's disaster
+# across real nodes, on the multi-node bed of
 # test/e2e/cluster. Included by the top Makefile (`-include mk/*.mk`).
 #
 #   make test-fleet   the bed with ipvs-proxy on every node; a Service whose

@@ -1,5 +1,5 @@
 # mk/image.mk: the DaemonSet's OCI image without a container engine or a
-# registry (issue 15 items 9 and 10). Included by the top Makefile
+# registry. Included by the top Makefile
 # (`-include mk/*.mk`).
 #
 #   make image        bin/ipvs-proxy on a Debian root file system from the

@@ -1,4 +1,4 @@
-# mk/migdoc.mk: docs/migration.md run as a test (issue 39, item 4).
+# mk/migdoc.mk: docs/migration.md run as a test.
 # Included by the top Makefile (`-include mk/*.mk`).
 #
 #   make kubectl             build kubectl v1.34.4 once into .cache/kubectl

@@ -1,4 +1,4 @@
-# mk/node.mk: the shipped DaemonSet on a real kubelet (issue 38, item 4).
+# mk/node.mk: the shipped DaemonSet on a real kubelet.
 # Included by the top Makefile (`-include mk/*.mk`).
 #
 #   make kubelet      build the kubelet v1.34.4 once into .cache/kubelet
@@ -17,8 +17,12 @@
 #                     ClusterIP (TestNode in test/e2e/node; docs/testing.md);
 #                     the helm scenario runs `make helm`'s helm (mk/chart.mk)
 #
-# Not in `make test`: it builds the kubelet (minutes of CPU once) and boots
-# the VM for several minutes; docs/testing.md has the figures.
+#   make test-node-install
+#                     the install scenario alone, in `make test`: it needs
+#                     neither kube-proxy's image nor the rollout's, nor helm
+#
+# make test-node is not in `make test`: its four scenarios boot the VM four
+# times for about ten minutes; docs/testing.md has the figures.
 
 # Keep the including Makefile's default goal whatever the include order.
 node_default_goal := $(.DEFAULT_GOAL)
@@ -34,7 +38,7 @@ NODE_DIR    ?= .cache/node
 # keeps the API server out of the proxy pod's reach for a while.
 NODE_PKGS   := containerd runc containernetworking-plugins nftables
 
-.PHONY: kubelet agnhost node-deps node-image test-node
+.PHONY: kubelet agnhost node-deps node-release-image node-image test-node test-node-install
 kubelet agnhost:
 	GO='$(GO)' K8S_VERSION=$(K8S_VERSION) bash scripts/build-k8s.sh $@
 
@@ -43,21 +47,28 @@ node-deps:
 		DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends $(NODE_PKGS) >/dev/null; }
 	@dpkg-query -W -f='node-deps: $${Package} $${Version}\n' $(NODE_PKGS)
 
-# The release image twice (the second as the rollout's new version,
-# ROLLOUT_TAG), and the kube-proxy image's root file system: the release
-# image's packages and ipset, which kube-proxy's IPVS mode runs.
+# The release image for linux/amd64, tagged $(VERSION) or, as
+# node-image's second build, ROLLOUT_TAG.
 ROLLOUT_TAG := $(VERSION)-rollout
-node-image:
+define node_release_image
+CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version='$(1) \
+	-o $(NODE_DIR)/ipvs-proxy ./cmd/ipvs-proxy
+$(GO) run ./tools/ociimage build -layout $(NODE_DIR)/oci -tag $(1) -platform amd64=$(NODE_DIR)/rootfs-amd64.tar,$(NODE_DIR)/ipvs-proxy
+tar --sort=name --owner=0 --group=0 --numeric-owner -C $(NODE_DIR)/oci -cf $(NODE_DIR)/ipvs-proxy-$(1)-oci.tar .
+endef
+
+node-release-image:
 	mkdir -p $(NODE_DIR)
 	bash scripts/release-rootfs.sh amd64 $(NODE_DIR)/rootfs-amd64.tar
+	$(call node_release_image,$(VERSION))
+
+# The release image twice (the second as the rollout's new version), and the
+# kube-proxy image's root file system: the release image's packages and
+# ipset, which kube-proxy's IPVS mode runs.
+node-image: node-release-image
 	IMAGE_PACKAGES='base-files base-passwd bash coreutils dash dpkg grep iptables ipset kmod' \
 		bash scripts/release-rootfs.sh amd64 $(NODE_DIR)/rootfs-kube-proxy-amd64.tar
-	set -e; for tag in $(VERSION) $(ROLLOUT_TAG); do \
-		CGO_ENABLED=0 $(GO) build -trimpath -ldflags '-s -w -X github.com/ipvs-proxy/ipvs-proxy/internal/version.Version='$$tag \
-			-o $(NODE_DIR)/ipvs-proxy ./cmd/ipvs-proxy; \
-		$(GO) run ./tools/ociimage build -layout $(NODE_DIR)/oci -tag $$tag -platform amd64=$(NODE_DIR)/rootfs-amd64.tar,$(NODE_DIR)/ipvs-proxy; \
-		tar --sort=name --owner=0 --group=0 --numeric-owner -C $(NODE_DIR)/oci -cf $(NODE_DIR)/ipvs-proxy-$$tag-oci.tar .; \
-	done
+	$(call node_release_image,$(ROLLOUT_TAG))
 
 test-node: deps kubelet agnhost helm kube-proxy node-deps node-image
 	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) \
@@ -67,6 +78,13 @@ test-node: deps kubelet agnhost helm kube-proxy node-deps node-image
 		NODE_KUBE_PROXY_ROOTFS=$(CURDIR)/$(NODE_DIR)/rootfs-kube-proxy-amd64.tar \
 		$(GO) test -count=1 -vet=off -v -timeout 40m -run '^TestNode$$' $(NODE_TEST_FLAGS) ./node
 
-OPT_IN += test-node(builds-the-kubelet-and-runs-it-in-the-VM)
+OPT_IN += test-node(all-four-scenarios-on-the-real-kubelet-in-the-VM)
+
+test-node-install: deps kubelet agnhost node-deps node-release-image
+	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_AGNHOST_BIN=$(AGNHOST_BIN) \
+		NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(VERSION)-oci.tar \
+		$(GO) test -count=1 -vet=off -v -timeout 20m -run '^TestNode$$/^install$$' ./node
+
+TEST_TARGETS += test-node-install
 
 .DEFAULT_GOAL := $(node_default_goal)

@@ -1,4 +1,4 @@
-# mk/prometheus.mk: a real Prometheus against ipvs-proxy (issue 15 item 6).
+# mk/prometheus.mk: a real Prometheus against ipvs-proxy.
 # Included by the top Makefile (`-include mk/*.mk`).
 #
 #   make test-prometheus   Debian's prometheus (scripts/install-prometheus.sh)

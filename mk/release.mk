@@ -1,4 +1,4 @@
-# mk/release.mk: a release an operator can install (issue 38). Included by
+# mk/release.mk: a release an operator can install. Included by
 # the top Makefile (`-include mk/*.mk`).
 #
 #   make release       into dist/ (scripts/release.sh): static binaries for

@@ -1,4 +1,4 @@
-# Reliability suites (issue 7): fuzz, soak, chaos. Included by the Makefile
+# Reliability suites: fuzz, soak, chaos. Included by the Makefile
 # (`-include mk/*.mk`). docs/reliability.md has the figures and the commands.
 #
 #   make reliability            every suite, bounded (a few minutes)

@@ -1,5 +1,5 @@
 # mk/takeover.mk: kube-proxy in the test bed, and the takeover and rollback
-# test of issue 13 (test/e2e/takeover). Included by the top Makefile
+# test (test/e2e/takeover). Included by the top Makefile
 # (`-include mk/*.mk`).
 #
 #   make kube-proxy      build kube-proxy v1.34.4 once into .cache/kube-proxy

@@ -26,6 +26,8 @@ import (
 	"k8s.io/client-go/tools/cache"
 	"k8s.io/client-go/tools/clientcmd"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/config"
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 	"github.com/ipvs-proxy/ipvs-proxy/test/vmtest"
@@ -67,31 +69,25 @@ type ipvsProxy struct{ *ktest.Process }
 // stats (true or false), with that --service-stats.
 func startIPVSProxy(t *testing.T, node *ktest.Node, bin, kubeconfig string, debug bool, stats string) process {
 	t.Helper()
-	dir := t.TempDir()
-	args := []string{"run",
-		"--kubeconfig", kubeconfig, "--hostname-override", thisNode, "--cluster-cidr", "10.244.0.0/16",
-		"--healthz-bind-address", kubeproxy.HealthzAddress, "--metrics-bind-address", kubeproxy.MetricsAddress,
-		"--state-dir", filepath.Join(dir, "state")}
+	p := harness.Proxy{Bin: bin, Kubeconfig: kubeconfig, Node: thisNode,
+		// The proxy's own default period, not the harness' short one.
+		SyncPeriod:  config.DefaultSyncPeriod,
+		HealthzAddr: kubeproxy.HealthzAddress, MetricsAddr: kubeproxy.MetricsAddress,
+		LogLevel: "info", LogFormat: "json"}
 	if debug {
-		args = append(args, "--log-level", "debug")
+		p.LogLevel = "debug"
 	}
 	if stats != "" {
-		args = append(args, "--service-stats="+stats)
+		p.Flags = append(p.Flags, "--service-stats="+stats)
 	}
-	log := filepath.Join(dir, "ipvs-proxy.log")
-	var env []string
 	if memoryOn() {
-		env = append(env, "GODEBUG=gctrace=1")
-		args = append(args, "--profiling")
+		p.Env = append(p.Env, "GODEBUG=gctrace=1")
+		p.Flags = append(p.Flags, "--profiling")
 	}
 	if v := os.Getenv("BENCHVS_GOGC"); v != "" {
-		env = append(env, "GOGC="+v)
+		p.Env = append(p.Env, "GOGC="+v)
 	}
-	if len(env) > 0 {
-		// env execs the proxy: the process is still the proxy's.
-		return ipvsProxy{node.Start(t, log, "env", append(append(env, bin), args...)...)}
-	}
-	return ipvsProxy{node.Start(t, log, bin, args...)}
+	return ipvsProxy{harness.StartProxy(t, node.NS, p)}
 }
 
 func (p ipvsProxy) Pid() int { return p.Cmd.Process.Pid }

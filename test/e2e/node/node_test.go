@@ -102,7 +102,12 @@ func TestNode(t *testing.T) {
 
 	// migrate and swap: kubeadm's kube-proxy serves, then the replace step
 	// and a rollout (the guest applies the overlay), or the image swap in
-	// kube-proxy's own DaemonSet, under traffic.
+	// kube-proxy's own DaemonSet, under traffic. make test-node-install
+	// runs install alone, without these scenarios' inputs.
+	if os.Getenv(envKubeProxy) == "" && os.Getenv(envRolloutImage) == "" {
+		t.Logf("%s and %s are not set: install alone (make test-node-install)", envKubeProxy, envRolloutImage)
+		return
+	}
 	kubeProxy, rootfs, rollout, tag := os.Getenv(envKubeProxy), os.Getenv(envKubeProxyRoots), os.Getenv(envRolloutImage), os.Getenv(envRolloutTag)
 	if kubeProxy == "" || rootfs == "" || rollout == "" || tag == "" {
 		t.Fatalf("%s, %s, %s and %s must be set (make test-node)", envKubeProxy, envKubeProxyRoots, envRolloutImage, envRolloutTag)

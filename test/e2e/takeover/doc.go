@@ -1,4 +1,4 @@
-// Package takeover is the test of issue 13: ipvs-proxy takes over a live
+// Package takeover tests the way in and the way back: ipvs-proxy takes over a live
 // node from kube-proxy's IPVS mode, and hands it back, under traffic.
 //
 // kube-proxy v1.34.4 (package kubeproxy; `make kube-proxy` builds it once

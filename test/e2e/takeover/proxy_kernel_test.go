@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/harness"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/kubeproxy"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
@@ -48,13 +49,12 @@ func (b *bed) proxyConfig() string {
 // startProxy runs the DaemonSet's command, `ipvs-proxy run --config FILE
 // --hostname-override NODE`, plus what the pod has and the node namespace
 // has not: --state-dir (the pod's hostPath; the credentials are in the file,
-// proxyConfig), and JSON debug logs for the test to read.
+// proxyConfig), and JSON debug logs for the test to read (every sync's
+// "sync applied" record).
 func (b *bed) startProxy(config, log string) *ipvsProxy {
 	b.t.Helper()
-	return &ipvsProxy{b.node.Start(b.t, filepath.Join(b.dir, log), b.proxyBin, "run", "--config", config,
-		"--hostname-override", thisNode, "--state-dir", filepath.Join(b.dir, "state"),
-		// Test instrumentation: every sync's "sync applied" record (debug).
-		"--log-level", "debug", "--log-format", "json")}
+	return &ipvsProxy{harness.StartProxy(b.t, b.node.NS, harness.Proxy{Bin: b.proxyBin, Config: config, Node: thisNode,
+		StateDir: filepath.Join(b.dir, "state"), Log: filepath.Join(b.dir, log), LogFormat: "json"})}
 }
 
 // metrics reads ipvs-proxy's /metrics (the address of kube-proxy's file).

@@ -3,6 +3,7 @@ package harness
 import (
 	"cmp"
 	"path/filepath"
+	"slices"
 	"testing"
 	"time"
 
@@ -34,8 +35,17 @@ type Proxy struct {
 	// NoHealthz turns the health server off (--healthz-bind-address ""),
 	// for a test that restarts the proxy faster than the port frees.
 	NoHealthz bool
-	// LogFormat is --log-format; default console (at --log-level debug).
+	// LogFormat is --log-format; default console.
 	LogFormat string
+	// LogLevel is --log-level; default debug.
+	LogLevel string
+	// Config is --config, the file of a DaemonSet's pod: its settings
+	// stand, so Kubeconfig, ClusterCIDR, SyncPeriod and the listeners are
+	// not passed as flags.
+	Config string
+	// Env are environment entries (GOGC=50) the proxy runs with; env(1)
+	// execs it, so the process is still the proxy's.
+	Env []string
 	// Flags are further flags, such as --protected-cidrs.
 	Flags []string
 }
@@ -49,12 +59,22 @@ func StartProxy(t testing.TB, ns *ktest.NS, p Proxy) *ktest.Process {
 	if p.NoHealthz {
 		healthz = ""
 	}
-	args := []string{"run", "--kubeconfig", p.Kubeconfig, "--hostname-override", p.Node,
-		"--cluster-cidr", cmp.Or(p.ClusterCIDR, "10.244.0.0/16"),
-		"--sync-period", cmp.Or(p.SyncPeriod, 5*time.Second).String(),
+	args := []string{"run", "--hostname-override", p.Node,
 		"--state-dir", cmp.Or(p.StateDir, filepath.Join(dir, "state")),
-		"--healthz-bind-address", healthz,
-		"--metrics-bind-address", cmp.Or(p.MetricsAddr, "127.0.0.1:10249"),
-		"--log-level", "debug", "--log-format", cmp.Or(p.LogFormat, "console")}
-	return ns.Start(t, cmp.Or(p.Log, filepath.Join(dir, "proxy.log")), p.Bin, append(args, p.Flags...)...)
+		"--log-level", cmp.Or(p.LogLevel, "debug"), "--log-format", cmp.Or(p.LogFormat, "console")}
+	if p.Config != "" {
+		args = append(args, "--config", p.Config)
+	} else {
+		args = append(args, "--kubeconfig", p.Kubeconfig,
+			"--cluster-cidr", cmp.Or(p.ClusterCIDR, "10.244.0.0/16"),
+			"--sync-period", cmp.Or(p.SyncPeriod, 5*time.Second).String(),
+			"--healthz-bind-address", healthz,
+			"--metrics-bind-address", cmp.Or(p.MetricsAddr, "127.0.0.1:10249"))
+	}
+	args = append(args, p.Flags...)
+	log := cmp.Or(p.Log, filepath.Join(dir, "proxy.log"))
+	if len(p.Env) > 0 {
+		return ns.Start(t, log, "env", append(append(slices.Clone(p.Env), p.Bin), args...)...)
+	}
+	return ns.Start(t, log, p.Bin, args...)
 }
