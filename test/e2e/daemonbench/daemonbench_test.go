@@ -18,8 +18,10 @@ import (
 	"time"
 
 	corev1 "k8s.io/api/core/v1"
+	discoveryv1 "k8s.io/api/discovery/v1"
 	metav1 "k8s.io/apimachinery/pkg/apis/meta/v1"
 	"k8s.io/client-go/kubernetes"
+	"k8s.io/utils/ptr"
 
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/consoleprof"
@@ -39,7 +41,8 @@ func createAll(ctx context.Context, c kubernetes.Interface, services, endpoints,
 	return createServices(ctx, c, 0, services, endpoints, workers)
 }
 
-// createBase creates the benchmark's namespace and its Nodes.
+// createBase creates the benchmark's namespace, its Nodes and the
+// EndpointSlice of default/kubernetes.
 func createBase(ctx context.Context, c kubernetes.Interface) error {
 	if _, err := c.CoreV1().Namespaces().Create(ctx, &corev1.Namespace{ObjectMeta: metav1.ObjectMeta{Name: benchNS}}, metav1.CreateOptions{}); err != nil {
 		return err
@@ -51,7 +54,33 @@ func createBase(ctx context.Context, c kubernetes.Interface) error {
 			return err
 		}
 	}
-	return nil
+	return createAPIServerSlice(ctx, c)
+}
+
+// createAPIServerSlice gives default/kubernetes the EndpointSlice the API
+// server's endpoint reconciler would write (the bed runs it with
+// --endpoint-reconciler-type=none): one ready endpoint, here node n2's
+// address, so the proxy has something to serve for the Service it programs
+// first (the report's critical Services row).
+func createAPIServerSlice(ctx context.Context, c kubernetes.Interface) error {
+	svc, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	if err != nil {
+		return err
+	}
+	if len(svc.Spec.Ports) == 0 {
+		return errors.New("default/kubernetes has no port")
+	}
+	sp := svc.Spec.Ports[0]
+	slice := &discoveryv1.EndpointSlice{
+		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "kubernetes",
+			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		AddressType: discoveryv1.AddressTypeIPv4,
+		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{nodeIP(2).String()},
+			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
+		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(sp.Name), Protocol: ptr.To(sp.Protocol), Port: ptr.To(sp.TargetPort.IntVal)}},
+	}
+	_, err = c.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
+	return err
 }
 
 // createServices creates Services from..to-1, each with its EndpointSlice,
