@@ -55,6 +55,10 @@ type process interface {
 	Stop(timeout time.Duration) (time.Duration, error)
 }
 
+// settleEvery is how often the harness looks, between two changes, for
+// the sync of the first to have ended.
+const settleEvery = 300 * time.Millisecond
+
 // progressEvery is how often the harness shows ipvs-proxy's last log
 // lines while its first sync is not complete.
 const progressEvery = 5 * time.Minute
@@ -489,8 +493,12 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 			// Its one change; no sync of it may have ended yet.
 			break
 		}
-		// Let that sync end before the next change.
+		// Let that sync end before the next change. Each look is a scrape
+		// of /metrics, which with --service-stats gathers the per-Service
+		// series: settleEvery keeps the harness' scrapes a few per change,
+		// not ten a second, a load no Prometheus puts on a proxy.
 		for {
+			time.Sleep(settleEvery)
 			ts, err := lastSync(node, c.syncMetric)
 			if err == nil && ts.After(w) {
 				break
@@ -498,7 +506,6 @@ func (b *vsBench) changeLoop(c contender, node *ktest.Node, p process, want *wan
 			if time.Now().After(deadline) {
 				t.Fatalf("change %d: %s: no sync ended after the write within %v", k, c.name, b.changeBudget)
 			}
-			time.Sleep(100 * time.Millisecond)
 		}
 		if k%10 == 9 {
 			t.Logf("%s: %d changes, last %v (floor %v)", c.name, k+1, r.lat[k].Round(time.Millisecond), r.floor[k].Round(time.Millisecond))
