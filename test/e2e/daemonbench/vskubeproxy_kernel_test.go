@@ -252,6 +252,7 @@ func TestVsKubeProxyGuest(t *testing.T) {
 			}})
 	}
 	which := envProxies(t)
+	warmKernel(t, kpBin, proxyBin)
 	var results []vsResult
 	for i, c := range contenders {
 		if !which[c.key] {
