@@ -200,4 +200,3 @@ func TestServiceStatsRetained(t *testing.T) {
 	}
 	runtime.KeepAlive(s)
 }
-
