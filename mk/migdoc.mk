@@ -25,8 +25,8 @@ KUBECTL_BIN  = $(CURDIR)/.cache/kubectl/kubectl-$(K8S_VERSION)
 kubectl:
 	GO='$(GO)' K8S_VERSION=$(K8S_VERSION) bash scripts/build-k8s.sh kubectl
 
-test-migration-doc: deps kubelet kube-proxy kubectl node-deps node-image
-	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) NODE_KUBECTL_BIN=$(KUBECTL_BIN) \
+test-migration-doc: deps kubelet agnhost kube-proxy kubectl node-deps node-image
+	cd test/e2e && NODE_KUBELET_BIN=$(KUBELET_BIN) NODE_KUBE_PROXY_BIN=$(KUBE_PROXY_BIN) NODE_KUBECTL_BIN=$(KUBECTL_BIN) NODE_AGNHOST_BIN=$(AGNHOST_BIN) \
 		NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(VERSION)-oci.tar \
 		NODE_KUBE_PROXY_ROOTFS=$(CURDIR)/$(NODE_DIR)/rootfs-kube-proxy-amd64.tar \
 		$(GO) test -count=1 -vet=off -v -timeout 45m -run '^TestMigrationDoc$$' ./node

@@ -51,6 +51,15 @@ func TestMigrationDoc(t *testing.T) {
 	if err := node.WriteKubeProxyImage(kpImage, rootfs, kubeProxy); err != nil {
 		t.Fatal(err)
 	}
+	// The web pod's image, as in TestNode.
+	agnhost := os.Getenv(envAgnhost)
+	if agnhost == "" {
+		t.Fatalf("%s must be set (make test-migration-doc)", envAgnhost)
+	}
+	agnhostImage := filepath.Join(dir, "agnhost.tar")
+	if err := node.WriteAgnhostImage(agnhostImage, agnhost); err != nil {
+		t.Fatal(err)
+	}
 	objs, err := deploy.Build(deploy.ReplaceKubeProxy)
 	if err != nil {
 		t.Fatal(err)
@@ -67,6 +76,6 @@ func TestMigrationDoc(t *testing.T) {
 	guest.Run(context.Background(), t, dir, guest.Suite{Test: "TestMigrationDocGuest", BuildFlags: []string{"-vet=off"},
 		Timeout: 35 * time.Minute, Port: srv.Port, Env: []string{
 			node.EnvAdminKubeconfig + "=" + kc, node.EnvKubelet + "=" + kubelet, node.EnvKubectl + "=" + kubectl,
-			node.EnvImports + "=" + strings.Join([]string{testImage, kpImage, repo + "=" + release}, ","),
+			node.EnvImports + "=" + strings.Join([]string{testImage, agnhostImage, kpImage, repo + "=" + release}, ","),
 		}})
 }
