@@ -9,7 +9,6 @@ import (
 	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
-	dto "github.com/prometheus/client_model/go"
 	"k8s.io/utils/clock"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
@@ -194,23 +193,18 @@ func (s *ServiceStats) build(snap *ipvs.StatsSnapshot) ([]prometheus.Metric, int
 	fit := min(len(order), budget/seriesPerGroup)
 	omitted := (len(order) - fit) * seriesPerGroup
 	budget -= fit * seriesPerGroup
-	// The groups served, copied out of groups (every group of the read),
-	// which the series would otherwise keep whole.
-	kept := make([]statsGroup, fit)
-	for i, g := range order[:fit] {
-		kept[i] = *g
-	}
 	out := make([]prometheus.Metric, 0, fit*seriesPerGroup)
-	for i := range kept {
-		g := &kept[i]
+	for _, g := range order[:fit] {
+		l := []string{g.Namespace, g.Name, g.Port, g.kind.String()}
+		in, outDir := append(slices.Clip(l), "in"), append(slices.Clip(l), "out")
 		out = append(out,
-			&statsMetric{descConnections, g, prometheus.CounterValue, float64(g.Connections), ""},
-			&statsMetric{descPackets, g, prometheus.CounterValue, float64(g.InPackets), "in"},
-			&statsMetric{descPackets, g, prometheus.CounterValue, float64(g.OutPackets), "out"},
-			&statsMetric{descBytes, g, prometheus.CounterValue, float64(g.InBytes), "in"},
-			&statsMetric{descBytes, g, prometheus.CounterValue, float64(g.OutBytes), "out"},
-			&statsMetric{descActive, g, prometheus.GaugeValue, float64(g.Active), ""},
-			&statsMetric{descInactive, g, prometheus.GaugeValue, float64(g.Inactive), ""})
+			prometheus.MustNewConstMetric(descConnections, prometheus.CounterValue, float64(g.Connections), l...),
+			prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(g.InPackets), in...),
+			prometheus.MustNewConstMetric(descPackets, prometheus.CounterValue, float64(g.OutPackets), outDir...),
+			prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(g.InBytes), in...),
+			prometheus.MustNewConstMetric(descBytes, prometheus.CounterValue, float64(g.OutBytes), outDir...),
+			prometheus.MustNewConstMetric(descActive, prometheus.GaugeValue, float64(g.Active), l...),
+			prometheus.MustNewConstMetric(descInactive, prometheus.GaugeValue, float64(g.Inactive), l...))
 	}
 	if !s.realServers {
 		return out, omitted
@@ -223,43 +217,13 @@ func (s *ServiceStats) build(snap *ipvs.StatsSnapshot) ([]prometheus.Metric, int
 			}
 			budget -= 2
 			c := g.realServers[ap]
-			rs := ap.String()
+			l := []string{g.Namespace, g.Name, g.Port, g.kind.String(), ap.String()}
 			out = append(out,
-				&statsMetric{descRSActive, &kept[i], prometheus.GaugeValue, float64(c.Active), rs},
-				&statsMetric{descRSInactive, &kept[i], prometheus.GaugeValue, float64(c.Inactive), rs})
+				prometheus.MustNewConstMetric(descRSActive, prometheus.GaugeValue, float64(c.Active), l...),
+				prometheus.MustNewConstMetric(descRSInactive, prometheus.GaugeValue, float64(c.Inactive), l...))
 		}
 	}
 	return out, omitted
-}
-
-// statsMetric is one series of a served group. It keeps the group and its
-// value, and makes its label pairs only when a scrape writes it: a const
-// metric would hold them for as long as the read is served, most of the
-// retained heap of --service-stats (TestServiceStatsRetained).
-type statsMetric struct {
-	desc    *prometheus.Desc
-	g       *statsGroup
-	valType prometheus.ValueType
-	val     float64
-	// last is the label after kind: the direction, the real server, or
-	// none.
-	last string
-}
-
-// Desc implements prometheus.Metric.
-func (m *statsMetric) Desc() *prometheus.Desc { return m.desc }
-
-// Write implements prometheus.Metric.
-func (m *statsMetric) Write(out *dto.Metric) error {
-	l := []string{m.g.Namespace, m.g.Name, m.g.Port, m.g.kind.String()}
-	if m.last != "" {
-		l = append(l, m.last)
-	}
-	c, err := prometheus.NewConstMetric(m.desc, m.valType, m.val, l...)
-	if err != nil {
-		return err
-	}
-	return c.Write(out)
 }
 
 // AddServiceStats registers s on m's registry.

@@ -3,7 +3,6 @@ package metrics
 import (
 	"fmt"
 	"net/netip"
-	"runtime"
 	"strings"
 	"testing"
 	"time"
@@ -170,33 +169,4 @@ func gather(b *testing.B, g prometheus.Gatherer) {
 	if _, err := g.Gather(); err != nil {
 		b.Fatal(err)
 	}
-}
-
-// TestServiceStatsRetained bounds the heap the series of one read keep
-// while it is served, at 10,000 Service ports (past the default cap):
-// const metrics with their label pairs kept about 7 MB, a share of the
-// daemon's peak RSS with --service-stats on (docs/benchmarks.md).
-func TestServiceStatsRetained(t *testing.T) {
-	const services, bound = 10000, 2 << 20
-	snap := &ipvs.StatsSnapshot{Read: time.Now()}
-	for i := range services {
-		snap.Services = append(snap.Services, ipvs.ServiceStats{Service: spn(fmt.Sprintf("ns-%d", i%100), fmt.Sprintf("svc-%d", i), "http"),
-			Kind: model.KindClusterIP, Counters: ipvs.Counters{Connections: uint64(i)}, Conns: ipvs.Conns{Active: 1}})
-	}
-	s := NewServiceStats(DefaultServiceStatsMaxSeries, false, nil)
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(s)
-	s.Publish(snap)
-	var before, after runtime.MemStats
-	runtime.GC()
-	runtime.ReadMemStats(&before)
-	if _, err := reg.Gather(); err != nil {
-		t.Fatal(err)
-	}
-	runtime.GC()
-	runtime.ReadMemStats(&after)
-	if kept := int64(after.HeapAlloc) - int64(before.HeapAlloc); kept > bound {
-		t.Errorf("the series of one read keep %.1f MB, want at most %.1f MB", float64(kept)/1e6, float64(bound)/1e6)
-	}
-	runtime.KeepAlive(s)
 }
