@@ -18,11 +18,12 @@
 #                     the helm scenario runs `make helm`'s helm (mk/chart.mk)
 #
 #   make test-node-install
-#                     the install scenario alone, in `make test`: it needs
-#                     neither kube-proxy's image nor the rollout's, nor helm
+#                     the install scenario alone: it needs neither
+#                     kube-proxy's image nor the rollout's, nor helm
 #
-# make test-node is not in `make test`: its four scenarios boot the VM four
-# times for about ten minutes; docs/testing.md has the figures.
+# Neither is in `make test`: the four scenarios boot the VM four times for
+# about ten minutes, and one run of the install scenario in `.ci/run` hung
+# in the guest's kernel; docs/testing.md has the figures.
 
 # Keep the including Makefile's default goal whatever the include order.
 node_default_goal := $(.DEFAULT_GOAL)
@@ -85,6 +86,6 @@ test-node-install: deps kubelet agnhost node-deps node-release-image
 		NODE_RELEASE_IMAGE=$(CURDIR)/$(NODE_DIR)/ipvs-proxy-$(VERSION)-oci.tar \
 		$(GO) test -count=1 -vet=off -v -timeout 20m -run '^TestNode$$/^install$$' ./node
 
-TEST_TARGETS += test-node-install
+OPT_IN += test-node-install(the-install-scenario-alone:-a-guest-kernel-soft-lockup-seen-once)
 
 .DEFAULT_GOAL := $(node_default_goal)
