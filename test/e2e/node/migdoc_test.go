@@ -51,15 +51,7 @@ func TestMigrationDoc(t *testing.T) {
 	if err := node.WriteKubeProxyImage(kpImage, rootfs, kubeProxy); err != nil {
 		t.Fatal(err)
 	}
-	// The web pod's image, as in TestNode.
-	agnhost := os.Getenv(envAgnhost)
-	if agnhost == "" {
-		t.Fatalf("%s must be set (make test-migration-doc)", envAgnhost)
-	}
-	agnhostImage := filepath.Join(dir, "agnhost.tar")
-	if err := node.WriteAgnhostImage(agnhostImage, agnhost); err != nil {
-		t.Fatal(err)
-	}
+	agnhostImage := writeAgnhostImage(t, dir)
 	objs, err := deploy.Build(deploy.ReplaceKubeProxy)
 	if err != nil {
 		t.Fatal(err)

@@ -64,15 +64,7 @@ func TestNode(t *testing.T) {
 	if err := node.WriteTestImage(testImage, bin); err != nil {
 		t.Fatal(err)
 	}
-	agnhost := os.Getenv(envAgnhost)
-	if agnhost == "" {
-		t.Fatalf("%s must be set (make test-node)", envAgnhost)
-	}
-	agnhostImage := filepath.Join(dir, "agnhost.tar")
-	if err := node.WriteAgnhostImage(agnhostImage, agnhost); err != nil {
-		t.Fatal(err)
-	}
-	imports := []string{testImage, agnhostImage}
+	imports := []string{testImage, writeAgnhostImage(t, dir)}
 
 	// install: the overlay applied on a cluster without kube-proxy, as
 	// docs/migration.md's replace step starts.
@@ -143,6 +135,21 @@ func TestNode(t *testing.T) {
 			bootNode(t, srv, sc.guest, kubelet, append(imports, kpImage, repo+"="+release, repo+"="+rollout), sc.env...)
 		})
 	}
+}
+
+// writeAgnhostImage writes the web pod's image, from make agnhost's
+// binary, into dir and returns its path.
+func writeAgnhostImage(t *testing.T, dir string) string {
+	t.Helper()
+	bin := os.Getenv(envAgnhost)
+	if bin == "" {
+		t.Fatalf("%s must be set (make test-node, make test-migration-doc)", envAgnhost)
+	}
+	out := filepath.Join(dir, "agnhost.tar")
+	if err := node.WriteAgnhostImage(out, bin); err != nil {
+		t.Fatal(err)
+	}
+	return out
 }
 
 // releaseImage is the image of the ipvs-proxy DaemonSet among objs, and
