@@ -23,6 +23,7 @@ import (
 	"k8s.io/client-go/kubernetes"
 	"k8s.io/utils/ptr"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/guard"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/apiserver"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/consoleprof"
 	"github.com/ipvs-proxy/ipvs-proxy/test/e2e/bed/deploy"
@@ -63,7 +64,8 @@ func createBase(ctx context.Context, c kubernetes.Interface) error {
 // address, so the proxy has something to serve for the Service it programs
 // first (the report's critical Services row).
 func createAPIServerSlice(ctx context.Context, c kubernetes.Interface) error {
-	svc, err := c.CoreV1().Services(metav1.NamespaceDefault).Get(ctx, "kubernetes", metav1.GetOptions{})
+	api := guard.APIServerService
+	svc, err := c.CoreV1().Services(api.Namespace).Get(ctx, api.Name, metav1.GetOptions{})
 	if err != nil {
 		return err
 	}
@@ -72,14 +74,14 @@ func createAPIServerSlice(ctx context.Context, c kubernetes.Interface) error {
 	}
 	sp := svc.Spec.Ports[0]
 	slice := &discoveryv1.EndpointSlice{
-		ObjectMeta: metav1.ObjectMeta{Namespace: metav1.NamespaceDefault, Name: "kubernetes",
-			Labels: map[string]string{discoveryv1.LabelServiceName: "kubernetes"}},
+		ObjectMeta: metav1.ObjectMeta{Namespace: api.Namespace, Name: api.Name,
+			Labels: map[string]string{discoveryv1.LabelServiceName: api.Name}},
 		AddressType: discoveryv1.AddressTypeIPv4,
 		Endpoints: []discoveryv1.Endpoint{{Addresses: []string{nodeIP(2).String()},
 			Conditions: discoveryv1.EndpointConditions{Ready: ptr.To(true)}}},
 		Ports: []discoveryv1.EndpointPort{{Name: ptr.To(sp.Name), Protocol: ptr.To(sp.Protocol), Port: ptr.To(sp.TargetPort.IntVal)}},
 	}
-	_, err = c.DiscoveryV1().EndpointSlices(metav1.NamespaceDefault).Create(ctx, slice, metav1.CreateOptions{})
+	_, err = c.DiscoveryV1().EndpointSlices(api.Namespace).Create(ctx, slice, metav1.CreateOptions{})
 	return err
 }
 

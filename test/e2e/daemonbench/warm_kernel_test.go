@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/planner"
 	"github.com/ipvs-proxy/ipvs-proxy/test/ktest"
 )
 
@@ -36,35 +37,18 @@ func warmKernel(t *testing.T, bins ...string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	sections := planSections(string(golden))
+	text, err := planner.ParseText(golden)
+	if err != nil {
+		t.Fatalf("%s: %v", warmGolden, err)
+	}
 	node := ktest.NewNode(t)
 	defer node.Close()
-	node.RunInput(t, sections["ipset"], "ipset", "restore")
-	node.RunInput(t, sections["iptables"], "iptables-restore")
-	node.RunInput(t, sections["ip6tables"], "ip6tables-restore")
+	node.RunInput(t, lines(text.IPSet), "ipset", "restore")
+	node.RunInput(t, lines(text.IPTables), "iptables-restore")
+	node.RunInput(t, lines(text.IP6Tables), "ip6tables-restore")
 	t.Logf("kernel warmed (the sets and rules of %s loaded once in a scratch namespace) in %v",
 		filepath.Base(warmGolden), time.Since(start).Round(time.Millisecond))
 }
 
-// planSections splits `ipvs-proxy plan` text at its "# NAME" headers.
-func planSections(text string) map[string]string {
-	out := map[string]string{}
-	name := ""
-	var b strings.Builder
-	flush := func() {
-		if name != "" {
-			out[name] = b.String()
-		}
-		b.Reset()
-	}
-	for _, l := range strings.SplitAfter(text, "\n") {
-		if h, ok := strings.CutPrefix(l, "# "); ok && !strings.Contains(h, " ") {
-			flush()
-			name = strings.TrimSpace(h)
-			continue
-		}
-		b.WriteString(l)
-	}
-	flush()
-	return out
-}
+// lines is a section's lines as a restore reads them.
+func lines(l []string) string { return strings.Join(l, "\n") + "\n" }

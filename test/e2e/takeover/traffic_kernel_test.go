@@ -246,8 +246,7 @@ func startTraffic(t *testing.T, loops, streams, controls []target, interval time
 // excuse themselves).
 func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 	var b strings.Builder
-	stalls, bed := tr.excuses()
-	watchdog := tr.watchdogStalls()
+	ex := tr.excuses()
 	for _, set := range []struct {
 		kind string
 		m    map[string]*counter
@@ -255,12 +254,7 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 		for _, name := range slices.Sorted(maps.Keys(set.m)) {
 			c := set.m[name]
 			c.mu.Lock()
-			var st, bedOnly int64
-			if set.kind != "control" {
-				st, bedOnly = excused(c.failures, stalls, bed)
-			} else {
-				st = int64(duringStalls(c.failures, watchdog))
-			}
+			st, bedOnly := ex.of(c, set.kind == "control")
 			o, f := c.ok.Load(), c.failed.Load()
 			ok += o
 			failed += f - st
@@ -276,10 +270,10 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 			b.WriteString("\n")
 		}
 	}
-	fmt.Fprintf(&b, "  stalls of the bed (watchdog oversleeps or control requests over %v): %d", stallAfter, len(stalls))
-	for i, s := range stalls {
+	fmt.Fprintf(&b, "  stalls of the bed (watchdog oversleeps or control requests over %v): %d", stallAfter, len(ex.stalls))
+	for i, s := range ex.stalls {
 		if i == 5 {
-			fmt.Fprintf(&b, "; ... %d more", len(stalls)-i)
+			fmt.Fprintf(&b, "; ... %d more", len(ex.stalls)-i)
 			break
 		}
 		fmt.Fprintf(&b, "; %s–%s", s.from.Format("15:04:05.000"), s.to.Format("15:04:05.000"))
@@ -298,8 +292,7 @@ func (tr *traffic) snapshot() (ok, failed, stalled int64, report string) {
 // line the VM's failure digest repeats, so that a CI log cut to its tail
 // still says what failed and what the capture saw.
 func (tr *traffic) failedTargets() string {
-	stalls, bed := tr.excuses()
-	watchdog := tr.watchdogStalls()
+	ex := tr.excuses()
 	tr.mu.Lock()
 	verdicts := maps.Clone(tr.verdicts)
 	tr.mu.Unlock()
@@ -308,13 +301,9 @@ func (tr *traffic) failedTargets() string {
 		for _, name := range slices.Sorted(maps.Keys(m)) {
 			c := m[name]
 			c.mu.Lock()
-			n := c.failed.Load()
-			if _, control := tr.controls[name]; !control {
-				st, _ := excused(c.failures, stalls, bed)
-				n -= st
-			} else {
-				n -= int64(duringStalls(c.failures, watchdog))
-			}
+			_, control := tr.controls[name]
+			st, _ := ex.of(c, control)
+			n := c.failed.Load() - st
 			if n > 0 {
 				first := ""
 				if len(c.errs) > 0 {
@@ -331,28 +320,28 @@ func (tr *traffic) failedTargets() string {
 	return strings.Join(parts, "; ")
 }
 
-// excuses are what a proxied failure is excused by: the bed's stalls
-// (stallSpans) and the failures the capture's verdict put on the bed.
-func (tr *traffic) excuses() (stalls, bed []span) {
-	stalls = tr.stallSpans()
+// excuser holds what excuses a failure: the bed's stalls (stallSpans),
+// the watchdog's oversleeps alone, and the failures the capture's verdict
+// put on the bed.
+type excuser struct{ stalls, watchdog, bed []span }
+
+func (tr *traffic) excuses() excuser {
+	stalls := tr.stallSpans()
 	tr.mu.Lock()
 	defer tr.mu.Unlock()
-	return stalls, slices.Clone(tr.bedFailures)
+	return excuser{stalls: stalls, watchdog: slices.Clone(tr.stalls), bed: slices.Clone(tr.bedFailures)}
 }
 
-// excused counts the failures of one proxied target that are excused: all
-// of them (st), and of those the ones the capture's verdict put on the
-// bed (bedOnly).
-func excused(failures, stalls, bed []span) (st, bedOnly int64) {
-	bedOnly = int64(bedFailures(failures, stalls, bed))
-	return int64(duringStalls(failures, stalls)) + bedOnly, bedOnly
-}
-
-// watchdogStalls are the watchdog's oversleeps alone.
-func (tr *traffic) watchdogStalls() []span {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	return slices.Clone(tr.stalls)
+// of counts c's excused failures (st) and of those the ones the capture's
+// verdict put on the bed (bedOnly). A control request (straight to a pod)
+// is excused only by the watchdog: its own slow requests are among the
+// stalls, and would excuse themselves.
+func (e excuser) of(c *counter, control bool) (st, bedOnly int64) {
+	if control {
+		return int64(duringStalls(c.failures, e.watchdog)), 0
+	}
+	bedOnly = int64(bedFailures(c.failures, e.stalls, e.bed))
+	return int64(duringStalls(c.failures, e.stalls)) + bedOnly, bedOnly
 }
 
 // stallSpans are the spans in which the bed itself stalled: the
