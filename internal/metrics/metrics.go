@@ -53,6 +53,9 @@ type Metrics struct {
 	// calls (ObserveSync, NetworkProgrammingLatency) and by the health and
 	// watch hooks.
 	KubeProxy *KubeProxy
+
+	// serviceStats, once added, are written into /metrics by its handler.
+	serviceStats *ServiceStats
 }
 
 // The kind labels of DriftRepairs.
@@ -172,6 +175,11 @@ func (m *Metrics) ObserveSync(mode string, d time.Duration, ok bool) {
 // rest_client_* series (restclient.go).
 func (m *Metrics) Handler() http.Handler {
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(prometheus.Gatherers{m.Registry, restClientGatherer{}}, promhttp.HandlerOpts{}))
+	g := prometheus.Gatherers{m.Registry, restClientGatherer{}}
+	if m.serviceStats != nil {
+		mux.Handle("/metrics", statsHandler(g, m.serviceStats))
+	} else {
+		mux.Handle("/metrics", promhttp.HandlerFor(g, promhttp.HandlerOpts{}))
+	}
 	return mux
 }

@@ -1,14 +1,20 @@
 package metrics
 
 import (
+	"compress/gzip"
 	"fmt"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"net/netip"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/prometheus/client_golang/prometheus/testutil/promlint"
+	"github.com/prometheus/common/expfmt"
+	pmodel "github.com/prometheus/common/model"
 	"k8s.io/apimachinery/pkg/types"
 	clocktesting "k8s.io/utils/clock/testing"
 
@@ -68,9 +74,59 @@ func TestServiceStatsSums(t *testing.T) {
 			t.Errorf("/metrics lacks %s", want)
 		}
 	}
-	if problems, err := testutil.CollectAndLint(s); err != nil || len(problems) > 0 {
-		t.Errorf("lint: %v %v", problems, err)
+	lintExposition(t, body)
+}
+
+// lintExposition parses body as the text format strictly (each family
+// once, in one block; valid names and values) and lints it as
+// Prometheus' promtool does.
+func lintExposition(t *testing.T, body string) {
+	t.Helper()
+	p := expfmt.NewTextParser(pmodel.LegacyValidation)
+	if _, err := p.TextToMetricFamilies(strings.NewReader(body)); err != nil {
+		t.Errorf("/metrics does not parse: %v", err)
 	}
+	problems, err := promlint.New(strings.NewReader(body)).Lint()
+	if err != nil {
+		t.Errorf("lint: %v", err)
+	}
+	for _, p := range problems {
+		if strings.HasPrefix(p.Metric, "ipvs_proxy_service_") || strings.HasPrefix(p.Metric, "ipvs_proxy_real_server_") {
+			t.Errorf("lint: %s: %s", p.Metric, p.Text)
+		}
+	}
+}
+
+// A scraper that accepts gzip gets the same series compressed; one that
+// asks for the protobuf format gets the text format.
+func TestServiceStatsEncodings(t *testing.T) {
+	s := NewServiceStats(DefaultServiceStatsMaxSeries, false, nil)
+	s.Publish(&ipvs.StatsSnapshot{Read: time.Now(), Services: []ipvs.ServiceStats{
+		{Service: spn("shop", "web", "http"), Kind: model.KindClusterIP, Counters: ipvs.Counters{Connections: 5}}}})
+	m := New()
+	m.AddServiceStats(s)
+	const want = `ipvs_proxy_service_connections_total{kind="cluster",namespace="shop",port="http",service="web"} 5` + "\n"
+
+	req := httptest.NewRequest("GET", "/metrics", nil)
+	req.Header.Set("Accept-Encoding", "br;q=1.0, gzip;q=0.8")
+	req.Header.Set("Accept", "application/vnd.google.protobuf;proto=io.prometheus.client.MetricFamily;encoding=delimited;q=0.7,text/plain;version=0.0.4;q=0.3")
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, req)
+	if ce, ct := rec.Header().Get("Content-Encoding"), rec.Header().Get("Content-Type"); ce != "gzip" || !strings.HasPrefix(ct, "text/plain; version=0.0.4") {
+		t.Fatalf("Content-Encoding %q, Content-Type %q; want gzip, the text format", ce, ct)
+	}
+	zr, err := gzip.NewReader(rec.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, err := io.ReadAll(zr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(string(body), want) {
+		t.Errorf("gzip-compressed /metrics lacks %s", want)
+	}
+	lintExposition(t, string(body))
 }
 
 // The cap keeps whole Service ports and kinds in (namespace, service,
@@ -124,9 +180,8 @@ func TestServiceStatsBeforeRead(t *testing.T) {
 // BenchmarkServiceStatsScrape is one scrape's cost at 20,000 Services
 // (each a port with a cluster IP in both families and a NodePort on two
 // node addresses: 80,000 virtual servers, 40,000 Service ports and
-// kinds), the registry's Gather of the statistics without the HTTP
-// encoding: the first scrape after a read builds the series from the
-// snapshot; later ones reuse them.
+// kinds), /metrics written to nowhere: "publish" is a full sync's
+// Publish and one scrape, "scrape" a scrape of what was published.
 func BenchmarkServiceStatsScrape(b *testing.B) {
 	const services = 20000
 	snap := &ipvs.StatsSnapshot{Read: time.Now()}
@@ -141,32 +196,38 @@ func BenchmarkServiceStatsScrape(b *testing.B) {
 		name string
 		max  int
 	}{{"default-cap", DefaultServiceStatsMaxSeries}, {"uncapped", 1 << 30}} {
-		b.Run(c.name+"/build", func(b *testing.B) {
+		b.Run(c.name+"/publish", func(b *testing.B) {
 			s := NewServiceStats(c.max, false, nil)
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(s)
+			m := New()
+			m.AddServiceStats(s)
+			h := m.Handler()
 			b.ReportAllocs()
 			for b.Loop() {
 				s.Publish(snap)
-				gather(b, reg)
+				serve(h)
 			}
 		})
-		b.Run(c.name+"/cached", func(b *testing.B) {
+		b.Run(c.name+"/scrape", func(b *testing.B) {
 			s := NewServiceStats(c.max, false, nil)
-			reg := prometheus.NewRegistry()
-			reg.MustRegister(s)
+			m := New()
+			m.AddServiceStats(s)
+			h := m.Handler()
 			s.Publish(snap)
-			gather(b, reg)
 			b.ReportAllocs()
 			for b.Loop() {
-				gather(b, reg)
+				serve(h)
 			}
 		})
 	}
 }
 
-func gather(b *testing.B, g prometheus.Gatherer) {
-	if _, err := g.Gather(); err != nil {
-		b.Fatal(err)
-	}
+// discard is a ResponseWriter that keeps nothing.
+type discard struct{ h http.Header }
+
+func (d *discard) Header() http.Header         { return d.h }
+func (d *discard) Write(p []byte) (int, error) { return len(p), nil }
+func (d *discard) WriteHeader(int)             {}
+
+func serve(h http.Handler) {
+	h.ServeHTTP(&discard{h: http.Header{}}, httptest.NewRequest("GET", "/metrics", nil))
 }

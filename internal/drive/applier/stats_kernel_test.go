@@ -4,13 +4,15 @@ package applier
 
 import (
 	"fmt"
+	"net/http/httptest"
 	"net/netip"
 	"slices"
 	"strings"
 	"testing"
 	"time"
 
-	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/common/expfmt"
+	pmodel "github.com/prometheus/common/model"
 
 	"github.com/ipvs-proxy/ipvs-proxy/internal/decide/model"
 	"github.com/ipvs-proxy/ipvs-proxy/internal/metrics"
@@ -32,14 +34,17 @@ func statsCluster() model.Cluster {
 	return c
 }
 
-// statsSeries are the gathered series of reg as
+// statsSeries are the series of m's /metrics as
 // "NAME{kind,service[,direction][,real_server]}" (the labels the test
 // tells apart, those a series has) → value.
-func statsSeries(t *testing.T, reg prometheus.Gatherer) map[string]float64 {
+func statsSeries(t *testing.T, m *metrics.Metrics) map[string]float64 {
 	t.Helper()
-	fams, err := reg.Gather()
+	rec := httptest.NewRecorder()
+	m.Handler().ServeHTTP(rec, httptest.NewRequest("GET", "/metrics", nil))
+	p := expfmt.NewTextParser(pmodel.LegacyValidation)
+	fams, err := p.TextToMetricFamilies(rec.Body)
 	if err != nil {
-		t.Fatal(err)
+		t.Fatalf("/metrics: %v", err)
 	}
 	out := map[string]float64{}
 	for _, f := range fams {
@@ -93,8 +98,8 @@ func TestKernelServiceStats(t *testing.T) {
 	// The kernel folds its per-CPU counters into the ones it reports
 	// every 2 s (its rate estimator's tick), so the traffic shows within
 	// a few periodic reads.
-	reg := prometheus.NewPedanticRegistry()
-	reg.MustRegister(stats)
+	reg := metrics.New()
+	reg.AddServiceStats(stats)
 	var got map[string]float64
 	for deadline := time.Now().Add(20 * time.Second); ; {
 		read := p.app.BeginFull()
@@ -157,8 +162,8 @@ func TestKernelServiceStats(t *testing.T) {
 		t.Errorf("age %v (present %v)", age, ok)
 	}
 
-	creg := prometheus.NewPedanticRegistry()
-	creg.MustRegister(capped)
+	creg := metrics.New()
+	creg.AddServiceStats(capped)
 	cgot := statsSeries(t, creg)
 	var kept []string
 	for k := range cgot {
