@@ -24,9 +24,8 @@
 #
 # test-node-install is in `make test` (about 2 min of `go test`); the four
 # scenarios of test-node boot the VM four times for about twenty minutes.
-# The guest loads the node's netfilter modules before containerd starts:
-# once, in `.ci/run`, the guest's kernel locked up as the kubelet's first
-# iptables calls loaded them (docs/testing.md).
+# The node VM has one vCPU: with two, the guest's kernel locked up as the
+# kubelet started in about one run of ten (docs/testing.md).
 
 # Keep the including Makefile's default goal whatever the include order.
 node_default_goal := $(.DEFAULT_GOAL)

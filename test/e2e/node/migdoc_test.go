@@ -66,7 +66,7 @@ func TestMigrationDoc(t *testing.T) {
 	// Longer than bootNode's: each of the walk's pod changes takes a minute
 	// or more in the emulated VM.
 	guest.Run(context.Background(), t, dir, guest.Suite{Test: "TestMigrationDocGuest", BuildFlags: []string{"-vet=off"},
-		Timeout: 35 * time.Minute, Port: srv.Port, Env: []string{
+		Timeout: 35 * time.Minute, CPUs: nodeCPUs, Port: srv.Port, Env: []string{
 			node.EnvAdminKubeconfig + "=" + kc, node.EnvKubelet + "=" + kubelet, node.EnvKubectl + "=" + kubectl,
 			node.EnvImports + "=" + strings.Join([]string{testImage, agnhostImage, kpImage, repo + "=" + release}, ","),
 		}})

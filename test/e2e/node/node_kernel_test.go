@@ -11,7 +11,6 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"syscall"
@@ -124,8 +123,6 @@ func startNode(t *testing.T, started func(*bed)) *bed {
 	}
 	b := &bed{t: t, cfg: cfg, c: kubernetes.NewForConfigOrDie(cfg), start: time.Now()}
 	b.last = b.start
-	loadModules(t)
-	b.step("kernel modules loaded")
 	work := t.TempDir()
 	for _, dir := range []string{"/var/lib/containerd", "/var/lib/kubelet", "/etc/cni/net.d"} {
 		if err := os.MkdirAll(dir, 0o755); err != nil {
@@ -349,62 +346,6 @@ func blockAPI(b *bed) {
 		b.t.Fatalf("nft -f: %v\n%s\n%s", err, out, rules)
 	}
 	b.step("pods' connections to the API server refused (nft)")
-}
-
-// nodeModules are the modules the node's programs make the kernel load on
-// first use: the CNI bridge's (bridge, veth), the kubelet's netlink probe
-// of xfrm, the kubelet's and the CNI plugins' iptables (nf_tables through
-// nft_compat, the masquerade), the proxy's IPVS, ipsets and rules, and
-// nft's reject. startNode loads them in one modprobe before any of those
-// programs runs, as a real node has them long before its proxy starts. In
-// one run of `.ci/run` the guest's kernel locked up as the kubelet started,
-// with the kubelet and a modprobe the kernel had run on its behalf each
-// spinning on a vCPU. A module loaded later anyway is logged at the end.
-var nodeModules = []string{
-	"bridge", "veth", "br_netfilter", "xfrm_user",
-	"nf_tables", "nft_compat", "nft_chain_nat", "nft_reject_inet", "nft_socket", "ipt_REJECT",
-	"nf_conntrack", "nf_nat", "nf_conntrack_netlink",
-	"xt_comment", "xt_mark", "xt_conntrack", "xt_addrtype", "xt_MASQUERADE", "xt_nat",
-	"xt_multiport", "xt_set", "xt_physdev", "xt_statistic", "xt_tcpudp",
-	"ip_set", "ip_set_hash_ip", "ip_set_hash_ipport", "ip_set_hash_ipportip",
-	"ip_set_hash_ipportnet", "ip_set_hash_net", "ip_set_bitmap_port",
-	"ip_vs", "ip_vs_rr", "ip_vs_wrr", "ip_vs_sh", "ip_vs_lc", "ip_vs_mh", "dummy",
-}
-
-// loadModules loads nodeModules and, at the test's end, logs the modules
-// loaded since (candidates for nodeModules).
-func loadModules(t *testing.T) {
-	t.Helper()
-	if out, err := run("modprobe", append([]string{"-a"}, nodeModules...)...); err != nil {
-		t.Fatalf("modprobe -a %v: %v\n%s", nodeModules, err, out)
-	}
-	before := loadedModules(t)
-	t.Cleanup(func() {
-		var later []string
-		for m := range loadedModules(t) {
-			if !before[m] {
-				later = append(later, m)
-			}
-		}
-		sort.Strings(later)
-		t.Logf("modules loaded after startNode's modprobe: %v", later)
-	})
-}
-
-// loadedModules is the set of module names in /proc/modules.
-func loadedModules(t *testing.T) map[string]bool {
-	t.Helper()
-	data, err := os.ReadFile("/proc/modules")
-	if err != nil {
-		t.Fatal(err)
-	}
-	mods := map[string]bool{}
-	for _, line := range strings.Split(string(data), "\n") {
-		if name, _, ok := strings.Cut(line, " "); ok {
-			mods[name] = true
-		}
-	}
-	return mods
 }
 
 // run runs a command and returns its combined output.

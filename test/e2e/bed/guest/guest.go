@@ -40,6 +40,8 @@ type Suite struct {
 	// AllowSkip lets the guest test skip; by default a skip fails the run,
 	// as a guest test that skipped did not test anything.
 	AllowSkip bool
+	// CPUs is the VM's vCPU count (vmtest.Config.CPUs; 0: its default).
+	CPUs int
 	// Output receives the guest's console as well as os.Stdout (nil: only
 	// os.Stdout); a test keeps it to find what the guest printed there,
 	// such as profiles (package consoleprof).
@@ -73,6 +75,7 @@ func Run(ctx context.Context, t *testing.T, dir string, s Suite) *vmtest.Result 
 		Env:          s.Env,
 		ForwardPort:  s.Port,
 		HostForwards: s.HostForwards,
+		CPUs:         s.CPUs,
 		Timeout:      s.Timeout + 2*time.Minute,
 		FailOnSkip:   !s.AllowSkip,
 	})
