@@ -3,9 +3,9 @@ package recovery
 import (
 	"errors"
 	"fmt"
-	"os"
 	"net"
 	"net/netip"
+	"os"
 	"slices"
 
 	"github.com/vishvananda/netlink"
