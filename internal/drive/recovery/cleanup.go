@@ -116,7 +116,7 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 				drain := cmp.Or(o.Drain, DefaultDrain)
 				open, err := drainSources(k, node, drain, log)
 				if err != nil {
-					log.Warn("could not wait for this node's connections from kube-ipvs0's addresses", zap.Error(err))
+					log.Warn("draining this node's connections from kube-ipvs0's addresses", zap.Error(err))
 				}
 				res.StillOpen = open
 			}

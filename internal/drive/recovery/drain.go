@@ -1,6 +1,7 @@
 package recovery
 
 import (
+	"errors"
 	"net/netip"
 	"time"
 
@@ -48,14 +49,14 @@ type drainer interface {
 // (the kernel takes a local destination's own address), and it breaks
 // when the address goes. New connections are given a node address as
 // their source, then those open are waited for, up to timeout. It returns
-// how many were still open when the wait ended.
+// how many were still open when the wait ended, and the routes it could not
+// change.
 func drainSources(k drainer, node *Node, timeout time.Duration, log *zap.Logger) (int, error) {
 	if len(node.Bound) == 0 || timeout <= 0 {
 		return 0, nil
 	}
-	if err := k.RetireSources(retireSources(node.Bound, node.LocalAddrs())); err != nil {
-		return 0, err
-	}
+	// Waited for even when a route could not be changed: the others were.
+	retireErr := k.RetireSources(retireSources(node.Bound, node.LocalAddrs()))
 	addrs := make([]netip.Addr, len(node.Bound))
 	for i, p := range node.Bound {
 		addrs[i] = p.Addr()
@@ -64,12 +65,12 @@ func drainSources(k drainer, node *Node, timeout time.Duration, log *zap.Logger)
 	for {
 		n, err := k.OpenConnsFrom(addrs)
 		if err != nil {
-			return 0, err
+			return 0, errors.Join(retireErr, err)
 		}
 		if n == 0 || time.Since(start) >= timeout {
 			log.Info("drained this node's connections from kube-ipvs0's addresses",
 				zap.Int("stillOpen", n), zap.Duration("took", time.Since(start)))
-			return n, nil
+			return n, retireErr
 		}
 		time.Sleep(drainPoll)
 	}
