@@ -31,6 +31,9 @@ func TestCleanupDrainsNodeConnections(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			a := ktest.NewNode(t)
 			pod := a.AddPod(t, "pod-a", "10.244.0.2")
+			// A LAN client gives the node its address (ktest.NodeIPv4),
+			// the source the drain gives new connections.
+			a.AddClient(t, "client", "198.51.100.20")
 			echo(t, pod, 9000)
 			a.RunInput(t, fmt.Sprintf("link add kube-ipvs0 type dummy\naddr add %s/32 dev kube-ipvs0\n", clusterVIP), "ip", "-batch", "-")
 			a.Run(t, "iptables", "-t", "nat", "-A", "OUTPUT", "-d", clusterVIP, "-p", "tcp", "--dport", "80",
