@@ -303,18 +303,29 @@ func nodePortRules(w words) []Rule {
 	return np
 }
 
+// ctNew matches a connection's first packet.
+var ctNew = []string{"-m", "conntrack", "--ctstate", "NEW"}
+
 // filterTable is the filter table: the health check and firewall jumps,
 // KUBE-FORWARD, KUBE-IPVS-FILTER and the source ranges' firewall.
+//
+// The firewall (loadBalancerSourceRanges) sees a connection's first packet
+// only, as in kube-proxy's iptables and nftables modes; its IPVS mode
+// jumps there with every packet. Besides an ipset lookup per packet
+// forwarded, that unconditional jump would cut connections on the way out
+// to iptables mode: kube-proxy fills the chain, shared by name, with drops
+// for the load balancer addresses that it means for new connections only,
+// while IPVS still serves the open ones through INPUT.
 func filterTable(c RulesConfig, w words) Table {
 	set, markMask := w.set, w.markMask
 	return Table{Name: "filter", Chains: []Chain{
 		{Name: "INPUT", Builtin: true, Rules: []Rule{
 			rule(comment("kubernetes health check rules"), jump(ChainNodePort)),
-			rule(comment("kube-proxy firewall rules"), jump(ChainProxyFirewall)),
+			rule(ctNew, comment("kube-proxy firewall rules"), jump(ChainProxyFirewall)),
 			rule(comment("kubernetes ipvs access filter"), jump(ChainIPVSFilter)),
 		}},
 		{Name: "FORWARD", Builtin: true, Rules: []Rule{
-			rule(comment("kube-proxy firewall rules"), jump(ChainProxyFirewall)),
+			rule(ctNew, comment("kube-proxy firewall rules"), jump(ChainProxyFirewall)),
 			rule(comment("kubernetes forwarding rules"), jump(ChainForward)),
 		}},
 		{Name: ChainForward, Rules: []Rule{
@@ -328,7 +339,7 @@ func filterTable(c RulesConfig, w words) Table {
 			rule(matchSet(set(SetExternalIP), "dst,dst"), jump("RETURN")),
 			rule(matchSet(set(SetExternalIPLocal), "dst,dst"), jump("RETURN")),
 			rule(matchSet(set(SetHealthCheckNodePort), "dst"), jump("RETURN")),
-			rule([]string{"-m", "conntrack", "--ctstate", "NEW"}, matchSet(set(SetIPVSIPs), "dst"), jump("REJECT", "--reject-with", w.reject)),
+			rule(ctNew, matchSet(set(SetIPVSIPs), "dst"), jump("REJECT", "--reject-with", w.reject)),
 		}},
 		{Name: ChainNodePort, Rules: []Rule{
 			rule(comment("Kubernetes health check node port"), matchSet(set(SetHealthCheckNodePort), "dst"), jump("ACCEPT")),
@@ -360,7 +371,7 @@ func noLocalFilter(c RulesConfig, w words) Rule {
 		notPods = []string{"!", "-s", c.NodePodCIDR.Masked().String()}
 	}
 	return rule(notPods, comment("externalTrafficPolicy=local without local endpoints: only this node and its pods"),
-		[]string{"-m", "conntrack", "--ctstate", "NEW"},
+		ctNew,
 		matchSet(w.set(SetExternalNoLocal), "dst,dst"), []string{"-m", "addrtype", "!", "--src-type", "LOCAL"},
 		jump("REJECT", "--reject-with", w.reject))
 }

@@ -81,6 +81,10 @@ func cleanupNode(w io.Writer, req cleanupRequest) error {
 		}
 		fmt.Fprintf(w, "cleanup: %d virtual server(s) deleted; %s; no chain, rule or ipset of the proxy left for: %s\n",
 			res.VirtualServersDeleted, dev, fams)
+		if res.StillOpen > 0 {
+			fmt.Fprintf(w, "cleanup: %d connection(s) this node opened from %s's addresses were still open after %v and ended with it\n",
+				res.StillOpen, addrmgr.Device, recovery.DefaultDrain)
+		}
 	}
 	if err != nil {
 		return failure(err)
@@ -116,8 +120,10 @@ anyway. On the way out to kube-proxy's iptables or nftables mode, run it
 with --kube-proxy-mode MODE once kube-proxy serves the node in that mode:
 kube-proxy is then expected, and with iptables the chains that mode writes
 under the same names (nat KUBE-SERVICES, KUBE-POSTROUTING, KUBE-MARK-MASQ,
-filter KUBE-FORWARD, KUBE-PROXY-FIREWALL) and the jumps to them stay. The
-same as run --cleanup. Exit status 0, or 1 when something could
+filter KUBE-FORWARD, KUBE-PROXY-FIREWALL) and the jumps to them stay; before
+kube-ipvs0 goes, connections the node itself opened from its addresses (to
+a ClusterIP while kube-ipvs0 held it) are waited for, up to 10s, while new
+ones take a node address. The same as run --cleanup. Exit status 0, or 1 when something could
 not be removed (run it again) or another proxy runs.`,
 		Args: cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {

@@ -1,10 +1,12 @@
 package recovery
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/netip"
 	"slices"
+	"time"
 
 	"go.uber.org/zap"
 
@@ -39,6 +41,10 @@ type CleanupOptions struct {
 	// mode writes under the proxy's names (iptables.IPTablesModeShared) and
 	// the jumps to them; "" and "nftables" remove every chain of the plan.
 	KubeProxyMode string
+	// Drain is, with KubeProxyMode set, how long this node's own
+	// connections from kube-ipvs0's addresses are waited for before it
+	// goes (drainSources); 0 is DefaultDrain, negative no wait.
+	Drain time.Duration
 	// Log receives what was removed; nil means no logging.
 	Log *zap.Logger
 }
@@ -53,6 +59,9 @@ type CleanupResult struct {
 	DeviceDeleted bool
 	// Families are the families whose chains and ipsets were cleaned.
 	Families []string
+	// StillOpen are this node's connections from kube-ipvs0's addresses
+	// the drain's wait left open (they ended with it).
+	StillOpen int
 }
 
 // Cleanup takes the proxy off the node in the calling thread's network
@@ -67,7 +76,7 @@ type CleanupResult struct {
 //     on an address not on kube-ipvs0) and those in ExcludeCIDRs stay;
 //  2. kube-ipvs0 with its addresses (`ip link del kube-ipvs0`), only when
 //     step 1 fully succeeded (its addresses are what marks step 1's servers
-//     as ours);
+//     as ours); with KubeProxyMode set, after the drain (drainSources);
 //  3. the proxy's chains, its jump rules in the built-in chains and its
 //     ipsets, as named in the plan of an empty cluster, for both families.
 //
@@ -103,6 +112,14 @@ func Cleanup(o CleanupOptions) (*CleanupResult, error) {
 			errs = append(errs, fmt.Errorf("%w: %s kept: its addresses mark the virtual servers that could not be deleted as ours; run cleanup again", ErrCleanup, addrmgr.Device))
 			res.AddressesDeleted = 0
 		default:
+			if o.KubeProxyMode != "" {
+				drain := cmp.Or(o.Drain, DefaultDrain)
+				open, err := drainSources(k, node, drain, log)
+				if err != nil {
+					log.Warn("draining this node's connections from kube-ipvs0's addresses", zap.Error(err))
+				}
+				res.StillOpen = open
+			}
 			if err := k.DeleteDevice(); err != nil {
 				errs = append(errs, fmt.Errorf("%w: %w", ErrCleanup, err))
 				res.AddressesDeleted = 0

@@ -3,11 +3,14 @@ package recovery
 import (
 	"errors"
 	"fmt"
+	"net"
+	"net/netip"
 	"os"
 	"slices"
 
 	"github.com/vishvananda/netlink"
 	"go.uber.org/zap"
+	"golang.org/x/sys/unix"
 
 	"github.com/ipvs-proxy/ipvs-proxy/addrmgr"
 	addrkernel "github.com/ipvs-proxy/ipvs-proxy/addrmgr/kernel"
@@ -114,6 +117,62 @@ func (k *Kernel) Read() (*Node, error) {
 	}
 	return n, nil
 }
+
+// RetireSources gives each address's local route (`ip route replace local
+// ADDR dev kube-ipvs0 table local src NODE-ADDR`) the node's address as
+// preferred source: a connection this node opens to the address takes that
+// one as its source, and the replies to those that took the address itself
+// are still delivered.
+func (k *Kernel) RetireSources(src map[netip.Prefix]netip.Addr) error {
+	if k.link == nil {
+		return nil
+	}
+	dev, err := k.h.LinkByName(addrmgr.Device)
+	if err != nil {
+		return fmt.Errorf("ip link show %s: %w", addrmgr.Device, err)
+	}
+	var errs []error
+	for p, a := range src {
+		addr := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
+		r := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), addr.Addr().BitLen())}, Src: a.AsSlice(),
+			Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST, Protocol: unix.RTPROT_KERNEL}
+		if err := k.h.RouteReplace(r); err != nil {
+			errs = append(errs, fmt.Errorf("ip route replace local %s dev %s table local src %s: %w", addr, addrmgr.Device, a, err))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// OpenConnsFrom counts the TCP connections of the connection table
+// (`conntrack -L`) whose original source is one of addrs and that are not
+// in TIME_WAIT or CLOSE. Other protocols are not waited for: a datagram
+// lost is sent again.
+func (k *Kernel) OpenConnsFrom(addrs []netip.Addr) (int, error) {
+	var n int
+	for _, fam := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
+		flows, err := k.h.ConntrackTableList(netlink.ConntrackTable, fam)
+		if err != nil {
+			return 0, fmt.Errorf("conntrack -L -f %d: %w", fam, err)
+		}
+		for _, f := range flows {
+			tcp, ok := f.ProtoInfo.(*netlink.ProtoInfoTCP)
+			if !ok || f.Forward.Protocol != unix.IPPROTO_TCP || tcp.State == tcpConntrackTimeWait || tcp.State == tcpConntrackClose {
+				continue
+			}
+			if src, ok := netip.AddrFromSlice(f.Forward.SrcIP); ok && slices.Contains(addrs, src.Unmap()) {
+				n++
+			}
+		}
+	}
+	return n, nil
+}
+
+// The conntrack TCP states a connection no longer sends data in
+// (include/uapi/linux/netfilter/nf_conntrack_tcp.h).
+const (
+	tcpConntrackTimeWait = 7
+	tcpConntrackClose    = 8
+)
 
 // DeleteDevice is `ip link del kube-ipvs0`, with its addresses.
 func (k *Kernel) DeleteDevice() error { return addrkernel.DeleteDevice(k.h) }

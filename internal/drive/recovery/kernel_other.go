@@ -4,6 +4,7 @@ package recovery
 
 import (
 	"errors"
+	"net/netip"
 
 	"go.uber.org/zap"
 
@@ -32,6 +33,12 @@ func (k *Kernel) Table() ipvs.Table { return nil }
 
 // Read fails with ErrNeedsLinux.
 func (k *Kernel) Read() (*Node, error) { return nil, ErrNeedsLinux }
+
+// RetireSources fails with ErrNeedsLinux.
+func (k *Kernel) RetireSources(map[netip.Prefix]netip.Addr) error { return ErrNeedsLinux }
+
+// OpenConnsFrom fails with ErrNeedsLinux.
+func (k *Kernel) OpenConnsFrom([]netip.Addr) (int, error) { return 0, ErrNeedsLinux }
 
 // DeleteDevice fails with ErrNeedsLinux.
 func (k *Kernel) DeleteDevice() error { return ErrNeedsLinux }

@@ -160,8 +160,15 @@ func (w *witness) explain(tg target, s span, err error) (string, verdict) {
 		}
 	}
 	fmt.Fprintf(&sb, "  node namespace segments with the client's endpoint or of its flow, from 1 s before the request (%d of %d TCP segments captured):\n", len(mine), total)
-	for _, pk := range firstN2(mine, 40) {
-		fmt.Fprintf(&sb, "    %s\n", pk)
+	// The first and the last: the flow before the failure and what became
+	// of the failed request's segments.
+	for i, pk := range mine {
+		if i == 20 && len(mine) > 40 {
+			fmt.Fprintf(&sb, "    ... %d more\n", len(mine)-40)
+		}
+		if i < 20 || i >= len(mine)-20 {
+			fmt.Fprintf(&sb, "    %s\n", pk)
+		}
 	}
 	if m := w.ipvs.Load(); m != nil {
 		ev := m.between(s.from.Add(-5*time.Second), s.to)
@@ -176,13 +183,6 @@ func (w *witness) explain(tg target, s span, err error) (string, verdict) {
 		fmt.Fprintf(&sb, "    %s\n", e)
 	}
 	return sb.String(), v
-}
-
-func firstN2(s []packet, n int) []packet {
-	if len(s) > n {
-		return s[:n]
-	}
-	return s
 }
 
 func indent(s string) string {
