@@ -34,7 +34,8 @@ func TestCleanupDrainsNodeConnections(t *testing.T) {
 			// A LAN client gives the node its address (ktest.NodeIPv4),
 			// the source the drain gives new connections.
 			a.AddClient(t, "client", "198.51.100.20")
-			echo(t, pod, 9000)
+			// An echo: every line back.
+			serveTCP(t, pod.NS, 9000, func(c net.Conn) { _, _ = io.Copy(c, c) })
 			a.RunInput(t, fmt.Sprintf("link add kube-ipvs0 type dummy\naddr add %s/32 dev kube-ipvs0\n", clusterVIP), "ip", "-batch", "-")
 			a.Run(t, "iptables", "-t", "nat", "-A", "OUTPUT", "-d", clusterVIP, "-p", "tcp", "--dport", "80",
 				"-j", "DNAT", "--to-destination", "10.244.0.2:9000")
@@ -109,28 +110,6 @@ func TestCleanupDrainsNodeConnections(t *testing.T) {
 			t.Logf("cleanup took %v with one connection from %s open until the test closed it", took.Round(time.Millisecond), clusterVIP)
 		})
 	}
-}
-
-// echo serves, in pod, a TCP echo on port: every line back.
-func echo(t *testing.T, pod *ktest.Pod, port int) {
-	t.Helper()
-	var l net.Listener
-	if err := pod.Do(func() (err error) {
-		l, err = net.Listen("tcp", fmt.Sprintf(":%d", port))
-		return err
-	}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { l.Close() })
-	go func() {
-		for {
-			c, err := l.Accept()
-			if err != nil {
-				return
-			}
-			go func() { io.Copy(c, c); c.Close() }()
-		}
-	}()
 }
 
 // dial opens a TCP connection from node a to clusterVIP:80.

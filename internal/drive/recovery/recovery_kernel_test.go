@@ -98,6 +98,15 @@ func runProxy(t *testing.T, ns *ktest.NS, args ...string) (stdout, stderr string
 // listen serves name on TCP port in ns: every connection gets "NAME\n".
 func listen(t *testing.T, ns *ktest.NS, name string, port int) {
 	t.Helper()
+	serveTCP(t, ns, port, func(c net.Conn) {
+		_, _ = c.Write([]byte(name + " " + c.RemoteAddr().(*net.TCPAddr).IP.String() + "\n"))
+	})
+}
+
+// serveTCP listens on TCP port in ns and runs handle on each connection
+// in its own goroutine, closing it after, until the test ends.
+func serveTCP(t *testing.T, ns *ktest.NS, port int, handle func(net.Conn)) {
+	t.Helper()
 	var l net.Listener
 	if err := ns.Do(func() error {
 		var err error
@@ -113,8 +122,7 @@ func listen(t *testing.T, ns *ktest.NS, name string, port int) {
 			if err != nil {
 				return
 			}
-			_, _ = c.Write([]byte(name + " " + c.RemoteAddr().(*net.TCPAddr).IP.String() + "\n"))
-			c.Close()
+			go func() { handle(c); c.Close() }()
 		}
 	}()
 }
