@@ -88,7 +88,7 @@ func (s *ServiceStats) writeText(w *bufio.Writer, v *statsView) {
 	}
 	for _, f := range []struct {
 		name  string
-		value func(c *statsGroup, i int) uint64
+		value func(g *statsGroup, i int) uint64
 	}{
 		{nameRSActive, func(g *statsGroup, i int) uint64 { return g.realServers[i].Active }},
 		{nameRSInactive, func(g *statsGroup, i int) uint64 { return g.realServers[i].Inactive }},

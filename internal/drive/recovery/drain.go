@@ -17,17 +17,26 @@ const drainPoll = 200 * time.Millisecond
 
 // retireSources picks, for each family of bound, the node's address that
 // connections from this node to bound's addresses take from now on as
-// their source: the first of local (the node's other addresses) of that
-// family that is neither loopback nor link-local. A family without one is
-// left out.
+// their source: the first global unicast one of local (the node's other
+// addresses) of that family. A family without one is left out.
 func retireSources(bound []netip.Prefix, local []netip.Addr) map[netip.Prefix]netip.Addr {
+	first := func(v4 bool) netip.Addr {
+		for _, a := range local {
+			if a.Is4() == v4 && a.IsGlobalUnicast() {
+				return a
+			}
+		}
+		return netip.Addr{}
+	}
+	src4, src6 := first(true), first(false)
 	out := map[netip.Prefix]netip.Addr{}
 	for _, p := range bound {
-		for _, a := range local {
-			if a.Is4() == p.Addr().Is4() && a.IsGlobalUnicast() && !a.IsLinkLocalUnicast() {
-				out[p] = a
-				break
-			}
+		src := src6
+		if p.Addr().Is4() {
+			src = src4
+		}
+		if src.IsValid() {
+			out[p] = src
 		}
 	}
 	return out

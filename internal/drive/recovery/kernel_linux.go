@@ -3,7 +3,6 @@ package recovery
 import (
 	"errors"
 	"fmt"
-	"net"
 	"net/netip"
 	"os"
 	"slices"
@@ -133,11 +132,10 @@ func (k *Kernel) RetireSources(src map[netip.Prefix]netip.Addr) error {
 	}
 	var errs []error
 	for p, a := range src {
-		addr := netip.PrefixFrom(p.Addr(), p.Addr().BitLen())
-		r := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: &net.IPNet{IP: addr.Addr().AsSlice(), Mask: net.CIDRMask(addr.Bits(), addr.Addr().BitLen())}, Src: a.AsSlice(),
+		r := &netlink.Route{LinkIndex: dev.Attrs().Index, Dst: netlink.NewIPNet(p.Addr().AsSlice()), Src: a.AsSlice(),
 			Type: unix.RTN_LOCAL, Table: unix.RT_TABLE_LOCAL, Scope: netlink.SCOPE_HOST, Protocol: unix.RTPROT_KERNEL}
 		if err := k.h.RouteReplace(r); err != nil {
-			errs = append(errs, fmt.Errorf("ip route replace local %s dev %s table local src %s: %w", addr, addrmgr.Device, a, err))
+			errs = append(errs, fmt.Errorf("ip route replace local %s dev %s table local src %s: %w", p.Addr(), addrmgr.Device, a, err))
 		}
 	}
 	return errors.Join(errs...)
@@ -145,11 +143,14 @@ func (k *Kernel) RetireSources(src map[netip.Prefix]netip.Addr) error {
 
 // OpenConnsFrom counts the TCP connections of the connection table
 // (`conntrack -L`) whose original source is one of addrs and that are not
-// in TIME_WAIT or CLOSE. Other protocols are not waited for: a datagram
-// lost is sent again.
+// in TIME_WAIT or CLOSE; only the families of addrs are read. Other
+// protocols are not waited for: a datagram lost is sent again.
 func (k *Kernel) OpenConnsFrom(addrs []netip.Addr) (int, error) {
 	var n int
 	for _, fam := range []netlink.InetFamily{unix.AF_INET, unix.AF_INET6} {
+		if !slices.ContainsFunc(addrs, func(a netip.Addr) bool { return a.Is4() == (fam == unix.AF_INET) }) {
+			continue
+		}
 		flows, err := k.h.ConntrackTableList(netlink.ConntrackTable, fam)
 		if err != nil {
 			return 0, fmt.Errorf("conntrack -L -f %d: %w", fam, err)
